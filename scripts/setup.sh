@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Idempotent set-up: Debian packages, the virtual environment, the project with its extras.
+# Fast when everything is already there (a stamp of pyproject.toml skips pip).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=${ZKCOORD_VENV:-.venv}
+EXTRAS=${ZKCOORD_EXTRAS:-test}
+APT_PACKAGES=(zookeeper kcat burrow)
+
+need_apt=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || need_apt+=("$pkg")
+done
+if ((${#need_apt[@]})); then
+  echo "setup: installing Debian packages: ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+command -v java >/dev/null || { echo "setup: java (17) is required on PATH" >&2; exit 1; }
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV"
+  python3 -m venv "$VENV"
+fi
+
+stamp="$VENV/.zkcoord-stamp"
+want="$(sha256sum pyproject.toml | cut -c1-16)-$EXTRAS"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing zkcoord[$EXTRAS] into $VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip >/dev/null
+  "$VENV/bin/python" -m pip install -q -e ".[$EXTRAS]"
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Set up (first time only), then lint, type-check and run the whole test suite.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/unit -x`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+VENV=${ZKCOORD_VENV:-.venv}
+echo "== ruff"; "$VENV/bin/ruff" check zkcoord migration tests benchmarks
+"$VENV/bin/ruff" format --check -q zkcoord migration tests benchmarks
+echo "== mypy"; "$VENV/bin/mypy" --no-error-summary
+echo "== pytest"; exec "$VENV/bin/pytest" "$@"

@@ -1,0 +1,1 @@
+"""Pure broker-protocol assignors: range, roundrobin, sticky, cooperative-sticky."""

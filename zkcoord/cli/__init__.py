@@ -1,0 +1,48 @@
+"""The `zkcoord` command: one sub-command module per area, each with `register(subparsers)`."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from zkcoord import __version__
+from zkcoord.errors import ZkcoordError
+
+# Each module defines `register(subparsers)`; the parser it adds sets `func(args) -> int`.
+COMMAND_MODULES = (
+    "zkcoord.cli.demo",
+    "zkcoord.cli.zk",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zkcoord",
+        description="ZooKeeper-era Kafka consumer groups, the broker protocol, and the migration between them.",
+    )
+    parser.add_argument("--version", action="version", version=f"zkcoord {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except ZkcoordError as exc:
+        print(f"zkcoord: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""`zkcoord zk start`: a local ZooKeeper (standalone or ensemble) in the foreground, for use by hand."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+
+from zkcoord.local.zookeeper import ZooKeeper
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    zk = sub.add_parser("zk", help="run a local ZooKeeper")
+    zk_sub = zk.add_subparsers(dest="zk_command", metavar="ACTION", required=True)
+    start = zk_sub.add_parser("start", help="start ZooKeeper in the foreground until Ctrl-C")
+    start.add_argument("--port", type=int, default=2181, help="client port of the first node (default 2181)")
+    start.add_argument("--data-dir", default=None, help="data directory (default: a temporary one, removed)")
+    start.add_argument("--ensemble", type=int, default=1, metavar="N", help="number of nodes (default 1)")
+    start.set_defaults(func=run_start)
+
+
+def run_start(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with ZooKeeper.start(args.ensemble, base_dir=args.data_dir, port=args.port) as zk:
+        for node in zk.nodes:
+            print(f"node {node.myid}: {node.address} mode={node.mode()} log={node.log_path}", flush=True)
+        print(f"ZooKeeper ready: {zk.hosts}  (Ctrl-C to stop)", flush=True)
+        while not stop.wait(1.0):
+            dead = [n.myid for n in zk.nodes if not n.running]
+            if dead:
+                print(f"node(s) {dead} exited; see their logs", flush=True)
+                return 1
+    print("ZooKeeper stopped", flush=True)
+    return 0

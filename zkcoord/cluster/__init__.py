@@ -1,0 +1,1 @@
+"""The ZooKeeper-era cluster: broker registry, controller, coordinator lookup and failover."""

@@ -1,0 +1,1 @@
+"""Pure classic group coordinator: states, handlers that return records, replay."""

@@ -1,0 +1,1 @@
+"""__consumer_offsets record codecs and record-batch helpers."""

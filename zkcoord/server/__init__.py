@@ -1,0 +1,1 @@
+"""The asyncio Kafka wire server and its partition logs."""

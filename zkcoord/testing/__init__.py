@@ -1,0 +1,27 @@
+"""zkcoord's test kit: real ZooKeeper for pytest (the plugin) and real server-side fault injection.
+
+    from zkcoord.testing import expire_session, drop_connection
+
+    def test_member_survives_expiry(zk):          # `zk`: a kazoo client in a fresh chroot
+        zk.create("/ids/me", ephemeral=True, makepath=True)
+        expire_session(zk)                        # the server really deletes /ids/me
+        assert zk.exists("/ids/me") is None
+
+Ensemble faults go through the `zk_ensemble` fixture: `kill_node(i)`, `restart_node(i)`, `leader()`.
+"""
+
+from zkcoord.local.zookeeper import ZooKeeper, free_port
+from zkcoord.testing.plugin import ZooKeeperHandle, docker_available, start_zookeeper
+from zkcoord.zk.session import SessionFault, drop_connection, expire_session, wait_for
+
+__all__ = [
+    "SessionFault",
+    "ZooKeeper",
+    "ZooKeeperHandle",
+    "docker_available",
+    "drop_connection",
+    "expire_session",
+    "free_port",
+    "start_zookeeper",
+    "wait_for",
+]
