@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 VENV=${ZKCOORD_VENV:-.venv}
-EXTRAS=${ZKCOORD_EXTRAS:-test}
+EXTRAS=${ZKCOORD_EXTRAS:-test,spark}
 APT_PACKAGES=(zookeeper kcat burrow)
 
 need_apt=()

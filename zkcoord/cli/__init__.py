@@ -15,6 +15,12 @@ from zkcoord.errors import ZkcoordError
 COMMAND_MODULES = (
     "zkcoord.cli.demo",
     "zkcoord.cli.zk",
+    "zkcoord.cli.legacy",
+    "zkcoord.cli.serve",
+    "zkcoord.cli.replay",
+    "zkcoord.cli.cluster",
+    "zkcoord.cli.migrate",
+    "zkcoord.cli.compare",
 )
 
 
