@@ -1,0 +1,74 @@
+"""The shared invariant checker every assignor result must pass; used by the tests and by callers' sanity checks."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+
+from zkcoord.assignors._common import TopicPartition
+
+
+class AssignmentInvariantError(AssertionError):
+    """An assignment broke an assignor invariant; the message names the member/partition at fault."""
+
+
+def check_assignment(
+    assignment: Mapping[str, Collection[TopicPartition]],
+    subscriptions: Mapping[str, Collection[str]],
+    partitions_per_topic: Mapping[str, int],
+    *,
+    complete: bool = True,
+    balance: str = "total",
+) -> None:
+    """Raise AssignmentInvariantError unless: every member is present with a sorted list, no partition is given
+    twice, members get only partitions of topics they subscribe to and that exist, every partition of a
+    subscribed topic is assigned (unless `complete` is False, as for a cooperative round that withholds
+    partitions), and, when all subscriptions are equal, counts differ by at most one: over all topics
+    (`balance="total"`: roundrobin, sticky) or within each topic (`balance="per-topic"`: range)."""
+    if balance not in ("total", "per-topic", "none"):
+        raise ValueError(f"balance must be 'total', 'per-topic' or 'none', got {balance!r}")
+    if sorted(assignment) != sorted(subscriptions):
+        raise AssignmentInvariantError(
+            f"members differ: assigned {sorted(assignment)} vs subscribed {sorted(subscriptions)}"
+        )
+    seen: dict[TopicPartition, str] = {}
+    for member in sorted(assignment):
+        parts = list(assignment[member])
+        if parts != sorted(parts):
+            raise AssignmentInvariantError(f"{member}: partition list is not sorted")
+        topics = set(subscriptions[member])
+        for tp in parts:
+            topic, p = tp
+            if topic not in topics:
+                raise AssignmentInvariantError(f"{member} got {tp} but does not subscribe to {topic!r}")
+            if not 0 <= p < partitions_per_topic.get(topic, 0):
+                raise AssignmentInvariantError(f"{member} got {tp}, which does not exist")
+            if tp in seen:
+                raise AssignmentInvariantError(f"{tp} assigned to both {seen[tp]} and {member}")
+            seen[tp] = member
+    if complete:
+        subscribed = set().union(*(set(t) for t in subscriptions.values())) if subscriptions else set()
+        for topic in sorted(subscribed):
+            for p in range(partitions_per_topic.get(topic, 0)):
+                if (topic, p) not in seen:
+                    raise AssignmentInvariantError(
+                        f"{(topic, p)} of subscribed topic {topic!r} is unassigned"
+                    )
+    distinct = {
+        frozenset(t for t in topics if partitions_per_topic.get(t, 0) > 0)
+        for topics in subscriptions.values()
+    }
+    if not complete or len(distinct) != 1 or balance == "none":
+        return
+    groups: list[list[int]]
+    if balance == "total":
+        groups = [[len(assignment[m]) for m in assignment]]
+    else:
+        groups = [
+            [sum(1 for tp in assignment[m] if tp[0] == t) for m in assignment]
+            for t in sorted(next(iter(distinct)))
+        ]
+    for counts in groups:
+        if counts and max(counts) - min(counts) > 1:
+            raise AssignmentInvariantError(
+                f"unbalanced ({balance}) with equal subscriptions: counts {min(counts)}..{max(counts)}"
+            )
