@@ -1,0 +1,67 @@
+"""Coordinator configuration with Kafka's broker names and defaults (`GroupCoordinatorConfig`), validated at construction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zkcoord.errors import ConfigError
+
+INT32_MAX = 2**31 - 1
+# A new member's JoinGroup may be parked this long before the member is dropped (Kafka's NewMemberJoinTimeoutMs).
+NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+
+
+@dataclass(frozen=True, slots=True)
+class GroupConfig:
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3000
+    group_max_size: int = INT32_MAX
+    offsets_topic_num_partitions: int = 50
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_minutes: int = 10080
+    offsets_retention_check_interval_ms: int = 600_000
+    offsets_commit_timeout_ms: int = 5000
+    new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+
+    def __post_init__(self) -> None:
+        def need(ok: bool, what: str) -> None:
+            if not ok:
+                raise ConfigError(f"GroupConfig: {what}")
+
+        for name in (
+            "group_min_session_timeout_ms",
+            "group_max_session_timeout_ms",
+            "group_initial_rebalance_delay_ms",
+            "group_max_size",
+            "offsets_topic_num_partitions",
+            "offset_metadata_max_bytes",
+            "offsets_retention_minutes",
+            "offsets_retention_check_interval_ms",
+            "offsets_commit_timeout_ms",
+            "new_member_join_timeout_ms",
+        ):
+            value = getattr(self, name)
+            need(
+                isinstance(value, int) and not isinstance(value, bool),
+                f"{name} must be an int, got {value!r}",
+            )
+        need(self.group_min_session_timeout_ms >= 0, "group.min.session.timeout.ms must be >= 0")
+        need(
+            self.group_max_session_timeout_ms >= self.group_min_session_timeout_ms,
+            "group.max.session.timeout.ms must be >= group.min.session.timeout.ms",
+        )
+        need(self.group_initial_rebalance_delay_ms >= 0, "group.initial.rebalance.delay.ms must be >= 0")
+        need(self.group_max_size >= 1, "group.max.size must be >= 1")
+        need(self.offsets_topic_num_partitions >= 1, "offsets.topic.num.partitions must be >= 1")
+        need(self.offset_metadata_max_bytes >= 0, "offset.metadata.max.bytes must be >= 0")
+        need(self.offsets_retention_minutes >= 1, "offsets.retention.minutes must be >= 1")
+        need(
+            self.offsets_retention_check_interval_ms >= 1, "offsets.retention.check.interval.ms must be >= 1"
+        )
+        need(self.offsets_commit_timeout_ms >= 1, "offsets.commit.timeout.ms must be >= 1")
+        need(self.new_member_join_timeout_ms >= 1, "new_member_join_timeout_ms must be >= 1")
+
+    @property
+    def offsets_retention_ms(self) -> int:
+        return self.offsets_retention_minutes * 60_000
