@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping
 from zkcoord.assignors._common import Assignment, TopicPartition
 from zkcoord.assignors.range import range_assign
 from zkcoord.assignors.roundrobin import roundrobin_assign
+from zkcoord.assignors.sticky import cooperative_sticky_assign, sticky_assign
 
 STRATEGIES: tuple[str, ...] = ("range", "roundrobin", "sticky", "cooperative-sticky")
 
@@ -32,5 +33,6 @@ def assign(
     if strategy == "roundrobin":
         return roundrobin_assign(subscriptions, partitions_per_topic, instance_ids)
     if strategy in ("sticky", "cooperative-sticky"):
-        raise NotImplementedError(f"{strategy} is not implemented yet")
+        run = sticky_assign if strategy == "sticky" else cooperative_sticky_assign
+        return run(subscriptions, partitions_per_topic, owned=owned, generations=generations)
     raise ValueError(f"unknown assignment strategy {strategy!r}; valid strategies: {', '.join(STRATEGIES)}")

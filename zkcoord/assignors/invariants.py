@@ -23,9 +23,10 @@ def check_assignment(
     twice, members get only partitions of topics they subscribe to and that exist, every partition of a
     subscribed topic is assigned (unless `complete` is False, as for a cooperative round that withholds
     partitions), and, when all subscriptions are equal, counts differ by at most one: over all topics
-    (`balance="total"`: roundrobin, sticky) or within each topic (`balance="per-topic"`: range)."""
-    if balance not in ("total", "per-topic", "none"):
-        raise ValueError(f"balance must be 'total', 'per-topic' or 'none', got {balance!r}")
+    (`balance="total"`: roundrobin, sticky) or within each topic (`balance="per-topic"`: range). `balance="movable"` (sticky) also demands, for any subscriptions,
+    Kafka's `isBalanced`: no partition could move to an eligible member holding two or more fewer partitions."""
+    if balance not in ("total", "per-topic", "movable", "none"):
+        raise ValueError(f"balance must be 'total', 'per-topic', 'movable' or 'none', got {balance!r}")
     if sorted(assignment) != sorted(subscriptions):
         raise AssignmentInvariantError(
             f"members differ: assigned {sorted(assignment)} vs subscribed {sorted(subscriptions)}"
@@ -57,10 +58,12 @@ def check_assignment(
         frozenset(t for t in topics if partitions_per_topic.get(t, 0) > 0)
         for topics in subscriptions.values()
     }
+    if complete and balance == "movable":
+        _check_movable(assignment, subscriptions, partitions_per_topic)
     if not complete or len(distinct) != 1 or balance == "none":
         return
     groups: list[list[int]]
-    if balance == "total":
+    if balance in ("total", "movable"):
         groups = [[len(assignment[m]) for m in assignment]]
     else:
         groups = [
@@ -71,4 +74,24 @@ def check_assignment(
         if counts and max(counts) - min(counts) > 1:
             raise AssignmentInvariantError(
                 f"unbalanced ({balance}) with equal subscriptions: counts {min(counts)}..{max(counts)}"
+            )
+
+
+def _check_movable(
+    assignment: Mapping[str, Collection[TopicPartition]],
+    subscriptions: Mapping[str, Collection[str]],
+    partitions_per_topic: Mapping[str, int],
+) -> None:
+    count = {m: len(assignment[m]) for m in assignment}
+    holders: dict[str, set[str]] = {}
+    for member in assignment:
+        for topic, _p in assignment[member]:
+            holders.setdefault(topic, set()).add(member)
+    for topic in sorted(holders):
+        eligible = [m for m in subscriptions if topic in set(subscriptions[m])]
+        src = max(sorted(holders[topic]), key=lambda m: count[m])
+        dst = min(sorted(eligible), key=lambda m: count[m])
+        if count[src] - count[dst] >= 2:
+            raise AssignmentInvariantError(
+                f"a partition of {topic!r} could move from {src} ({count[src]}) to {dst} ({count[dst]})"
             )
