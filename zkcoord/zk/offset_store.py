@@ -1,0 +1,384 @@
+"""The ZooKeeper offset store of a legacy group: reads and writes /consumers/[group]/offsets/[topic]/[partition]
+(decimal string of the next offset to consume), byte-compatible with the 0.8-era consumer and tools.
+
+Guarantees: writes go in multi-ops kept under the 1 MB jute.maxbuffer limit; every set is versioned
+(`set_data(version=...)`, `create` for new nodes), so a concurrent writer is detected and the batch is
+re-read and re-decided instead of overwritten blindly; in NEVER_REGRESS mode no stored offset ever
+goes down; a retried batch after ConnectionLoss is idempotent (a node already at its target is left alone).
+Malformed offset znodes are reported per partition and never overwritten by a read path.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionLoss,
+    NodeExistsError,
+    NoNodeError,
+    OperationTimeoutError,
+    RolledBackError,
+    RuntimeInconsistency,
+    SessionExpiredError,
+)
+
+from zkcoord.errors import MalformedZnode, ZkcoordError
+from zkcoord.zk.session import wait_for
+
+log = logging.getLogger(__name__)
+
+CONSUMERS = "/consumers"
+# jute.maxbuffer is 1,048,575 bytes; stay well under it with room for the multi framing.
+DEFAULT_MAX_BATCH_BYTES = 512 * 1024
+DEFAULT_MAX_BATCH_OPS = 2000
+_OP_OVERHEAD = 40  # opcode, path length, data length, version, acl/flags: generous per-op framing
+_OFFSET_RE = re.compile(rb"[+-]?[0-9]{1,19}")
+
+TP = tuple[str, int]
+
+
+class OffsetWriteConflict(ZkcoordError):
+    """A batch kept losing to a concurrent writer after the allowed attempts."""
+
+    retriable = True
+
+
+class WriteMode(enum.Enum):
+    OVERWRITE = "overwrite"  # the value given is written, whatever is there (still versioned)
+    NEVER_REGRESS = "never-regress"  # a stored offset higher than the given one is kept
+
+
+def group_path(group: str) -> str:
+    return f"{CONSUMERS}/{group}"
+
+
+def offsets_path(group: str) -> str:
+    return f"{CONSUMERS}/{group}/offsets"
+
+
+def offset_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
+
+
+def parse_offset(path: str, data: bytes) -> int:
+    """The 0.8 reader does `offsetStr.toLong`: a signed decimal, nothing else."""
+    if not _OFFSET_RE.fullmatch(data):
+        raise MalformedZnode(path, "offset is not a decimal integer", data)
+    value = int(data)
+    if not -(2**63) <= value < 2**63:
+        raise MalformedZnode(path, "offset does not fit a signed 64-bit long", data)
+    return value
+
+
+def encode_offset(offset: int) -> bytes:
+    return str(int(offset)).encode("ascii")
+
+
+@dataclass
+class OffsetsRead:
+    """Offsets found (partition -> offset), malformed znodes (partition -> error), and znode versions."""
+
+    offsets: dict[TP, int] = field(default_factory=dict)
+    errors: dict[TP, MalformedZnode] = field(default_factory=dict)
+    versions: dict[TP, int] = field(default_factory=dict)
+
+
+@dataclass
+class WriteReport:
+    """What a write did to every partition given to it; nothing silently dropped."""
+
+    written: dict[TP, int] = field(default_factory=dict)
+    unchanged: dict[TP, int] = field(default_factory=dict)  # already at the target value
+    kept_higher: dict[TP, tuple[int, int]] = field(default_factory=dict)  # (stored, refused)
+    errors: dict[TP, str] = field(default_factory=dict)
+    conflicts: int = 0  # concurrent writes detected (each cost one re-read of a batch)
+    batches: int = 0
+
+    def merge(self, other: WriteReport) -> None:
+        self.written.update(other.written)
+        self.unchanged.update(other.unchanged)
+        self.kept_higher.update(other.kept_higher)
+        self.errors.update(other.errors)
+        self.conflicts += other.conflicts
+        self.batches += other.batches
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+
+def _sorted_items(offsets: Mapping[Any, int]) -> list[tuple[TP, int]]:
+    items = []
+    for key, value in offsets.items():
+        topic, partition = (key.topic, key.partition) if hasattr(key, "topic") else key
+        items.append(((str(topic), int(partition)), int(value)))
+    return sorted(items)
+
+
+class ZooKeeperOffsetStore:
+    """Offsets of one group in ZooKeeper, through a started kazoo client (which may be chrooted)."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        group: str,
+        *,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_batch_ops: int = DEFAULT_MAX_BATCH_OPS,
+        max_attempts: int = 6,
+        reconnect_timeout_s: float = 30.0,
+    ) -> None:
+        if not group or "/" in group:
+            raise ValueError(f"invalid group id {group!r}")
+        if max_batch_bytes > 1_000_000:
+            raise ValueError("max_batch_bytes must stay under jute.maxbuffer (1,048,575 bytes)")
+        self.client = client
+        self.group = group
+        self.max_batch_bytes = max_batch_bytes
+        self.max_batch_ops = max_batch_ops
+        self.max_attempts = max_attempts
+        self.reconnect_timeout_s = reconnect_timeout_s
+        self._ensured_topics: set[str] = set()
+
+    # ------------------------------------------------------------------------------------------ reads
+
+    def path(self, topic: str, partition: int) -> str:
+        return offset_path(self.group, topic, partition)
+
+    def exists(self) -> bool:
+        return self.client.exists(group_path(self.group)) is not None
+
+    def topics(self) -> list[str]:
+        try:
+            return sorted(self.client.get_children(offsets_path(self.group)))
+        except NoNodeError:
+            return []
+
+    def partitions(self) -> list[TP]:
+        """Every (topic, partition) with an offset znode, sorted; non-numeric children are skipped."""
+        found: list[TP] = []
+        for topic in self.topics():
+            try:
+                children = self.client.get_children(f"{offsets_path(self.group)}/{topic}")
+            except NoNodeError:
+                continue
+            for child in children:
+                if child.isdigit():
+                    found.append((topic, int(child)))
+                else:
+                    log.warning(
+                        "group=%s topic=%s: ignoring non-numeric offset child %r", self.group, topic, child
+                    )
+        return sorted(found)
+
+    def read(self, partitions: Iterable[Any] | None = None) -> OffsetsRead:
+        """Offsets of `partitions` (all when None); absent znodes are simply absent from the result."""
+        if partitions is None:
+            tps = self.partitions()
+        else:
+            tps = sorted(
+                {(p.topic, p.partition) if hasattr(p, "topic") else (p[0], int(p[1])) for p in partitions}
+            )
+        result = OffsetsRead()
+        # Pipelined gets: one round trip's latency for the whole list rather than one per znode.
+        pending = [(tp, self.client.get_async(self.path(*tp))) for tp in tps]
+        for tp, async_result in pending:
+            try:
+                data, stat = async_result.get()
+            except NoNodeError:
+                continue
+            try:
+                result.offsets[tp] = parse_offset(self.path(*tp), data)
+                result.versions[tp] = stat.version
+            except MalformedZnode as exc:
+                result.errors[tp] = exc
+                result.versions[tp] = stat.version
+        return result
+
+    # ----------------------------------------------------------------------------------------- writes
+
+    def write(self, offsets: Mapping[Any, int], mode: WriteMode = WriteMode.OVERWRITE) -> WriteReport:
+        """Write `offsets` in batches; each batch is one versioned multi-op (all or nothing)."""
+        report = WriteReport()
+        for batch in self._batches(_sorted_items(offsets)):
+            report.merge(self._write_batch(dict(batch), mode))
+        return report
+
+    def _batches(self, items: list[tuple[TP, int]]) -> Iterator[list[tuple[TP, int]]]:
+        batch: list[tuple[TP, int]] = []
+        size = 0
+        for tp, offset in items:
+            cost = len(self.path(*tp).encode()) + len(encode_offset(offset)) + _OP_OVERHEAD
+            if batch and (size + cost > self.max_batch_bytes or len(batch) >= self.max_batch_ops):
+                yield batch
+                batch, size = [], 0
+            batch.append((tp, offset))
+            size += cost
+        if batch:
+            yield batch
+
+    def _ensure_topic(self, topic: str) -> None:
+        if topic not in self._ensured_topics:
+            self.client.ensure_path(f"{offsets_path(self.group)}/{topic}")
+            self._ensured_topics.add(topic)
+
+    def _write_batch(self, batch: dict[TP, int], mode: WriteMode) -> WriteReport:
+        report = WriteReport(batches=1)
+        last_error = ""
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                current = self._read_raw(batch)
+                txn = self.client.transaction()
+                planned: dict[TP, int] = {}
+                for tp, target in sorted(batch.items()):
+                    stored = current.get(tp)
+                    if stored is not None and stored[0] == target:
+                        report.unchanged[tp] = target
+                        continue
+                    if mode is WriteMode.NEVER_REGRESS and stored is not None and stored[0] > target:
+                        report.kept_higher[tp] = (stored[0], target)
+                        continue
+                    if stored is None:
+                        self._ensure_topic(tp[0])
+                        txn.create(self.path(*tp), encode_offset(target))
+                    else:
+                        txn.set_data(self.path(*tp), encode_offset(target), version=stored[1])
+                    planned[tp] = target
+                if not planned:
+                    return report
+                results = txn.commit()
+            except (ConnectionLoss, SessionExpiredError, OperationTimeoutError) as exc:
+                # The multi may or may not have applied; the next attempt re-reads and finds out.
+                last_error = f"{type(exc).__name__} (attempt {attempt})"
+                log.info("group=%s offsets batch: %s, retrying", self.group, last_error)
+                self._await_connection()
+                self._reset_decisions(report, batch)
+                continue
+            # Ops other than the failing one come back RolledBack (before it) or RuntimeInconsistency (after it).
+            failures = [
+                r
+                for r in results
+                if isinstance(r, Exception) and not isinstance(r, RolledBackError | RuntimeInconsistency)
+            ]
+            if not failures:
+                report.written.update(planned)
+                return report
+            if all(isinstance(f, BadVersionError | NodeExistsError | NoNodeError) for f in failures):
+                report.conflicts += 1
+                self._ensured_topics.clear()  # a parent may have been deleted under us
+                last_error = f"concurrent writer changed the offsets ({type(failures[0]).__name__})"
+                log.info("group=%s offsets batch: %s, re-reading", self.group, last_error)
+                self._reset_decisions(report, batch)
+                continue
+            last_error = f"{type(failures[0]).__name__}: {failures[0]}"
+            break
+        self._reset_decisions(report, batch)
+        for tp in batch:
+            report.errors[tp] = last_error or "write failed"
+        return report
+
+    @staticmethod
+    def _reset_decisions(report: WriteReport, batch: Mapping[TP, int]) -> None:
+        for tp in batch:
+            report.unchanged.pop(tp, None)
+            report.kept_higher.pop(tp, None)
+
+    def _read_raw(self, batch: Mapping[TP, int]) -> dict[TP, tuple[int, int]]:
+        """Current (offset, version) per partition; a malformed node counts as -1 so any write replaces it."""
+        pending = [(tp, self.client.get_async(self.path(*tp))) for tp in sorted(batch)]
+        found: dict[TP, tuple[int, int]] = {}
+        for tp, async_result in pending:
+            try:
+                data, stat = async_result.get()
+            except NoNodeError:
+                continue
+            try:
+                found[tp] = (parse_offset(self.path(*tp), data), stat.version)
+            except MalformedZnode:
+                found[tp] = (-1, stat.version)
+        return found
+
+    def _await_connection(self) -> None:
+        wait_for(lambda: bool(self.client.connected), self.reconnect_timeout_s, "ZooKeeper to reconnect")
+
+
+# ---------------------------------------------------------------------------------------------- nodes
+
+
+def read_node(client: KazooClient, path: str) -> tuple[bytes | None, int]:
+    """(data, version) of a znode, or (None, -1) when it does not exist."""
+    try:
+        data, stat = client.get(path)
+    except NoNodeError:
+        return None, -1
+    return data, stat.version
+
+
+def write_node(client: KazooClient, path: str, data: bytes, expected_version: int) -> int:
+    """Create (expected_version == -1) or versioned-set a znode; returns the new version.
+
+    Raises OffsetWriteConflict when another writer got there first (NodeExists / BadVersion)."""
+    try:
+        if expected_version < 0:
+            client.create(path, data, makepath=True)
+            return 0
+        return int(client.set(path, data, version=expected_version).version)
+    except (NodeExistsError, BadVersionError) as exc:
+        raise OffsetWriteConflict(f"{path} was changed by another writer ({type(exc).__name__})") from exc
+
+
+def list_groups(client: KazooClient) -> list[str]:
+    try:
+        return sorted(client.get_children(CONSUMERS))
+    except NoNodeError:
+        return []
+
+
+def list_member_ids(client: KazooClient, group: str) -> list[str]:
+    """Registered legacy consumer ids of the group (/consumers/[group]/ids children), sorted."""
+    try:
+        return sorted(client.get_children(f"{group_path(group)}/ids"))
+    except NoNodeError:
+        return []
+
+
+def list_owners(client: KazooClient, group: str) -> dict[TP, str]:
+    """Partition -> owning thread id, from /consumers/[group]/owners."""
+    owners: dict[TP, str] = {}
+    base = f"{group_path(group)}/owners"
+    try:
+        topics = sorted(client.get_children(base))
+    except NoNodeError:
+        return owners
+    for topic in topics:
+        try:
+            children = client.get_children(f"{base}/{topic}")
+        except NoNodeError:
+            continue
+        pending = [(int(c), client.get_async(f"{base}/{topic}/{c}")) for c in children if c.isdigit()]
+        for partition, res in pending:
+            try:
+                owners[(topic, partition)] = res.get()[0].decode("utf-8", "replace")
+            except NoNodeError:
+                continue
+    return dict(sorted(owners.items()))
+
+
+def walk_offsets(
+    client: KazooClient, groups: Iterable[str] | None = None
+) -> Iterator[tuple[str, str, int, int]]:
+    """(group, topic, partition, offset) for every readable offset znode of `groups` (default: all);
+    malformed znodes are logged and skipped, as ExportZkOffsets skips unreadable nodes."""
+    for group in list_groups(client) if groups is None else groups:
+        read = ZooKeeperOffsetStore(client, group).read()
+        for (topic, partition), error in sorted(read.errors.items()):
+            log.error("skipping %s/%d of group %s: %s", topic, partition, group, error)
+        for (topic, partition), offset in sorted(read.offsets.items()):
+            yield group, topic, partition, offset
