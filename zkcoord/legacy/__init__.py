@@ -1,1 +1,21 @@
 """Pure 0.8-era ZooKeeper consumer protocol: znode paths, payload codecs, assignors, topic filters."""
+
+from zkcoord.legacy.assignment import (
+    Decision,
+    RoundRobinSubscriptionError,
+    TopicPartition,
+    assign,
+    consumers_for_topic,
+    owned_by,
+    strategy_for,
+)
+
+__all__ = [
+    "Decision",
+    "RoundRobinSubscriptionError",
+    "TopicPartition",
+    "assign",
+    "consumers_for_topic",
+    "owned_by",
+    "strategy_for",
+]
