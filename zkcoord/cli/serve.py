@@ -1,10 +1,94 @@
-"""`zkcoord serve`: not built yet (placeholder so the command table is stable while it is)."""
+"""`zkcoord serve`: run one Kafka wire-protocol node (topic logs + classic group coordinator) until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import signal
+from pathlib import Path
+
+from zkcoord.errors import ConfigError
+from zkcoord.group.config import GroupConfig
+from zkcoord.server.app import Node
+from zkcoord.server.broker import ServerConfig
+
+# (flag, GroupConfig field) pairs: flags carry Kafka's broker property names.
+_GROUP_FLAGS = (
+    ("group.min.session.timeout.ms", "group_min_session_timeout_ms"),
+    ("group.max.session.timeout.ms", "group_max_session_timeout_ms"),
+    ("group.initial.rebalance.delay.ms", "group_initial_rebalance_delay_ms"),
+    ("group.max.size", "group_max_size"),
+    ("offsets.topic.num.partitions", "offsets_topic_num_partitions"),
+    ("offset.metadata.max.bytes", "offset_metadata_max_bytes"),
+    ("offsets.retention.minutes", "offsets_retention_minutes"),
+)
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"--listen wants HOST:PORT, got {value!r}")
+    return host or "127.0.0.1", int(port)
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("serve", help="(not available yet)")
-    parser.set_defaults(func=lambda args: print("zkcoord serve: not available yet") or 1)
+    parser = sub.add_parser(
+        "serve", help="run a Kafka wire-protocol node: topics, produce/fetch, group coordinator"
+    )
+    parser.add_argument(
+        "--listen", type=_listen, default=("127.0.0.1", 9092), help="HOST:PORT (port 0 = any free)"
+    )
+    parser.add_argument(
+        "--data-dir", type=Path, required=True, help="directory for partition logs and group records"
+    )
+    parser.add_argument(
+        "--zk", default=None, help="ZooKeeper connect string: register as broker N and write topics"
+    )
+    parser.add_argument("--node-id", type=int, default=0, help="broker id (default 0)")
+    parser.add_argument("--num.partitions", dest="num_partitions", type=int, default=1)
+    parser.add_argument(
+        "--auto.create.topics.enable", dest="auto_create", choices=("true", "false"), default="true"
+    )
+    parser.add_argument(
+        "--socket.request.max.bytes", dest="max_request_bytes", type=int, default=100 * 1024 * 1024
+    )
+    for flag, dest in _GROUP_FLAGS:
+        parser.add_argument(f"--{flag}", dest=dest, type=int, default=None)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    host, port = args.listen
+    try:
+        server = ServerConfig(
+            host=host,
+            port=port,
+            node_id=args.node_id,
+            data_dir=args.data_dir,
+            num_partitions=args.num_partitions,
+            auto_create_topics_enable=args.auto_create == "true",
+            socket_request_max_bytes=args.max_request_bytes,
+        )
+        overrides = {
+            dest: getattr(args, dest) for _flag, dest in _GROUP_FLAGS if getattr(args, dest) is not None
+        }
+        group = GroupConfig(**overrides)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(str(exc)) from exc
+    return asyncio.run(_serve(Node(server, group, args.zk)))
+
+
+async def _serve(node: Node) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await node.start()
+    cfg = node.server_config
+    print(f"zkcoord serve: listening on {cfg.host}:{cfg.port} node {cfg.node_id}", flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await node.close()
+    print("zkcoord serve: stopped", flush=True)
+    return 0

@@ -1,0 +1,302 @@
+"""RecordBatch v2 (magic 2): parse and validate headers (CRC-32C), iterate records, build batches.
+
+Layout (DefaultRecordBatch): baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 |
+crc uint32 (CRC-32C over attributes..end) | attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 |
+maxTimestamp int64 | producerId int64 | producerEpoch int16 | baseSequence int32 | recordsCount int32 | records.
+baseOffset, batchLength, partitionLeaderEpoch and magic are NOT covered by the CRC, so a log may rewrite the base
+offset without recomputing it. Every malformed input raises `CorruptBatch` naming what was wrong.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from zkcoord.errors import ZkcoordError
+from zkcoord.records.crc32c import crc32c
+
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch not counted in batchLength
+CRC_START = 21  # first byte covered by the CRC (attributes)
+MAGIC = 2
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_BIT = 0x08
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_BASE_OFFSET = struct.Struct(">q")
+
+
+class CorruptBatch(ZkcoordError, ValueError):
+    """A record batch does not parse or fails its CRC; Kafka's CORRUPT_MESSAGE (2)."""
+
+    code = 2
+
+    def __init__(self, reason: str, position: int = 0) -> None:
+        super().__init__(f"corrupt record batch at byte {position}: {reason}")
+        self.reason = reason
+        self.position = position
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The fixed 61-byte header of one batch, plus where it sits in the buffer it was read from."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+    position: int = 0
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record, with its absolute offset and timestamp resolved against its batch."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Read the header at `pos`; checks sizes and magic but not the CRC (see `validate_batch`)."""
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptBatch(f"truncated header: {len(buf) - pos} bytes, need {HEADER_SIZE}", pos)
+    (bo, bl, ple, magic, crc, attrs, lod, bts, mts, pid, pep, bseq, count) = _HEADER.unpack_from(buf, pos)
+    header = BatchHeader(bo, bl, ple, magic, crc, attrs, lod, bts, mts, pid, pep, bseq, count, pos)
+    if header.magic != MAGIC:
+        raise CorruptBatch(f"magic {header.magic}, only RecordBatch v2 (magic 2) is supported", pos)
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptBatch(f"batchLength {header.batch_length} is smaller than the header", pos)
+    if header.last_offset_delta < 0 or header.records_count < 0:
+        raise CorruptBatch(
+            f"negative lastOffsetDelta {header.last_offset_delta} or recordsCount {header.records_count}", pos
+        )
+    return header
+
+
+def validate_batch(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """Parse the header at `pos` and check that the whole batch is present and its CRC-32C matches."""
+    header = parse_header(buf, pos)
+    end = pos + header.size
+    if end > len(buf):
+        raise CorruptBatch(
+            f"truncated batch: batchLength {header.batch_length} runs past the buffer end", pos
+        )
+    actual = crc32c(memoryview(buf)[pos + CRC_START : end])
+    if actual != header.crc:
+        raise CorruptBatch(
+            f"CRC-32C mismatch: header says {header.crc:#010x}, data gives {actual:#010x}", pos
+        )
+    return header
+
+
+def split_batches(buf: bytes | bytearray | memoryview) -> list[BatchHeader]:
+    """Validate every batch of a concatenation (a Produce request's records); all or nothing."""
+    headers = []
+    pos = 0
+    while pos < len(buf):
+        header = validate_batch(buf, pos)
+        headers.append(header)
+        pos += header.size
+    if not headers:
+        raise CorruptBatch("no record batch", 0)
+    return headers
+
+
+def with_base_offset(batch: bytes | bytearray | memoryview, base_offset: int) -> bytes:
+    """The same batch with its baseOffset replaced (the CRC does not cover it, so it stays valid)."""
+    return _BASE_OFFSET.pack(base_offset) + bytes(memoryview(batch)[8:])
+
+
+# -- varints (zig-zag, protobuf style) --------------------------------------------------------------------------
+
+
+def encode_varint(value: int) -> bytes:
+    z = (value << 1) ^ (value >> 63)
+    z &= 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """(value, next position); raises CorruptBatch for a varint longer than 10 bytes or cut short."""
+    shift = 0
+    z = 0
+    start = pos
+    while True:
+        if pos >= len(buf):
+            raise CorruptBatch("varint runs past the end", start)
+        b = buf[pos]
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptBatch("varint longer than 10 bytes", start)
+    return (z >> 1) ^ -(z & 1), pos
+
+
+def _take(buf: bytes, pos: int, length: int) -> tuple[bytes | None, int]:
+    if length < 0:
+        return None, pos
+    if pos + length > len(buf):
+        raise CorruptBatch(f"field of {length} bytes runs past the end", pos)
+    return buf[pos : pos + length], pos + length
+
+
+def _decompress(codec: int, data: bytes) -> bytes:
+    if codec == 0:
+        return data
+    if codec == 1:
+        return zlib.decompress(data, 16 + zlib.MAX_WBITS)
+    raise CorruptBatch(
+        f"compression codec {codec} is not supported for record iteration (only none and gzip)"
+    )
+
+
+def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
+    """The records of one (validated) batch, in order."""
+    header = parse_header(batch)
+    raw = bytes(memoryview(batch)[HEADER_SIZE : header.size])
+    body = _decompress(header.compression, raw)
+    pos = 0
+    for _ in range(header.records_count):
+        length, pos = decode_varint(body, pos)
+        end = pos + length
+        if length < 0 or end > len(body):
+            raise CorruptBatch(f"record length {length} runs past the batch end", pos)
+        pos += 1  # record attributes, unused
+        ts_delta, pos = decode_varint(body, pos)
+        off_delta, pos = decode_varint(body, pos)
+        klen, pos = decode_varint(body, pos)
+        key, pos = _take(body, pos, klen)
+        vlen, pos = decode_varint(body, pos)
+        value, pos = _take(body, pos, vlen)
+        nheaders, pos = decode_varint(body, pos)
+        headers = []
+        for _h in range(nheaders):
+            hklen, pos = decode_varint(body, pos)
+            hkey, pos = _take(body, pos, hklen)
+            hvlen, pos = decode_varint(body, pos)
+            hval, pos = _take(body, pos, hvlen)
+            headers.append(((hkey or b"").decode("utf-8", "replace"), hval))
+        if pos != end:
+            raise CorruptBatch(f"record declares {length} bytes but its fields use {length + pos - end}", pos)
+        yield Record(
+            header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value, tuple(headers)
+        )
+
+
+def _encode_record(
+    offset_delta: int,
+    ts_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]],
+) -> bytes:
+    body = bytearray(b"\x00")
+    body += encode_varint(ts_delta)
+    body += encode_varint(offset_delta)
+    for field in (key, value):
+        if field is None:
+            body += encode_varint(-1)
+        else:
+            body += encode_varint(len(field)) + field
+    body += encode_varint(len(headers))
+    for hkey, hval in headers:
+        encoded = hkey.encode()
+        body += encode_varint(len(encoded)) + encoded
+        body += encode_varint(-1) if hval is None else encode_varint(len(hval)) + hval
+    return encode_varint(len(body)) + bytes(body)
+
+
+Headers = Sequence[tuple[str, bytes | None]]
+
+
+def build_batch(
+    records: Sequence[tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, Headers]],
+    *,
+    base_offset: int = 0,
+    base_timestamp: int = 0,
+    timestamps: Sequence[int] | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    compression: int = 0,
+) -> bytes:
+    """An uncompressed (or gzip) RecordBatch v2 of (key, value[, headers]) records with a correct CRC-32C."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    if compression not in (0, 1):
+        raise ValueError(f"compression {compression} not supported by build_batch (only none=0, gzip=1)")
+    stamps = list(timestamps) if timestamps is not None else [base_timestamp] * len(records)
+    if len(stamps) != len(records):
+        raise ValueError("timestamps must have one entry per record")
+    first_ts = stamps[0]
+    body = bytearray()
+    for i, rec in enumerate(records):
+        headers: Headers = rec[2] if len(rec) == 3 else ()
+        body += _encode_record(i, stamps[i] - first_ts, rec[0], rec[1], headers)
+    payload = bytes(body)
+    if compression == 1:
+        comp = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
+        payload = comp.compress(payload) + comp.flush()
+    after_crc = (
+        struct.pack(
+            ">hiqqqhii",
+            compression,
+            len(records) - 1,
+            first_ts,
+            max(stamps),
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+        + payload
+    )
+    crc = crc32c(after_crc)
+    batch_length = 4 + 1 + 4 + len(after_crc)
+    return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, MAGIC, crc) + after_crc

@@ -1,0 +1,665 @@
+"""The one adapter over kafka-python 3.x protocol classes: decode request frames, encode response frames.
+
+Nothing else in zkcoord imports `kafka.protocol`. Requests come out as a `RequestFrame` whose `body` is the
+kafka-python request object (read by attribute); responses are built here from plain values. Every way a frame
+can be wrong raises a `ProtocolError` subclass naming what was wrong; the wire layer decides whether it can
+answer (UNSUPPORTED_VERSION, ApiVersions v0 fallback) or must close the connection.
+
+Class lookups, flexible flags and compiled decoders are resolved once per (api key, version), not per request.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kafka.protocol.admin import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from kafka.protocol.consumer import (
+    FetchRequest,
+    FetchResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from kafka.protocol.metadata import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from kafka.protocol.producer import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+
+from zkcoord.errors import ZkcoordError
+
+# -- API keys and the advertised table ---------------------------------------------------------------------------
+
+PRODUCE = 0
+FETCH = 1
+LIST_OFFSETS = 2
+METADATA = 3
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+API_VERSIONS = 18
+CREATE_TOPICS = 19
+INIT_PRODUCER_ID = 22
+DELETE_GROUPS = 42
+
+API_NAMES = {
+    PRODUCE: "Produce",
+    FETCH: "Fetch",
+    LIST_OFFSETS: "ListOffsets",
+    METADATA: "Metadata",
+    OFFSET_COMMIT: "OffsetCommit",
+    OFFSET_FETCH: "OffsetFetch",
+    FIND_COORDINATOR: "FindCoordinator",
+    JOIN_GROUP: "JoinGroup",
+    HEARTBEAT: "Heartbeat",
+    LEAVE_GROUP: "LeaveGroup",
+    SYNC_GROUP: "SyncGroup",
+    DESCRIBE_GROUPS: "DescribeGroups",
+    LIST_GROUPS: "ListGroups",
+    API_VERSIONS: "ApiVersions",
+    CREATE_TOPICS: "CreateTopics",
+    INIT_PRODUCER_ID: "InitProducerId",
+    DELETE_GROUPS: "DeleteGroups",
+}
+
+# The Kafka 2.8 maxima (group-protocol.md §12.5): kafka-python infers "2.8" from them, librdkafka gets RecordBatch
+# v2 (Produce >= 3, Fetch >= 4), kcat's librdkafka 2.0.2 picks its own maxima below these. Minimums are 0 as in
+# 2.8, although Produce < 3 / Fetch < 4 (message format v0/v1) are answered with errors: no client here sends them.
+ADVERTISED: dict[int, tuple[int, int]] = {
+    PRODUCE: (0, 9),
+    FETCH: (0, 12),
+    LIST_OFFSETS: (0, 6),
+    METADATA: (0, 11),
+    OFFSET_COMMIT: (0, 8),
+    OFFSET_FETCH: (0, 7),
+    FIND_COORDINATOR: (0, 3),
+    JOIN_GROUP: (0, 7),
+    HEARTBEAT: (0, 4),
+    LEAVE_GROUP: (0, 4),
+    SYNC_GROUP: (0, 5),
+    DESCRIBE_GROUPS: (0, 5),
+    LIST_GROUPS: (0, 4),
+    API_VERSIONS: (0, 3),
+    CREATE_TOPICS: (0, 7),
+    INIT_PRODUCER_ID: (0, 4),
+    DELETE_GROUPS: (0, 2),
+}
+
+# What the server decodes and answers: the advertised windows, plus versions a client may send when pinned
+# to a newer table (FindCoordinator v4 batched keys, ApiVersions v4, ...). Bounded by the class maxima.
+ACCEPTED: dict[int, tuple[int, int]] = {
+    **ADVERTISED,
+    FIND_COORDINATOR: (0, 4),
+    API_VERSIONS: (0, 4),
+    JOIN_GROUP: (0, 9),
+    LEAVE_GROUP: (0, 5),
+    OFFSET_COMMIT: (0, 8),
+    OFFSET_FETCH: (0, 8),
+    METADATA: (0, 12),
+    LIST_OFFSETS: (0, 7),
+}
+
+_CLASSES: dict[int, tuple[Any, Any]] = {
+    PRODUCE: (ProduceRequest, ProduceResponse),
+    FETCH: (FetchRequest, FetchResponse),
+    LIST_OFFSETS: (ListOffsetsRequest, ListOffsetsResponse),
+    METADATA: (MetadataRequest, MetadataResponse),
+    OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
+    OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
+    FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
+    JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
+    HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
+    LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
+    SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
+    DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
+    LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
+    API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
+    CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
+    INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
+    DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+}
+
+# Error codes the wire layer itself produces.
+UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
+
+# -- errors ---------------------------------------------------------------------------------------------------
+
+
+class ProtocolError(ZkcoordError, ValueError):
+    """A request frame the server cannot serve; `correlation_id` is None when even the header is unreadable."""
+
+    code = INVALID_REQUEST
+
+    def __init__(
+        self, reason: str, api_key: int = -1, api_version: int = -1, correlation_id: int | None = None
+    ):
+        name = API_NAMES.get(api_key, f"api_key {api_key}")
+        where = f"{name} v{api_version}" if api_key >= 0 else "request"
+        super().__init__(f"{where}: {reason}")
+        self.reason = reason
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+
+
+class MalformedFrame(ProtocolError):
+    """The request header is truncated or garbled; the connection must be closed."""
+
+
+class UnknownApiKey(ProtocolError):
+    """An API this server does not implement; Kafka closes the connection."""
+
+
+class UnsupportedVersion(ProtocolError):
+    """A known API at a version outside the accepted window; answered with UNSUPPORTED_VERSION where possible."""
+
+    code = UNSUPPORTED_VERSION
+
+
+class MalformedBody(ProtocolError):
+    """The body does not decode at the version in its header (truncated, trailing bytes, bad lengths)."""
+
+
+# -- decoding -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFrame:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+    flexible: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Codec:
+    request_cls: Any
+    response_cls: Any
+    decode: Callable[[memoryview, int], tuple[Any, int]]
+    flexible: bool
+    response_flexible: bool
+
+
+def _build_codecs() -> dict[tuple[int, int], _Codec]:
+    codecs: dict[tuple[int, int], _Codec] = {}
+    for key, (lo, hi) in ACCEPTED.items():
+        req_cls, resp_cls = _CLASSES[key]
+        hi = min(hi, req_cls.max_version)
+        for version in range(lo, hi + 1):
+            flexible = bool(req_cls.flexible_version_q(version))
+            dec = req_cls._struct.compiled_decode_from(
+                version, compact=flexible, tagged=flexible, data_class=req_cls
+            )
+            resp_flexible = bool(resp_cls.flexible_version_q(version)) and key != API_VERSIONS
+            codecs[(key, version)] = _Codec(req_cls, resp_cls, dec, flexible, resp_flexible)
+    return codecs
+
+
+_CODECS = _build_codecs()
+_HEAD = struct.Struct(">hhih")
+_CLIENT_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def _read_uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
+    shift = 0
+    value = 0
+    while True:
+        if pos >= len(buf):
+            raise IndexError("uvarint runs past the end")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, pos
+        shift += 7
+        if shift > 35:
+            raise ValueError("uvarint longer than 5 bytes")
+
+
+def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int] | None:
+    """(api_key, api_version, correlation_id) if the frame has them, else None."""
+    if len(frame) < 8:
+        return None
+    key, version, corr = struct.unpack_from(">hhi", frame, 0)
+    return key, version, corr
+
+
+def decode_request(frame: bytes | bytearray | memoryview) -> RequestFrame:
+    """Decode one request frame (without its 4-byte size prefix)."""
+    buf = memoryview(frame)
+    if len(buf) < 10:
+        peek = peek_header(buf)
+        raise MalformedFrame(
+            f"frame of {len(buf)} bytes is shorter than a request header (10 bytes)",
+            *(peek if peek else (-1, -1, None)),
+        )
+    key, version, corr, cid_len = _HEAD.unpack_from(buf, 0)
+    codec = _CODECS.get((key, version))
+    if codec is None:
+        if key not in ACCEPTED:
+            raise UnknownApiKey(f"api key {key} is not supported", key, version, corr)
+        lo, hi = ACCEPTED[key]
+        raise UnsupportedVersion(
+            f"version {version} is outside the supported range {lo}-{hi}", key, version, corr
+        )
+    pos = 10
+    client_id: str | None = None
+    try:
+        if cid_len >= 0:
+            if pos + cid_len > len(buf):
+                raise IndexError(f"client_id of {cid_len} bytes runs past the frame end")
+            client_id = bytes(buf[pos : pos + cid_len]).decode("utf-8")
+            pos += cid_len
+        elif cid_len != -1:
+            raise ValueError(f"client_id length {cid_len}")
+        if codec.flexible:
+            ntags, pos = _read_uvarint(buf, pos)
+            for _ in range(ntags):
+                _tag, pos = _read_uvarint(buf, pos)
+                size, pos = _read_uvarint(buf, pos)
+                pos += size
+            if pos > len(buf):
+                raise IndexError("header tagged fields run past the frame end")
+    except (IndexError, ValueError, UnicodeDecodeError) as exc:
+        raise MalformedFrame(f"bad request header: {exc}", key, version, corr) from exc
+    try:
+        body, end = codec.decode(buf, pos)
+    except Exception as exc:  # kafka-python raises struct.error, IndexError, ValueError, ... on bad input
+        raise MalformedBody(f"body does not decode: {type(exc).__name__}: {exc}", key, version, corr) from exc
+    if end != len(buf):
+        what = "is truncated" if end > len(buf) else f"has {len(buf) - end} trailing bytes"
+        raise MalformedBody(
+            f"body {what} (frame {len(buf)} bytes, decoded to byte {end})", key, version, corr
+        )
+    return RequestFrame(key, version, corr, client_id, body, codec.flexible)
+
+
+def expects_response(req: RequestFrame) -> bool:
+    """False only for Produce with acks=0, which Kafka never answers."""
+    return not (req.api_key == PRODUCE and req.body.acks == 0)
+
+
+def valid_client_software(req: RequestFrame) -> bool:
+    """ApiVersions v3+: client_software_name/version must match Kafka's pattern (else INVALID_REQUEST)."""
+    if req.api_version < 3:
+        return True
+    name = req.body.client_software_name or ""
+    ver = req.body.client_software_version or ""
+    return bool(_CLIENT_SOFTWARE.match(name)) and bool(_CLIENT_SOFTWARE.match(ver))
+
+
+# -- encoding -------------------------------------------------------------------------------------------------
+
+
+_RESP_HEAD = struct.Struct(">ii")
+_RESP_HEAD_FLEX = struct.Struct(">iib")
+
+
+def _frame(key: int, version: int, correlation_id: int, body: bytes | bytearray) -> bytes:
+    codec = _CODECS.get((key, version))
+    flexible = codec.response_flexible if codec else False
+    if flexible:
+        return _RESP_HEAD_FLEX.pack(len(body) + 5, correlation_id, 0) + bytes(body)
+    return _RESP_HEAD.pack(len(body) + 4, correlation_id) + bytes(body)
+
+
+def _encode(req: RequestFrame, resp: Any) -> bytes:
+    return _frame(req.api_key, req.api_version, req.correlation_id, resp.encode(version=req.api_version))
+
+
+def _resp_cls(req: RequestFrame) -> Any:
+    return _CODECS[(req.api_key, req.api_version)].response_cls
+
+
+def api_versions_response(req: RequestFrame, error_code: int = 0) -> bytes:
+    cls = ApiVersionsResponse
+    keys = [
+        cls.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+        for k, (lo, hi) in sorted(ADVERTISED.items())
+    ]
+    resp = cls(version=req.api_version, error_code=error_code, api_keys=keys, throttle_time_ms=0)
+    return _encode(req, resp)
+
+
+def api_versions_fallback(correlation_id: int) -> bytes:
+    """KIP-511: an ApiVersions version this server does not know is answered in the v0 body encoding with
+    UNSUPPORTED_VERSION and the one ApiVersions entry, so the client can retry with a version we support."""
+    lo, hi = ADVERTISED[API_VERSIONS]
+    cls = ApiVersionsResponse
+    resp = cls(
+        version=0,
+        error_code=UNSUPPORTED_VERSION,
+        api_keys=[cls.ApiVersion(api_key=API_VERSIONS, min_version=lo, max_version=hi)],
+    )
+    return _frame_v0(correlation_id, resp.encode(version=0))
+
+
+def _frame_v0(correlation_id: int, body: bytes | bytearray) -> bytes:
+    return _RESP_HEAD.pack(len(body) + 4, correlation_id) + bytes(body)
+
+
+def error_response(req: RequestFrame, error_code: int) -> bytes | None:
+    """A whole-request error answer for APIs whose response has a top-level error code; else None."""
+    cls = _resp_cls(req)
+    fields = cls._struct.fields
+    if "error_code" not in fields or not fields["error_code"].for_version_q(req.api_version):
+        return None
+    resp = cls(version=req.api_version, error_code=error_code)
+    return _encode(req, resp)
+
+
+def unsupported_version_response(api_key: int, api_version: int, correlation_id: int) -> bytes | None:
+    """UNSUPPORTED_VERSION for a known API at a version the classes can still encode; else None (close)."""
+    pair = _CLASSES.get(api_key)
+    if pair is None:
+        return None
+    resp_cls = pair[1]
+    if not 0 <= api_version <= resp_cls.max_version:
+        return None
+    fields = resp_cls._struct.fields
+    if "error_code" not in fields or not fields["error_code"].for_version_q(api_version):
+        return None
+    try:
+        body = resp_cls(version=api_version, error_code=UNSUPPORTED_VERSION).encode(version=api_version)
+    except Exception:
+        return None
+    flexible = bool(resp_cls.flexible_version_q(api_version))
+    if flexible:
+        return _RESP_HEAD_FLEX.pack(len(body) + 5, correlation_id, 0) + bytes(body)
+    return _frame_v0(correlation_id, body)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMeta:
+    index: int
+    leader: int
+    replicas: tuple[int, ...]
+    error_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMeta:
+    name: str
+    error_code: int
+    partitions: tuple[PartitionMeta, ...]
+    internal: bool = False
+
+
+def metadata_request_topics(req: RequestFrame) -> list[str] | None:
+    """Requested topic names, or None for "all topics" (null list v1+, empty list v0)."""
+    topics = req.body.topics
+    if topics is None or (req.api_version == 0 and not topics):
+        return None
+    return [t.name for t in topics if t.name is not None]
+
+
+def metadata_response(
+    req: RequestFrame,
+    brokers: Sequence[tuple[int, str, int]],
+    cluster_id: str,
+    controller_id: int,
+    topics: Sequence[TopicMeta],
+) -> bytes:
+    cls = MetadataResponse
+    B, T = cls.MetadataResponseBroker, cls.MetadataResponseTopic
+    P = T.MetadataResponsePartition
+    resp = cls(
+        version=req.api_version,
+        throttle_time_ms=0,
+        brokers=[B(node_id=n, host=h, port=p, rack=None) for n, h, p in brokers],
+        cluster_id=cluster_id,
+        controller_id=controller_id,
+        topics=[
+            T(
+                error_code=t.error_code,
+                name=t.name,
+                is_internal=t.internal,
+                partitions=[
+                    P(
+                        error_code=p.error_code,
+                        partition_index=p.index,
+                        leader_id=p.leader,
+                        leader_epoch=0,
+                        replica_nodes=list(p.replicas),
+                        isr_nodes=list(p.replicas),
+                        offline_replicas=[],
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in topics
+        ],
+    )
+    return _encode(req, resp)
+
+
+def find_coordinator_keys(req: RequestFrame) -> tuple[int, list[str]]:
+    """(key_type, keys): v0-3 carry one key, v4+ a batch (KIP-699)."""
+    key_type = req.body.key_type if req.api_version >= 1 else 0
+    if req.api_version >= 4:
+        return key_type, list(req.body.coordinator_keys or [])
+    return key_type, [req.body.key]
+
+
+def find_coordinator_response(
+    req: RequestFrame, results: Sequence[tuple[str, int, str | None, int, str, int]]
+) -> bytes:
+    """results: (key, error_code, error_message, node_id, host, port) per key."""
+    cls = FindCoordinatorResponse
+    if req.api_version >= 4:
+        C = cls.Coordinator
+        resp = cls(
+            version=req.api_version,
+            throttle_time_ms=0,
+            coordinators=[
+                C(key=k, node_id=n, host=h, port=p, error_code=e, error_message=m)
+                for k, e, m, n, h, p in results
+            ],
+        )
+    else:
+        _k, e, m, n, h, p = results[0]
+        resp = cls(
+            version=req.api_version,
+            throttle_time_ms=0,
+            error_code=e,
+            error_message=m,
+            node_id=n,
+            host=h,
+            port=p,
+        )
+    return _encode(req, resp)
+
+
+def create_topics_response(req: RequestFrame, results: Sequence[tuple[str, int, str | None, int]]) -> bytes:
+    """results: (name, error_code, error_message, num_partitions)."""
+    cls = CreateTopicsResponse
+    R = cls.CreatableTopicResult
+    resp = cls(
+        version=req.api_version,
+        throttle_time_ms=0,
+        topics=[
+            R(
+                name=n,
+                error_code=e,
+                error_message=m,
+                num_partitions=np if e == 0 else -1,
+                replication_factor=1 if e == 0 else -1,
+                configs=[],
+            )
+            for n, e, m, np in results
+        ],
+    )
+    return _encode(req, resp)
+
+
+def produce_response(
+    req: RequestFrame, topics: Sequence[tuple[str, Sequence[tuple[int, int, int, int, str | None]]]]
+) -> bytes:
+    """topics: (name, [(partition, error_code, base_offset, log_start_offset, error_message)])."""
+    cls = ProduceResponse
+    T = cls.TopicProduceResponse
+    P = T.PartitionProduceResponse
+    resp = cls(
+        version=req.api_version,
+        throttle_time_ms=0,
+        responses=[
+            T(
+                name=name,
+                partition_responses=[
+                    P(
+                        index=p,
+                        error_code=e,
+                        base_offset=b,
+                        log_append_time_ms=-1,
+                        log_start_offset=s,
+                        record_errors=[],
+                        error_message=m,
+                    )
+                    for p, e, b, s, m in parts
+                ],
+            )
+            for name, parts in topics
+        ],
+    )
+    return _encode(req, resp)
+
+
+def list_offsets_response(
+    req: RequestFrame, topics: Sequence[tuple[str, Sequence[tuple[int, int, int, int]]]]
+) -> bytes:
+    """topics: (name, [(partition, error_code, timestamp, offset)])."""
+    cls = ListOffsetsResponse
+    T = cls.ListOffsetsTopicResponse
+    P = T.ListOffsetsPartitionResponse
+    v0 = req.api_version == 0
+    resp = cls(
+        version=req.api_version,
+        throttle_time_ms=0,
+        topics=[
+            T(
+                name=name,
+                partitions=[
+                    P(
+                        partition_index=p,
+                        error_code=e,
+                        old_style_offsets=[o] if v0 and o >= 0 else [],
+                        timestamp=ts,
+                        offset=o,
+                        leader_epoch=-1 if o < 0 else 0,
+                    )
+                    for p, e, ts, o in parts
+                ],
+            )
+            for name, parts in topics
+        ],
+    )
+    return _encode(req, resp)
+
+
+def fetch_response(
+    req: RequestFrame,
+    error_code: int,
+    topics: Sequence[tuple[str, Sequence[tuple[int, int, int, int, bytes]]]],
+) -> bytes:
+    """topics: (name, [(partition, error_code, high_watermark, log_start_offset, records)]). No fetch sessions."""
+    cls = FetchResponse
+    T = cls.FetchableTopicResponse
+    P = T.PartitionData
+    resp = cls(
+        version=req.api_version,
+        throttle_time_ms=0,
+        error_code=error_code,
+        session_id=0,
+        responses=[
+            T(
+                topic=name,
+                partitions=[
+                    P(
+                        partition_index=p,
+                        error_code=e,
+                        high_watermark=hw,
+                        last_stable_offset=hw,
+                        log_start_offset=ls,
+                        aborted_transactions=None,
+                        preferred_read_replica=-1,
+                        records=recs,
+                    )
+                    for p, e, hw, ls, recs in parts
+                ],
+            )
+            for name, parts in topics
+        ],
+    )
+    return _encode(req, resp)
+
+
+def init_producer_id_response(
+    req: RequestFrame, error_code: int, producer_id: int, producer_epoch: int
+) -> bytes:
+    resp = InitProducerIdResponse(
+        version=req.api_version,
+        throttle_time_ms=0,
+        error_code=error_code,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+    )
+    return _encode(req, resp)
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, **fields: Any
+) -> bytes:
+    """A framed request (for tests and benchmarks that speak the wire protocol without a client library)."""
+    req_cls = _CLASSES[api_key][0]
+    obj = req_cls(version=api_version, **fields)
+    obj.with_header(correlation_id=correlation_id, client_id=client_id)
+    return bytes(obj.encode(header=True, framed=True))
+
+
+def decode_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation_id, response object) for one response frame without its size prefix (tests, benchmarks)."""
+    resp_cls = _CLASSES[api_key][1]
+    obj = resp_cls.decode(frame, version=api_version, header=True)
+    return obj.header.correlation_id, obj
