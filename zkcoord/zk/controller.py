@@ -1,0 +1,499 @@
+"""Controller election and the controller's duties over ZooKeeper: at most one node acts as controller, and
+every controller write is fenced by the controller epoch it won, so a deposed controller cannot change state.
+
+Election (as Kafka 0.8-2.x `ZookeeperLeaderElector` + `KafkaController.incrementControllerEpoch`):
+1. create the ephemeral `/controller` = `{"version":1,"brokerid":N,"timestamp":"<ms>"}`; NodeExists owned by our
+   own session (a retried create) is a win, owned by another session is a loss;
+2. the winner bumps `/controller_epoch` with a versioned set (creates it as "1" when absent); a version
+   conflict or NodeExists means another controller moved in (`ControllerMoved`): resign;
+3. losers keep a watch on `/controller` and run again when it disappears.
+
+Fencing: the epoch write leaves `/controller_epoch` at a znode version that only this controller knows; every
+later controller write is one multi-op that starts with `check(/controller_epoch, version)`. A new controller
+must bump that version first, so from that moment the old controller's multis fail as a whole
+(`ControllerMoved`). In addition the controller stops acting before anything else when its connection is
+suspended or its session lost (the `active` flag is cleared in the kazoo state listener and checked before
+every write); after a reconnect on the same session it resumes only if the epoch znode is still its own.
+
+Duties (one worker thread, coalesced events, each pass idempotent): watch `/brokers/ids`, `/brokers/topics`
+(and each topic's assignment, for partition increases) and `/admin/delete_topics`; delete marked topics;
+create `__consumer_offsets` when absent; plan leaders with `zkcoord.cluster.leadership` (balanced offsets
+partitions, sticky data partitions) and write partition state `{"controller_epoch","leader","version",
+"leader_epoch","isr"}` for every partition whose leader changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+)
+from kazoo.protocol.states import KazooState
+
+from zkcoord.cluster.coordinator import DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS, OFFSETS_TOPIC
+from zkcoord.cluster.leadership import (
+    NO_LEADER,
+    Leadership,
+    Placement,
+    TopicSpec,
+    plan_leadership,
+    single_replica_assignment,
+)
+from zkcoord.errors import MalformedZnode, ZkcoordError
+from zkcoord.legacy import paths
+from zkcoord.legacy.codecs import (
+    ControllerInfo,
+    PartitionState,
+    TopicAssignment,
+    decode_controller_epoch,
+    encode_controller_epoch,
+)
+
+log = logging.getLogger(__name__)
+
+INITIAL_CONTROLLER_EPOCH = 1
+# Keeps every multi far below jute.maxbuffer (1 MB): a partition-state op is ~150 bytes.
+MAX_OPS_PER_MULTI = 500
+
+
+class ControllerMoved(ZkcoordError):
+    """Another controller was elected since this one won: its write was refused as a whole."""
+
+    retriable = False
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerFence:
+    """What a controller won: its epoch and the `/controller_epoch` znode version its bump produced."""
+
+    epoch: int
+    zk_version: int
+
+
+def fenced_commit(client: KazooClient, fence: ControllerFence, ops: Sequence[Callable[[Any], None]]) -> None:
+    """Run `ops` (each adds one operation to a kazoo transaction) after `check(/controller_epoch, version)`,
+    all or nothing. Raises ControllerMoved when the epoch moved, the first real error otherwise."""
+    tx = client.transaction()
+    tx.check(paths.CONTROLLER_EPOCH, fence.zk_version)
+    for op in ops:
+        op(tx)
+    results = tx.commit()
+    failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+    if not failures:
+        return
+    if isinstance(results[0], (BadVersionError, NoNodeError)):
+        raise ControllerMoved(
+            f"controller epoch {fence.epoch} (znode version {fence.zk_version}) was superseded"
+        )
+    raise failures[0]
+
+
+def read_controller_epoch(client: KazooClient) -> tuple[int, int] | None:
+    """(epoch, znode version) of `/controller_epoch`, or None when absent."""
+    try:
+        data, stat = client.get(paths.CONTROLLER_EPOCH)
+    except NoNodeError:
+        return None
+    return decode_controller_epoch(paths.CONTROLLER_EPOCH, data), stat.version
+
+
+def read_controller(client: KazooClient) -> ControllerInfo | None:
+    try:
+        data, _ = client.get(paths.CONTROLLER)
+    except NoNodeError:
+        return None
+    return ControllerInfo.decode(paths.CONTROLLER, data)
+
+
+def increment_controller_epoch(client: KazooClient) -> ControllerFence:
+    """Kafka's `incrementControllerEpoch`: versioned set to epoch+1, or create "1"; ControllerMoved on a race."""
+    current = read_controller_epoch(client)
+    if current is None:
+        try:
+            stat = client.create(paths.CONTROLLER_EPOCH, encode_controller_epoch(INITIAL_CONTROLLER_EPOCH))
+        except NodeExistsError as exc:
+            raise ControllerMoved("another controller created /controller_epoch first") from exc
+        del stat
+        again = read_controller_epoch(client)
+        if again is None or again[0] != INITIAL_CONTROLLER_EPOCH:
+            raise ControllerMoved("/controller_epoch changed right after it was created")
+        return ControllerFence(INITIAL_CONTROLLER_EPOCH, again[1])
+    epoch, version = current
+    try:
+        stat = client.set(paths.CONTROLLER_EPOCH, encode_controller_epoch(epoch + 1), version=version)
+    except BadVersionError as exc:
+        raise ControllerMoved(f"/controller_epoch moved past {epoch} while bumping it") from exc
+    return ControllerFence(epoch + 1, stat.version)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """One consistent-enough read of the tree the controller plans from."""
+
+    live: tuple[int, ...]
+    topics: dict[str, TopicAssignment]
+    states: dict[tuple[str, int], tuple[PartitionState, int]]  # state and its znode version
+    partitions_parents: frozenset[str]  # topics whose /partitions znode exists
+    partition_nodes: frozenset[tuple[str, int]]  # partitions whose /partitions/p znode exists
+    delete_marks: tuple[str, ...]
+
+
+class Controller:
+    """Runs for one node: elects, and while elected reconciles partition leadership. Thread-safe start/close.
+
+    `on_change(active, fence)` is called from the worker thread whenever the node becomes or stops being
+    controller. `clock_ms` stamps the `/controller` timestamp.
+    """
+
+    def __init__(
+        self,
+        client: KazooClient,
+        node_id: int,
+        *,
+        offsets_topic_num_partitions: int = DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        on_change: Callable[[bool, ControllerFence | None], None] | None = None,
+        resync_interval_s: float = 5.0,
+    ) -> None:
+        self.client = client
+        self.node_id = node_id
+        self.offsets_topic_num_partitions = offsets_topic_num_partitions
+        self._clock_ms = clock_ms
+        self._on_change = on_change
+        self._resync_interval_s = resync_interval_s
+        self._cond = threading.Condition()
+        self._want_elect = True
+        self._want_reconcile = False
+        self._want_verify = False
+        self._closing = False
+        self._active = False
+        self._fence: ControllerFence | None = None
+        self._session: int | None = None
+        self._thread: threading.Thread | None = None
+        self.reconciles = 0
+        self.elections_won = 0
+
+    # -- public --------------------------------------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self._active
+
+    @property
+    def fence(self) -> ControllerFence | None:
+        return self._fence if self._active else None
+
+    def start(self) -> None:
+        self.client.add_listener(self._on_state)
+        self._thread = threading.Thread(target=self._run, name=f"controller-{self.node_id}", daemon=True)
+        self._thread.start()
+
+    def close(self, resign: bool = True) -> None:
+        """Stop the worker; with `resign`, delete our `/controller` so another node takes over at once."""
+        was_active = self._active
+        self._active = False
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.client.remove_listener(self._on_state)
+        if resign and was_active and self.client.connected:
+            self._delete_own_controller_znode()
+
+    def request_reconcile(self) -> None:
+        with self._cond:
+            self._want_reconcile = True
+            self._cond.notify_all()
+
+    # -- kazoo callbacks (connection thread: set flags only, never call ZooKeeper) --------------------------
+
+    def _on_state(self, state: KazooState) -> None:
+        if state in (KazooState.SUSPENDED, KazooState.LOST):
+            # Stop acting first: a suspended controller may already be deposed.
+            self._active = False
+        with self._cond:
+            if state == KazooState.LOST:
+                self._fence = None
+                self._want_elect = True
+            elif state == KazooState.CONNECTED:
+                self._want_verify = True
+            self._cond.notify_all()
+
+    def _on_watch(self, event: Any) -> None:
+        with self._cond:
+            if event is not None and getattr(event, "path", None) == paths.CONTROLLER:
+                self._want_elect = True
+            else:
+                self._want_reconcile = True
+            self._cond.notify_all()
+
+    # -- worker ------------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        was_active = False
+        while True:
+            with self._cond:
+                while not (self._closing or self._want_elect or self._want_reconcile or self._want_verify):
+                    if not self._cond.wait(timeout=self._resync_interval_s):
+                        self._want_reconcile = True
+                        if not self._fence:
+                            self._want_elect = True
+                if self._closing:
+                    break
+                elect, reconcile, verify = self._want_elect, self._want_reconcile, self._want_verify
+                self._want_elect = self._want_reconcile = self._want_verify = False
+            try:
+                if verify:
+                    self._verify_after_reconnect()
+                if elect or (verify and self._fence is None):
+                    self._elect()
+                if self._active and (reconcile or elect or verify):
+                    self._reconcile()
+            except ControllerMoved as exc:
+                log.warning("node=%d stepping down: %s", self.node_id, exc)
+                self._step_down()
+            except KazooException as exc:
+                log.info("node=%d controller pass interrupted: %r; retrying", self.node_id, exc)
+                with self._cond:
+                    self._want_elect = self._want_elect or self._fence is None
+                    self._want_reconcile = True
+                    self._cond.wait(timeout=0.2)
+            except MalformedZnode as exc:
+                log.error(
+                    "node=%d controller pass hit a malformed znode (left intact): %s", self.node_id, exc
+                )
+                with self._cond:
+                    self._cond.wait(timeout=1.0)
+            except Exception:
+                log.exception("node=%d controller pass failed", self.node_id)
+                with self._cond:
+                    self._want_reconcile = True
+                    self._cond.wait(timeout=1.0)
+            if self._active != was_active:
+                was_active = self._active
+                if self._on_change is not None:
+                    self._on_change(was_active, self._fence if was_active else None)
+        if self._on_change is not None and was_active:
+            self._on_change(False, None)
+
+    def _step_down(self) -> None:
+        self._active = False
+        self._fence = None
+        with self._cond:
+            self._want_elect = True
+
+    def _session_id(self) -> int | None:
+        cid = self.client.client_id
+        return None if cid is None else int(cid[0])
+
+    def _elect(self) -> None:
+        if not self.client.connected:
+            return
+        info = ControllerInfo(self.node_id, self._clock_ms())
+        try:
+            self.client.create(paths.CONTROLLER, info.encode(), ephemeral=True)
+        except NodeExistsError:
+            try:
+                data, stat = self.client.get(paths.CONTROLLER, watch=self._on_watch)
+            except NoNodeError:
+                with self._cond:
+                    self._want_elect = True
+                return
+            if stat.ephemeralOwner != self._session_id():
+                current = ControllerInfo.decode(paths.CONTROLLER, data)
+                log.debug("node=%d: controller is node %d", self.node_id, current.brokerid)
+                self._active = False
+                self._fence = None
+                return
+            if self._fence is not None:  # our own znode and we already won: a spurious wake-up
+                self._active = True
+                return
+        # We hold /controller: watch it so a loss of it (session expiry) is seen, then take the epoch.
+        self.client.exists(paths.CONTROLLER, watch=self._on_watch)
+        try:
+            fence = increment_controller_epoch(self.client)
+        except ControllerMoved:
+            self._delete_own_controller_znode()
+            raise
+        self._fence = fence
+        self._session = self._session_id()
+        self._active = True
+        self.elections_won += 1
+        log.info("node=%d elected controller, epoch %d", self.node_id, fence.epoch)
+
+    def _verify_after_reconnect(self) -> None:
+        """Same session back after a disconnect: resume only if /controller and the epoch are still ours."""
+        fence = self._fence
+        if fence is None or self._session != self._session_id():
+            self._fence = None
+            return
+        try:
+            _, stat = self.client.get(paths.CONTROLLER, watch=self._on_watch)
+        except NoNodeError:
+            self._fence = None
+            with self._cond:
+                self._want_elect = True
+            return
+        current = read_controller_epoch(self.client)
+        if stat.ephemeralOwner != self._session or current != (fence.epoch, fence.zk_version):
+            self._fence = None
+            with self._cond:
+                self._want_elect = True
+            return
+        self._active = True
+
+    def _delete_own_controller_znode(self) -> None:
+        with contextlib.suppress(KazooException):
+            _, stat = self.client.get(paths.CONTROLLER)
+            if stat.ephemeralOwner == self._session_id():
+                self.client.delete(paths.CONTROLLER, version=stat.version)
+
+    # -- reconciliation --------------------------------------------------------------------------------
+
+    def _commit(self, ops: Sequence[Callable[[Any], None]]) -> None:
+        fence = self._fence
+        if not self._active or fence is None:
+            raise ControllerMoved(f"node {self.node_id} is no longer the active controller")
+        for i in range(0, len(ops), MAX_OPS_PER_MULTI):
+            if not self._active:
+                raise ControllerMoved(f"node {self.node_id} stopped being controller mid-write")
+            fenced_commit(self.client, fence, ops[i : i + MAX_OPS_PER_MULTI])
+
+    def read_view(self) -> ClusterView:
+        c = self.client
+        w = self._on_watch
+        live = tuple(sorted(int(n) for n in c.get_children(paths.BROKER_IDS, watch=w) if n.isdigit()))
+        topics: dict[str, TopicAssignment] = {}
+        states: dict[tuple[str, int], tuple[PartitionState, int]] = {}
+        parents: set[str] = set()
+        part_nodes: set[tuple[str, int]] = set()
+        for topic in sorted(c.get_children(paths.BROKER_TOPICS, watch=w)):
+            tpath = paths.topic_path(topic)
+            try:
+                data, _ = c.get(tpath, watch=w)
+            except NoNodeError:
+                continue
+            topics[topic] = TopicAssignment.decode(tpath, data)
+            try:
+                existing = c.get_children(paths.topic_partitions_path(topic))
+            except NoNodeError:
+                continue
+            parents.add(topic)
+            for name in existing:
+                if not name.isdigit():
+                    continue
+                p = int(name)
+                part_nodes.add((topic, p))
+                spath = paths.partition_state_path(topic, p)
+                try:
+                    sdata, sstat = c.get(spath)
+                except NoNodeError:
+                    continue
+                states[(topic, p)] = (PartitionState.decode(spath, sdata), sstat.version)
+        marks = tuple(sorted(c.get_children(paths.ADMIN_DELETE_TOPICS, watch=w)))
+        return ClusterView(live, topics, states, frozenset(parents), frozenset(part_nodes), marks)
+
+    def _reconcile(self) -> None:
+        self.client.ensure_path(paths.BROKER_IDS)
+        self.client.ensure_path(paths.BROKER_TOPICS)
+        self.client.ensure_path(paths.ADMIN_DELETE_TOPICS)
+        view = self.read_view()
+        if view.delete_marks:
+            self._delete_topics(view)
+            view = self.read_view()
+        if OFFSETS_TOPIC not in view.topics and view.live:
+            assignment = TopicAssignment.of(
+                single_replica_assignment(self.offsets_topic_num_partitions, view.live)
+            )
+            with contextlib.suppress(NodeExistsError):  # another writer created it: use theirs
+                self._commit([lambda tx: tx.create(paths.topic_path(OFFSETS_TOPIC), assignment.encode())])
+            view = self.read_view()
+        self._write_leaders(view)
+        self.reconciles += 1
+
+    def _delete_topics(self, view: ClusterView) -> None:
+        for topic in view.delete_marks:
+            mark = paths.delete_topic_path(topic)
+            ops: list[Callable[[Any], None]] = []
+            if topic == OFFSETS_TOPIC:
+                log.warning("node=%d refusing to delete the internal topic %s", self.node_id, topic)
+            elif topic in view.topics:
+                for tp in sorted(p for p in view.partition_nodes if p[0] == topic):
+                    if tp in view.states:
+                        ops.append(_delete_op(paths.partition_state_path(*tp)))
+                    ops.append(_delete_op(paths.partition_path(*tp)))
+                if topic in view.partitions_parents:
+                    ops.append(_delete_op(paths.topic_partitions_path(topic)))
+                ops.append(_delete_op(paths.topic_path(topic)))
+            ops.append(_delete_op(mark))
+            try:
+                self._commit(ops)
+                log.info("node=%d deleted topic %s", self.node_id, topic)
+            except (NoNodeError, NotEmptyError) as exc:
+                # Something appeared or vanished concurrently; the next pass sees the new tree.
+                log.info("node=%d topic %s deletion raced (%r); will retry", self.node_id, topic, exc)
+                self.request_reconcile()
+
+    def _write_leaders(self, view: ClusterView) -> None:
+        fence = self._fence
+        if fence is None:
+            raise ControllerMoved("no fence")
+        specs = {
+            t: TopicSpec(a.replicas, Placement.BALANCED if t == OFFSETS_TOPIC else Placement.STICKY)
+            for t, a in view.topics.items()
+        }
+        current = {tp: Leadership(s.leader, s.leader_epoch) for tp, (s, _) in view.states.items()}
+        plan = plan_leadership(view.live, specs, current)
+        leaders = plan.as_dict()
+        ops: list[Callable[[Any], None]] = []
+        made_parents: set[str] = set()
+        for tp in plan.changed:
+            lead = leaders[tp]
+            topic, p = tp
+            old = view.states.get(tp)
+            isr = (lead.leader,) if lead.leader != NO_LEADER else (old[0].isr if old else ())
+            state = PartitionState(lead.leader, lead.leader_epoch, isr, fence.epoch).encode()
+            spath = paths.partition_state_path(topic, p)
+            if old is not None:
+                ops.append(_set_op(spath, state, old[1]))
+                continue
+            if topic not in view.partitions_parents and topic not in made_parents:
+                ops.append(_create_op(paths.topic_partitions_path(topic), b""))
+                made_parents.add(topic)
+            if tp not in view.partition_nodes:
+                ops.append(_create_op(paths.partition_path(topic, p), b""))
+            ops.append(_create_op(spath, state))
+        if ops:
+            self._commit(ops)
+            log.info(
+                "node=%d controller epoch %d moved %d partition leader(s)",
+                self.node_id,
+                fence.epoch,
+                len(plan.changed),
+            )
+
+
+def _delete_op(path: str) -> Callable[[Any], None]:
+    return lambda tx: tx.delete(path)
+
+
+def _set_op(path: str, data: bytes, version: int) -> Callable[[Any], None]:
+    return lambda tx: tx.set_data(path, data, version)
+
+
+def _create_op(path: str, data: bytes) -> Callable[[Any], None]:
+    return lambda tx: tx.create(path, data)

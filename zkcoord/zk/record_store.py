@@ -1,0 +1,229 @@
+"""Durable coordinator records for one `__consumer_offsets` partition, kept in ZooKeeper so that whichever node
+leads the partition next can load them; every append is fenced by the partition's leadership.
+
+Layout: `/zkcoord/offsets/<partition>/records/batch-<seq>` persistent sequential znodes, one per batch of
+records, read back in sequence order. A batch is `b"ZKR1"`, an int32 record count, then per record an int32
+key length + key and an int32 value length (-1 for a tombstone) + value, all big-endian.
+
+Fencing: the node that leads partition p with leader epoch E read `/brokers/topics/__consumer_offsets/
+partitions/p/state` at znode version V. Each append is one multi: `check(state, V)` + the batch creates. A new
+leader is installed only by rewriting that state znode (the controller bumps the leader epoch), so from that
+moment a deposed leader's appends fail as a whole (`StoreFenced`, NOT_COORDINATOR) and nothing it was not
+allowed to write reaches the store. An acknowledged append is on a ZooKeeper quorum before `append` returns.
+
+Limits: ZooKeeper keeps everything in memory and refuses requests over `jute.maxbuffer` (1 MB by default).
+One append is split into batches of at most `max_batch_bytes` and into multis of at most `max_multi_bytes`;
+an append larger than one multi is atomic per multi only. `compact()` rewrites the partition as one snapshot
+(the last value per key, tombstones dropped) in a single fenced multi when that fits, so the znode count and
+the load time stay proportional to the live keys, not to the commit history.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
+
+from zkcoord.cluster.coordinator import OFFSETS_TOPIC
+from zkcoord.errors import MalformedZnode, ZkcoordError
+from zkcoord.legacy import paths
+
+log = logging.getLogger(__name__)
+
+RECORDS_ROOT = "/zkcoord/offsets"
+BATCH_PREFIX = "batch-"
+MAGIC = b"ZKR1"
+# Leave room under jute.maxbuffer (1,048,575 bytes) for paths and per-op framing.
+DEFAULT_MAX_BATCH_BYTES = 512 * 1024
+DEFAULT_MAX_MULTI_BYTES = 900 * 1024
+_OP_OVERHEAD = 64
+
+Record = tuple[bytes, bytes | None]
+
+
+class StoreFenced(ZkcoordError):
+    """The partition's leadership moved since this store was opened: the append was refused as a whole."""
+
+    code = 16  # NOT_COORDINATOR: the client rediscovers the coordinator and retries there.
+    retriable = True
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionFence:
+    """The leadership a store writes under: the state znode version read when this node took the partition."""
+
+    partition: int
+    leader_epoch: int
+    state_version: int
+
+    @property
+    def state_path(self) -> str:
+        return paths.partition_state_path(OFFSETS_TOPIC, self.partition)
+
+
+def records_path(partition: int) -> str:
+    return f"{RECORDS_ROOT}/{partition}/records"
+
+
+def encode_batch(records: Sequence[Record]) -> bytes:
+    out = [MAGIC, struct.pack(">i", len(records))]
+    for key, value in records:
+        out.append(struct.pack(">i", len(key)))
+        out.append(key)
+        if value is None:
+            out.append(struct.pack(">i", -1))
+        else:
+            out.append(struct.pack(">i", len(value)))
+            out.append(value)
+    return b"".join(out)
+
+
+def decode_batch(path: str, data: bytes) -> list[Record]:
+    """The records of one batch znode; MalformedZnode naming the byte offset when anything is off."""
+    if data[:4] != MAGIC:
+        raise MalformedZnode(path, f"batch does not start with {MAGIC!r}", data)
+    pos = 4
+
+    def take(n: int, what: str) -> bytes:
+        nonlocal pos
+        if n < 0 or pos + n > len(data):
+            raise MalformedZnode(path, f"truncated batch: {what} needs {n} bytes at offset {pos}", data)
+        chunk = data[pos : pos + n]
+        pos += n
+        return chunk
+
+    (count,) = struct.unpack(">i", take(4, "record count"))
+    if count < 0:
+        raise MalformedZnode(path, f"negative record count {count}", data)
+    records: list[Record] = []
+    for i in range(count):
+        (klen,) = struct.unpack(">i", take(4, f"key length of record {i}"))
+        key = take(klen, f"key of record {i}")
+        (vlen,) = struct.unpack(">i", take(4, f"value length of record {i}"))
+        value = None if vlen == -1 else take(vlen, f"value of record {i}")
+        records.append((key, value))
+    if pos != len(data):
+        raise MalformedZnode(path, f"{len(data) - pos} trailing bytes after {count} records", data)
+    return records
+
+
+def split_batches(records: Sequence[Record], max_batch_bytes: int) -> list[list[Record]]:
+    """Consecutive groups of records whose encoded batch stays under `max_batch_bytes` (a single record
+    larger than that gets a batch of its own, and is refused later if it cannot fit a znode)."""
+    batches: list[list[Record]] = []
+    current: list[Record] = []
+    size = 8
+    for rec in records:
+        rec_size = 8 + len(rec[0]) + (len(rec[1]) if rec[1] is not None else 0)
+        if current and size + rec_size > max_batch_bytes:
+            batches.append(current)
+            current, size = [], 8
+        current.append(rec)
+        size += rec_size
+    if current:
+        batches.append(current)
+    return batches
+
+
+class ZkRecordStore:
+    """A RecordStore (append / load) for one offsets partition, fenced by `fence`. Thread-safe."""
+
+    def __init__(
+        self,
+        client: KazooClient,
+        fence: PartitionFence,
+        *,
+        max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
+        max_multi_bytes: int = DEFAULT_MAX_MULTI_BYTES,
+    ) -> None:
+        if max_batch_bytes > max_multi_bytes:
+            raise ValueError("max_batch_bytes must not exceed max_multi_bytes")
+        self.client = client
+        self.fence = fence
+        self.max_batch_bytes = max_batch_bytes
+        self.max_multi_bytes = max_multi_bytes
+        self.path = records_path(fence.partition)
+        self._lock = threading.Lock()
+        self.client.ensure_path(self.path)
+
+    def append(self, records: Iterable[Record]) -> None:
+        """Durably append `records` (in order) or raise StoreFenced / a ZooKeeper error with nothing written
+        by the failing multi."""
+        batches = [encode_batch(b) for b in split_batches(list(records), self.max_batch_bytes)]
+        for data in batches:
+            if len(data) + _OP_OVERHEAD > self.max_multi_bytes:
+                raise ValueError(f"a single record of {len(data)} bytes cannot fit in one ZooKeeper request")
+        with self._lock:
+            group: list[bytes] = []
+            size = 0
+            for data in batches:
+                if group and size + len(data) + _OP_OVERHEAD > self.max_multi_bytes:
+                    self._commit(group, ())
+                    group, size = [], 0
+                group.append(data)
+                size += len(data) + _OP_OVERHEAD
+            if group:
+                self._commit(group, ())
+
+    def load(self) -> Iterator[Record]:
+        """Every record of the partition in append order (the reader replays; later values win)."""
+        for name in self._batch_names():
+            path = f"{self.path}/{name}"
+            try:
+                data, _ = self.client.get(path)
+            except NoNodeError:
+                continue  # compacted away under us; the snapshot that replaced it is later in the order
+            yield from decode_batch(path, data)
+
+    def batch_count(self) -> int:
+        return len(self._batch_names())
+
+    def compact(self) -> bool:
+        """Replace every batch by one snapshot of the live keys, atomically and fenced. False when the
+        snapshot or the delete list would not fit one request (the store is left as it was)."""
+        with self._lock:
+            names = self._batch_names()
+            if len(names) <= 1:
+                return False
+            latest: dict[bytes, bytes | None] = {}
+            for name in names:
+                path = f"{self.path}/{name}"
+                data, _ = self.client.get(path)
+                for key, value in decode_batch(path, data):
+                    latest[key] = value
+            live = [(k, v) for k, v in latest.items() if v is not None]
+            snapshot = [encode_batch(b) for b in split_batches(live, self.max_batch_bytes)] if live else []
+            size = sum(len(d) + _OP_OVERHEAD for d in snapshot) + len(names) * (_OP_OVERHEAD + len(self.path))
+            if size > self.max_multi_bytes:
+                log.info(
+                    "partition=%d compaction skipped: %d bytes exceed one request", self.fence.partition, size
+                )
+                return False
+            self._commit(snapshot, names)
+            return True
+
+    def _batch_names(self) -> list[str]:
+        names = [n for n in self.client.get_children(self.path) if n.startswith(BATCH_PREFIX)]
+        return sorted(names, key=lambda n: int(n[len(BATCH_PREFIX) :]))
+
+    def _commit(self, creates: Sequence[bytes], deletes: Sequence[str]) -> None:
+        tx = self.client.transaction()
+        tx.check(self.fence.state_path, self.fence.state_version)
+        for data in creates:
+            tx.create(f"{self.path}/{BATCH_PREFIX}", data, sequence=True)
+        for name in deletes:
+            tx.delete(f"{self.path}/{name}")
+        results = tx.commit()
+        failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
+        if not failures:
+            return
+        if isinstance(results[0], (BadVersionError, NoNodeError)):
+            raise StoreFenced(
+                f"offsets partition {self.fence.partition}: leadership moved past epoch {self.fence.leader_epoch}"
+            )
+        raise failures[0]
