@@ -1,0 +1,730 @@
+"""LegacyConsumer: a 0.8-era ZooKeeper consumer-group member that shares a group with JVM consumers (same
+znodes, same payloads, same deterministic assignment) and never hands out a record from a partition it does
+not own in ZooKeeper.
+
+How it runs (numbered as the original's `ZookeeperConsumerConnector`):
+
+1. `start()` connects (or uses the given kazoo client), registers `/consumers/G/ids/<consumerId>` (ephemeral,
+   the JVM's exact JSON; a node held by another session is a duplicate consumer id and is refused at once),
+   watches the ids children and `/brokers/topics/T` data of subscribed topics (plus `/brokers/topics`
+   children for wildcards and `/brokers/ids` children while no broker exists), and asks for a rebalance.
+2. Every watch and session event only sets a flag; one thread (`<consumerId>_watcher_executor`, as in the
+   original) runs rebalances, so a burst of events coalesces into one run.
+3. A rebalance attempt: fence (stop handing out records) → commit consumed offsets (auto-commit) →
+   `before_release` → delete every owner znode I hold → read the group → plan (`zkcoord.legacy.rebalance`) →
+   claim my owner znodes (faithful: one by one with rollback; fast: multi-op, and on a conflict wait for the
+   conflicting znode's deletion) → read my offsets (after the claim, so no previous owner can commit after
+   the read) → install and unfence → `after_claim`.
+4. Retries: faithful = `rebalance.max.retries` attempts `rebalance.backoff.ms` apart, then RebalanceFailed is
+   reported and the member idles until the next event (as the original); fast = retry until the share is
+   owned. Both leave the same znodes.
+5. Session: SUSPENDED fences at once; reconnect on the same session verifies my znodes and unfences; LOST
+   drops ownership (the server deleted the ephemerals), then a new session re-registers and rebalances. Every
+   attempt captures the session and generation first and drops its result if either moved.
+6. Offsets: consumed offsets are committed to `/consumers/G/offsets/T/P` with versioned writes (a member that
+   lost a partition cannot move the new owner's offset back), unchanged ones skipped, batched in multi-ops
+   under the request limit in fast mode.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionClosedError, NoNodeError
+from kazoo.protocol.states import KazooState
+
+from zkcoord.errors import ConfigError, ZkcoordError
+from zkcoord.legacy import ids, paths
+from zkcoord.legacy.codecs import ConsumerRegistration, SubscriptionPattern
+from zkcoord.legacy.config import LegacyConsumerConfig
+from zkcoord.legacy.rebalance import (
+    RebalancePlan,
+    TopicPartition,
+    plan_offset_commit,
+    plan_rebalance,
+)
+from zkcoord.zk import member_zk, retry
+from zkcoord.zk.member_zk import DuplicateConsumerId
+from zkcoord.zk.retry import RebalanceFailed, RebalanceStopped, SessionMoved
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "DuplicateConsumerId",
+    "LegacyConsumer",
+    "Message",
+    "RebalanceFailed",
+    "RebalanceListener",
+]
+
+
+class RebalanceListener(Protocol):
+    """Callbacks of a rebalance (the original's ConsumerRebalanceListener, with correct types)."""
+
+    def before_release(self, consumer_id: str, partitions: Mapping[str, frozenset[int]]) -> None: ...
+
+    def after_claim(self, consumer_id: str, assignment: Mapping[TopicPartition, str]) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+@dataclass(slots=True)
+class _Owned:
+    thread_id: str
+    consumed: int  # next offset to hand out; -1 until the first record when no offset was stored
+    checkpoint: int  # last offset known to be in ZooKeeper (-1 none)
+    version: int  # offset znode version (-1 missing)
+
+
+@dataclass(slots=True)
+class MemberStats:
+    rebalances: int = 0  # successful
+    attempts: int = 0
+    failed_attempts: int = 0
+    gave_up: int = 0
+    claim_waits: int = 0
+    last_error: str | None = None
+    last_stable_at: float = 0.0
+    history: list[tuple[float, int]] = field(default_factory=list)  # (time, partitions owned) per install
+
+
+class Fetcher(Protocol):
+    def assign(self, positions: Mapping[TopicPartition, int]) -> None: ...
+
+    def poll(self, timeout_ms: int) -> list[Message]: ...
+
+    def close(self) -> None: ...
+
+
+FetcherFactory = Callable[["LegacyConsumer"], Fetcher]
+
+
+class LegacyConsumer:
+    """One group member. Use as a context manager, iterate for records, call `commit_offsets()`."""
+
+    def __init__(
+        self,
+        config: LegacyConsumerConfig,
+        topics: Mapping[str, int] | None = None,
+        *,
+        whitelist: str | None = None,
+        blacklist: str | None = None,
+        num_streams: int = 1,
+        client: KazooClient | None = None,
+        listener: RebalanceListener | None = None,
+        fetcher_factory: FetcherFactory | None = None,
+        hostname: Callable[[], str] = socket.gethostname,
+        wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        monotonic: Callable[[], float] = time.monotonic,
+        uuid_bits: Callable[[], int] = lambda: uuid.uuid4().int >> 64,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        if sum(x is not None for x in (topics, whitelist, blacklist)) != 1:
+            raise ConfigError("give exactly one of topics={topic: streams}, whitelist=REGEX, blacklist=REGEX")
+        self.config = config
+        self.group = paths.validate_group(config.group_id)
+        self._now = monotonic
+        self._wall_ms = wall_clock_ms
+        self._sleep = sleep
+        self._listener = listener
+        self._fetcher_factory = fetcher_factory
+        ts = wall_clock_ms()
+        if config.consumer_id is not None:
+            self.consumer_id = ids.consumer_id_from_suffix(self.group, config.consumer_id)
+        else:
+            msb = uuid_bits()
+            if msb >= 2**63:
+                msb -= 2**64
+            self.consumer_id = ids.consumer_id(
+                self.group, host=hostname(), timestamp_ms=ts, uuid8=ids.uuid_prefix(msb)
+            )
+        if topics is not None:
+            for t in topics:
+                paths.validate_topic(t, max_length=paths.TOPIC_MAX_LENGTH_0_8_2)
+            self.registration = ConsumerRegistration.static(dict(topics), timestamp_ms=ts)
+        else:
+            from zkcoord.legacy.filters import TopicFilter
+
+            pattern = (
+                SubscriptionPattern.WHITE_LIST if whitelist is not None else SubscriptionPattern.BLACK_LIST
+            )
+            raw = whitelist if whitelist is not None else blacklist
+            assert raw is not None
+            regex = (
+                TopicFilter.whitelist(raw) if whitelist is not None else TopicFilter.blacklist(raw)
+            ).regex
+            self.registration = ConsumerRegistration.wildcard(
+                regex, num_streams, pattern=pattern, timestamp_ms=ts
+            )
+        self._own_client = client is None
+        self.client: KazooClient | None = client
+        self.stats = MemberStats()
+
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._owned: dict[TopicPartition, _Owned] = {}
+        self._fenced = True
+        self._assign_version = 0  # bumped on every change of what the fetch path may hand out
+        self._generation = 0  # bumped on every session change and every rebalance start
+        self._session = -1  # the session my registration belongs to
+        self._need_register = True
+        self._reconnected = False
+        self._pending = False
+        self._stable = threading.Event()
+        self._wake = threading.Event()
+        self._stopping = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self._watched_topics: set[str] = set()
+        self._watching_brokers = False
+        self._watching_topic_list = False
+        self._last_plan: RebalancePlan | None = None
+        self._next_auto_commit = 0.0
+        # Fetch-path state, touched only by the iterating thread.
+        self._fetcher: Fetcher | None = None
+        self._fetcher_version = -1
+        self._buffer: deque[Message] = deque()
+
+    # --- lifecycle -------------------------------------------------------------------------------------------
+
+    def __enter__(self) -> LegacyConsumer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> LegacyConsumer:
+        cfg = self.config
+        if self.client is None:
+            from zkcoord.zk.session import connect
+
+            self.client = connect(
+                cfg.zookeeper_connect,
+                timeout=cfg.connection_timeout_ms / 1000.0,
+                session_timeout_s=cfg.zookeeper_session_timeout_ms / 1000.0,
+            )
+        client = self.client
+        client.add_listener(self._on_state)
+        with self._lock:
+            self._register_locked()
+        client.ChildrenWatch(paths.ids_path(self.group), self._on_ids_change, send_event=False)
+        if self.registration.is_wildcard:
+            self._watch_topic_list()
+        self._next_auto_commit = self._now() + cfg.auto_commit_interval_ms / 1000.0
+        self._thread = threading.Thread(
+            target=self._run, name=f"{self.consumer_id}_watcher_executor", daemon=True
+        )
+        self._thread.start()
+        self._signal()
+        return self
+
+    def close(self, *, commit: bool | None = None) -> None:
+        """Stop rebalancing, commit (auto-commit or `commit=True`), release owners, deregister, disconnect."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            self._stopping = True
+            self._changed.notify_all()
+        self._wake.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
+        client = self.client
+        do_commit = self.config.auto_commit_enable if commit is None else commit
+        try:
+            if client is not None and client.connected:
+                if do_commit:
+                    self._commit(fence_first=True)
+                with self._lock:
+                    owned = list(self._owned)
+                    self._fence_locked(clear=True)
+                    session = self._session
+                if member_zk.session_id(client) == session:
+                    member_zk.release(
+                        client,
+                        self.group,
+                        owned,
+                        session,
+                        batched=self._fast,
+                        budget=self.config.multi_budget_bytes,
+                    )
+                    member_zk.delete_registration(client, self.group, self.consumer_id, session)
+        finally:
+            with self._lock:
+                self._fence_locked(clear=True)
+            if client is not None:
+                client.remove_listener(self._on_state)
+                if self._own_client:
+                    client.stop()
+                    client.close()
+            self._close_fetcher()
+
+    @property
+    def _fast(self) -> bool:
+        return self.config.mode == "fast"
+
+    # --- views -----------------------------------------------------------------------------------------------
+
+    def owned(self) -> dict[TopicPartition, str]:
+        """What this member believes it owns (and may hand out records from): empty while fenced."""
+        with self._lock:
+            if self._fenced:
+                return {}
+            return {tp: o.thread_id for tp, o in self._owned.items()}
+
+    def ownership_view(self) -> tuple[int, dict[TopicPartition, str]]:
+        """(assignment version, believed ownership) read atomically: while the version is unchanged the
+        member has not fenced, released or claimed anything, so observers can check it against znodes."""
+        with self._lock:
+            owned = {} if self._fenced else {tp: o.thread_id for tp, o in self._owned.items()}
+            return self._assign_version, owned
+
+    @property
+    def fenced(self) -> bool:
+        return self._fenced
+
+    @property
+    def session(self) -> int:
+        return self._session
+
+    def is_stable(self) -> bool:
+        """No rebalance pending or running and the last one succeeded."""
+        return self._stable.is_set()
+
+    def wait_stable(self, timeout: float) -> bool:
+        return self._stable.wait(timeout)
+
+    def positions(self) -> dict[TopicPartition, int]:
+        with self._lock:
+            return {tp: o.consumed for tp, o in self._owned.items()}
+
+    # --- events ----------------------------------------------------------------------------------------------
+
+    def _signal(self) -> None:
+        with self._lock:
+            self._pending = True
+            self._stable.clear()
+            self._changed.notify_all()
+        self._wake.set()
+
+    def _on_ids_change(self, _children: list[str]) -> bool:
+        if self._stopping:
+            return False
+        self._signal()
+        return True
+
+    def _on_topic_data(self, topic: str) -> Callable[[Any, Any], bool]:
+        def fire(_data: Any, _stat: Any) -> bool:
+            if self._stopping or topic not in self._watched_topics:
+                return False
+            self._signal()
+            return True
+
+        return fire
+
+    def _on_broker_list(self, children: list[str]) -> bool:
+        if self._stopping:
+            return False
+        if children:
+            self._signal()
+        return True
+
+    def _on_state(self, state: KazooState) -> None:
+        # Runs on kazoo's connection thread: never block here, only fence and flag.
+        with self._lock:
+            if state == KazooState.SUSPENDED:
+                log.info("group=%s member=%s connection suspended: fencing", self.group, self.consumer_id)
+                self._fence_locked(clear=False)
+            elif state == KazooState.LOST:
+                log.info("group=%s member=%s session lost: dropping ownership", self.group, self.consumer_id)
+                self._fence_locked(clear=True)
+                self._need_register = True
+            else:
+                self._reconnected = True
+            self._generation += 1
+            self._pending = True
+            self._stable.clear()
+            self._changed.notify_all()
+        self._wake.set()
+
+    def _fence_locked(self, *, clear: bool) -> None:
+        self._fenced = True
+        self._assign_version += 1
+        if clear:
+            self._owned.clear()
+        self._changed.notify_all()
+
+    # --- watcher thread --------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._stopping:
+                    timeout = self._next_auto_commit - self._now()
+                    if self.config.auto_commit_enable and timeout <= 0:
+                        break
+                    self._changed.wait(timeout=min(1.0, max(timeout, 0.01)))
+                if self._stopping:
+                    return
+                pending = self._pending
+            if self.config.auto_commit_enable and self._now() >= self._next_auto_commit:
+                self._next_auto_commit = self._now() + self.config.auto_commit_interval_ms / 1000.0
+                try:
+                    self._commit(fence_first=False)
+                except Exception:
+                    log.warning(
+                        "group=%s member=%s exception during autoCommit",
+                        self.group,
+                        self.consumer_id,
+                        exc_info=True,
+                    )
+            if pending:
+                self._synced_rebalance()
+
+    def _synced_rebalance(self) -> None:
+        cfg = self.config
+
+        def attempt() -> bool:
+            with self._lock:
+                if self._stopping:
+                    raise RebalanceStopped("stopping")
+                self._pending = False
+                self._wake.clear()
+            self.stats.attempts += 1
+            return self._attempt()
+
+        def failed(n: int, exc: BaseException | None) -> None:
+            self.stats.failed_attempts += 1
+            if exc is not None:
+                self.stats.last_error = f"{type(exc).__name__}: {exc}"
+                log.info(
+                    "group=%s member=%s exception during rebalance: %s", self.group, self.consumer_id, exc
+                )
+            # The original closes fetchers (and auto-commits) after a failed attempt; ours are fenced already.
+
+        if self._fast:
+            policy = retry.fast_rebalance(
+                should_stop=lambda: self._stopping, sleep=self._sleep, on_attempt_failed=failed
+            )
+        else:
+            policy = retry.faithful_rebalance(
+                consumer_id=self.consumer_id,
+                max_retries=cfg.rebalance_max_retries,
+                backoff_ms=cfg.backoff_ms,
+                should_stop=lambda: self._stopping,
+                sleep=self._sleep,
+                on_attempt_failed=failed,
+            )
+        try:
+            policy(attempt)
+        except RebalanceStopped:
+            return
+        except RebalanceFailed as exc:
+            self.stats.gave_up += 1
+            self.stats.last_error = str(exc)
+            log.error(
+                "group=%s member=%s error during syncedRebalance: %s", self.group, self.consumer_id, exc
+            )
+            return
+        except (SessionMoved, ConnectionClosedError) as exc:
+            log.info("group=%s member=%s rebalance dropped: %s", self.group, self.consumer_id, exc)
+            self._signal()
+            if not self._stopping:
+                self._sleep(0.05)  # the session is changing; let kazoo settle before the next try
+            return
+        except DuplicateConsumerId as exc:
+            self.stats.last_error = str(exc)
+            log.error("%s", exc)
+            with self._lock:
+                self._stopping = True
+            return
+        except Exception as exc:
+            self.stats.last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("group=%s member=%s rebalance error", self.group, self.consumer_id)
+            if retry.classify(exc) is retry.ErrorClass.RETRY:
+                self._signal()
+            return
+        with self._lock:
+            if not self._pending:
+                self._stable.set()
+                self.stats.last_stable_at = self._now()
+
+    def _register_locked(self) -> None:
+        assert self.client is not None
+        self._session = member_zk.register(self.client, self.group, self.consumer_id, self.registration)
+        self._need_register = False
+        log.info("group=%s member=%s registered (session 0x%x)", self.group, self.consumer_id, self._session)
+
+    def _attempt(self) -> bool:
+        """One rebalance attempt (§3.5, with the fixes). True when done."""
+        client = self.client
+        assert client is not None
+        cfg = self.config
+        with self._lock:
+            if self._need_register or member_zk.session_id(client) != self._session:
+                self._fence_locked(clear=True)
+                self._register_locked()
+            self._generation += 1
+            generation = self._generation
+            session = self._session
+            self._reconnected = False
+        owner = member_zk.registration_owner(client, self.group, self.consumer_id)
+        if owner is None:
+            with self._lock:
+                self._register_locked()
+                session = self._session
+        elif owner != session:
+            raise DuplicateConsumerId(paths.id_path(self.group, self.consumer_id), owner, session)
+
+        if not member_zk.broker_ids(client):
+            # As the original: nothing to fetch from; wait for a broker to appear.
+            self._watch_brokers()
+            log.warning("group=%s member=%s no broker is available; waiting", self.group, self.consumer_id)
+            return True
+
+        # Fence before anything else, then commit what was consumed, then release.
+        with self._lock:
+            self._fence_locked(clear=False)
+            owned_now = sorted(self._owned)
+        if cfg.auto_commit_enable and owned_now:
+            self._commit(fence_first=False, session=session)
+        if self._listener is not None and owned_now:
+            by_topic: dict[str, set[int]] = {}
+            for tp in owned_now:
+                by_topic.setdefault(tp.topic, set()).add(tp.partition)
+            self._listener.before_release(self.consumer_id, {t: frozenset(ps) for t, ps in by_topic.items()})
+        member_zk.release(
+            client, self.group, owned_now, session, batched=self._fast, budget=cfg.multi_budget_bytes
+        )
+        with self._lock:
+            self._owned.clear()
+            self._assign_version += 1
+
+        snapshot = member_zk.read_snapshot(client, self.group, need_all_topics=self.registration.is_wildcard)
+        plan = plan_rebalance(
+            consumer_id=self.consumer_id,
+            snapshot=snapshot,
+            owned=(),
+            strategy=cfg.partition_assignment_strategy,
+            roundrobin_generation=cfg.roundrobin_generation,
+            exclude_internal_topics=cfg.exclude_internal_topics,
+        )
+        self._watch_topics(plan.my_topics)
+        if not any(cid == self.consumer_id for cid, _reg in snapshot.registrations):
+            # My registration vanished between the check and the read (session moving): try again.
+            raise SessionMoved("own registration missing from the group snapshot")
+
+        if plan.claims:
+            if self._fast:
+                result = member_zk.claim_batched(
+                    client, self.group, plan.claims, session, budget=cfg.multi_budget_bytes
+                )
+            else:
+                result = member_zk.claim_one_by_one(client, self.group, plan.claims, session)
+            if not result.ok:
+                if self._fast:
+                    others = member_zk.delete_stale_own(client, result.conflicts, session)
+                    if others:
+                        self.stats.claim_waits += 1
+                        member_zk.wait_deleted(
+                            client, others, cfg.claim_deadline_ms / 1000.0, self._wake, clock=self._now
+                        )
+                return False
+
+        offsets = member_zk.read_offsets(client, self.group, plan.fetch_offsets)
+        with self._lock:
+            if member_zk.session_id(client) != session or self._session != session:
+                raise SessionMoved(f"session moved during the rebalance (was 0x{session:x})")
+            if self._generation != generation:
+                # A session event arrived meanwhile; its own rebalance will redo this.
+                log.info(
+                    "group=%s member=%s dropping stale rebalance gen=%d",
+                    self.group,
+                    self.consumer_id,
+                    generation,
+                )
+                self._owned = {
+                    c.tp: _Owned(c.thread_id, -2, -2, -2) for c in plan.claims
+                }  # still mine in ZooKeeper: remember so the next attempt releases them
+                return False
+            self._owned = {
+                c.tp: _Owned(c.thread_id, offsets[c.tp].offset, offsets[c.tp].offset, offsets[c.tp].version)
+                for c in plan.claims
+            }
+            self._fenced = False
+            self._assign_version += 1
+            self._last_plan = plan
+            self.stats.rebalances += 1
+            self.stats.history.append((self._now(), len(plan.claims)))
+            self._changed.notify_all()
+        log.info(
+            "group=%s member=%s gen=%d owns %d partitions",
+            self.group,
+            self.consumer_id,
+            generation,
+            len(plan.claims),
+        )
+        if self._listener is not None:
+            self._listener.after_claim(self.consumer_id, dict(plan.assignment))
+        return True
+
+    # --- watches ---------------------------------------------------------------------------------------------
+
+    def _watch_topics(self, topics: tuple[str, ...]) -> None:
+        assert self.client is not None
+        for topic in topics:
+            if topic not in self._watched_topics:
+                self._watched_topics.add(topic)
+                self.client.DataWatch(paths.topic_path(topic), self._on_topic_data(topic))
+
+    def _watch_brokers(self) -> None:
+        assert self.client is not None
+        if not self._watching_brokers:
+            self._watching_brokers = True
+            self.client.ensure_path(paths.BROKER_IDS)
+            self.client.ChildrenWatch(paths.BROKER_IDS, self._on_broker_list)
+
+    def _watch_topic_list(self) -> None:
+        assert self.client is not None
+        if not self._watching_topic_list:
+            self._watching_topic_list = True
+            self.client.ensure_path(paths.BROKER_TOPICS)
+            self.client.ChildrenWatch(paths.BROKER_TOPICS, self._on_ids_change, send_event=False)
+
+    # --- offsets ---------------------------------------------------------------------------------------------
+
+    def commit_offsets(self) -> int:
+        """Commit every consumed offset that moved; returns how many were written."""
+        return self._commit(fence_first=False)
+
+    def _commit(self, *, fence_first: bool, session: int | None = None) -> int:
+        client = self.client
+        if client is None:
+            return 0
+        with self._lock:
+            if fence_first:
+                self._fence_locked(clear=False)
+            expected = self._session if session is None else session
+            consumed = {tp: o.consumed for tp, o in self._owned.items() if o.consumed >= 0}
+            checkpoints = {tp: o.checkpoint for tp, o in self._owned.items()}
+            versions = {tp: o.version for tp, o in self._owned.items()}
+        writes = plan_offset_commit(self.group, consumed, checkpoints)
+        if not writes:
+            return 0
+        if member_zk.session_id(client) != expected:
+            raise SessionMoved("not committing: the session that owns these partitions is gone")
+        result = member_zk.write_offsets(
+            client, writes, versions, batched=self._fast, budget=self.config.multi_budget_bytes
+        )
+        with self._lock:
+            for w in writes:
+                o = self._owned.get(w.tp)
+                if o is not None and w.tp in result.written:
+                    o.checkpoint = w.offset
+                    o.version = result.written[w.tp]
+        if result.stale:
+            log.warning(
+                "group=%s member=%s offsets of %s were written by someone else; not overwritten",
+                self.group,
+                self.consumer_id,
+                ", ".join(map(str, result.stale)),
+            )
+        return len(result.written)
+
+    # --- data path -------------------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[Message]:
+        timeout = None if self.config.consumer_timeout_ms < 0 else self.config.consumer_timeout_ms / 1000.0
+        while not self._closed and not self._stopping:
+            msg = self.next_message(timeout)
+            if msg is None:
+                return
+            yield msg
+
+    def next_message(self, timeout: float | None) -> Message | None:
+        """The next record from an owned partition, or None after `timeout` seconds (None = forever) or on
+        close. The fence is checked, under the ownership lock, right before a record is handed out."""
+        deadline = None if timeout is None else self._now() + timeout
+        while not self._closed and not self._stopping:
+            with self._lock:
+                version = self._assign_version
+                fenced = self._fenced
+                positions = {} if fenced else {tp: o.consumed for tp, o in self._owned.items()}
+            if version != self._fetcher_version:
+                self._buffer.clear()
+                if positions:
+                    self._ensure_fetcher().assign(positions)
+                elif self._fetcher is not None:
+                    self._fetcher.assign({})
+                self._fetcher_version = version
+            while self._buffer:
+                msg = self._buffer.popleft()
+                with self._lock:
+                    if self._fenced or self._assign_version != version:
+                        break
+                    o = self._owned.get(TopicPartition(msg.topic, msg.partition))
+                    if o is None or (o.consumed >= 0 and msg.offset < o.consumed):
+                        continue
+                    o.consumed = msg.offset + 1
+                    return msg
+            remaining = None if deadline is None else deadline - self._now()
+            if remaining is not None and remaining <= 0:
+                return None
+            step = 0.2 if remaining is None else min(0.2, remaining)
+            if not positions:
+                with self._lock:
+                    if self._assign_version == version and not self._stopping:
+                        self._changed.wait(step)
+                continue
+            assert self._fetcher is not None
+            self._buffer.extend(self._fetcher.poll(int(step * 1000)))
+        return None
+
+    def _ensure_fetcher(self) -> Fetcher:
+        if self._fetcher is None:
+            if self._fetcher_factory is not None:
+                self._fetcher = self._fetcher_factory(self)
+            else:
+                from zkcoord.zk.member_fetch import KafkaFetcher
+
+                self._fetcher = KafkaFetcher(self)
+        return self._fetcher
+
+    def _close_fetcher(self) -> None:
+        if self._fetcher is not None:
+            try:
+                self._fetcher.close()
+            finally:
+                self._fetcher = None
+
+    def leader_endpoints(self, tps: list[TopicPartition]) -> list[str]:
+        """`host:port` of the leaders ZooKeeper names for `tps` (partition state -> broker registration)."""
+        from zkcoord.zk.registry import leader_endpoint
+
+        assert self.client is not None
+        out = []
+        for tp in tps:
+            try:
+                host, port = leader_endpoint(self.client, tp.topic, tp.partition)
+            except (NoNodeError, ZkcoordError, LookupError) as exc:
+                log.info("no leader for %s yet: %s", tp, exc)
+                continue
+            out.append(f"{host}:{port}")
+        return sorted(set(out))

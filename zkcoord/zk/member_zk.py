@@ -1,0 +1,416 @@
+"""The legacy member's ZooKeeper operations: checked registration, group snapshot reads, owner release and
+claim (one by one with rollback, or one multi-op), waiting on an owner znode's deletion, and fenced offset
+writes batched under ZooKeeper's request limit. Stateless functions over a kazoo client; the runtime in
+`zkcoord.zk.member` decides when to call them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+
+from zkcoord.errors import ZkcoordError
+from zkcoord.legacy import paths
+from zkcoord.legacy.codecs import ConsumerRegistration, TopicAssignment, decode_offset
+from zkcoord.legacy.rebalance import (
+    Claim,
+    GroupSnapshot,
+    OffsetWrite,
+    TopicPartition,
+    batch_by_size,
+    claim_payloads,
+    op_size,
+)
+
+log = logging.getLogger(__name__)
+_MULTI_EXPECTED = (NodeExistsError, RolledBackError, RuntimeInconsistency)
+
+
+class DuplicateConsumerId(ZkcoordError):
+    """The registration znode exists and belongs to another live session: two members share a consumer id.
+    The 0.8.2 consumer looped forever here; we refuse at once."""
+
+    retriable = False
+
+    def __init__(self, path: str, owner_session: int, my_session: int) -> None:
+        super().__init__(
+            f"consumer id already registered at {path} by another ZooKeeper session 0x{owner_session:x} "
+            f"(mine is 0x{my_session:x}): every member of a group needs its own consumer.id"
+        )
+        self.path = path
+
+
+def session_id(client: KazooClient) -> int:
+    cid = client.client_id
+    return -1 if cid is None else int(cid[0])
+
+
+def register(client: KazooClient, group: str, consumer_id: str, registration: ConsumerRegistration) -> int:
+    """Create the ephemeral ids znode (parents on demand) and return the session it belongs to.
+
+    NodeExists is ours (a create retried after connection loss) only when its ephemeralOwner is this
+    session; then the payload is refreshed. Anything else is a duplicate consumer id."""
+    path = paths.id_path(group, consumer_id)
+    data = registration.encode()
+    me = session_id(client)
+    try:
+        client.create(path, data, ephemeral=True, makepath=True)
+        return me
+    except NodeExistsError:
+        pass
+    try:
+        _data, stat = client.get(path)
+    except NoNodeError:
+        client.create(path, data, ephemeral=True, makepath=True)
+        return me
+    if stat.ephemeralOwner != me:
+        raise DuplicateConsumerId(path, stat.ephemeralOwner, me)
+    if _data != data:
+        client.set(path, data, version=stat.version)
+    return me
+
+
+def registration_owner(client: KazooClient, group: str, consumer_id: str) -> int | None:
+    """The session owning my ids znode, or None when it is gone."""
+    stat = client.exists(paths.id_path(group, consumer_id))
+    return None if stat is None else int(stat.ephemeralOwner)
+
+
+def broker_ids(client: KazooClient) -> list[str]:
+    try:
+        return list(client.get_children(paths.BROKER_IDS))
+    except NoNodeError:
+        return []
+
+
+def read_snapshot(client: KazooClient, group: str, *, need_all_topics: bool) -> GroupSnapshot:
+    """Every registration of the group and the partition ids of every topic known to ZooKeeper that a member
+    may need. A member that vanishes between list and read is skipped (its deletion fires another event)."""
+    registrations: list[tuple[str, ConsumerRegistration]] = []
+    try:
+        ids = client.get_children(paths.ids_path(group))
+    except NoNodeError:
+        ids = []
+    for cid in ids:
+        path = paths.id_path(group, cid)
+        try:
+            data, _stat = client.get(path)
+        except NoNodeError:
+            continue
+        registrations.append((cid, ConsumerRegistration.decode(path, data)))
+    all_topics: tuple[str, ...] = ()
+    if need_all_topics or any(reg.is_wildcard for _cid, reg in registrations):
+        try:
+            all_topics = tuple(client.get_children(paths.BROKER_TOPICS))
+        except NoNodeError:
+            all_topics = ()
+    wanted = set(all_topics)
+    for _cid, reg in registrations:
+        if not reg.is_wildcard:
+            wanted.update(t for t, _n in reg.subscription)
+    topic_partitions = []
+    for topic in sorted(wanted):
+        parts = read_topic_partitions(client, topic)
+        if parts is not None:
+            topic_partitions.append((topic, parts))
+    return GroupSnapshot(tuple(registrations), tuple(topic_partitions), all_topics)
+
+
+def read_topic_partitions(client: KazooClient, topic: str) -> tuple[int, ...] | None:
+    try:
+        path = paths.topic_path(topic)
+    except paths.InvalidName:
+        return None
+    try:
+        data, _stat = client.get(path)
+    except NoNodeError:
+        return None
+    return tuple(TopicAssignment.decode(path, data).partition_ids)
+
+
+# --- owners ------------------------------------------------------------------------------------------------
+
+
+def release(
+    client: KazooClient,
+    group: str,
+    owned: Sequence[TopicPartition],
+    session: int,
+    *,
+    batched: bool,
+    budget: int,
+) -> int:
+    """Delete my owner znodes (only those whose ephemeralOwner is my session: a node re-created by someone
+    else after my session moved is not mine to delete). Returns how many were deleted."""
+    victims: list[tuple[str, int]] = []
+    for tp in owned:
+        path = paths.owner_path(group, tp.topic, tp.partition)
+        stat = client.exists(path)
+        if stat is not None and stat.ephemeralOwner == session:
+            victims.append((path, stat.version))
+    if not batched:
+        for path, version in victims:
+            _delete_quietly(client, path, version)
+        return len(victims)
+    for batch in batch_by_size(victims, lambda v: op_size(v[0], b""), budget):
+        tx = client.transaction()
+        for path, version in batch:
+            tx.delete(path, version=version)
+        results = tx.commit()
+        if any(isinstance(r, Exception) for r in results):
+            # Someone raced us on one node (it vanished); fall back to one by one for this batch.
+            for path, version in batch:
+                _delete_quietly(client, path, version)
+    return len(victims)
+
+
+def _delete_quietly(client: KazooClient, path: str, version: int) -> None:
+    with contextlib.suppress(NoNodeError, BadVersionError):
+        client.delete(path, version=version)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    ok: bool
+    conflicts: tuple[str, ...] = ()  # owner paths held by others
+
+
+def claim_one_by_one(client: KazooClient, group: str, claims: Sequence[Claim], session: int) -> ClaimResult:
+    """The original `reflectPartitionOwnershipDecision`: create each owner znode; NodeExists is success only
+    if the node holds my thread id under my session; on any conflict delete every node created here."""
+    created: list[str] = []
+    conflicts: list[str] = []
+    try:
+        for path, data in claim_payloads(group, claims):
+            try:
+                client.create(path, data, ephemeral=True, makepath=True)
+                created.append(path)
+            except NodeExistsError:
+                if not _is_mine(client, path, data, session):
+                    log.info(
+                        "group=%s owner %s: waiting for the partition ownership to be deleted", group, path
+                    )
+                    conflicts.append(path)
+    except BaseException:
+        _rollback(client, created)
+        raise
+    if conflicts:
+        _rollback(client, created)
+        return ClaimResult(False, tuple(conflicts))
+    return ClaimResult(True)
+
+
+def claim_batched(
+    client: KazooClient, group: str, claims: Sequence[Claim], session: int, *, budget: int
+) -> ClaimResult:
+    """Claim with multi-ops (all-or-nothing per batch; batches beyond one are rolled back on a conflict)."""
+    items = claim_payloads(group, claims)
+    for topic in sorted({c.tp.topic for c in claims}):
+        client.ensure_path(paths.owners_topic_path(group, topic))
+    created: list[str] = []
+    try:
+        for batch in batch_by_size(items, lambda item: op_size(item[0], item[1]), budget):
+            tx = client.transaction()
+            for path, data in batch:
+                tx.create(path, data, ephemeral=True)
+            results = tx.commit()
+            if not any(isinstance(r, Exception) for r in results):
+                created.extend(path for path, _data in batch)
+                continue
+            for result in results:
+                if isinstance(result, Exception) and not isinstance(result, _MULTI_EXPECTED):
+                    raise result
+            # A failed multi names only its first failing op; look at every node of the batch.
+            conflicts = [
+                path
+                for path, data in batch
+                if client.exists(path) is not None and not _is_mine(client, path, data, session)
+            ]
+            _rollback(client, created)
+            if not conflicts:
+                # The failing node was mine (a retried create); claim again one by one to keep the rest.
+                return claim_one_by_one(client, group, claims, session)
+            return ClaimResult(False, tuple(conflicts))
+    except BaseException:
+        _rollback(client, created)
+        raise
+    return ClaimResult(True)
+
+
+def _is_mine(client: KazooClient, path: str, data: bytes, session: int) -> bool:
+    """createEphemeralPathExpectConflict's check, tightened: same payload AND my session."""
+    try:
+        current, stat = client.get(path)
+    except NoNodeError:
+        return False
+    return bool(current == data and stat.ephemeralOwner == session)
+
+
+def _rollback(client: KazooClient, created: Sequence[str]) -> None:
+    for path in created:
+        try:
+            client.delete(path)
+        except NoNodeError:
+            pass
+        except Exception:  # the session is going away; its ephemerals go with it
+            log.warning("rollback of owner %s failed", path, exc_info=True)
+
+
+def delete_stale_own(client: KazooClient, conflicts: Sequence[str], session: int) -> list[str]:
+    """Delete conflicting owner znodes that my own session still holds (left by an interrupted rollback) and
+    return the conflicts that belong to others."""
+    others = []
+    for path in conflicts:
+        stat = client.exists(path)
+        if stat is None:
+            continue
+        if stat.ephemeralOwner == session:
+            _delete_quietly(client, path, stat.version)
+        else:
+            others.append(path)
+    return others
+
+
+def wait_deleted(
+    client: KazooClient,
+    owner_paths: Sequence[str],
+    timeout_s: float,
+    wake: threading.Event,
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """Block until every path is gone, `wake` is set (a new group event) or the deadline passes; True when
+    all are gone. Uses exists-watches, not polling."""
+    gone = threading.Event()
+    deadline = clock() + timeout_s
+    for path in owner_paths:
+        while True:
+            gone.clear()
+            if client.exists(path, watch=lambda _event: gone.set()) is None:
+                break
+            remaining = deadline - clock()
+            if remaining <= 0 or wake.is_set():
+                return False
+            # Wake on either the deletion or a new group event; re-check both every 50 ms at most.
+            gone.wait(min(remaining, 0.05))
+    return True
+
+
+# --- offsets ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoredOffset:
+    offset: int  # -1 when none is stored
+    version: int  # znode version, -1 when the znode does not exist
+
+
+def read_offsets(
+    client: KazooClient, group: str, tps: Sequence[TopicPartition]
+) -> dict[TopicPartition, StoredOffset]:
+    out = {}
+    for tp in tps:
+        path = paths.offset_path(group, tp.topic, tp.partition)
+        try:
+            data, stat = client.get(path)
+        except NoNodeError:
+            out[tp] = StoredOffset(-1, -1)
+            continue
+        out[tp] = StoredOffset(decode_offset(path, data), stat.version)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    written: dict[TopicPartition, int]  # tp -> new znode version
+    stale: tuple[TopicPartition, ...]  # refused: someone else wrote the znode since I read it
+    requests: int
+
+
+def write_offsets(
+    client: KazooClient,
+    writes: Sequence[OffsetWrite],
+    versions: Mapping[TopicPartition, int],
+    *,
+    batched: bool,
+    budget: int,
+) -> CommitResult:
+    """Write offsets fenced by znode version: a write succeeds only if nobody else wrote the znode since this
+    member read or last wrote it (so a member that lost a partition cannot move a newer owner's offset
+    back). `versions[tp]` = -1 means the znode did not exist: it is created. Batched: multi-ops within
+    `budget` bytes; a batch that fails is redone one by one so every good write lands."""
+    written: dict[TopicPartition, int] = {}
+    stale: list[TopicPartition] = []
+    requests = 0
+    parents = sorted({w.path.rsplit("/", 1)[0] for w in writes if versions.get(w.tp, -1) < 0})
+    for parent in parents:
+        client.ensure_path(parent)
+        requests += 1
+    if batched:
+        for batch in batch_by_size(writes, lambda w: op_size(w.path, w.data), budget):
+            tx = client.transaction()
+            for w in batch:
+                v = versions.get(w.tp, -1)
+                if v < 0:
+                    tx.create(w.path, w.data)
+                else:
+                    tx.set_data(w.path, w.data, version=v)
+            results = tx.commit()
+            requests += 1
+            if not any(isinstance(r, Exception) for r in results):
+                for w in batch:
+                    v = versions.get(w.tp, -1)
+                    written[w.tp] = v + 1 if v >= 0 else 0
+                continue
+            one = write_offsets(client, batch, versions, batched=False, budget=budget)
+            written.update(one.written)
+            stale.extend(one.stale)
+            requests += one.requests
+        return CommitResult(written, tuple(stale), requests)
+    for w in writes:
+        v = versions.get(w.tp, -1)
+        requests += 1
+        try:
+            if v < 0:
+                client.create(w.path, w.data)
+                written[w.tp] = 0
+            else:
+                stat = client.set(w.path, w.data, version=v)
+                written[w.tp] = stat.version
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            stale.append(w.tp)
+    return CommitResult(written, tuple(stale), requests)
+
+
+def write_offsets_unfenced(client: KazooClient, writes: Sequence[OffsetWrite]) -> int:
+    """`updatePersistentPath` one by one (the original's write, no version): used by tools and benchmarks."""
+    for w in writes:
+        try:
+            client.set(w.path, w.data)
+        except NoNodeError:
+            try:
+                client.create(w.path, w.data, makepath=True)
+            except NodeExistsError:
+                client.set(w.path, w.data)
+    return len(writes)
+
+
+def delete_registration(client: KazooClient, group: str, consumer_id: str, session: int) -> None:
+    path = paths.id_path(group, consumer_id)
+    stat = client.exists(path)
+    if stat is not None and stat.ephemeralOwner == session:
+        with contextlib.suppress(NoNodeError, BadVersionError, NotEmptyError):
+            client.delete(path, version=stat.version)
