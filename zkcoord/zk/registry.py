@@ -1,0 +1,332 @@
+"""Reads and writes of the 0.8-era cluster and consumer-group registry in ZooKeeper, through the legacy codecs.
+
+Guarantees: every read that meets bad data raises `MalformedZnode` naming the znode and writes nothing back;
+a znode that vanishes between a listing and its read (a broker or member going away) is skipped, not an
+error; writes use Kafka's primitives (`updatePersistentPath`: set, else create with parents; ephemeral
+registration checked against our own session like 0.9's `ZKCheckedEphemeral`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from zkcoord.errors import MalformedZnode, ZkcoordError
+from zkcoord.legacy import paths
+from zkcoord.legacy.codecs import (
+    BrokerRegistration,
+    ConsumerRegistration,
+    ControllerInfo,
+    PartitionState,
+    TopicAssignment,
+    decode_controller_epoch,
+    decode_offset,
+    decode_owner,
+)
+from zkcoord.legacy.ids import java_sorted
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class DuplicateBrokerId(ZkcoordError):
+    """Another session holds `/brokers/ids/N`: Kafka's "A broker is already registered on the path"."""
+
+    def __init__(self, path: str, owner_session: int) -> None:
+        super().__init__(
+            f"A broker is already registered on the path {path} (ephemeral owner session 0x{owner_session:x}). "
+            "This probably indicates that you either have configured a brokerid that is already in use, or "
+            "else you have shutdown this broker and restarted it faster than the zookeeper timeout so it "
+            "appears to be re-registering."
+        )
+        self.path = path
+        self.owner_session = owner_session
+
+
+class NoLeader(ZkcoordError, LookupError):
+    """A partition has no reachable leader in the registry (no state znode, leader -1, or no broker znode)."""
+
+    retriable = True
+
+
+class ZnodeVersionConflict(ZkcoordError, BadVersionError):  # type: ignore[misc]
+    """A versioned write lost the race: the znode is no longer at the expected version."""
+
+    def __init__(self, path: str, expected: int) -> None:
+        ZkcoordError.__init__(self, f"{path} is no longer at version {expected}")
+        self.path = path
+        self.expected = expected
+
+
+class TopicAlreadyMarkedForDeletion(ZkcoordError):
+    """`/admin/delete_topics/T` already exists (0.10.x `TopicAlreadyMarkedForDeletionException`)."""
+
+
+# --- primitives -------------------------------------------------------------------------------------------------
+
+
+def _get(client: KazooClient, path: str) -> bytes | None:
+    """Data of `path`, or None when it does not exist."""
+    try:
+        data, _ = client.get(path)
+    except NoNodeError:
+        return None
+    return bytes(data) if data is not None else b""
+
+
+def _children(client: KazooClient, path: str) -> list[str]:
+    try:
+        return list(client.get_children(path))
+    except NoNodeError:
+        return []
+
+
+def update_persistent_path(client: KazooClient, path: str, data: bytes) -> int:
+    """Kafka's `updatePersistentPath`: set; on NoNode create with parents; on NodeExists set again.
+    Returns the znode version after the write."""
+    try:
+        return int(client.set(path, data).version)
+    except NoNodeError:
+        pass
+    try:
+        client.create(path, data, makepath=True)
+        return 0
+    except NodeExistsError:
+        return int(client.set(path, data).version)
+
+
+def ensure_cluster_paths(client: KazooClient, *, generation: str = "0.10.2") -> tuple[str, ...]:
+    """The persistent paths a broker of `generation` ("0.8.2" or "0.10.2") creates at start-up."""
+    if generation not in ("0.8.2", "0.10.2"):
+        raise ValueError(f"generation must be '0.8.2' or '0.10.2', got {generation!r}")
+    wanted = paths.PERSISTENT_PATHS_0_8_2 if generation == "0.8.2" else paths.PERSISTENT_PATHS_0_10_2
+    for path in wanted:
+        client.ensure_path(path)
+    return wanted
+
+
+# --- brokers ----------------------------------------------------------------------------------------------------
+
+
+def _broker_id(name: str) -> int:
+    if not (name.isascii() and name.isdigit()) or int(name) > 2**31 - 1:
+        raise MalformedZnode(f"{paths.BROKER_IDS}/{name}", "child name is not a broker id")
+    return int(name)
+
+
+def read_brokers(client: KazooClient) -> dict[int, BrokerRegistration]:
+    """Every registered broker by id (ascending); none when `/brokers/ids` is missing."""
+    out: dict[int, BrokerRegistration] = {}
+    for broker_id in sorted(_broker_id(c) for c in _children(client, paths.BROKER_IDS)):
+        path = paths.broker_path(broker_id)
+        data = _get(client, path)
+        if data is not None:
+            out[broker_id] = BrokerRegistration.decode(path, data)
+    return out
+
+
+def read_broker(client: KazooClient, broker_id: int) -> BrokerRegistration | None:
+    path = paths.broker_path(broker_id)
+    data = _get(client, path)
+    return None if data is None else BrokerRegistration.decode(path, data)
+
+
+def register_broker(
+    client: KazooClient,
+    broker_id: int,
+    host: str,
+    port: int,
+    *,
+    version: int = 4,
+    endpoints: Sequence[str] | None = None,
+    rack: str | None = None,
+    timestamp_ms: int,
+    jmx_port: int = -1,
+) -> BrokerRegistration:
+    """Create the ephemeral `/brokers/ids/N`. A node already there is accepted only if our own session made it
+    (a retried create after connection loss); otherwise `DuplicateBrokerId`."""
+    registration = BrokerRegistration.create(
+        host,
+        port,
+        version=version,
+        endpoints=endpoints,
+        rack=rack,
+        timestamp_ms=timestamp_ms,
+        jmx_port=jmx_port,
+    )
+    path = paths.broker_path(broker_id)
+    try:
+        client.create(path, registration.encode(), ephemeral=True, makepath=True)
+        return registration
+    except NodeExistsError:
+        pass
+    try:
+        _, stat = client.get(path)
+    except NoNodeError:
+        client.create(path, registration.encode(), ephemeral=True, makepath=True)
+        return registration
+    own_session = client.client_id[0] if client.client_id else None
+    if stat.ephemeralOwner != own_session:
+        raise DuplicateBrokerId(path, stat.ephemeralOwner)
+    return registration
+
+
+# --- topics and partition state --------------------------------------------------------------------------------
+
+
+def read_topic(client: KazooClient, topic: str) -> TopicAssignment | None:
+    path = paths.topic_path(topic)
+    data = _get(client, path)
+    return None if data is None else TopicAssignment.decode(path, data)
+
+
+def read_topics(client: KazooClient) -> dict[str, TopicAssignment]:
+    """Every topic's replica assignment, topics in Java String order."""
+    out: dict[str, TopicAssignment] = {}
+    for topic in java_sorted(_children(client, paths.BROKER_TOPICS)):
+        assignment = read_topic(client, topic)
+        if assignment is not None:
+            out[topic] = assignment
+    return out
+
+
+def write_topic(client: KazooClient, topic: str, replicas: Mapping[int, Sequence[int]]) -> TopicAssignment:
+    """Create or update the persistent `/brokers/topics/T` (AdminUtils.writeTopicPartitionAssignment)."""
+    assignment = TopicAssignment.of(replicas)
+    update_persistent_path(client, paths.topic_path(topic), assignment.encode())
+    return assignment
+
+
+def read_partition_state_versioned(
+    client: KazooClient, topic: str, partition: int
+) -> tuple[PartitionState, int] | None:
+    """(state, znode version) for fenced updates, or None when the state znode is missing."""
+    path = paths.partition_state_path(topic, partition)
+    try:
+        data, stat = client.get(path)
+    except NoNodeError:
+        return None
+    return PartitionState.decode(path, data), int(stat.version)
+
+
+def read_partition_state(client: KazooClient, topic: str, partition: int) -> PartitionState | None:
+    found = read_partition_state_versioned(client, topic, partition)
+    return None if found is None else found[0]
+
+
+def write_partition_state(
+    client: KazooClient, topic: str, partition: int, state: PartitionState, *, version: int | None = None
+) -> int:
+    """Write `.../partitions/P/state`; returns the new znode version. With `version`, a conditional set that
+    raises `ZnodeVersionConflict` (also a kazoo `BadVersionError`) when the znode moved or is gone."""
+    path = paths.partition_state_path(topic, partition)
+    if version is None:
+        return update_persistent_path(client, path, state.encode())
+    try:
+        return int(client.set(path, state.encode(), version=version).version)
+    except (BadVersionError, NoNodeError):
+        raise ZnodeVersionConflict(path, version) from None
+
+
+def leader_endpoint(client: KazooClient, topic: str, partition: int) -> tuple[str, int]:
+    """(host, port) of the partition's leader: partition state -> broker registration -> PLAINTEXT endpoint."""
+    state = read_partition_state(client, topic, partition)
+    if state is None:
+        raise NoLeader(f"no partition state for [{topic},{partition}]")
+    if state.leader < 0:
+        raise NoLeader(f"partition [{topic},{partition}] has no leader (leader {state.leader})")
+    broker = read_broker(client, state.leader)
+    if broker is None:
+        raise NoLeader(
+            f"leader {state.leader} of [{topic},{partition}] is not registered in {paths.BROKER_IDS}"
+        )
+    endpoint = broker.plaintext_endpoint()
+    if endpoint is None:
+        raise NoLeader(f"leader {state.leader} of [{topic},{partition}] has no PLAINTEXT listener")
+    return endpoint
+
+
+def mark_topic_for_deletion(client: KazooClient, topic: str) -> None:
+    """Create `/admin/delete_topics/T` (empty), as AdminUtils.deleteTopic does."""
+    try:
+        client.create(paths.delete_topic_path(topic), b"", makepath=True)
+    except NodeExistsError:
+        raise TopicAlreadyMarkedForDeletion(f"topic {topic} is already marked for deletion") from None
+
+
+# --- controller ------------------------------------------------------------------------------------------------
+
+
+def read_controller(client: KazooClient) -> ControllerInfo | None:
+    data = _get(client, paths.CONTROLLER)
+    return None if data is None else ControllerInfo.decode(paths.CONTROLLER, data)
+
+
+def read_controller_epoch(client: KazooClient) -> tuple[int, int] | None:
+    """(epoch, znode version) of `/controller_epoch`, or None when absent."""
+    try:
+        data, stat = client.get(paths.CONTROLLER_EPOCH)
+    except NoNodeError:
+        return None
+    return decode_controller_epoch(paths.CONTROLLER_EPOCH, data), int(stat.version)
+
+
+# --- consumer groups --------------------------------------------------------------------------------------------
+
+
+def list_groups(client: KazooClient) -> list[str]:
+    """Children of `/consumers`, in Java String order."""
+    return java_sorted(_children(client, paths.CONSUMERS))
+
+
+def group_exists(client: KazooClient, group: str) -> bool:
+    return client.exists(paths.group_path(group)) is not None
+
+
+def read_registrations(client: KazooClient, group: str) -> dict[str, ConsumerRegistration]:
+    """Members of `group` (ids children in Java order) with their registrations."""
+    out: dict[str, ConsumerRegistration] = {}
+    for cid in java_sorted(_children(client, paths.ids_path(group))):
+        path = paths.id_path(group, cid)
+        data = _get(client, path)
+        if data is not None:
+            out[cid] = ConsumerRegistration.decode(path, data)
+    return out
+
+
+def _partition_children(client: KazooClient, parent: str) -> list[int]:
+    found = []
+    for name in _children(client, parent):
+        try:
+            found.append(paths.parse_partition(parent, name))
+        except paths.InvalidName as exc:
+            raise MalformedZnode(f"{parent}/{name}", exc.rule) from None
+    return sorted(found)
+
+
+def read_owners(client: KazooClient, group: str) -> dict[TopicPartition, str]:
+    """(topic, partition) -> owning thread id, topics in Java order then partitions ascending."""
+    out: dict[TopicPartition, str] = {}
+    for topic in java_sorted(_children(client, paths.owners_path(group))):
+        for p in _partition_children(client, paths.owners_topic_path(group, topic)):
+            path = paths.owner_path(group, topic, p)
+            data = _get(client, path)
+            if data is not None:
+                out[(topic, p)] = decode_owner(path, data)
+    return out
+
+
+def read_offsets(client: KazooClient, group: str) -> dict[TopicPartition, int]:
+    """(topic, partition) -> next offset to consume, topics in Java order then partitions ascending."""
+    out: dict[TopicPartition, int] = {}
+    for topic in java_sorted(_children(client, paths.offsets_path(group))):
+        for p in _partition_children(client, paths.offsets_topic_path(group, topic)):
+            path = paths.offset_path(group, topic, p)
+            data = _get(client, path)
+            if data is not None:
+                out[(topic, p)] = decode_offset(path, data)
+    return out
