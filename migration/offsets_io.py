@@ -1,0 +1,418 @@
+"""Offset export and import in three formats — ExportZkOffsets lines (`<znode path>:<value>`), JSON lines and
+Parquet — with an import that validates the whole input before writing anything, writes in batches, keeps a
+journal so an interrupted import resumes where it stopped, and can refuse to lower any stored offset.
+
+Differences from kafka.tools.ImportZkOffsets, all on purpose: values must be decimal offsets and paths must
+be /consumers/G/offsets/T/P (the original wrote anything verbatim); the value is split at the last ':' so a
+group id containing ':' survives; an empty line in the middle is an error, not a silent end of input;
+a path given twice with different values is an error, not "the last one wins"; writes follow sorted
+(group, topic, partition) order, not hash order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
+
+from zkcoord.errors import ZkcoordError
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("zk", "jsonl", "parquet")
+_PATH_RE = re.compile(r"/consumers/(?P<group>[^/]+)/offsets/(?P<topic>[^/]+)/(?P<partition>[0-9]+)")
+_VALUE_RE = re.compile(r"[0-9]{1,19}")
+MAX_OFFSET = 2**63 - 1
+
+
+class OffsetRecord(NamedTuple):
+    group: str
+    topic: str
+    partition: int
+    offset: int
+
+    @property
+    def path(self) -> str:
+        return f"/consumers/{self.group}/offsets/{self.topic}/{self.partition}"
+
+
+class OffsetFileError(ZkcoordError, ValueError):
+    """The input file is malformed; names the file, the line (or row) and what is wrong. Nothing was written."""
+
+    def __init__(self, source: str, line: int, reason: str) -> None:
+        super().__init__(f"{source}:{line}: {reason}")
+        self.source, self.line, self.reason = source, line, reason
+
+
+class ImportFailed(ZkcoordError):
+    """A batch could not be written; the journal records every batch written before it, so re-running the
+    same import resumes from this batch."""
+
+    retriable = True
+
+
+class JournalMismatch(ZkcoordError):
+    """The journal was written for a different input or target; refusing to resume from it."""
+
+
+def detect_format(path: str | os.PathLike[str]) -> str:
+    name = str(path)
+    if name.endswith(".parquet"):
+        return "parquet"
+    if name.endswith((".jsonl", ".json", ".ndjson")):
+        return "jsonl"
+    return "zk"
+
+
+# ------------------------------------------------------------------------------------------- writing
+
+
+def write_offsets_file(
+    records: Iterable[OffsetRecord], path: str | os.PathLike[str], fmt: str | None = None
+) -> int:
+    """Write records sorted by (group, topic, partition); returns how many."""
+    fmt = fmt or detect_format(path)
+    rows = sorted(records)
+    if fmt == "zk":
+        with open(path, "w", encoding="utf-8") as out:
+            for r in rows:
+                out.write(f"{r.path}:{r.offset}\n")
+    elif fmt == "jsonl":
+        with open(path, "w", encoding="utf-8") as out:
+            for r in rows:
+                out.write(json.dumps(r._asdict(), separators=(",", ":")) + "\n")
+    elif fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.table(
+            {
+                "group": pa.array([r.group for r in rows], pa.string()),
+                "topic": pa.array([r.topic for r in rows], pa.string()),
+                "partition": pa.array([r.partition for r in rows], pa.int32()),
+                "offset": pa.array([r.offset for r in rows], pa.int64()),
+            }
+        )
+        pq.write_table(table, path)
+    else:
+        raise ValueError(f"unknown offsets format {fmt!r}; valid: {', '.join(FORMATS)}")
+    return len(rows)
+
+
+# ------------------------------------------------------------------------------------------- reading
+
+
+def _check_record(
+    source: str, line: int, group: Any, topic: Any, partition: Any, offset: Any
+) -> OffsetRecord:
+    if not isinstance(group, str) or not group or "/" in group:
+        raise OffsetFileError(source, line, f"group must be a non-empty string without '/', not {group!r}")
+    if not isinstance(topic, str) or not topic or "/" in topic:
+        raise OffsetFileError(source, line, f"topic must be a non-empty string without '/', not {topic!r}")
+    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < 2**31:
+        raise OffsetFileError(source, line, f"partition must be an int in [0, 2^31), not {partition!r}")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
+        raise OffsetFileError(source, line, f"offset must be an int in [0, 2^63), not {offset!r}")
+    return OffsetRecord(group, topic, partition, offset)
+
+
+def _parse_zk_lines(source: str, lines: Iterable[str]) -> Iterator[tuple[int, OffsetRecord]]:
+    blank_at = 0
+    for number, raw in enumerate(lines, start=1):
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            blank_at = blank_at or number
+            continue
+        if blank_at:
+            raise OffsetFileError(
+                source,
+                blank_at,
+                "empty line before the end of the input (ImportZkOffsets would silently stop reading here)",
+            )
+        path, sep, value = line.rpartition(":")
+        if not sep:
+            raise OffsetFileError(source, number, f"expected '<znode path>:<offset>', got {line[:120]!r}")
+        match = _PATH_RE.fullmatch(path)
+        if not match:
+            raise OffsetFileError(
+                source,
+                number,
+                f"{path[:120]!r} is not an offsets path /consumers/<group>/offsets/<topic>/<partition>",
+            )
+        if not _VALUE_RE.fullmatch(value):
+            raise OffsetFileError(
+                source, number, f"offset {value[:40]!r} is not a non-negative decimal integer"
+            )
+        yield (
+            number,
+            _check_record(
+                source, number, match["group"], match["topic"], int(match["partition"]), int(value)
+            ),
+        )
+
+
+def _parse_jsonl(source: str, lines: Iterable[str]) -> Iterator[tuple[int, OffsetRecord]]:
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise OffsetFileError(source, number, f"not JSON: {exc.msg} at column {exc.colno}") from None
+        if not isinstance(obj, dict):
+            raise OffsetFileError(source, number, "expected a JSON object")
+        missing = [k for k in ("group", "topic", "partition", "offset") if k not in obj]
+        if missing:
+            raise OffsetFileError(source, number, f"missing field(s) {', '.join(missing)}")
+        yield (
+            number,
+            _check_record(source, number, obj["group"], obj["topic"], obj["partition"], obj["offset"]),
+        )
+
+
+def _parse_parquet(source: str) -> Iterator[tuple[int, OffsetRecord]]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(source)
+    missing = [c for c in ("group", "topic", "partition", "offset") if c not in table.column_names]
+    if missing:
+        raise OffsetFileError(source, 0, f"missing column(s) {', '.join(missing)}")
+    columns = [table.column(c).to_pylist() for c in ("group", "topic", "partition", "offset")]
+    for row, values in enumerate(zip(*columns, strict=True), start=1):
+        yield row, _check_record(source, row, *values)
+
+
+def read_offsets_file(path: str | os.PathLike[str], fmt: str | None = None) -> list[OffsetRecord]:
+    """Parse and validate the whole file; raise OffsetFileError at the first bad line. Sorted output."""
+    source = str(path)
+    fmt = fmt or detect_format(path)
+    if fmt == "parquet":
+        parsed: Iterable[tuple[int, OffsetRecord]] = _parse_parquet(source)
+        return _dedupe(source, parsed)
+    if fmt not in ("zk", "jsonl"):
+        raise ValueError(f"unknown offsets format {fmt!r}; valid: {', '.join(FORMATS)}")
+    with open(source, encoding="utf-8", newline="") as handle:
+        parser = _parse_zk_lines if fmt == "zk" else _parse_jsonl
+        return _dedupe(source, parser(source, handle))
+
+
+def _dedupe(source: str, parsed: Iterable[tuple[int, OffsetRecord]]) -> list[OffsetRecord]:
+    seen: dict[tuple[str, str, int], tuple[int, int]] = {}
+    for line, record in parsed:
+        key = (record.group, record.topic, record.partition)
+        if key in seen and seen[key][1] != record.offset:
+            first_line, first_value = seen[key]
+            raise OffsetFileError(
+                source,
+                line,
+                f"{record.path} given twice with different offsets ({first_value} on line {first_line}, "
+                f"{record.offset} here)",
+            )
+        seen.setdefault(key, (line, record.offset))
+    return sorted(OffsetRecord(g, t, p, off) for (g, t, p), (_, off) in seen.items())
+
+
+# ------------------------------------------------------------------------------------------- export
+
+
+def export_zookeeper(
+    client: Any, groups: Sequence[str] | None, path: str | os.PathLike[str], fmt: str | None = None
+) -> int:
+    """ExportZkOffsets: every offset znode of `groups` (all groups under /consumers when None)."""
+    from zkcoord.zk.offset_store import walk_offsets
+
+    records = [OffsetRecord(g, t, p, o) for g, t, p, o in walk_offsets(client, groups)]
+    return write_offsets_file(records, path, fmt)
+
+
+# ------------------------------------------------------------------------------------------- import
+
+
+class ImportTarget(Protocol):
+    """Where an import writes: `write(group, {(topic, partition): offset}) -> {(topic, partition): error}`
+    (empty dict = every partition stored, or kept higher in never-regress mode)."""
+
+    name: str
+
+    def write(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], str]: ...
+
+
+class ZooKeeperTarget:
+    name = "zookeeper"
+
+    def __init__(self, client: Any, never_regress: bool = False) -> None:
+        self.client = client
+        self.never_regress = never_regress
+        self.kept_higher = 0
+
+    def write(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], str]:
+        from zkcoord.zk.offset_store import WriteMode, ZooKeeperOffsetStore
+
+        mode = WriteMode.NEVER_REGRESS if self.never_regress else WriteMode.OVERWRITE
+        report = ZooKeeperOffsetStore(self.client, group).write(offsets, mode)
+        self.kept_higher += len(report.kept_higher)
+        return dict(report.errors)
+
+
+class BrokerTarget:
+    """Never-regress on the broker is read-then-write (the broker has no conditional commit): a member
+    committing between the two can still be overtaken; the workflow runs it while members dual-commit."""
+
+    name = "broker"
+
+    def __init__(self, stores: Callable[[str], Any], never_regress: bool = False) -> None:
+        self.stores = stores
+        self.never_regress = never_regress
+        self.kept_higher = 0
+
+    def write(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], str]:
+        store = self.stores(group)
+        wanted = dict(offsets)
+        if self.never_regress:
+            current = store.read_offsets(list(wanted))
+            if current.request_error is not None:
+                return {tp: str(current.request_error) for tp in wanted}
+            for tp, stored in current.offsets.items():
+                key = (tp.topic, tp.partition)
+                if key in wanted and stored >= wanted[key]:
+                    del wanted[key]
+                    self.kept_higher += 1
+        reply = store.write_offsets(wanted)
+        confirmed = {(t.topic, t.partition): err for t, err in reply.errors}
+        errors: dict[tuple[str, int], str] = {}
+        for tp in sorted(wanted):
+            if tp not in confirmed:
+                errors[tp] = "the broker did not confirm this partition"
+            elif confirmed[tp] is not None:
+                errors[tp] = str(confirmed[tp])
+        return errors
+
+
+def records_digest(records: Sequence[OffsetRecord]) -> str:
+    h = hashlib.sha256()
+    for r in records:
+        h.update(f"{r.group}\0{r.topic}\0{r.partition}\0{r.offset}\n".encode())
+    return h.hexdigest()
+
+
+def plan_batches(records: Sequence[OffsetRecord], batch_size: int) -> list[tuple[OffsetRecord, ...]]:
+    """Sorted records cut into batches of at most `batch_size`, never mixing groups (a batch is one store call)."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, not {batch_size}")
+    batches: list[tuple[OffsetRecord, ...]] = []
+    current: list[OffsetRecord] = []
+    for r in sorted(records):
+        if current and (len(current) >= batch_size or current[-1].group != r.group):
+            batches.append(tuple(current))
+            current = []
+        current.append(r)
+    if current:
+        batches.append(tuple(current))
+    return batches
+
+
+@dataclass
+class ImportReport:
+    total: int = 0
+    batches: int = 0
+    written_batches: int = 0
+    resumed_batches: int = 0  # already in the journal, not written again
+    kept_higher: int = 0
+    groups: list[str] = field(default_factory=list)
+
+
+def import_offsets(
+    records: Sequence[OffsetRecord],
+    target: ImportTarget,
+    journal: str | os.PathLike[str] | None = None,
+    *,
+    batch_size: int = 500,
+    progress: Callable[[int, int], None] | None = None,
+) -> ImportReport:
+    """Write validated `records` to `target` batch by batch. With a journal, each written batch is appended
+    (fsync'd) after the store confirmed it; a re-run with the same journal skips those batches."""
+    ordered = sorted(records)
+    batches = plan_batches(ordered, batch_size)
+    digest = records_digest(ordered)
+    header = {
+        "kind": "import",
+        "digest": digest,
+        "target": target.name,
+        "batch_size": batch_size,
+        "never_regress": bool(getattr(target, "never_regress", False)),
+        "records": len(ordered),
+        "batches": len(batches),
+    }
+    done: set[int] = set()
+    journal_path = Path(journal) if journal is not None else None
+    if journal_path is not None and journal_path.exists() and journal_path.stat().st_size > 0:
+        done = _resume(journal_path, header)
+    elif journal_path is not None:
+        journal_path.parent.mkdir(parents=True, exist_ok=True)
+        _append(journal_path, header)
+    report = ImportReport(total=len(ordered), batches=len(batches), groups=sorted({r.group for r in ordered}))
+    for index, batch in enumerate(batches):
+        if index in done:
+            report.resumed_batches += 1
+            continue
+        group = batch[0].group
+        errors = target.write(group, {(r.topic, r.partition): r.offset for r in batch})
+        if errors:
+            (topic, partition), first = sorted(errors.items())[0]
+            raise ImportFailed(
+                f"batch {index + 1}/{len(batches)} (group {group}, {len(batch)} offsets) failed for "
+                f"{len(errors)} partition(s), first {topic}-{partition}: {first}; "
+                f"{report.written_batches + report.resumed_batches} batch(es) before it are written"
+                + (
+                    f" and journaled in {journal_path} — re-run the same import to resume"
+                    if journal_path
+                    else ""
+                )
+            )
+        if journal_path is not None:
+            _append(journal_path, {"kind": "batch", "index": index, "group": group, "count": len(batch)})
+        report.written_batches += 1
+        if progress is not None:
+            progress(index + 1, len(batches))
+    report.kept_higher = int(getattr(target, "kept_higher", 0))
+    if journal_path is not None and report.written_batches:
+        _append(journal_path, {"kind": "done", "written_batches": report.written_batches})
+    return report
+
+
+def _append(path: Path, entry: Mapping[str, Any]) -> None:
+    with open(path, "a", encoding="utf-8") as out:
+        out.write(json.dumps(entry, sort_keys=True) + "\n")
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def _resume(path: Path, header: Mapping[str, Any]) -> set[int]:
+    done: set[int] = set()
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.readlines()
+    good_bytes = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.endswith("\n"):
+            # The process died mid-append: cut the fragment so the next entry starts on a clean line.
+            log.warning("%s:%d: dropping a torn last line (the process died while writing it)", path, number)
+            os.truncate(path, good_bytes)
+            break
+        good_bytes += len(line.encode("utf-8"))
+        entry = json.loads(line)
+        if number == 1:
+            for key in ("digest", "target", "batch_size", "never_regress"):
+                if entry.get(key) != header[key]:
+                    raise JournalMismatch(
+                        f"{path} was written for a different import ({key}: journal {entry.get(key)!r}, "
+                        f"now {header[key]!r}); use another --journal or delete this one"
+                    )
+        elif entry.get("kind") == "batch":
+            done.add(int(entry["index"]))
+    return done
