@@ -89,7 +89,7 @@ class ServerProcess:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path_factory.mktemp("zkcoord-serve"), FAST_GROUP_FLAGS + ("--num.partitions=1",))
+    proc = ServerProcess(tmp_path_factory.mktemp("zkcoord-serve"), (*FAST_GROUP_FLAGS, "--num.partitions=1"))
     proc.start()
     try:
         yield proc
