@@ -1,0 +1,657 @@
+"""`zkcoord compare report`: reads many trace runs into Spark, computes the metrics (migration.compare.transforms),
+and writes tables (CSV + Parquet), PNG plots and one report.html that references them.
+
+Only this module does I/O for the report; the metric logic lives in the pure transforms. Aggregated tables are
+small, so they are collected to the driver and written there: the output directory is local even when the
+job runs on a cluster (`--master`), while the trace directories must be readable by the executors.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from migration.compare.trace import EVENTS_DIR, RunMeta, TraceError, event_parts, find_runs, read_meta
+
+STAGES = (
+    "find traces",
+    "start Spark",
+    "load events",
+    "rebalances and latency",
+    "partition movement",
+    "ownership gaps and overlaps",
+    "records and work per rebalance",
+    "summary",
+    "write tables",
+    "plots",
+    "report.html",
+)
+
+TIMELINE_MAX_PARTITIONS = 32
+
+
+@dataclass
+class ReportResult:
+    out_dir: Path
+    runs: list[RunMeta]
+    tables: dict[str, Path] = field(default_factory=dict)
+    plots: dict[str, Path] = field(default_factory=dict)
+    html: Path | None = None
+    summary: list[dict[str, Any]] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Loading
+
+
+def events_spark_schema() -> Any:
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    return StructType(
+        [
+            StructField("run_id", StringType(), False),
+            StructField("scenario", StringType(), False),
+            StructField("protocol", StringType(), False),
+            StructField("ts_ms", LongType(), False),
+            StructField("kind", StringType(), False),
+            StructField("member", StringType(), True),
+            StructField("topic", StringType(), True),
+            StructField("partition", IntegerType(), True),
+            StructField("offset", LongType(), True),
+            StructField("generation", IntegerType(), True),
+            StructField("detail", StringType(), True),
+        ]
+    )
+
+
+def runs_frame(spark: Any, metas: Sequence[RunMeta]) -> Any:
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    schema = StructType(
+        [
+            StructField("run_id", StringType(), False),
+            StructField("scenario", StringType(), False),
+            StructField("protocol", StringType(), False),
+            StructField("strategy", StringType(), False),
+            StructField("started_ms", LongType(), False),
+            StructField("ended_ms", LongType(), True),
+        ]
+    )
+    rows = [(m.run_id, m.scenario, m.protocol, m.strategy, m.started_ms, m.ended_ms) for m in metas]
+    return spark.createDataFrame(rows, schema)
+
+
+def load_runs(paths: Sequence[str | Path]) -> list[tuple[Path, RunMeta]]:
+    """Every run beneath `paths`, checked: run ids are unique and every run has at least one events part."""
+    out: list[tuple[Path, RunMeta]] = []
+    seen: dict[str, Path] = {}
+    for run_dir in find_runs(paths):
+        meta = read_meta(run_dir)
+        if meta.run_id in seen:
+            raise TraceError(f"{run_dir}: run_id {meta.run_id!r} also used by {seen[meta.run_id]}")
+        seen[meta.run_id] = run_dir
+        if not event_parts(run_dir):
+            raise TraceError(f"{run_dir / EVENTS_DIR}: no part-*.parquet files")
+        out.append((run_dir, meta))
+    return out
+
+
+def load_events(spark: Any, run_dirs: Sequence[Path]) -> Any:
+    return spark.read.schema(events_spark_schema()).parquet(*[str(d / EVENTS_DIR) for d in run_dirs])
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Writing tables
+
+
+def _arrow_type(spark_type: Any) -> pa.DataType:
+    name = type(spark_type).__name__
+    return {
+        "LongType": pa.int64(),
+        "IntegerType": pa.int32(),
+        "DoubleType": pa.float64(),
+        "StringType": pa.string(),
+        "BooleanType": pa.bool_(),
+    }.get(name, pa.string())
+
+
+def write_table(df: Any, out_dir: Path, name: str) -> tuple[Path, list[dict[str, Any]]]:
+    """Collect `df` and write `<name>.csv` and `<name>.parquet`; returns the CSV path and the rows."""
+    rows = [r.asDict() for r in df.collect()]
+    schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType)) for f in df.schema.fields])
+    table = pa.Table.from_pylist(rows, schema=schema)
+    pq.write_table(table, out_dir / f"{name}.parquet")
+    csv_path = out_dir / f"{name}.csv"
+    with open(csv_path, "w", encoding="utf-8", newline="") as fh:
+        w = csv.writer(fh, lineterminator="\n")
+        w.writerow(schema.names)
+        for r in rows:
+            w.writerow(["" if r[c] is None else r[c] for c in schema.names])
+    return csv_path, rows
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Plots
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _label(scenario: str, protocol: str, scenarios: int) -> str:
+    return protocol if scenarios <= 1 else f"{scenario}\n{protocol}"
+
+
+def plot_distribution(
+    values: Mapping[tuple[str, str], Sequence[float]], title: str, ylabel: str, path: Path, empty_note: str
+) -> Path:
+    """Box plot (with every value drawn as a dot) per (scenario, protocol)."""
+    plt = _plt()
+    keys = sorted(values)
+    scenarios = len({k[0] for k in keys})
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * len(keys) + 2), 4.5), dpi=100)
+    data = [list(values[k]) for k in keys]
+    if any(data):
+        ax.boxplot(data, showfliers=False, whis=(5, 95))
+        for i, vals in enumerate(data, start=1):
+            xs = [i + 0.18 * ((j % 7) - 3) / 3 for j in range(len(vals))]
+            ax.scatter(xs, vals, s=12, alpha=0.6, color="tab:blue", zorder=3)
+        ax.set_xticks(range(1, len(keys) + 1), [_label(s, p, scenarios) for s, p in keys])
+    else:
+        ax.text(0.5, 0.5, empty_note, ha="center", va="center", transform=ax.transAxes)
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_ylim(bottom=0)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_bars(
+    rows: Sequence[Mapping[str, Any]], metrics: Sequence[tuple[str, str]], title: str, ylabel: str, path: Path
+) -> Path:
+    """Grouped bars: one group per (scenario, protocol), one bar per metric (column, legend label)."""
+    plt = _plt()
+    keys = sorted({(r["scenario"], r["protocol"]) for r in rows})
+    scenarios = len({k[0] for k in keys})
+    totals = {
+        (k, col): sum(float(r[col] or 0) for r in rows if (r["scenario"], r["protocol"]) == k)
+        for k in keys
+        for col, _ in metrics
+    }
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.6 * len(keys) + 2), 4.5), dpi=100)
+    width = 0.8 / max(len(metrics), 1)
+    colors = ["tab:orange", "tab:red", "tab:purple", "tab:green"]
+    for j, (col, label) in enumerate(metrics):
+        xs = [i + (j - (len(metrics) - 1) / 2) * width for i in range(len(keys))]
+        ys = [totals[(k, col)] for k in keys]
+        bars = ax.bar(xs, ys, width=width, label=label, color=colors[j % len(colors)])
+        ax.bar_label(bars, labels=[f"{y:g}" for y in ys], padding=2, fontsize=8)
+    ax.set_xticks(range(len(keys)), [_label(s, p, scenarios) for s, p in keys])
+    ax.set_title(title)
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_ylim(bottom=0, top=max([1.0, *totals.values()]) * 1.15)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def plot_timeline(
+    panels: Sequence[
+        tuple[RunMeta, Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]]
+    ],
+    path: Path,
+) -> Path:
+    """One panel per run: a row per partition, a bar per ownership interval colored by member, red hatched
+    boxes for overlaps, grey hatched boxes for gaps, dotted vertical lines at churn events."""
+    plt = _plt()
+    from matplotlib.patches import Patch
+
+    heights = []
+    for _, intervals, _, _ in panels:
+        tps = {(r["topic"], r["partition"]) for r in intervals}
+        heights.append(max(2, min(len(tps), TIMELINE_MAX_PARTITIONS)))
+    fig, axes = plt.subplots(
+        len(panels) or 1,
+        1,
+        figsize=(11, 1.2 + sum(0.32 * h + 0.9 for h in heights)),
+        dpi=100,
+        squeeze=False,
+        gridspec_kw={"height_ratios": heights or [1]},
+    )
+    cmap = plt.get_cmap("tab20")
+    for ax, (meta, intervals, anomalies, churn) in zip(axes[:, 0], panels, strict=False):
+        t0 = meta.started_ms
+        tps = sorted({(r["topic"], r["partition"]) for r in intervals})[:TIMELINE_MAX_PARTITIONS]
+        row = {tp: i for i, tp in enumerate(tps)}
+        members = sorted({r["member"] for r in intervals})
+        color = {m: cmap(i % 20) for i, m in enumerate(members)}
+        for r in intervals:
+            tp = (r["topic"], r["partition"])
+            if tp in row:
+                ax.broken_barh(
+                    [((r["start_ms"] - t0) / 1000, (r["end_ms"] - r["start_ms"]) / 1000)],
+                    (row[tp] - 0.35, 0.7),
+                    facecolors=color[r["member"]],
+                )
+        for a in anomalies:
+            tp = (a["topic"], a["partition"])
+            if tp in row:
+                overlap = a["kind"] == "overlap"
+                ax.broken_barh(
+                    [((a["start_ms"] - t0) / 1000, max(a["duration_ms"], 1) / 1000)],
+                    (row[tp] - 0.45, 0.9),
+                    facecolors="none",
+                    edgecolors="red" if overlap else "dimgrey",
+                    hatch="xxx" if overlap else "///",
+                    linewidth=1.0,
+                )
+        for c in churn:
+            x = (c["churn_ms"] - t0) / 1000
+            ax.axvline(x, color="black", linestyle=":", linewidth=1)
+            ax.text(x, len(tps) - 0.4, f" {c['event'] or 'churn'}", fontsize=7, va="bottom", rotation=0)
+        ax.set_yticks(range(len(tps)), [f"{t}-{p}" for t, p in tps], fontsize=7)
+        ax.set_ylim(-0.7, len(tps) + 0.3)
+        ax.set_title(
+            f"{meta.protocol} ({meta.strategy}) — run {meta.run_id}, scenario {meta.scenario}", fontsize=10
+        )
+        ax.set_xlabel("time since run start (s)")
+        ax.set_ylabel("partition")
+        handles = [Patch(facecolor=color[m], label=m) for m in members[:12]]
+        handles += [
+            Patch(facecolor="none", edgecolor="dimgrey", hatch="///", label="gap (no owner)"),
+            Patch(facecolor="none", edgecolor="red", hatch="xxx", label="overlap (2+ owners)"),
+        ]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, title="owner")
+        if meta.ended_ms is not None:
+            ax.set_xlim(0, (meta.ended_ms - t0) / 1000)
+    if not panels:
+        axes[0, 0].text(0.5, 0.5, "no ownership intervals in the traces", ha="center", va="center")
+    fig.suptitle("Partition ownership over time (one run per protocol)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------------------------------------------
+# HTML
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "–"
+        return f"{v:,.1f}" if abs(v) >= 10 or v == int(v) else f"{v:,.2f}"
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return html.escape(str(v))
+
+
+def _html_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]]) -> str:
+    head = "".join(f"<th>{html.escape(label)}</th>" for _, label in columns)
+    body = "".join("<tr>" + "".join(f"<td>{_fmt(r.get(c))}</td>" for c, _ in columns) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+SUMMARY_COLUMNS = (
+    ("scenario", "scenario"),
+    ("protocol", "protocol"),
+    ("strategy", "strategy"),
+    ("runs", "runs"),
+    ("rebalances", "rebalances"),
+    ("rebalance_p50_ms", "rebalance p50 (ms)"),
+    ("rebalance_p95_ms", "p95 (ms)"),
+    ("rebalance_p99_ms", "p99 (ms)"),
+    ("rebalance_max_ms", "max (ms)"),
+    ("churn_to_stable_p50_ms", "churn→stable p50 (ms)"),
+    ("churn_to_stable_p95_ms", "churn→stable p95 (ms)"),
+    ("moved_per_rebalance_mean", "partitions moved / rebalance"),
+    ("gaps", "gaps"),
+    ("gap_ms_total", "gap time (ms)"),
+    ("overlaps", "overlaps"),
+    ("overlap_ms_total", "overlap time (ms)"),
+    ("duplicates", "duplicate records"),
+    ("lost", "lost records"),
+    ("commits_per_rebalance", "commits / rebalance"),
+    ("zk_ops_per_rebalance", "ZooKeeper ops / rebalance"),
+)
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;color:#222}
+h1{margin-bottom:0}.sub{color:#666;margin-top:.2em}
+table{border-collapse:collapse;font-size:13px;margin:1em 0}th,td{border:1px solid #ddd;padding:4px 8px;text-align:right}
+th{background:#f4f4f4}td:first-child,td:nth-child(2),td:nth-child(3){text-align:left}
+figure{margin:1.5em 0}figcaption{color:#444;font-size:14px;max-width:900px}img{max-width:100%;border:1px solid #eee}
+.bad{color:#b00;font-weight:bold}
+"""
+
+
+def write_html(result: ReportResult, out_dir: Path, captions: Mapping[str, tuple[str, str]]) -> Path:
+    runs_rows = [
+        {
+            "run_id": m.run_id,
+            "scenario": m.scenario,
+            "protocol": m.protocol,
+            "strategy": m.strategy,
+            "duration_s": None if m.ended_ms is None else (m.ended_ms - m.started_ms) / 1000,
+            "complete": "yes" if m.complete else "NO",
+        }
+        for m in sorted(result.runs, key=lambda m: (m.scenario, m.protocol, m.run_id))
+    ]
+    trouble = [r for r in result.summary if (r.get("lost") or 0) > 0 or (r.get("overlaps") or 0) > 0]
+    verdict = (
+        "<p class='bad'>Lost records or ownership overlaps found in: "
+        + ", ".join(html.escape(f"{r['scenario']}/{r['protocol']}") for r in trouble)
+        + "</p>"
+        if trouble
+        else "<p>No lost records and no ownership overlaps in any run.</p>"
+    )
+    figures = []
+    for name, path in result.plots.items():
+        title, caption = captions.get(name, (name, ""))
+        figures.append(
+            f"<figure><h3>{html.escape(title)}</h3><img src='plots/{html.escape(path.name)}' alt='{html.escape(title)}'>"
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+        )
+    links = " · ".join(
+        f"<a href='tables/{html.escape(p.name)}'>{html.escape(n)}</a>"
+        for n, p in sorted(result.tables.items())
+    )
+    doc = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>zkcoord comparison report</title><style>{_CSS}</style></head>
+<body>
+<h1>zkcoord comparison report</h1>
+<p class="sub">{len(result.runs)} runs, {len({m.scenario for m in result.runs})} scenario(s),
+protocols: {html.escape(", ".join(sorted({m.protocol for m in result.runs})))}.
+Metric definitions: docs/comparison.md.</p>
+{verdict}
+<h2>Summary per scenario and protocol</h2>
+{_html_table(result.summary, SUMMARY_COLUMNS)}
+<h2>Plots</h2>
+{"".join(figures)}
+<h2>Runs</h2>
+{_html_table(runs_rows, [(k, k.replace("_", " ")) for k in ("run_id", "scenario", "protocol", "strategy", "duration_s", "complete")])}
+<h2>Tables</h2>
+<p>CSV (Parquet alongside): {links}</p>
+</body></html>
+"""
+    path = out_dir / "report.html"
+    path.write_text(doc, encoding="utf-8")
+    return path
+
+
+CAPTIONS: dict[str, tuple[str, str]] = {
+    "latency": (
+        "Rebalance latency per protocol",
+        "Left: each rebalance's duration, from the first member's rebalance_start to the last member's "
+        "rebalance_end of the same generation. Right: from each churn event to the last rebalance_end before "
+        "the next churn event (the group is stable again). Boxes: quartiles, whiskers 5th-95th percentile, dots: "
+        "every value. Lower is better.",
+    ),
+    "moved": (
+        "Partitions moved per rebalance",
+        "For every rebalance after a run's first assignment: partitions whose owner differs from their previous "
+        "owner. Lower means less state thrown away and fewer partitions paused.",
+    ),
+    "timeline": (
+        "Ownership timeline",
+        "Who owned each partition over time. Grey hatching: no owner (a gap: the partition is not consumed). "
+        "Red cross-hatching: two or more owners at once (an overlap: records may be processed twice). "
+        "Dotted lines: churn events.",
+    ),
+    "records": (
+        "Duplicate and lost records",
+        "Duplicates: deliveries beyond the first of the same topic/partition/offset. Lost: produced offsets "
+        "that were never consumed. Both should be zero for at-least-once without duplicates.",
+    ),
+    "ownership": (
+        "Time without an owner, time with two owners",
+        "Total milliseconds, summed over all partitions and runs, of gaps (no owner) and overlaps (2+ owners).",
+    ),
+}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The job
+
+
+@contextmanager
+def _stages(console: Any, enabled: bool) -> Iterator[Callable[[str], None]]:
+    """Yield `advance(stage)`; with `enabled`, shows a rich progress bar over STAGES."""
+    if not enabled:
+        yield lambda _stage: None
+        return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("[bold]compare report[/bold] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as progress:
+        task = progress.add_task(STAGES[0], total=len(STAGES))
+        started = [False]
+
+        def advance(stage: str) -> None:
+            if started[0]:
+                progress.advance(task)
+            started[0] = True
+            progress.update(task, description=stage)
+
+        yield advance
+        progress.update(task, completed=len(STAGES), description="done")
+
+
+def run_report(
+    paths: Sequence[str | Path],
+    out_dir: str | Path,
+    *,
+    master: str | None = None,
+    spark: Any = None,
+    timeline_run: str | None = None,
+    console: Any = None,
+    progress: bool = True,
+) -> ReportResult:
+    """The whole job. Pass `spark` to reuse a session (tests); otherwise one is started on `master`
+    (local[2] by default) and stopped at the end."""
+    from migration.compare import transforms as T
+
+    out = Path(out_dir)
+    own_session = spark is None
+    with _stages(console, progress) as stage:
+        stage("find traces")
+        found = load_runs(paths)
+        metas = [m for _, m in found]
+        if timeline_run is not None and timeline_run not in {m.run_id for m in metas}:
+            raise TraceError(f"--timeline-run {timeline_run!r}: no such run among {len(metas)} runs")
+        (out / "tables").mkdir(parents=True, exist_ok=True)
+        (out / "plots").mkdir(parents=True, exist_ok=True)
+        result = ReportResult(out_dir=out, runs=metas)
+        stage("start Spark")
+        if spark is None:
+            from migration.spark import spark_session
+
+            spark = spark_session(master, app_name="zkcoord-compare-report")
+        try:
+            stage("load events")
+            events = load_events(spark, [d for d, _ in found]).cache()
+            runs = runs_frame(spark, metas).cache()
+            stage("rebalances and latency")
+            episodes = T.rebalance_episodes(events).cache()
+            churn = T.churn_to_stable(events, runs).cache()
+            stage("partition movement")
+            moved = T.partitions_moved(events).cache()
+            stage("ownership gaps and overlaps")
+            intervals = T.ownership_intervals(events, runs).cache()
+            anomalies = T.ownership_anomalies(intervals, runs).cache()
+            per_run = T.anomaly_totals(anomalies, runs)
+            stage("records and work per rebalance")
+            delivery = T.record_delivery(events, runs).cache()
+            ops = T.ops_per_episode(events, episodes)
+            stage("summary")
+            summary_df = T.summary(runs, episodes, churn, moved, per_run, delivery, ops)
+            stage("write tables")
+            tables = {
+                "summary": summary_df,
+                "rebalances": ops.join(episodes, [*T.RUN_KEYS, "generation", "start_ms", "end_ms"]).orderBy(
+                    "run_id", "generation"
+                ),
+                "churn_to_stable": churn.orderBy("run_id", "seq"),
+                "partitions_moved": moved.orderBy("run_id", "generation"),
+                "ownership_anomalies": anomalies.orderBy("run_id", "topic", "partition", "start_ms"),
+                "ownership_per_run": per_run.orderBy("run_id"),
+                "records": delivery.orderBy("run_id"),
+            }
+            collected: dict[str, list[dict[str, Any]]] = {}
+            for name, df in tables.items():
+                path, rows = write_table(df, out / "tables", name)
+                result.tables[name] = path
+                collected[name] = rows
+            result.summary = collected["summary"]
+            stage("plots")
+            plots = out / "plots"
+            scen = len({m.scenario for m in metas})
+
+            def by_key(
+                rows: list[dict[str, Any]], col: str, where: Callable[[dict[str, Any]], bool]
+            ) -> dict[tuple[str, str], list[float]]:
+                keys = {(m.scenario, m.protocol) for m in metas}
+                out_: dict[tuple[str, str], list[float]] = {k: [] for k in keys}
+                for r in rows:
+                    if r[col] is not None and where(r):
+                        out_[(r["scenario"], r["protocol"])].append(float(r[col]))
+                return out_
+
+            result.plots["latency"] = _latency_plot(
+                by_key(collected["rebalances"], "duration_ms", lambda r: True),
+                by_key(collected["churn_to_stable"], "latency_ms", lambda r: True),
+                plots / "latency.png",
+                scen,
+            )
+            result.plots["moved"] = plot_distribution(
+                by_key(collected["partitions_moved"], "moved", lambda r: not r["first"]),
+                "Partitions moved per rebalance",
+                "partitions moved (count)",
+                plots / "moved.png",
+                "no rebalance after the first assignment",
+            )
+            result.plots["timeline"] = plot_timeline(
+                _timeline_panels(metas, intervals, anomalies, churn, timeline_run), plots / "timeline.png"
+            )
+            result.plots["records"] = plot_bars(
+                collected["records"],
+                [("duplicates", "duplicate deliveries"), ("lost", "lost records")],
+                "Duplicate and lost records per protocol",
+                "records (count, all runs)",
+                plots / "records.png",
+            )
+            result.plots["ownership"] = plot_bars(
+                collected["ownership_per_run"],
+                [("gap_ms_total", "gap time (no owner)"), ("overlap_ms_total", "overlap time (2+ owners)")],
+                "Partition time without an owner / with two owners",
+                "milliseconds (sum over partitions and runs)",
+                plots / "ownership.png",
+            )
+            stage("report.html")
+            result.html = write_html(result, out, CAPTIONS)
+            (out / "runs.json").write_text(
+                json.dumps([m.to_json() for m in metas], indent=2, sort_keys=True) + "\n", encoding="utf-8"
+            )
+        finally:
+            if own_session:
+                spark.stop()
+    return result
+
+
+def _latency_plot(
+    rebalances: Mapping[tuple[str, str], Sequence[float]],
+    churn: Mapping[tuple[str, str], Sequence[float]],
+    path: Path,
+    scenarios: int,
+) -> Path:
+    plt = _plt()
+    keys = sorted(set(rebalances) | set(churn))
+    fig, axes = plt.subplots(1, 2, figsize=(max(10.0, 2.6 * len(keys) + 3), 4.8), dpi=100)
+    for ax, values, title in (
+        (axes[0], rebalances, "Rebalance duration (start → end of a generation)"),
+        (axes[1], churn, "Churn event → group stable again"),
+    ):
+        data = [list(values.get(k, ())) for k in keys]
+        if any(data):
+            ax.boxplot(data, showfliers=False, whis=(5, 95))
+            for i, vals in enumerate(data, start=1):
+                xs = [i + 0.18 * ((j % 7) - 3) / 3 for j in range(len(vals))]
+                ax.scatter(xs, vals, s=12, alpha=0.6, color="tab:blue", zorder=3)
+            ax.set_xticks(range(1, len(keys) + 1), [_label(s, p, scenarios) for s, p in keys], fontsize=8)
+        else:
+            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        ax.set_title(title, fontsize=11)
+        ax.set_ylabel("milliseconds")
+        ax.set_ylim(bottom=0)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle("Rebalance latency per protocol (lower is better)")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def _timeline_panels(
+    metas: Sequence[RunMeta], intervals: Any, anomalies: Any, churn: Any, run_id: str | None
+) -> list[Any]:
+    """The runs to draw: `run_id` alone, or the first run (by id) of each protocol in the first scenario."""
+    from pyspark.sql import functions as F
+
+    if run_id is not None:
+        chosen = [m for m in metas if m.run_id == run_id]
+    else:
+        first_scenario = min(m.scenario for m in metas)
+        by_protocol: dict[str, RunMeta] = {}
+        for m in sorted(metas, key=lambda m: m.run_id):
+            if m.scenario == first_scenario:
+                by_protocol.setdefault(m.protocol, m)
+        chosen = [by_protocol[p] for p in sorted(by_protocol)]
+    panels = []
+    for m in chosen:
+        sel = F.col("run_id") == m.run_id
+        panels.append(
+            (
+                m,
+                [r.asDict() for r in intervals.where(sel).collect()],
+                [r.asDict() for r in anomalies.where(sel).collect()],
+                [r.asDict() for r in churn.where(sel).collect()],
+            )
+        )
+    return [p for p in panels if p[1]]
