@@ -903,7 +903,7 @@ def group_response(req: RequestFrame, responses: Sequence[gm.GroupResponse]) -> 
                         )
                         for m in g.members
                     ],
-                    authorized_operations=g.authorized_operations,
+                    authorized_operations=_bitfield(g.authorized_operations),
                 )
                 for g in r.groups
             ],
@@ -996,3 +996,10 @@ def _offset_fetch_response(req: RequestFrame, responses: Sequence[gm.GroupRespon
             for t in r.topics
         ],
     )
+
+
+def _bitfield(value: int) -> set[int] | None:
+    """kafka-python encodes authorized-operations bitfields from a set of bit numbers; None = INT32_MIN (omitted)."""
+    if value == -(2**31):
+        return None
+    return {bit for bit in range(32) if value >> bit & 1}

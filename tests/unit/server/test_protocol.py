@@ -36,7 +36,7 @@ def test_precise_errors() -> None:
         kp.decode_request(struct.pack(">hhih", kp.HEARTBEAT, 77, 5, -1))
     assert exc.value.correlation_id == 5
     frame = _unframe(kp.encode_request(kp.HEARTBEAT, 4, 1, "c", group_id="g", generation_id=1, member_id="m"))
-    with pytest.raises(kp.MalformedBody, match="does not decode|truncated"):
+    with pytest.raises(kp.MalformedBody, match=r"does not decode|truncated"):
         kp.decode_request(frame[:-4])
     with pytest.raises(kp.MalformedBody, match="trailing bytes"):
         kp.decode_request(frame + b"\x00\x00")
