@@ -45,15 +45,19 @@ def checked_assign(
         full = assign("sticky", subs, ppt, owned=owned, generations=generations)
         for m in result:
             assert set(result[m]) <= set(full[m]), f"{m}: cooperative gave more than sticky"
-        claimed: dict[TopicPartition, set[str]] = {}
-        for m, tps in (owned or {}).items():
-            for tp in tps:
-                claimed.setdefault(tp, set()).add(m)
+        # KIP-429 safety: a member may be given a partition another member still claims only when its own claim
+        # is of a strictly higher generation (the other claim is stale); otherwise it must wait a round.
+        gens = generations or {}
+        claims: dict[TopicPartition, dict[str, int]] = {}
+        for m, owned_tps in (owned or {}).items():
+            for tp in owned_tps:
+                claims.setdefault(tp, {})[m] = gens.get(m, -1)
         for m in result:
-            added = set(result[m]) - set((owned or {}).get(m, ()))
-            for tp in added:
-                assert not (claimed.get(tp, set()) - {m}), (
-                    f"{tp} added to {m} while {claimed[tp]} still own it"
+            for tp in result[m]:
+                others = {n: g for n, g in claims.get(tp, {}).items() if n != m}
+                mine = claims.get(tp, {}).get(m)
+                assert not others or (mine is not None and mine > max(others.values())), (
+                    f"{tp} given to {m} (claim generation {mine}) while {others} still own it"
                 )
     subs2, ppt2, owned2, gens2, inst2 = _reordered(subs, owned, generations, instance_ids, ppt)
     again = assign(strategy, subs2, ppt2, owned=owned2, generations=gens2, instance_ids=inst2)
