@@ -106,7 +106,7 @@ def test_offset_commit_and_fetch(version: int) -> None:
         FT = KFetch.OffsetFetchRequestTopic
         freq = _req(kp.OFFSET_FETCH, version, group_id="g1", topics=[FT(name="t", partition_indexes=[1])])
     msgs = kp.group_requests(freq)
-    assert [m.group_id for m in msgs if isinstance(m, gm.OffsetFetchRequest)][0] == "g1"
+    assert next(m.group_id for m in msgs if isinstance(m, gm.OffsetFetchRequest)) == "g1"
     part = gm.OffsetFetchResponsePartition(1, 42, -1, "x", 0)
     fresps = [gm.OffsetFetchResponse(0, (gm.OffsetFetchResponseTopic("t", (part,)),)) for _ in msgs]
     _corr, fout = kp.decode_response(kp.OFFSET_FETCH, freq.api_version, kp.group_response(freq, fresps)[4:])
