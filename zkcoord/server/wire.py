@@ -84,7 +84,7 @@ class WireServer:
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
-            raise
+            pass  # server shutdown: end this connection quietly (asyncio would log a cancelled handler task)
         except Exception:
             log.exception("connection %s: unexpected error, closing", peer)
         finally:
