@@ -78,7 +78,8 @@ def _get(client: KazooClient, path: str) -> bytes | None:
     return bytes(data) if data is not None else b""
 
 
-def _children(client: KazooClient, path: str) -> list[str]:
+def children(client: KazooClient, path: str) -> list[str]:
+    """Children of `path`, or none when it does not exist (Kafka's getChildrenParentMayNotExist)."""
     try:
         return list(client.get_children(path))
     except NoNodeError:
@@ -121,7 +122,7 @@ def _broker_id(name: str) -> int:
 def read_brokers(client: KazooClient) -> dict[int, BrokerRegistration]:
     """Every registered broker by id (ascending); none when `/brokers/ids` is missing."""
     out: dict[int, BrokerRegistration] = {}
-    for broker_id in sorted(_broker_id(c) for c in _children(client, paths.BROKER_IDS)):
+    for broker_id in sorted(_broker_id(c) for c in children(client, paths.BROKER_IDS)):
         path = paths.broker_path(broker_id)
         data = _get(client, path)
         if data is not None:
@@ -187,7 +188,7 @@ def read_topic(client: KazooClient, topic: str) -> TopicAssignment | None:
 def read_topics(client: KazooClient) -> dict[str, TopicAssignment]:
     """Every topic's replica assignment, topics in Java String order."""
     out: dict[str, TopicAssignment] = {}
-    for topic in java_sorted(_children(client, paths.BROKER_TOPICS)):
+    for topic in java_sorted(children(client, paths.BROKER_TOPICS)):
         assignment = read_topic(client, topic)
         if assignment is not None:
             out[topic] = assignment
@@ -280,7 +281,7 @@ def read_controller_epoch(client: KazooClient) -> tuple[int, int] | None:
 
 def list_groups(client: KazooClient) -> list[str]:
     """Children of `/consumers`, in Java String order."""
-    return java_sorted(_children(client, paths.CONSUMERS))
+    return java_sorted(children(client, paths.CONSUMERS))
 
 
 def group_exists(client: KazooClient, group: str) -> bool:
@@ -290,7 +291,7 @@ def group_exists(client: KazooClient, group: str) -> bool:
 def read_registrations(client: KazooClient, group: str) -> dict[str, ConsumerRegistration]:
     """Members of `group` (ids children in Java order) with their registrations."""
     out: dict[str, ConsumerRegistration] = {}
-    for cid in java_sorted(_children(client, paths.ids_path(group))):
+    for cid in java_sorted(children(client, paths.ids_path(group))):
         path = paths.id_path(group, cid)
         data = _get(client, path)
         if data is not None:
@@ -300,7 +301,7 @@ def read_registrations(client: KazooClient, group: str) -> dict[str, ConsumerReg
 
 def _partition_children(client: KazooClient, parent: str) -> list[int]:
     found = []
-    for name in _children(client, parent):
+    for name in children(client, parent):
         try:
             found.append(paths.parse_partition(parent, name))
         except paths.InvalidName as exc:
@@ -311,7 +312,7 @@ def _partition_children(client: KazooClient, parent: str) -> list[int]:
 def read_owners(client: KazooClient, group: str) -> dict[TopicPartition, str]:
     """(topic, partition) -> owning thread id, topics in Java order then partitions ascending."""
     out: dict[TopicPartition, str] = {}
-    for topic in java_sorted(_children(client, paths.owners_path(group))):
+    for topic in java_sorted(children(client, paths.owners_path(group))):
         for p in _partition_children(client, paths.owners_topic_path(group, topic)):
             path = paths.owner_path(group, topic, p)
             data = _get(client, path)
@@ -323,7 +324,7 @@ def read_owners(client: KazooClient, group: str) -> dict[TopicPartition, str]:
 def read_offsets(client: KazooClient, group: str) -> dict[TopicPartition, int]:
     """(topic, partition) -> next offset to consume, topics in Java order then partitions ascending."""
     out: dict[TopicPartition, int] = {}
-    for topic in java_sorted(_children(client, paths.offsets_path(group))):
+    for topic in java_sorted(children(client, paths.offsets_path(group))):
         for p in _partition_children(client, paths.offsets_topic_path(group, topic)):
             path = paths.offset_path(group, topic, p)
             data = _get(client, path)
