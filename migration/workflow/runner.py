@@ -1,0 +1,456 @@
+"""Carries out the migration steps for one group against ZooKeeper and the broker: checks the marker's
+state, journals begin/done/failed under the state dir, does the step's idempotent work, and moves the
+marker with a versioned write (so two concurrent `migrate` runs cannot both succeed).
+
+Order inside a step: journal "begin" → work → marker → journal "done". A crash anywhere leaves either the
+old state (re-run the step: its work is idempotent) or the new state with the work done.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from migration.bridge.policy import (
+    PartitionDivergence,
+    StoreRead,
+    TopicPartition,
+    disagreements,
+    divergence_report,
+    explain,
+)
+from migration.workflow.states import (
+    TARGET,
+    GroupFacts,
+    Marker,
+    MigrationState,
+    PlanReport,
+    Step,
+    assess,
+    check_step,
+    rollback_zookeeper,
+    seed_broker,
+    summarize,
+    transition,
+)
+from zkcoord.errors import ZkcoordError
+from zkcoord.zk.offset_store import (
+    WriteMode,
+    ZooKeeperOffsetStore,
+    list_member_ids,
+    list_owners,
+    read_node,
+    write_node,
+)
+
+log = logging.getLogger(__name__)
+
+
+class StepFailed(ZkcoordError):
+    """A step's work did not complete; the group stays in its previous state. Re-run the step."""
+
+    retriable = True
+
+
+def marker_path(group: str) -> str:
+    return f"/consumers/{group}/migration"
+
+
+@dataclass
+class StepOutcome:
+    group: str
+    step: Step
+    before: MigrationState
+    after: MigrationState
+    changed: bool
+    lines: list[str] = field(default_factory=list)
+    ok: bool = True
+    divergence: tuple[PartitionDivergence, ...] = ()
+
+
+class Journal:
+    """Append-only JSON lines, one file per group: <state_dir>/<group>.journal.jsonl."""
+
+    def __init__(self, state_dir: str | os.PathLike[str]) -> None:
+        self.dir = Path(state_dir)
+
+    def path(self, group: str) -> Path:
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in group)
+        return self.dir / f"{safe}.journal.jsonl"
+
+    def append(self, group: str, entry: dict[str, Any]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.path(group), "a", encoding="utf-8") as out:
+            out.write(json.dumps({"group": group, **entry}, sort_keys=True) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+
+    def entries(self, group: str) -> list[dict[str, Any]]:
+        path = self.path(group)
+        if not path.exists():
+            return []
+        found = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                found.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a torn last line from a crash
+        return found
+
+
+class MigrationRunner:
+    """The steps of `zkcoord migrate` for any number of groups, over one ZooKeeper client and an optional
+    broker (`broker_for(group)` returns a BrokerOffsetStore-like object; None = no broker reachable)."""
+
+    def __init__(
+        self,
+        zk: Any,
+        broker_for: Callable[[str], Any] | None,
+        state_dir: str | os.PathLike[str],
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.zk = zk
+        self.broker_for = broker_for
+        self.journal = Journal(state_dir)
+        self.clock_ms = clock_ms
+
+    # ------------------------------------------------------------------------------------------ state
+
+    def marker(self, group: str) -> tuple[Marker | None, int]:
+        data, version = read_node(self.zk, marker_path(group))
+        if data is None:
+            return None, -1
+        return Marker.decode(marker_path(group), data), version
+
+    def state(self, group: str) -> MigrationState:
+        marker, _ = self.marker(group)
+        return MigrationState.NONE if marker is None else marker.state
+
+    def _set_state(
+        self, group: str, step: Step, old: MigrationState, new: MigrationState, version: int
+    ) -> None:
+        transition(group, old, new)
+        marker = Marker(group, new, step, self.clock_ms())
+        write_node(self.zk, marker_path(group), marker.encode(), version)
+
+    # ------------------------------------------------------------------------------------------ reads
+
+    def zookeeper_offsets(self, group: str) -> tuple[dict[TopicPartition, int], list[str]]:
+        read = ZooKeeperOffsetStore(self.zk, group).read()
+        offsets = {TopicPartition(*tp): v for tp, v in read.offsets.items()}
+        return offsets, [str(e) for _, e in sorted(read.errors.items())]
+
+    def broker_offsets(self, group: str) -> StoreRead:
+        if self.broker_for is None:
+            raise StepFailed("this step needs the broker: pass --bootstrap HOST:PORT")
+        read: StoreRead = self.broker_for(group).read_offsets(None)
+        return read
+
+    def _broker_or_fail(self, group: str, step: Step) -> dict[TopicPartition, int]:
+        read = self.broker_offsets(group)
+        if read.request_error is not None:
+            raise StepFailed(
+                f"group {group!r}: {step.value}: cannot read broker offsets: {read.request_error}"
+            )
+        return dict(read.offsets)
+
+    # ------------------------------------------------------------------------------------------ steps
+
+    def _begin(self, group: str, step: Step) -> tuple[MigrationState, int, bool]:
+        marker, version = self.marker(group)
+        state = MigrationState.NONE if marker is None else marker.state
+        try:
+            changes = check_step(group, step, state)
+        except ZkcoordError as exc:
+            self.journal.append(group, self._entry(step, "refused", state, state, {"reason": str(exc)}))
+            raise
+        self.journal.append(group, self._entry(step, "begin", state, TARGET[step], {}))
+        return state, version, changes
+
+    def _entry(
+        self, step: Step, event: str, before: MigrationState, after: MigrationState, detail: dict[str, Any]
+    ) -> dict[str, Any]:
+        return {
+            "ts_ms": self.clock_ms(),
+            "step": step.value,
+            "event": event,
+            "from": before.value,
+            "to": after.value,
+            "detail": detail,
+        }
+
+    def _finish(
+        self,
+        group: str,
+        step: Step,
+        before: MigrationState,
+        after: MigrationState,
+        version: int,
+        detail: dict[str, Any],
+    ) -> None:
+        if before is not after or version < 0:
+            self._set_state(group, step, before, after, version)
+        self.journal.append(group, self._entry(step, "done", before, after, detail))
+
+    def _fail(
+        self, group: str, step: Step, state: MigrationState, message: str, detail: dict[str, Any]
+    ) -> StepFailed:
+        self.journal.append(group, self._entry(step, "failed", state, state, {"reason": message, **detail}))
+        return StepFailed(message)
+
+    def gather(self, group: str) -> GroupFacts:
+        zk, zk_errors = self.zookeeper_offsets(group)
+        broker: dict[TopicPartition, int] = {}
+        broker_error: str | None = None
+        members: tuple[str, ...] = ()
+        broker_state = ""
+        if self.broker_for is None:
+            broker_error = "no --bootstrap given"
+        else:
+            store = self.broker_for(group)
+            read = store.read_offsets(None)
+            if read.request_error is not None:
+                broker_error = str(read.request_error)
+            else:
+                broker = dict(read.offsets)
+                try:
+                    described = store.describe()
+                    members = tuple(m["member_id"] for m in described["members"])
+                    broker_state = described["state"]
+                except Exception as exc:  # DescribeGroups is informative only
+                    log.info("group=%s describe failed: %s", group, exc)
+        owners = tuple((TopicPartition(*tp), owner) for tp, owner in list_owners(self.zk, group).items())
+        return GroupFacts(
+            group=group,
+            legacy_members=tuple(list_member_ids(self.zk, group)),
+            owners=owners,
+            zookeeper=zk,
+            zookeeper_errors=tuple(zk_errors),
+            broker=broker,
+            broker_error=broker_error,
+            broker_members=members,
+            broker_state=broker_state,
+        )
+
+    def plan(self, group: str) -> tuple[StepOutcome, PlanReport]:
+        before, version, _ = self._begin(group, Step.PLAN)
+        facts = self.gather(group)
+        report = assess(facts)
+        lines = [f"group {group}: state {before.value}"]
+        lines.append(
+            f"  legacy members (/consumers/{group}/ids): {', '.join(facts.legacy_members) or 'none'}"
+        )
+        lines.append(
+            "  broker members (DescribeGroups): "
+            + (
+                f"unknown ({facts.broker_error})"
+                if facts.broker_error
+                else (", ".join(facts.broker_members) or "none")
+                + (f" [{facts.broker_state}]" if facts.broker_state else "")
+            )
+        )
+        lines.append(f"  offsets: {len(facts.zookeeper)} in ZooKeeper, {len(facts.broker)} on the broker")
+        if report.divergence:
+            counts = summarize(report.divergence)
+            lines.append("  stores: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+        lines.extend(f"  will: {c}" for c in report.changes)
+        lines.extend(f"  risk: {r}" for r in report.risks)
+        self._finish(
+            group,
+            Step.PLAN,
+            before,
+            MigrationState.PLANNED,
+            version,
+            {
+                "zookeeper": len(facts.zookeeper),
+                "broker": len(facts.broker),
+                "to_seed": len(report.to_seed),
+                "risks": list(report.risks),
+            },
+        )
+        return StepOutcome(
+            group, Step.PLAN, before, MigrationState.PLANNED, before is not MigrationState.PLANNED, lines
+        ), report
+
+    def dual_commit(self, group: str) -> StepOutcome:
+        """Seed the broker with ZooKeeper offsets it lacks (never lowering one) and enter dual-commit."""
+        before, version, _ = self._begin(group, Step.DUAL_COMMIT)
+        zk, _ = self.zookeeper_offsets(group)
+        try:
+            broker = self._broker_or_fail(group, Step.DUAL_COMMIT)
+        except StepFailed as exc:
+            raise self._fail(group, Step.DUAL_COMMIT, before, str(exc), {}) from None
+        to_seed = seed_broker(zk, broker)
+        if to_seed:
+            reply = self.broker_for(group).write_offsets(to_seed)  # type: ignore[misc]
+            failed = [(tp, err) for tp, err in reply.errors if err is not None]
+            confirmed = {tp for tp, _ in reply.errors}
+            failed += [(tp, "no reply") for tp in to_seed if tp not in confirmed]
+            if failed:
+                first = "; ".join(f"{tp.topic}-{tp.partition}: {err}" for tp, err in failed[:5])
+                raise self._fail(
+                    group,
+                    Step.DUAL_COMMIT,
+                    before,
+                    f"group {group!r}: dual-commit: the broker refused {len(failed)} of {len(to_seed)} seed "
+                    f"offsets ({first}); state stays '{before.value}', re-run dual-commit",
+                    {"failed": len(failed)},
+                )
+        self._finish(
+            group, Step.DUAL_COMMIT, before, MigrationState.DUAL_COMMIT, version, {"seeded": len(to_seed)}
+        )
+        lines = [
+            f"group {group}: {before.value} -> dual-commit; copied {len(to_seed)} offset(s) to the broker",
+            "  now bounce every legacy member with offsets.storage=kafka, dual.commit.enabled=true,",
+            f"  then run `zkcoord migrate verify --group {group}`",
+        ]
+        return StepOutcome(
+            group,
+            Step.DUAL_COMMIT,
+            before,
+            MigrationState.DUAL_COMMIT,
+            before is not MigrationState.DUAL_COMMIT,
+            lines,
+        )
+
+    def _compare(
+        self, group: str, step: Step, state: MigrationState, max_lag: int
+    ) -> tuple[tuple[PartitionDivergence, ...], tuple[PartitionDivergence, ...]]:
+        zk, zk_errors = self.zookeeper_offsets(group)
+        try:
+            broker = self._broker_or_fail(group, step)
+        except StepFailed as exc:
+            raise self._fail(group, step, state, str(exc), {}) from None
+        if zk_errors:
+            raise self._fail(
+                group, step, state, f"group {group!r}: malformed ZooKeeper offsets: {zk_errors[0]}", {}
+            )
+        report = divergence_report(zk, broker)
+        return report, disagreements(report, max_lag)
+
+    def verify(self, group: str, max_lag: int = 0) -> StepOutcome:
+        before, version, _ = self._begin(group, Step.VERIFY)
+        report, bad = self._compare(group, Step.VERIFY, before, max_lag)
+        counts = summarize(report)
+        if bad:
+            after = MigrationState.DUAL_COMMIT
+            if before is not after:
+                self._set_state(group, Step.VERIFY, before, after, version)
+            lines = [
+                f"group {group}: {len(bad)} of {len(report)} partition(s) disagree beyond --max-lag {max_lag}:"
+            ]
+            lines.extend(f"  {explain(row)}" for row in bad)
+            lines.append(f"  state: {after.value} (fix the cause, let members commit, then verify again)")
+            self.journal.append(
+                group,
+                self._entry(Step.VERIFY, "failed", before, after, {"disagreements": len(bad), **counts}),
+            )
+            return StepOutcome(
+                group, Step.VERIFY, before, after, before is not after, lines, ok=False, divergence=bad
+            )
+        self._finish(
+            group, Step.VERIFY, before, MigrationState.VERIFIED, version, {"max_lag": max_lag, **counts}
+        )
+        lines = [
+            f"group {group}: verified — {len(report)} partition(s), all within --max-lag {max_lag} "
+            f"({counts['agree']} identical)",
+            f"  next: `zkcoord migrate finalize --group {group}`, then dual.commit.enabled=false and a rolling bounce",
+        ]
+        return StepOutcome(
+            group, Step.VERIFY, before, MigrationState.VERIFIED, before is not MigrationState.VERIFIED, lines
+        )
+
+    def finalize(self, group: str, max_lag: int = 0) -> StepOutcome:
+        before, version, _ = self._begin(group, Step.FINALIZE)
+        if before is MigrationState.FINALIZED:
+            self.journal.append(group, self._entry(Step.FINALIZE, "done", before, before, {"rerun": True}))
+            return StepOutcome(
+                group, Step.FINALIZE, before, before, False, [f"group {group}: already finalized"]
+            )
+        report, bad = self._compare(group, Step.FINALIZE, before, max_lag)
+        if bad:
+            raise self._fail(
+                group,
+                Step.FINALIZE,
+                before,
+                f"group {group!r}: finalize refused: {len(bad)} partition(s) disagree beyond --max-lag {max_lag} "
+                f"since verify (first: {explain(bad[0])}); run `zkcoord migrate verify` again",
+                {"disagreements": len(bad)},
+            )
+        snapshot = {f"{r.tp.topic}/{r.tp.partition}": [r.zookeeper, r.broker] for r in report}
+        self._finish(group, Step.FINALIZE, before, MigrationState.FINALIZED, version, {"snapshot": snapshot})
+        lines = [
+            f"group {group}: finalized; {len(report)} partition(s) recorded in the journal",
+            "  now set dual.commit.enabled=false on every member and bounce them; rollback stays possible",
+        ]
+        return StepOutcome(group, Step.FINALIZE, before, MigrationState.FINALIZED, True, lines)
+
+    def rollback(self, group: str) -> StepOutcome:
+        """ZooKeeper := max(zk, broker) partition by partition, never lowering a ZooKeeper offset."""
+        before, version, _ = self._begin(group, Step.ROLLBACK)
+        zk, _ = self.zookeeper_offsets(group)
+        try:
+            broker = self._broker_or_fail(group, Step.ROLLBACK)
+        except StepFailed as exc:
+            raise self._fail(
+                group,
+                Step.ROLLBACK,
+                before,
+                f"{exc} (rollback needs the broker's offsets to avoid a regression)",
+                {},
+            ) from None
+        to_write = rollback_zookeeper(zk, broker)
+        report = ZooKeeperOffsetStore(self.zk, group).write(
+            {(tp.topic, tp.partition): off for tp, off in to_write.items()}, WriteMode.NEVER_REGRESS
+        )
+        if report.errors:
+            (topic, partition), first = sorted(report.errors.items())[0]
+            raise self._fail(
+                group,
+                Step.ROLLBACK,
+                before,
+                f"group {group!r}: rollback could not write {len(report.errors)} ZooKeeper offset(s) "
+                f"(first {topic}-{partition}: {first}); state stays '{before.value}', re-run rollback",
+                {"failed": len(report.errors)},
+            )
+        self._finish(
+            group,
+            Step.ROLLBACK,
+            before,
+            MigrationState.ROLLED_BACK,
+            version,
+            {"written": len(report.written), "kept_higher": len(report.kept_higher)},
+        )
+        lines = [
+            f"group {group}: {before.value} -> rolled-back; raised {len(report.written)} ZooKeeper offset(s) to the "
+            f"broker's, {len(report.kept_higher)} were already higher (none lowered)",
+            "  now set offsets.storage=zookeeper on every member and bounce them",
+        ]
+        return StepOutcome(
+            group,
+            Step.ROLLBACK,
+            before,
+            MigrationState.ROLLED_BACK,
+            before is not MigrationState.ROLLED_BACK,
+            lines,
+        )
+
+    def status(self, group: str, tail: int = 5) -> list[str]:
+        marker, version = self.marker(group)
+        if marker is None:
+            lines = [f"group {group}: no migration marker (state none)"]
+        else:
+            lines = [
+                f"group {group}: state {marker.state.value} (step {marker.step.value}, znode version {version}, updated_ms {marker.updated_ms})"
+            ]
+        for entry in self.journal.entries(group)[-tail:]:
+            lines.append(
+                f"  {entry.get('ts_ms')} {entry.get('step')} {entry.get('event')} {entry.get('from')} -> {entry.get('to')}"
+            )
+        return lines
