@@ -87,8 +87,12 @@ def _check_movable(
     for member in assignment:
         for topic, _p in assignment[member]:
             holders.setdefault(topic, set()).add(member)
+    eligible_by_topic: dict[str, list[str]] = {}
+    for m in sorted(subscriptions):
+        for topic in set(subscriptions[m]):
+            eligible_by_topic.setdefault(topic, []).append(m)
     for topic in sorted(holders):
-        eligible = [m for m in subscriptions if topic in set(subscriptions[m])]
+        eligible = eligible_by_topic.get(topic, [])
         src = max(sorted(holders[topic]), key=lambda m: count[m])
         dst = min(sorted(eligible), key=lambda m: count[m])
         if count[src] - count[dst] >= 2:

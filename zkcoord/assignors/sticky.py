@@ -78,28 +78,48 @@ def _validate_owned(owned: Mapping[str, Collection[TopicPartition]]) -> None:
                 raise ValueError(f"owned[{member!r}] holds {tp!r}; expected a (topic, partition) tuple")
 
 
-def _resolve_owners(
+_NO_CLAIM = -(2**62)
+
+
+@dataclass(frozen=True, slots=True)
+class _Claims:
+    """Per partition id: the highest-generation claimant and its generation, and the best generation claimed by
+    anybody else (`_NO_CLAIM` when nobody)."""
+
+    top_member: list[int]
+    top_gen: list[int]
+    runner_up_gen: list[int]
+
+    def owner(self) -> list[int]:
+        """Previous owner per partition: the claim of the highest generation wins; two claims at that generation
+        cancel each other (Kafka's `partitionsWithMultiplePreviousOwners`)."""
+        return [
+            (m if r < g else _CONFLICT) if m >= 0 else _NO_OWNER
+            for m, g, r in zip(self.top_member, self.top_gen, self.runner_up_gen, strict=True)
+        ]
+
+
+def _collect_claims(
     layout: _Layout,
     members: Sequence[str],
     owned: Mapping[str, Collection[TopicPartition]],
     generations: Mapping[str, int],
-) -> list[int]:
-    """Previous owner (member index) per partition id: the claim of the highest generation wins; two claims at
-    that generation cancel each other (Kafka's `partitionsWithMultiplePreviousOwners`)."""
-    owner = [_NO_OWNER] * layout.total
-    owner_gen = [DEFAULT_GENERATION] * layout.total
+) -> _Claims:
+    top_member = [_NO_OWNER] * layout.total
+    top_gen = [_NO_CLAIM] * layout.total
+    runner_up = [_NO_CLAIM] * layout.total
     for mi, member in enumerate(members):
         gen = generations.get(member, DEFAULT_GENERATION)
         for tp in owned.get(member, ()):
             g = layout.gid(tp)
-            if g is None:
+            if g is None or top_member[g] == mi:
                 continue
-            current = owner[g]
-            if current == _NO_OWNER or gen > owner_gen[g]:
-                owner[g], owner_gen[g] = mi, gen
-            elif gen == owner_gen[g] and current != mi:
-                owner[g] = _CONFLICT
-    return owner
+            if gen > top_gen[g]:
+                runner_up[g] = top_gen[g]
+                top_member[g], top_gen[g] = mi, gen
+            elif gen > runner_up[g]:
+                runner_up[g] = gen
+    return _Claims(top_member, top_gen, runner_up)
 
 
 def _owned_ids(owner: list[int], n_members: int) -> list[list[int]]:
@@ -290,7 +310,8 @@ def _run(
         return {}
     layout = _Layout.of(partitions_per_topic)
     subs = [subs_by_member[m] for m in members]
-    owner = _resolve_owners(layout, members, owned, generations)
+    claims = _collect_claims(layout, members, owned, generations)
+    owner = claims.owner()
     owned_ids = _owned_ids(owner, len(members))
     topic_of = [0] * layout.total
     pnum = [0] * layout.total
@@ -306,41 +327,19 @@ def _run(
     else:
         result = _general(layout, subs, owned_ids, owner, topic_of)
     if cooperative:
-        result = _withhold_transfers(layout, members, result, owned, generations)
+        result = _withhold_transfers(result, claims)
     return {m: layout.to_tuples(result[i]) for i, m in sorted(enumerate(members), key=lambda e: e[1])}
 
 
-def _withhold_transfers(
-    layout: _Layout,
-    members: Sequence[str],
-    result: list[list[int]],
-    owned: Mapping[str, Collection[TopicPartition]],
-    generations: Mapping[str, int],
-) -> list[list[int]]:
-    """KIP-429: a partition assigned to member M is withheld this round when another member N still claims it
-    with a generation at least as high as M's own claim (or M does not claim it at all): N must revoke it and
-    rejoin first, and the follow-up rebalance hands it over."""
-    best_other: dict[int, list[tuple[int, int]]] = {}
-    for mi, member in enumerate(members):
-        gen = generations.get(member, DEFAULT_GENERATION)
-        for tp in owned.get(member, ()):
-            g = layout.gid(tp)
-            if g is not None:
-                best_other.setdefault(g, []).append((gen, mi))
-    out: list[list[int]] = []
-    for mi, ids in enumerate(result):
-        kept: list[int] = []
-        for g in ids:
-            claims = best_other.get(g)
-            if claims is None:
-                kept.append(g)
-                continue
-            mine = max((gen for gen, who in claims if who == mi), default=None)
-            others = [gen for gen, who in claims if who != mi]
-            if not others or (mine is not None and mine > max(others)):
-                kept.append(g)
-        out.append(kept)
-    return out
+def _withhold_transfers(result: list[list[int]], claims: _Claims) -> list[list[int]]:
+    """KIP-429: a partition assigned to member M is withheld this round unless nobody else claims it or M's own
+    claim has a strictly higher generation than every other claim: the other owner must revoke it and rejoin
+    first, and the follow-up rebalance hands it over."""
+    top_member, top_gen, runner_up = claims.top_member, claims.top_gen, claims.runner_up_gen
+    return [
+        [g for g in ids if top_member[g] == _NO_OWNER or (top_member[g] == mi and runner_up[g] < top_gen[g])]
+        for mi, ids in enumerate(result)
+    ]
 
 
 def sticky_assign(
