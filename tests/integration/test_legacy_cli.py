@@ -212,3 +212,13 @@ def test_malformed_znode_is_reported_by_path(zk: Any, zk_connect: str, capsys: A
     assert code == 2
     assert "/consumers/g/offsets/t/0" in err and "not a decimal integer" in err
     assert zk.get("/consumers/g/offsets/t/0")[0] == b"abc"
+
+
+def test_consume_subcommand_is_registered() -> None:
+    from zkcoord.cli import build_parser
+
+    args = build_parser().parse_args(["legacy", "list", "--zk", "127.0.0.1:1"])
+    assert args.func is legacy_cli.cmd_list
+    with pytest.raises(SystemExit) as info:
+        build_parser().parse_args(["legacy", "consume", "--help"])
+    assert info.value.code == 0

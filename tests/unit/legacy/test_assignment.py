@@ -192,3 +192,12 @@ def test_identical_roundrobin_properties(counts, topics, partitions) -> None:  #
     consumers = {c: dict.fromkeys(topics, n) for c, n in counts.items()}
     d = run("roundrobin", consumers, partitions, "0.8.2", identical=True)
     assert d == assign("roundrobin", consumers, partitions, roundrobin_generation="0.10.2")
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    from zkcoord.legacy import assignment
+
+    result = doctest.testmod(assignment)
+    assert result.attempted >= 2 and result.failed == 0
