@@ -49,3 +49,17 @@ def coordinator_for_group(
 
 def has_coordinator(lead: Leadership | None) -> bool:
     return lead is not None and lead.leader != NO_LEADER
+
+
+def group_of_record_key(key: bytes) -> str:
+    """The group a `__consumer_offsets` record belongs to: every key version (0/1 offset, 2 group metadata)
+    starts with int16 version then the group as an int16-length UTF-8 string. ValueError when it does not."""
+    if len(key) < 4:
+        raise ValueError(f"record key of {len(key)} bytes is too short for a version and a group")
+    version = int.from_bytes(key[0:2], "big", signed=True)
+    if version not in (0, 1, 2):
+        raise ValueError(f"record key version {version} is not an offset (0, 1) or group (2) key")
+    length = int.from_bytes(key[2:4], "big", signed=True)
+    if length < 0 or 4 + length > len(key):
+        raise ValueError(f"record key group length {length} does not fit in {len(key)} bytes")
+    return key[4 : 4 + length].decode("utf-8")

@@ -497,3 +497,82 @@ def _set_op(path: str, data: bytes, version: int) -> Callable[[Any], None]:
 
 def _create_op(path: str, data: bytes) -> Callable[[Any], None]:
     return lambda tx: tx.create(path, data)
+
+
+# -- reads and registration shared with the cluster node (kept here so only zkcoord/zk imports kazoo) -----
+
+ZooKeeperError = KazooException
+SESSION_SUSPENDED = KazooState.SUSPENDED
+SESSION_LOST = KazooState.LOST
+
+
+class NodeIdInUse(ZkcoordError):
+    """Another live process is registered with this node id."""
+
+
+def register_node(client: KazooClient, node_id: int, registration: bytes) -> None:
+    """Create `/brokers/ids/N` (ephemeral) as 0.9+ `ZKCheckedEphemeral`: NodeExists owned by our own session
+    (a retried create) is success; owned by another session ⇒ NodeIdInUse with a clear message."""
+    path = paths.broker_path(node_id)
+    for _ in range(3):
+        try:
+            client.create(path, registration, ephemeral=True, makepath=True)
+            return
+        except NodeExistsError:
+            try:
+                _, stat = client.get(path)
+            except NoNodeError:
+                continue  # the old owner just went away: create again
+            owner = client.client_id[0] if client.client_id else None
+            if stat.ephemeralOwner == owner:
+                return
+            raise NodeIdInUse(
+                f"node id {node_id} is already registered at {path} by another live session "
+                f"(0x{stat.ephemeralOwner:x}); pick another --node-id or stop that process"
+            ) from None
+    raise NodeIdInUse(f"could not register node id {node_id} at {path}: it kept changing hands")
+
+
+def read_brokers(client: KazooClient, watch: Callable[[Any], None] | None = None) -> dict[int, bytes]:
+    """Raw registration data of every live node (children of /brokers/ids that are ids)."""
+    out: dict[int, bytes] = {}
+    for name in client.get_children(paths.BROKER_IDS, watch=watch):
+        if not name.isdigit():
+            continue
+        try:
+            data, _ = client.get(paths.broker_path(int(name)))
+        except NoNodeError:
+            continue
+        out[int(name)] = data
+    return out
+
+
+def read_topic_states(
+    client: KazooClient, topic: str, watch: Callable[[Any], None] | None = None
+) -> tuple[TopicAssignment | None, dict[int, tuple[PartitionState, int]]]:
+    """A topic's assignment and each partition state with its znode version; watches set on all of them
+    (and on the topic's absence) when `watch` is given."""
+    tpath = paths.topic_path(topic)
+    try:
+        data, _ = client.get(tpath, watch=watch)
+    except NoNodeError:
+        client.exists(tpath, watch=watch)
+        return None, {}
+    assignment = TopicAssignment.decode(tpath, data)
+    try:
+        names = client.get_children(paths.topic_partitions_path(topic), watch=watch)
+    except NoNodeError:
+        client.exists(paths.topic_partitions_path(topic), watch=watch)
+        names = []
+    states: dict[int, tuple[PartitionState, int]] = {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        spath = paths.partition_state_path(topic, int(name))
+        try:
+            sdata, sstat = client.get(spath, watch=watch)
+        except NoNodeError:
+            client.exists(spath, watch=watch)
+            continue
+        states[int(name)] = (PartitionState.decode(spath, sdata), sstat.version)
+    return assignment, states

@@ -180,6 +180,9 @@ class ZkRecordStore:
                 continue  # compacted away under us; the snapshot that replaced it is later in the order
             yield from decode_batch(path, data)
 
+    def close(self) -> None:
+        """Nothing to release: the kazoo client belongs to the node."""
+
     def batch_count(self) -> int:
         return len(self._batch_names())
 

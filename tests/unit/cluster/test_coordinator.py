@@ -69,3 +69,18 @@ def test_coordinator_lookup() -> None:
     assert part == 40 and not has_coordinator(lead)
     assert coordinator_for_group("console-consumer-1", 50, leaders) == (24, None)
     assert has_coordinator(Leadership(3, 1))
+
+
+def test_group_of_record_key() -> None:
+    from zkcoord.cluster.coordinator import group_of_record_key
+    from zkcoord.records.offsets import GroupMetadataKey, OffsetCommitKey, encode_key
+
+    assert group_of_record_key(encode_key(GroupMetadataKey("my-group"))) == "my-group"
+    assert group_of_record_key(encode_key(OffsetCommitKey("grüppe", "t", 3))) == "grüppe"
+    for bad, why in [
+        (b"\x00", "too short"),
+        (b"\x00\x05\x00\x01g", "version 5"),
+        (b"\x00\x01\x00\x09ab", "length 9"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            group_of_record_key(bad)

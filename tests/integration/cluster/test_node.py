@@ -1,0 +1,156 @@
+"""Cluster nodes in-process over a real ZooKeeper: registration, coordinator lookup, loading, failover."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from zkcoord.cluster.node import ClusterConfig, ClusterNode
+from zkcoord.errors import ConfigError
+from zkcoord.group.errors import ErrorCode
+from zkcoord.records.offsets import OffsetCommitKey, encode_key
+from zkcoord.testing import expire_session, wait_for
+from zkcoord.zk.controller import NodeIdInUse
+from zkcoord.zk.record_store import StoreFenced
+
+pytestmark = pytest.mark.integration
+
+SESSION_S = 4.0
+PARTS = 6
+GROUPS = [f"group-{i}" for i in range(12)]
+
+
+class Loaded:
+    """What the group service would do: replay a partition's records on leadership, drop them on resign."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        self.gate: dict[int, threading.Event] = {}
+
+    def become_leader(self, partition: int, store: Any) -> None:
+        gate = self.gate.get(partition)
+        if gate is not None:
+            assert gate.wait(10)
+        self.records[partition] = list(store.load())
+
+    def resign(self, partition: int) -> None:
+        self.records.pop(partition, None)
+
+
+@pytest.fixture
+def make_node(zk_connect: str, zk_client_factory: Callable[..., Any]) -> Any:
+    nodes: list[ClusterNode] = []
+
+    def make(node_id: int, loaded: Loaded | None = None, client: Any = None) -> ClusterNode:
+        loaded = loaded or Loaded()
+        cfg = ClusterConfig(
+            zk_connect, node_id, "127.0.0.1", 19000 + node_id, offsets_topic_num_partitions=PARTS
+        )
+        node = ClusterNode(
+            cfg,
+            on_become_leader=loaded.become_leader,
+            on_resign=loaded.resign,
+            client=client or zk_client_factory(session_timeout_s=SESSION_S),
+        )
+        node.loaded = loaded  # type: ignore[attr-defined]
+        node.start()
+        nodes.append(node)
+        return node
+
+    yield make
+    for n in nodes:
+        n.close()
+
+
+def settled(nodes: list[ClusterNode]) -> bool:
+    """Every node sees every node, the same balanced leaders, and has loaded what it leads."""
+    ids = {n.node_id for n in nodes}
+    views = [n.offsets_leaders() for n in nodes]
+    if any(v != views[0] for v in views) or len(views[0]) != PARTS:
+        return False
+    counts = [sum(1 for lead in views[0].values() if lead.leader == i) for i in ids]
+    if max(counts) - min(counts) > 1 or any({b for b, _, _ in n.brokers()} != ids for n in nodes):
+        return False
+    return all(n.owns_group(g) for g in GROUPS for n in nodes if n.find_coordinator(g).node_id == n.node_id)
+
+
+def test_config_is_validated() -> None:
+    with pytest.raises(ConfigError, match="offsets.topic.num.partitions"):
+        ClusterConfig("h:1", 1, "127.0.0.1", 9092, offsets_topic_num_partitions=0)
+    with pytest.raises(ConfigError, match="node.id"):
+        ClusterConfig("h:1", -1, "127.0.0.1", 9092)
+
+
+def test_duplicate_node_id_is_refused(make_node: Any) -> None:
+    make_node(1)
+    with pytest.raises(NodeIdInUse, match="node id 1 is already registered"):
+        make_node(1)
+
+
+def test_every_node_agrees_on_the_coordinator(make_node: Any) -> None:
+    nodes = [make_node(i) for i in (1, 2, 3)]
+    wait_for(lambda: settled(nodes), 15, "all nodes to see leaders and load their partitions")
+    for g in GROUPS:
+        answers = {n.find_coordinator(g) for n in nodes}
+        assert len(answers) == 1
+        (answer,) = answers
+        assert answer.error == ErrorCode.NONE and answer.port == 19000 + answer.node_id
+        statuses = {n.node_id: n.group_status(g) for n in nodes}
+        assert statuses[answer.node_id] == ErrorCode.NONE
+        assert all(s == ErrorCode.NOT_COORDINATOR for i, s in statuses.items() if i != answer.node_id)
+    assert sorted(b for b, _, _ in nodes[0].brokers()) == [1, 2, 3]
+
+
+def test_load_in_progress_until_the_partition_is_loaded(make_node: Any) -> None:
+    loaded = Loaded()
+    gate = threading.Event()
+    loaded.gate = {p: gate for p in range(PARTS)}
+    node = make_node(1, loaded)
+    try:
+        wait_for(lambda: node.group_status("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, 10, "loading")
+        assert not node.owns_group("g")
+    finally:
+        gate.set()
+    wait_for(lambda: node.owns_group("g"), 10, "the partition to finish loading")
+
+
+def test_failover_loads_every_acknowledged_record_and_fences_the_old_leader(make_node: Any) -> None:
+    nodes = {i: make_node(i) for i in (1, 2, 3)}
+    wait_for(lambda: settled(list(nodes.values())), 15, "steady state")
+    group = "payments"
+    old = nodes[nodes[1].find_coordinator(group).node_id]
+    partition = old.partition_for(group)
+    store = old.record_store()
+    acked = []
+    for i in range(50):
+        rec = (encode_key(OffsetCommitKey(group, "orders", i % 3)), f"offset-{i}".encode())
+        store.append([rec])
+        acked.append(rec)
+    stale = old.store_for_group(group)
+
+    expire_session(old.client)  # real server-side expiry: its registration and leadership go
+    survivors = [n for n in nodes.values() if n is not old]
+
+    def moved() -> bool:
+        answers = {n.find_coordinator(group).node_id for n in survivors}
+        return (
+            len(answers) == 1
+            and old.node_id not in answers
+            and all(n.owns_group(group) for n in survivors if n.find_coordinator(group).node_id == n.node_id)
+        )
+
+    wait_for(moved, 15, "a survivor to take over the group's partition")
+    new = nodes[survivors[0].find_coordinator(group).node_id]
+    assert new.loaded.records[partition] == acked  # type: ignore[attr-defined]
+    with pytest.raises(StoreFenced):
+        stale.append([(encode_key(OffsetCommitKey(group, "orders", 0)), b"from-the-deposed-leader")])
+    assert list(new.store_for_group(group).load()) == acked
+    # the expired node re-registers on its new session and rejoins as a follower for this group
+    wait_for(lambda: old.node_id in {b for b, _, _ in new.brokers()}, 15, "the old node to re-register")
+    # it gets a balanced share back (offsets partitions may move, records live in ZooKeeper), loading them fresh
+    wait_for(lambda: settled(list(nodes.values())), 15, "the cluster to settle with the old node back")
+    now = nodes[new.find_coordinator(group).node_id]
+    assert now.loaded.records[partition] == acked  # type: ignore[attr-defined]

@@ -1,0 +1,354 @@
+"""One zkcoord cluster node over ZooKeeper: broker registration, the controller, which offsets partitions this
+node leads, coordinator lookup for groups, and a fenced per-partition record store for the coordinator.
+
+Guarantees:
+* a node id is registered by one live process at a time (`/brokers/ids/N` ephemeral; another session's znode
+  ⇒ `NodeIdInUse`, as 0.9+ `ZKCheckedEphemeral`), and re-registered after a session expiry;
+* the node serves a group only while it leads the group's offsets partition and has finished loading that
+  partition's records (`group_status`: NONE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR /
+  COORDINATOR_NOT_AVAILABLE); on connection suspension or session loss it stops serving first;
+* records are written through `ZkRecordStore`, fenced by the partition state version, so a deposed leader
+  cannot append, and the next leader loads everything that was acknowledged.
+
+The group service plugs in through two callbacks run on the node's worker thread: `on_become_leader(partition,
+store)` must load the partition's records (it may block; the partition answers COORDINATOR_LOAD_IN_PROGRESS
+meanwhile) and `on_resign(partition)` must drop the partition's groups.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from zkcoord.cluster.coordinator import (
+    DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS,
+    OFFSETS_TOPIC,
+    group_of_record_key,
+    partition_for_group,
+)
+from zkcoord.cluster.leadership import NO_LEADER, Leadership
+from zkcoord.errors import ConfigError, MalformedZnode
+from zkcoord.group.errors import ErrorCode
+from zkcoord.legacy import paths
+from zkcoord.legacy.codecs import BrokerRegistration
+from zkcoord.zk.controller import (
+    SESSION_LOST,
+    SESSION_SUSPENDED,
+    Controller,
+    NodeIdInUse,
+    ZooKeeperError,
+    read_brokers,
+    read_topic_states,
+    register_node,
+)
+from zkcoord.zk.record_store import PartitionFence, StoreFenced, ZkRecordStore
+from zkcoord.zk.session import connect
+
+log = logging.getLogger(__name__)
+
+Record = tuple[bytes, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """Typed, validated at construction; Kafka's names where Kafka has one."""
+
+    zookeeper_connect: str
+    node_id: int
+    host: str
+    port: int
+    offsets_topic_num_partitions: int = DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS
+    zookeeper_session_timeout_ms: int = 6000
+    zookeeper_connection_timeout_ms: int = 15000
+
+    def __post_init__(self) -> None:
+        if not self.zookeeper_connect:
+            raise ConfigError("zookeeper.connect must not be empty")
+        if not 0 <= self.node_id < 2**31:
+            raise ConfigError(f"node.id must be in 0..2^31-1, got {self.node_id}")
+        if not 0 < self.port < 65536:
+            raise ConfigError(f"port must be 1..65535, got {self.port}")
+        if self.offsets_topic_num_partitions < 1:
+            raise ConfigError(
+                f"offsets.topic.num.partitions must be >= 1, got {self.offsets_topic_num_partitions}"
+            )
+        if self.zookeeper_session_timeout_ms < 1000:
+            raise ConfigError(
+                f"zookeeper.session.timeout.ms must be >= 1000, got {self.zookeeper_session_timeout_ms}"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorAnswer:
+    """What FindCoordinator returns for a group: error code and the coordinator's endpoint (-1/'' if none)."""
+
+    error: ErrorCode
+    node_id: int
+    host: str
+    port: int
+
+
+class _Status:
+    LOADING = "loading"
+    LOADED = "loaded"
+
+
+class ClusterNode:
+    """Start with `start()` (blocking, a few ZooKeeper round trips), stop with `close()`."""
+
+    def __init__(
+        self,
+        config: ClusterConfig,
+        *,
+        on_become_leader: Callable[[int, ZkRecordStore], None] | None = None,
+        on_resign: Callable[[int], None] | None = None,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        client: Any = None,
+    ) -> None:
+        self.config = config
+        self._on_become_leader = on_become_leader
+        self._on_resign = on_resign
+        self._clock_ms = clock_ms
+        self._given_client = client
+        self.client: Any = client
+        self.controller: Controller | None = None
+        self._cond = threading.Condition()
+        self._dirty = True
+        self._reregister = False
+        self._closing = False
+        self._serving = False
+        self._thread: threading.Thread | None = None
+        # Read by request handlers on other threads; replaced whole, never mutated in place.
+        self._brokers: dict[int, tuple[str, int]] = {}
+        self._leaders: dict[int, Leadership] = {}
+        self._num_partitions = config.offsets_topic_num_partitions
+        self._owned: dict[int, tuple[str, ZkRecordStore]] = {}
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        cfg = self.config
+        if self.client is None:
+            self.client = connect(
+                cfg.zookeeper_connect,
+                timeout=cfg.zookeeper_connection_timeout_ms / 1000,
+                session_timeout_s=cfg.zookeeper_session_timeout_ms / 1000,
+            )
+        self.ensure_cluster_paths()
+        self._register()
+        self.client.add_listener(self._on_state)
+        self._serving = True
+        self.controller = Controller(
+            self.client,
+            cfg.node_id,
+            offsets_topic_num_partitions=cfg.offsets_topic_num_partitions,
+            clock_ms=self._clock_ms,
+        )
+        self.controller.start()
+        self._thread = threading.Thread(target=self._run, name=f"cluster-node-{cfg.node_id}", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._serving = False
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        if self.controller is not None:
+            self.controller.close()
+        for partition in sorted(self._owned):
+            self._resign(partition)
+        if self.client is not None:
+            self.client.remove_listener(self._on_state)
+            if self._given_client is None:
+                try:
+                    self.client.stop()
+                finally:
+                    self.client.close()
+
+    def ensure_cluster_paths(self) -> None:
+        assert self.client is not None
+        for path in paths.PERSISTENT_PATHS_0_10_2:
+            self.client.ensure_path(path)
+
+    # -- queries (any thread) --------------------------------------------------------------------------
+
+    @property
+    def node_id(self) -> int:
+        return self.config.node_id
+
+    def brokers(self) -> list[tuple[int, str, int]]:
+        """Live nodes with a PLAINTEXT endpoint, by id."""
+        return [(n, h, p) for n, (h, p) in sorted(self._brokers.items())]
+
+    def offsets_leaders(self) -> dict[int, Leadership]:
+        return dict(self._leaders)
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for_group(group_id, self._num_partitions)
+
+    def group_status(self, group_id: str) -> ErrorCode:
+        """Kafka's `validateGroupStatus` order after the group-id check: not available, loading, not coordinator."""
+        if not self._serving:
+            return ErrorCode.NOT_COORDINATOR
+        partition = self.partition_for(group_id)
+        owned = self._owned.get(partition)
+        if owned is not None:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if owned[0] == _Status.LOADING else ErrorCode.NONE
+        lead = self._leaders.get(partition)
+        if lead is None or lead.leader == NO_LEADER:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NOT_COORDINATOR
+
+    def owns_group(self, group_id: str) -> bool:
+        return self.group_status(group_id) == ErrorCode.NONE
+
+    def find_coordinator(self, group_id: str) -> CoordinatorAnswer:
+        lead = self._leaders.get(self.partition_for(group_id))
+        if lead is None or lead.leader == NO_LEADER or lead.leader not in self._brokers:
+            return CoordinatorAnswer(ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, "", -1)
+        host, port = self._brokers[lead.leader]
+        return CoordinatorAnswer(ErrorCode.NONE, lead.leader, host, port)
+
+    def store_for_group(self, group_id: str) -> ZkRecordStore:
+        """The fenced store of the group's partition; StoreFenced (NOT_COORDINATOR) if this node does not lead it."""
+        partition = self.partition_for(group_id)
+        owned = self._owned.get(partition)
+        if owned is None or not self._serving:
+            raise StoreFenced(f"node {self.node_id} does not lead offsets partition {partition}")
+        return owned[1]
+
+    def record_store(self) -> ClusterRecordStore:
+        return ClusterRecordStore(self)
+
+    # -- kazoo callbacks (connection thread) -------------------------------------------------------------
+
+    def _on_state(self, state: Any) -> None:
+        if state in (SESSION_SUSPENDED, SESSION_LOST):
+            self._serving = False
+        with self._cond:
+            if state == SESSION_LOST:
+                self._reregister = True
+            self._dirty = True
+            self._cond.notify_all()
+
+    def _on_watch(self, event: Any) -> None:
+        with self._cond:
+            self._dirty = True
+            self._cond.notify_all()
+
+    # -- worker ----------------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not (self._closing or self._dirty):
+                    if not self._cond.wait(timeout=5.0):
+                        self._dirty = True  # periodic resync: a missed watch never strands a partition
+                if self._closing:
+                    return
+                self._dirty = False
+                reregister, self._reregister = self._reregister, False
+            try:
+                assert self.client is not None
+                if not self.client.connected:
+                    with self._cond:  # the CONNECTED event wakes us again; keep what is owed
+                        self._reregister = self._reregister or reregister
+                    continue
+                if reregister:
+                    for partition in sorted(self._owned):
+                        self._resign(partition)
+                    self._register()
+                self._serving = True
+                self._refresh()
+            except (ZooKeeperError, MalformedZnode, NodeIdInUse) as exc:
+                log.warning("node=%d cluster refresh failed: %r; retrying", self.node_id, exc)
+                with self._cond:
+                    self._dirty = True
+                    self._reregister = self._reregister or reregister
+                    self._cond.wait(timeout=0.5)
+
+    def _register(self) -> None:
+        cfg = self.config
+        reg = BrokerRegistration.create(cfg.host, cfg.port, version=4, timestamp_ms=self._clock_ms())
+        register_node(self.client, cfg.node_id, reg.encode())
+
+    def _refresh(self) -> None:
+        brokers: dict[int, tuple[str, int]] = {}
+        for node, data in read_brokers(self.client, self._on_watch).items():
+            try:
+                endpoint = BrokerRegistration.decode(paths.broker_path(node), data).plaintext_endpoint()
+            except MalformedZnode as exc:
+                log.warning("node=%d ignoring broker %d: %s", self.node_id, node, exc)
+                continue
+            if endpoint is not None:
+                brokers[node] = endpoint
+        self._brokers = brokers
+        assignment, states = read_topic_states(self.client, OFFSETS_TOPIC, self._on_watch)
+        if assignment is not None:
+            self._num_partitions = len(assignment.partitions)
+        self._leaders = {p: Leadership(s.leader, s.leader_epoch) for p, (s, _) in states.items()}
+        mine = {p: (s.leader_epoch, v) for p, (s, v) in states.items() if s.leader == self.node_id}
+        for partition in sorted(self._owned):
+            held = mine.get(partition)
+            if held is None or held[1] != self._owned[partition][1].fence.state_version:
+                self._resign(partition)
+        # Every newly led partition answers COORDINATOR_LOAD_IN_PROGRESS from now until its own load is done.
+        fresh = [
+            PartitionFence(p, mine[p][0], mine[p][1])
+            for p in sorted(mine)
+            if p not in self._owned and self._serving
+        ]
+        stores = {f.partition: ZkRecordStore(self.client, f) for f in fresh}
+        self._owned = {**self._owned, **{p: (_Status.LOADING, st) for p, st in stores.items()}}
+        for fence in fresh:
+            self._load(fence.partition, stores[fence.partition])
+
+    def _load(self, partition: int, store: ZkRecordStore) -> None:
+        log.info(
+            "node=%d loading offsets partition %d (leader epoch %d)",
+            self.node_id,
+            partition,
+            store.fence.leader_epoch,
+        )
+        if self._on_become_leader is not None:
+            self._on_become_leader(partition, store)
+        current = self._owned.get(partition)
+        if current is not None and current[1] is store:
+            self._owned = {**self._owned, partition: (_Status.LOADED, store)}
+
+    def _resign(self, partition: int) -> None:
+        owned = dict(self._owned)
+        owned.pop(partition, None)
+        self._owned = owned
+        log.info("node=%d no longer leads offsets partition %d", self.node_id, partition)
+        if self._on_resign is not None:
+            self._on_resign(partition)
+
+
+class ClusterRecordStore:
+    """A RecordStore over the partitions this node leads: `append` routes each record to its group's
+    partition store (fenced there); `load` yields the records of every partition currently led."""
+
+    def __init__(self, node: ClusterNode) -> None:
+        self.node = node
+
+    def append(self, records: Sequence[Record]) -> None:
+        by_partition: dict[int, list[Record]] = {}
+        for rec in records:
+            by_partition.setdefault(self.node.partition_for(group_of_record_key(rec[0])), []).append(rec)
+        for partition in sorted(by_partition):
+            recs = by_partition[partition]
+            self.node.store_for_group(group_of_record_key(recs[0][0])).append(recs)
+
+    def load(self) -> Iterator[Record]:
+        for partition in sorted(self.node._owned):
+            yield from self.node._owned[partition][1].load()
+
+    def close(self) -> None:
+        pass
