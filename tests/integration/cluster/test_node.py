@@ -78,9 +78,9 @@ def settled(nodes: list[ClusterNode]) -> bool:
 
 
 def test_config_is_validated() -> None:
-    with pytest.raises(ConfigError, match="offsets.topic.num.partitions"):
+    with pytest.raises(ConfigError, match=r"offsets\.topic\.num\.partitions"):
         ClusterConfig("h:1", 1, "127.0.0.1", 9092, offsets_topic_num_partitions=0)
-    with pytest.raises(ConfigError, match="node.id"):
+    with pytest.raises(ConfigError, match=r"node\.id"):
         ClusterConfig("h:1", -1, "127.0.0.1", 9092)
 
 
