@@ -222,3 +222,37 @@ def test_consume_subcommand_is_registered() -> None:
     with pytest.raises(SystemExit) as info:
         build_parser().parse_args(["legacy", "consume", "--help"])
     assert info.value.code == 0
+
+
+def test_describe_lag_from_a_real_wire_server(zk: Any, zk_connect: str, capsys: Any, tmp_path: Path) -> None:
+    """End to end: a zkcoord node registers itself and its topic in this chroot; describe asks it for the log
+    end offset with kafka-python and prints the lag."""
+    import asyncio
+    import threading
+
+    from kafka import KafkaProducer
+
+    from zkcoord.server.app import Node
+    from zkcoord.server.broker import ServerConfig
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    node = Node(ServerConfig(port=0, data_dir=tmp_path / "data", num_partitions=1), zk_connect=zk_connect)
+    try:
+        asyncio.run_coroutine_threadsafe(node.start(), loop).result(30)
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{node.server_config.port}")
+        try:
+            for _ in range(7):
+                producer.send("lagt", b"x", partition=0).get(10)
+        finally:
+            producer.close()
+        zk.create("/consumers/g/owners/lagt/0", b"g_c1-0", makepath=True)
+        zk.create("/consumers/g/offsets/lagt/0", b"3", makepath=True)
+        code, out, _ = run(capsys, "legacy", "describe", "--zk", zk_connect, "--group", "g")
+    finally:
+        asyncio.run_coroutine_threadsafe(node.close(), loop).result(30)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+    assert code == 0
+    assert out.splitlines()[-1] == legacy_cli.ROW_FORMAT % ("lagt", "0", "3", "7", "4", "g_c1")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -28,6 +29,8 @@ from zkcoord.legacy.filters import TopicFilter
 from zkcoord.legacy.ids import consumer_of_thread, java_sorted
 from zkcoord.zk import registry
 from zkcoord.zk.session import connect
+
+log = logging.getLogger(__name__)
 
 ZOOKEEPER_NOTE = (
     "Note: This will only show information about consumers that use ZooKeeper "
@@ -136,13 +139,14 @@ def _end_offsets_from(
         consumer = KafkaConsumer(
             bootstrap_servers=bootstrap,
             request_timeout_ms=max(timeout_ms, 1000),
-            api_version_auto_timeout_ms=timeout_ms,
             reconnect_backoff_max_ms=timeout_ms,
+            bootstrap_timeout_ms=timeout_ms,
             enable_auto_commit=False,
         )
         ends = consumer.end_offsets([TopicPartition(t, p) for t, p in tps], timeout_ms=timeout_ms)
         return {(tp.topic, tp.partition): int(off) for tp, off in ends.items() if off is not None}
-    except Exception:  # an unreachable or failing broker only means "unknown" here, printed as '-'
+    except Exception as exc:  # an unreachable or failing broker only means "unknown" here, printed as '-'
+        log.info("log end offsets from %s unavailable: %r", bootstrap, exc)
         return {}
     finally:
         if consumer is not None:
