@@ -106,7 +106,7 @@ def test_initial_delay_bounded_by_rebalance_timeout() -> None:
 def test_protocol_vote_and_deterministic_tie_break() -> None:
     d = Driver()
     a = d.join_new(protocols=(("roundrobin", b"a"), ("range", b"a")))
-    b = d.join_new(protocols=(("range", b"b"), ("roundrobin", b"b")))
+    d.join_new(protocols=(("range", b"b"), ("roundrobin", b"b")))
     d.advance(0)
     # One vote each: the tie goes to the leader's first preference.
     assert d.jr(a).protocol_name == "roundrobin" and d.jr(a).leader == d.jr(a).member_id
