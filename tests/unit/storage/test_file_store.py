@@ -1,0 +1,109 @@
+"""FileRecordStore: append/load order, torn-tail recovery, corruption in old segments, rolling, fsync policies."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from zkcoord.errors import ConfigError
+from zkcoord.storage import CorruptLog, FileRecordStore, MemoryRecordStore
+from zkcoord.storage.file_store import frame, scan
+
+RECORDS = [(b"k1", b"v1"), (b"k2", None), (b"", b""), (b"k3", b"x" * 1000)]
+
+
+@pytest.mark.parametrize("policy", ["always", "interval", "never"])
+def test_append_then_reopen_loads_everything_in_order(tmp_path: Path, policy: str) -> None:
+    with FileRecordStore(tmp_path, fsync=policy) as store:
+        store.append(RECORDS[:2])
+        store.append(RECORDS[2:])
+        store.append([])
+    with FileRecordStore(tmp_path) as again:
+        assert list(again.load()) == RECORDS
+        assert list(again.load()) == RECORDS  # a second load re-reads the files
+
+
+@pytest.mark.parametrize("cut", [1, 5, 8, 9, 12])
+def test_torn_tail_is_truncated_and_earlier_records_kept(tmp_path: Path, cut: int) -> None:
+    with FileRecordStore(tmp_path) as store:
+        store.append(RECORDS)
+    (seg,) = FileRecordStore(tmp_path).segments()
+    size = seg.stat().st_size
+    last = frame(b"k4", b"torn")
+    with open(seg, "ab") as f:
+        f.write(last[:cut])  # a crash in the middle of writing the next record
+    store = FileRecordStore(tmp_path)
+    assert list(store.load()) == RECORDS
+    assert seg.stat().st_size == size
+    store.append([(b"k5", b"after")])
+    store.close()
+    assert list(FileRecordStore(tmp_path).load()) == [*RECORDS, (b"k5", b"after")]
+
+
+def test_bad_crc_at_the_tail_is_dropped(tmp_path: Path) -> None:
+    with FileRecordStore(tmp_path) as store:
+        store.append(RECORDS)
+    (seg,) = FileRecordStore(tmp_path).segments()
+    data = bytearray(seg.read_bytes())
+    data[-1] ^= 0xFF
+    seg.write_bytes(bytes(data))
+    assert list(FileRecordStore(tmp_path).load()) == RECORDS[:-1]
+
+
+def test_damage_in_an_older_segment_raises_and_changes_nothing(tmp_path: Path) -> None:
+    with FileRecordStore(tmp_path, segment_bytes=64) as store:
+        for i in range(10):
+            store.append([(b"key", b"value-%d" % i)])
+    segments = FileRecordStore(tmp_path, segment_bytes=64).segments()
+    assert len(segments) > 2
+    first = segments[0]
+    data = bytearray(first.read_bytes())
+    data[10] ^= 0x01
+    first.write_bytes(bytes(data))
+    before = {p: p.read_bytes() for p in segments}
+    with pytest.raises(CorruptLog) as info:
+        FileRecordStore(tmp_path)
+    assert str(first) in str(info.value) and "CRC mismatch" in str(info.value)
+    assert {p: p.read_bytes() for p in segments} == before
+
+
+def test_segments_roll_and_load_across_them(tmp_path: Path) -> None:
+    with FileRecordStore(tmp_path, segment_bytes=100) as store:
+        for i in range(20):
+            store.append([(b"k%d" % i, b"v")])
+    reopened = FileRecordStore(tmp_path, segment_bytes=100)
+    assert len(reopened.segments()) > 3
+    assert [k for k, _ in reopened.load()] == [b"k%d" % i for i in range(20)]
+    names = [p.name for p in reopened.segments()]
+    assert names == sorted(names) and names[0] == "0" * 20 + ".seg"
+
+
+def test_scan_reports_why_it_stopped() -> None:
+    good = frame(b"a", b"b")
+    assert scan(good) == ([(b"a", b"b")], len(good), "")
+    assert scan(good + b"\x00\x00")[2] == "incomplete frame header"
+    assert scan(good[:-1])[2].startswith("frame of")
+
+
+def test_config_is_validated(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        FileRecordStore(tmp_path, fsync="sometimes")
+    with pytest.raises(ConfigError):
+        FileRecordStore(tmp_path, segment_bytes=1)
+
+
+def test_memory_store() -> None:
+    store = MemoryRecordStore()
+    store.append(RECORDS)
+    assert list(store.load()) == RECORDS
+    store.close()
+
+
+def test_other_files_in_the_directory_are_ignored(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("hello")
+    os.mkdir(tmp_path / "sub")
+    with FileRecordStore(tmp_path) as store:
+        store.append(RECORDS[:1])
+    assert list(FileRecordStore(tmp_path).load()) == RECORDS[:1]
