@@ -42,9 +42,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--data-dir", type=Path, required=True, help="directory for partition logs and group records"
     )
     parser.add_argument(
-        "--zk", default=None, help="ZooKeeper connect string: register as broker N and write topics"
+        "--zk",
+        default=None,
+        help="ZooKeeper connect string: join that cluster as broker N (controller election, offsets partitions)",
     )
     parser.add_argument("--node-id", type=int, default=0, help="broker id (default 0)")
+    parser.add_argument(
+        "--advertise",
+        type=_listen,
+        default=None,
+        help="HOST:PORT clients are told to connect to (advertised.listeners; default: the --listen address)",
+    )
     parser.add_argument("--num.partitions", dest="num_partitions", type=int, default=1)
     parser.add_argument(
         "--auto.create.topics.enable", dest="auto_create", choices=("true", "false"), default="true"
@@ -75,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         group = GroupConfig(**overrides)
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc)) from exc
-    return asyncio.run(_serve(Node(server, group, args.zk)))
+    return asyncio.run(_serve(Node(server, group, args.zk, args.advertise)))
 
 
 async def _serve(node: Node) -> int:

@@ -1,8 +1,11 @@
-"""One zkcoord node: partition logs + group service + wire listener (+ ZooKeeper registration), started and stopped together."""
+"""One zkcoord node: partition logs + group service + wire listener, started and stopped together.
+
+With a ZooKeeper connect string the node is a cluster member (zkcoord.server.cluster_routing): it registers,
+takes part in controller election, and serves the groups of the offsets partitions the controller gives it.
+"""
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import logging
 from dataclasses import dataclass, field
@@ -33,6 +36,7 @@ class Node:
     server_config: ServerConfig
     group_config: GroupConfig = field(default_factory=GroupConfig)
     zk_connect: str | None = None
+    advertise: tuple[str, int] | None = None  # advertised.listeners: what clients are told to connect to
     logs: LogManager | None = None
     broker: Broker | None = None
     wire: WireServer | None = None
@@ -43,9 +47,10 @@ class Node:
         cfg = self.server_config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.logs = LogManager(cfg.data_dir, cfg.log_segment_bytes)
-        self.groups = _load_group_service(self.group_config, cfg)
-        if self.groups is not None:
-            await self.groups.start()
+        if not self.zk_connect:
+            self.groups = _load_group_service(self.group_config, cfg)
+            if self.groups is not None:
+                await self.groups.start()
         self.broker = Broker(cfg, self.logs, self.groups)
         if self.groups is not None:
             from zkcoord.server.groups import GroupDispatch
@@ -53,24 +58,41 @@ class Node:
             self.broker.groups_dispatch = GroupDispatch(self.groups).dispatch
         self.wire = WireServer(self.broker.dispatch, cfg.host, cfg.port, cfg.socket_request_max_bytes)
         await self.wire.start()
-        if cfg.port == 0:
-            # the advertised port must be the bound one
-            self.server_config = cfg = ServerConfig(**{**_asdict(cfg), "port": self.wire.port})
+        if cfg.port == 0 or self.advertise is not None:
+            # the advertised endpoint: the bound port unless advertised.listeners says otherwise
+            host, port = self.advertise or (cfg.host, self.wire.port)
+            self.server_config = cfg = ServerConfig(**{**_asdict(cfg), "host": host, "port": port})
             self.broker.config = cfg
         if self.zk_connect:
-            from zkcoord.server.zk_registration import ZkRegistration
+            await self._join_cluster(self.zk_connect, cfg)
 
-            self.zk = ZkRegistration(self.zk_connect, cfg.node_id, cfg.host, cfg.port)
-            await asyncio.to_thread(self.zk.start, self.logs)
-            self.broker.on_topic_created.append(self.zk.topic_created)
+    async def _join_cluster(self, zk_connect: str, cfg: ServerConfig) -> None:
+        from zkcoord.cluster.node import ClusterConfig
+        from zkcoord.server.cluster_routing import ClusterRouting
+        from zkcoord.server.groups import GroupDispatch
+
+        assert self.broker is not None and self.logs is not None
+        cluster_config = ClusterConfig(
+            zookeeper_connect=zk_connect,
+            node_id=cfg.node_id,
+            host=cfg.host,
+            port=cfg.port,
+            offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
+        )
+        routing = ClusterRouting(cluster_config, self.group_config)
+        self.zk = routing
+        self.groups = routing
+        self.broker.groups = routing
+        self.broker.cluster = routing
+        self.broker.groups_dispatch = GroupDispatch(routing).dispatch
+        self.broker.on_topic_created.append(routing.topic_created)
+        await routing.start(self.logs)
 
     async def close(self) -> None:
         if self.wire is not None:
             await self.wire.close()
         if self.groups is not None:
             await self.groups.close()
-        if self.zk is not None:
-            await asyncio.to_thread(self.zk.close)
         if self.logs is not None:
             self.logs.close()
 

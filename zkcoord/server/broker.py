@@ -27,6 +27,7 @@ UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_REQUIRED_ACKS = 21
 COORDINATOR_NOT_AVAILABLE = 15
+NOT_LEADER_OR_FOLLOWER = 6
 UNKNOWN_SERVER_ERROR = -1
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
@@ -100,6 +101,8 @@ class Broker:
         self.producer_ids = ProducerIds(config.data_dir / "producer_ids")
         self._new_data = asyncio.Event()
         self.on_topic_created: list[Any] = []  # callbacks(topic, partitions), e.g. ZooKeeper registration
+        # zkcoord.server.cluster_routing.ClusterRouting with `serve --zk`: brokers, leaders, coordinators
+        self.cluster: Any = None
         self._handlers = {
             kp.API_VERSIONS: self.api_versions,
             kp.METADATA: self.metadata,
@@ -113,6 +116,9 @@ class Broker:
 
     @property
     def brokers(self) -> list[tuple[int, str, int]]:
+        if self.cluster is not None:
+            brokers: list[tuple[int, str, int]] = self.cluster.brokers()
+            return brokers
         return [(self.config.node_id, self.config.host, self.config.port)]
 
     def dispatch(self, req: kp.RequestFrame) -> Response | Awaitable[Response]:
@@ -127,6 +133,9 @@ class Broker:
 
     groups_dispatch: Any = None  # set by zkcoord.server.groups when a GroupService is attached
 
+    def _leads(self, topic: str, partition: int) -> bool:
+        return self.cluster is None or bool(self.cluster.leads(topic, partition))
+
     # -- topics ---------------------------------------------------------------------------------------------
 
     def _create(self, name: str, partitions: int) -> list[PartitionLog]:
@@ -140,6 +149,9 @@ class Broker:
 
     def _topic_meta(self, name: str, logs: list[PartitionLog]) -> kp.TopicMeta:
         node = self.config.node_id
+        if self.cluster is not None:
+            meta = self.cluster.partition_meta(name, len(logs))
+            return kp.TopicMeta(name, NONE, tuple(kp.PartitionMeta(p, ld, r, e) for p, ld, r, e in meta))
         parts = tuple(kp.PartitionMeta(p.partition, node, (node,)) for p in logs)
         return kp.TopicMeta(name, NONE, parts)
 
@@ -176,14 +188,17 @@ class Broker:
                         continue
                     logs = self._create(name, self.config.num_partitions)
                 topics.append(self._topic_meta(name, logs))
-        return kp.metadata_response(req, self.brokers, self.config.cluster_id, self.config.node_id, topics)
+        controller = self.cluster.controller_id() if self.cluster is not None else self.config.node_id
+        return kp.metadata_response(req, self.brokers, self.config.cluster_id, controller, topics)
 
     def find_coordinator(self, req: kp.RequestFrame) -> Response:
         key_type, keys = kp.find_coordinator_keys(req)
         c = self.config
         results: list[tuple[str, int, str | None, int, str, int]] = []
         for key in keys:
-            if key_type == 0 and self.groups is not None:
+            if key_type == 0 and self.cluster is not None:
+                results.append((key, *self.cluster.find_coordinator(key)))
+            elif key_type == 0 and self.groups is not None:
                 results.append((key, NONE, None, c.node_id, c.host, c.port))
             else:
                 what = "transactions are not supported" if key_type != 0 else "no group coordinator"
@@ -239,6 +254,9 @@ class Broker:
                 if plog is None:
                     parts.append((pd.index, UNKNOWN_TOPIC_OR_PARTITION, -1, -1, None))
                     continue
+                if not self._leads(topic.name, pd.index):
+                    parts.append((pd.index, NOT_LEADER_OR_FOLLOWER, -1, -1, None))
+                    continue
                 records = pd.records
                 if not records:
                     parts.append((pd.index, CORRUPT_MESSAGE, -1, plog.log_start_offset, "no records"))
@@ -284,6 +302,9 @@ class Broker:
                 if plog is None:
                     parts.append((p.partition_index, UNKNOWN_TOPIC_OR_PARTITION, -1, -1))
                     continue
+                if not self._leads(topic.name, p.partition_index):
+                    parts.append((p.partition_index, NOT_LEADER_OR_FOLLOWER, -1, -1))
+                    continue
                 ts = p.timestamp
                 if ts == -1:
                     parts.append((p.partition_index, NONE, -1, plog.next_offset))
@@ -309,6 +330,9 @@ class Broker:
                 plog = self.logs.get(topic.topic, p.partition)
                 if plog is None:
                     parts.append((p.partition, UNKNOWN_TOPIC_OR_PARTITION, -1, -1, b""))
+                    continue
+                if not self._leads(topic.topic, p.partition):
+                    parts.append((p.partition, NOT_LEADER_OR_FOLLOWER, -1, -1, b""))
                     continue
                 offset = p.fetch_offset
                 if offset < plog.log_start_offset or offset > plog.next_offset:

@@ -1,0 +1,266 @@
+"""With `serve --zk`: this node as a member of a ZooKeeper cluster: one GroupService per led offsets partition,
+group requests routed by `partition_for(group)`, FindCoordinator / Metadata / data-plane leadership from ZooKeeper.
+
+Guarantees:
+* a group request is served only by the GroupService of the offsets partition this node leads and has loaded;
+  otherwise it gets NOT_COORDINATOR (partition led elsewhere), COORDINATOR_LOAD_IN_PROGRESS (still loading) or
+  COORDINATOR_NOT_AVAILABLE (no leader), with Kafka's per-API mapping (`zkcoord.group.handlers.error_response`);
+* partition leaders come from the controller's partition states only (the node never writes a partition state);
+  Produce/Fetch/ListOffsets for a partition not led here get NOT_LEADER_OR_FOLLOWER;
+* a topic created through this node gets `/brokers/topics/T` (replication factor 1, round-robin over live
+  nodes) when absent; the controller then assigns leaders, and every node creates local logs for the topics it
+  learns about.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from dataclasses import replace
+from typing import Any
+
+from zkcoord.cluster.coordinator import OFFSETS_TOPIC
+from zkcoord.cluster.leadership import NO_LEADER, single_replica_assignment
+from zkcoord.cluster.node import ClusterConfig, ClusterNode
+from zkcoord.errors import MalformedZnode
+from zkcoord.group import handlers as h
+from zkcoord.group.config import GroupConfig
+from zkcoord.group.errors import ErrorCode
+from zkcoord.group.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
+from zkcoord.legacy import paths
+from zkcoord.server.group_service import GroupService
+from zkcoord.zk import registry
+from zkcoord.zk.controller import ZooKeeperError, read_topic_states
+from zkcoord.zk.record_store import ZkRecordStore
+
+log = logging.getLogger(__name__)
+
+NOT_LEADER_OR_FOLLOWER = 6
+LEADER_NOT_AVAILABLE = 5
+REFRESH_INTERVAL_S = 0.5
+CALLBACK_TIMEOUT_S = 60.0
+
+# topic -> partition -> (leader, replicas); replaced whole by the refresher, read by handlers on the loop
+TopicLeaders = dict[str, dict[int, tuple[int, tuple[int, ...]]]]
+
+
+class ClusterRouting:
+    """Start with `await start(loop_logs)` and stop with `await close()`; the group API methods mirror GroupService."""
+
+    def __init__(self, config: ClusterConfig, group_config: GroupConfig) -> None:
+        self.config = config
+        self.group_config = group_config
+        self.node = ClusterNode(config, on_become_leader=self._become_leader, on_resign=self._resign)
+        self.services: dict[int, GroupService] = {}
+        self.topics: TopicLeaders = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._logs: Any = None
+        self._refresher: asyncio.Task[None] | None = None
+        self._kick = asyncio.Event()
+        self._closing = False
+        self._lock = threading.Lock()
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+
+    async def start(self, logs: Any) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._logs = logs
+        await asyncio.to_thread(self.node.start)
+        for name in sorted(logs.topics):
+            await asyncio.to_thread(self._publish_topic, name, len(logs.topics[name]))
+        await self.refresh()
+        self._refresher = self._loop.create_task(self._refresh_loop())
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._refresher is not None:
+            self._refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._refresher
+        # ClusterNode.close resigns every partition through _resign, which hops back onto this loop.
+        await asyncio.to_thread(self.node.close)
+        for partition in sorted(self.services):
+            await self.services.pop(partition).close()
+
+    # -- ClusterNode callbacks (its worker thread) --------------------------------------------------------
+
+    def _become_leader(self, partition: int, store: ZkRecordStore) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        fut = asyncio.run_coroutine_threadsafe(self._start_service(partition, store), loop)
+        fut.result(CALLBACK_TIMEOUT_S)
+
+    async def _start_service(self, partition: int, store: ZkRecordStore) -> None:
+        old = self.services.pop(partition, None)
+        if old is not None:
+            await old.close()
+        service = GroupService(
+            self.group_config, store, owns_group=lambda g: self.node.partition_for(g) == partition
+        )
+        await service.start()
+        self.services[partition] = service
+        log.info("node=%d serving groups of offsets partition %d", self.config.node_id, partition)
+
+    def _resign(self, partition: int) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        if threading.current_thread() is threading.main_thread() and loop.is_running():
+            return  # close() on the loop thread drains services itself
+        fut = asyncio.run_coroutine_threadsafe(self._stop_service(partition), loop)
+        with contextlib.suppress(TimeoutError, RuntimeError):
+            fut.result(CALLBACK_TIMEOUT_S)
+
+    async def _stop_service(self, partition: int) -> None:
+        service = self.services.pop(partition, None)
+        if service is not None:
+            await service.close()
+
+    # -- topics and leaders ---------------------------------------------------------------------------------
+
+    def topic_created(self, topic: str, partitions: int) -> None:
+        """Broker callback on the loop: publish the topic's replica assignment; the refresher picks up leaders."""
+        if self._loop is not None:
+            self._loop.create_task(asyncio.to_thread(self._publish_topic, topic, partitions))
+
+    def _publish_topic(self, topic: str, partitions: int) -> None:
+        client = self.node.client
+        if topic == OFFSETS_TOPIC or client is None:
+            return
+        try:
+            if client.exists(paths.topic_path(topic)) is not None:
+                return
+            live = [n for n, _h, _p in self.node.brokers()] or [self.config.node_id]
+            registry.write_topic(client, topic, single_replica_assignment(partitions, live))
+            log.info("node=%d published topic %s (%d partitions)", self.config.node_id, topic, partitions)
+        except ZooKeeperError as exc:
+            log.warning("node=%d could not publish topic %s: %r", self.config.node_id, topic, exc)
+        self._kick.set()
+
+    def _read_topics(self) -> TopicLeaders:
+        client = self.node.client
+        out: TopicLeaders = {}
+        for topic in sorted(client.get_children(paths.BROKER_TOPICS)):
+            if topic == OFFSETS_TOPIC:
+                continue
+            try:
+                assignment, states = read_topic_states(client, topic)
+            except MalformedZnode as exc:
+                log.warning("node=%d ignoring topic %s: %s", self.config.node_id, topic, exc)
+                continue
+            if assignment is None:
+                continue
+            out[topic] = {
+                p: (states[p][0].leader if p in states else NO_LEADER, tuple(replicas))
+                for p, replicas in assignment.partitions
+            }
+        return out
+
+    async def refresh(self) -> None:
+        try:
+            topics = await asyncio.to_thread(self._read_topics)
+        except (ZooKeeperError, MalformedZnode) as exc:
+            log.warning("node=%d topic refresh failed: %r", self.config.node_id, exc)
+            return
+        for name, parts in topics.items():
+            if name not in self._logs.topics:
+                try:
+                    self._logs.create_topic(name, len(parts))
+                except Exception:
+                    log.exception("node=%d cannot create local logs for %s", self.config.node_id, name)
+        self.topics = topics
+
+    async def _refresh_loop(self) -> None:
+        while not self._closing:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), REFRESH_INTERVAL_S)
+            self._kick.clear()
+            await self.refresh()
+
+    def leader(self, topic: str, partition: int) -> int:
+        return self.topics.get(topic, {}).get(partition, (NO_LEADER, ()))[0]
+
+    def leads(self, topic: str, partition: int) -> bool:
+        return self.leader(topic, partition) == self.config.node_id
+
+    def partition_meta(self, topic: str, count: int) -> list[tuple[int, int, tuple[int, ...], int]]:
+        """(partition, leader, replicas, error) for Metadata; LEADER_NOT_AVAILABLE until the controller acts."""
+        parts = self.topics.get(topic, {})
+        out = []
+        for p in range(count):
+            leader, replicas = parts.get(p, (NO_LEADER, ()))
+            alive = leader != NO_LEADER and any(n == leader for n, _h, _p in self.node.brokers())
+            out.append((p, leader if alive else -1, replicas or (-1,), 0 if alive else LEADER_NOT_AVAILABLE))
+        return out
+
+    def brokers(self) -> list[tuple[int, str, int]]:
+        return self.node.brokers()
+
+    def controller_id(self) -> int:
+        info = None
+        with contextlib.suppress(ZooKeeperError, MalformedZnode):
+            info = registry.read_controller(self.node.client)
+        return info.brokerid if info is not None else -1
+
+    def find_coordinator(self, key: str) -> tuple[int, str | None, int, str, int]:
+        answer = self.node.find_coordinator(key)
+        message = None if answer.error == ErrorCode.NONE else answer.error.name
+        return int(answer.error), message, answer.node_id, answer.host, answer.port
+
+    # -- group APIs ----------------------------------------------------------------------------------------
+
+    async def _route(self, req: Any, group_id: str, method: str) -> Any:
+        status = self.node.group_status(group_id)
+        service = self.services.get(self.node.partition_for(group_id))
+        if status == ErrorCode.NONE and service is None:
+            status = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if status != ErrorCode.NONE or service is None:
+            return h.error_response(req, status)
+        return await getattr(service, method)(req)
+
+    async def join_group(self, req: Any) -> Any:
+        return await self._route(req, req.group_id, "join_group")
+
+    async def sync_group(self, req: Any) -> Any:
+        return await self._route(req, req.group_id, "sync_group")
+
+    async def heartbeat(self, req: Any) -> Any:
+        return await self._route(req, req.group_id, "heartbeat")
+
+    async def leave_group(self, req: Any) -> Any:
+        return await self._route(req, req.group_id, "leave_group")
+
+    async def offset_commit(self, req: Any) -> Any:
+        return await self._route(req, req.group_id, "offset_commit")
+
+    async def offset_fetch(self, req: Any) -> Any:
+        return await self._route(req, req.group_id, "offset_fetch")
+
+    async def describe_groups(self, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+        parts = await asyncio.gather(
+            *(self._route(replace(req, groups=(g,)), g, "describe_groups") for g in req.groups)
+        )
+        return DescribeGroupsResponse(tuple(g for r in parts for g in r.groups))
+
+    async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+        parts = await asyncio.gather(
+            *(self._route(replace(req, groups_names=(g,)), g, "delete_groups") for g in req.groups_names)
+        )
+        return DeleteGroupsResponse(tuple(r for p in parts for r in p.results))
+
+    async def list_groups(self, req: ListGroupsRequest) -> ListGroupsResponse:
+        services = [self.services[p] for p in sorted(self.services)]
+        parts = await asyncio.gather(*(s.list_groups(req) for s in services))
+        error = next((p.error_code for p in parts if p.error_code), 0)
+        groups = sorted((g for p in parts for g in p.groups), key=lambda g: g.group_id)
+        return ListGroupsResponse(error, tuple(groups))
