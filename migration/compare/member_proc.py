@@ -1,0 +1,312 @@
+"""One comparison-run group member in its own process: consumes with one protocol and appends every consume,
+ownership change, rebalance and commit as a JSON line to its trace file (flushed per line, so a SIGKILL loses
+at most the line being written).
+
+    python -m migration.compare.member_proc --protocol legacy-fast --group G --member m0 --topics t \
+        --zk HOST:PORT/chroot --bootstrap HOST:PORT --trace-file m0.jsonl
+
+Signals: SIGTERM/SIGINT = clean leave (commit, close); SIGUSR1 = expire the legacy ZooKeeper session on the
+server (a duplicate-session close), as a long network partition would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import IO, Any
+
+CONSUME_POLL_S = 0.2
+COMMIT_EVERY_S = 1.0
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Recorder:
+    """Writes this member's events as JSON lines and tracks which partitions it believes it owns."""
+
+    def __init__(self, out: IO[str], member: str) -> None:
+        self.out = out
+        self.member = member
+        self.owned: set[tuple[str, int]] = set()
+        self.rebalances = 0
+        self.in_rebalance = False
+        self._lock = threading.Lock()
+
+    def row(
+        self,
+        kind: str,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+        generation: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
+        rec = {"ts_ms": now_ms(), "kind": kind, "member": self.member, "topic": topic,
+               "partition": partition, "offset": offset, "generation": generation,
+               "detail": None if detail is None else dict(detail)}  # fmt: skip
+        line = json.dumps(rec, separators=(",", ":")) + "\n"
+        with self._lock:
+            self.out.write(line)
+            self.out.flush()
+
+    def rebalance_start(self, why: str) -> None:
+        if not self.in_rebalance:
+            self.rebalances += 1
+            self.in_rebalance = True
+            self.row("rebalance_start", generation=self.rebalances, detail={"why": why})
+
+    def release(self, tps: Iterable[tuple[str, int]]) -> None:
+        for tp in sorted(set(tps) & self.owned):
+            self.owned.discard(tp)
+            self.row("own_end", tp[0], tp[1], generation=self.rebalances)
+
+    def install(self, tps: Iterable[tuple[str, int]], *, incremental: bool) -> None:
+        """The member's ownership after a rebalance: the whole set, or (incremental) partitions added to it."""
+        new = set(tps)
+        self.rebalance_start("assigned")  # no-op when a revoke already opened this rebalance
+        if not incremental:
+            self.release(self.owned - new)
+        for tp in sorted(new - self.owned):
+            self.owned.add(tp)
+            self.row("own_start", tp[0], tp[1], generation=self.rebalances)
+        full = sorted(self.owned)
+        if not full:
+            self.row("assignment", generation=self.rebalances)
+        for t, p in full:
+            self.row("assignment", t, p, generation=self.rebalances)
+        self.row("rebalance_end", generation=self.rebalances, detail={"owned": len(full)})
+        self.in_rebalance = False
+
+    def commits(self, positions: Mapping[tuple[str, int], int]) -> None:
+        for (t, p), off in sorted(positions.items()):
+            self.row("commit", t, p, offset=off)
+
+
+class Flags:
+    def __init__(self) -> None:
+        self.stop = threading.Event()
+        self.expire = threading.Event()
+
+
+def _install_signals(flags: Flags) -> None:
+    signal.signal(signal.SIGTERM, lambda *_: flags.stop.set())
+    signal.signal(signal.SIGINT, lambda *_: flags.stop.set())
+    signal.signal(signal.SIGUSR1, lambda *_: flags.expire.set())
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# legacy (ZooKeeper) members
+
+
+def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
+    from zkcoord.legacy.config import LegacyConsumerConfig
+    from zkcoord.legacy.rebalance import TopicPartition
+    from zkcoord.zk.member import LegacyConsumer
+    from zkcoord.zk.session import expire_session
+
+    class Listener:
+        def before_release(self, consumer_id: str, partitions: Mapping[str, frozenset[int]]) -> None:
+            rec.rebalance_start("release")
+            rec.release((t, p) for t, ps in partitions.items() for p in ps)
+
+        def after_claim(self, consumer_id: str, assignment: Mapping[TopicPartition, str]) -> None:
+            rec.install(((tp.topic, tp.partition) for tp in assignment), incremental=False)
+
+    mode = "faithful" if args.protocol == "legacy-faithful" else "fast"
+    config = LegacyConsumerConfig(
+        group_id=args.group,
+        zookeeper_connect=args.zk,
+        consumer_id=args.member,
+        auto_offset_reset="smallest",
+        auto_commit_enable=True,
+        auto_commit_interval_ms=int(COMMIT_EVERY_S * 1000),
+        zookeeper_session_timeout_ms=args.session_timeout_ms,
+        partition_assignment_strategy=args.strategy,
+        rebalance_backoff_ms=2000 if mode == "faithful" else 200,
+        rebalance_max_retries=10,
+        mode=mode,  # type: ignore[arg-type]
+    )
+    consumer = LegacyConsumer(config, {t: 1 for t in args.topics}, listener=Listener())
+    consumer.start()
+    rec.row("joined", detail={"consumer_id": consumer.consumer_id, "mode": mode})
+    try:
+        while not flags.stop.is_set():
+            if flags.expire.is_set():
+                flags.expire.clear()
+                rec.row("session_expiry", detail={"session": consumer.session})
+                assert consumer.client is not None
+                expire_session(consumer.client)
+            msg = consumer.next_message(timeout=CONSUME_POLL_S)
+            if msg is not None:
+                rec.row("consume", msg.topic, msg.partition, offset=msg.offset)
+    finally:
+        positions = {(tp.topic, tp.partition): off for tp, off in consumer.positions().items()}
+        consumer.close(commit=True)
+        rec.release(set(rec.owned))
+        rec.commits(positions)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# classic (broker-coordinated) members
+
+
+def run_kafka_python(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
+    from kafka import KafkaConsumer
+    from kafka.consumer.subscription_state import ConsumerRebalanceListener
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+
+    assignors = {
+        "range": RangePartitionAssignor,
+        "roundrobin": RoundRobinPartitionAssignor,
+        "sticky": StickyPartitionAssignor,
+    }
+    if args.strategy not in assignors:
+        raise SystemExit(f"member_proc: kafka-python has no {args.strategy!r} assignor")
+    consumer = KafkaConsumer(
+        bootstrap_servers=args.bootstrap,
+        group_id=args.group,
+        client_id=args.member,
+        auto_offset_reset="earliest",
+        enable_auto_commit=True,
+        auto_commit_interval_ms=int(COMMIT_EVERY_S * 1000),
+        session_timeout_ms=args.session_timeout_ms,
+        heartbeat_interval_ms=max(100, args.session_timeout_ms // 4),
+        max_poll_interval_ms=max(args.session_timeout_ms, 10_000),
+        partition_assignment_strategy=[assignors[args.strategy]],
+    )
+
+    class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
+        def on_partitions_revoked(self, revoked: Any) -> None:
+            rec.rebalance_start("revoke")
+            rec.release((tp.topic, tp.partition) for tp in revoked)
+
+        def on_partitions_assigned(self, assigned: Any) -> None:
+            rec.install(((tp.topic, tp.partition) for tp in assigned), incremental=False)
+
+    consumer.subscribe(topics=list(args.topics), listener=Listener())
+    rec.row("joined", detail={"client": "kafka-python"})
+    try:
+        while not flags.stop.is_set():
+            batches = consumer.poll(timeout_ms=int(CONSUME_POLL_S * 1000))
+            for records in batches.values():
+                for r in records:
+                    rec.row("consume", r.topic, r.partition, offset=r.offset)
+    finally:
+        positions: dict[tuple[str, int], int] = {}
+        for tp in consumer.assignment():
+            try:
+                positions[(tp.topic, tp.partition)] = consumer.position(tp, timeout_ms=2000)
+            except Exception:  # a position we cannot learn is just not reported
+                continue
+        consumer.close(autocommit=True)
+        rec.release(set(rec.owned))
+        rec.commits(positions)
+
+
+def run_confluent(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
+    from confluent_kafka import Consumer
+
+    strategies = {"range": "range", "roundrobin": "roundrobin", "cooperative-sticky": "cooperative-sticky"}
+    if args.strategy not in strategies:
+        raise SystemExit(f"member_proc: librdkafka has no eager {args.strategy!r} assignor")
+    incremental = args.strategy == "cooperative-sticky"
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "client.id": args.member,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": int(COMMIT_EVERY_S * 1000),
+            "session.timeout.ms": args.session_timeout_ms,
+            "heartbeat.interval.ms": max(100, args.session_timeout_ms // 4),
+            "partition.assignment.strategy": strategies[args.strategy],
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
+    )
+
+    def on_assign(_c: Any, partitions: Any) -> None:
+        rec.install(((tp.topic, tp.partition) for tp in partitions), incremental=incremental)
+
+    def on_revoke(_c: Any, partitions: Any) -> None:
+        rec.rebalance_start("revoke")
+        rec.release((tp.topic, tp.partition) for tp in partitions)
+
+    def on_lost(_c: Any, partitions: Any) -> None:
+        rec.rebalance_start("lost")
+        rec.release((tp.topic, tp.partition) for tp in partitions)
+
+    consumer.subscribe(list(args.topics), on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    rec.row("joined", detail={"client": "confluent-kafka"})
+    try:
+        while not flags.stop.is_set():
+            msg = consumer.poll(CONSUME_POLL_S)
+            if msg is None or msg.error() is not None:
+                continue
+            rec.row("consume", msg.topic(), msg.partition(), offset=msg.offset())
+    finally:
+        positions: dict[tuple[str, int], int] = {}
+        try:
+            for tp in consumer.position(consumer.assignment()):
+                if tp.offset >= 0:
+                    positions[(tp.topic, tp.partition)] = tp.offset
+        except Exception:  # a position we cannot learn is just not reported
+            positions = {}
+        consumer.close()
+        rec.release(set(rec.owned))
+        rec.commits(positions)
+
+
+RUNNERS = {
+    "legacy-faithful": run_legacy,
+    "legacy-fast": run_legacy,
+    "classic-kafka-python": run_kafka_python,
+    "classic-confluent": run_confluent,
+}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m migration.compare.member_proc")
+    p.add_argument("--protocol", required=True, choices=sorted(RUNNERS))
+    p.add_argument("--group", required=True)
+    p.add_argument("--member", required=True, help="member name in the trace (e.g. m0)")
+    p.add_argument("--topics", required=True, type=lambda s: [t for t in s.split(",") if t])
+    p.add_argument("--strategy", default="range")
+    p.add_argument("--zk", default=None, help="ZooKeeper connect string (legacy protocols)")
+    p.add_argument("--bootstrap", default=None, help="bootstrap servers (classic protocols)")
+    p.add_argument("--session-timeout-ms", type=int, default=6000)
+    p.add_argument("--trace-file", required=True)
+    args = p.parse_args(argv)
+    if args.protocol.startswith("legacy") and not args.zk:
+        p.error("--zk is required for the legacy protocols")
+    if args.protocol.startswith("classic") and not args.bootstrap:
+        p.error("--bootstrap is required for the classic protocols")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    flags = Flags()
+    _install_signals(flags)
+    with open(args.trace_file, "a", encoding="utf-8") as out:
+        rec = Recorder(out, args.member)
+        rec.row("started", detail={"protocol": args.protocol, "pid": os.getpid()})
+        RUNNERS[args.protocol](args, rec, flags)
+        rec.row("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,662 @@
+"""The live comparison runner: plays a scenario against a real ZooKeeper and a real zkcoord node, once per protocol
+(and per repeat), with group members in separate processes, and writes one trace run directory per play.
+
+Every protocol gets the same topics, load and churn schedule (member targets drawn from the scenario seed), on a
+fresh ZooKeeper chroot, node and group so plays never interfere. Each run directory holds the merged trace
+(`run.json` + `events/`), `zk_owners.parquet` (periodic samples of the ZooKeeper owner znodes, legacy groups)
+and `members/` (each member's raw JSON lines and stderr). Every process started is stopped, even on failure;
+every wait is bounded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+import json
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from migration.compare.scenario import ChurnEvent, ChurnKind, Family, ProtocolRun, Scenario
+from migration.compare.trace import EventKind, RunMeta, TraceWriter
+from zkcoord.errors import ZkcoordError
+from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
+from zkcoord.local.zookeeper import ZooKeeper
+from zkcoord.zk import registry
+from zkcoord.zk.session import connect
+
+OWNER_SAMPLE_S = 0.25
+DRAIN_TIMEOUT_S = 20.0
+STOP_TIMEOUT_S = 15.0
+ZK_RESTART_AFTER_S = 2.0
+OWNERS_FILE = "zk_owners.parquet"
+MEMBERS_DIR = "members"
+
+# Member-process row kinds that map onto trace kinds; the others ("started", "joined", ...) stay in members/.
+_TRACE_KINDS = {k.value: k for k in EventKind}
+
+
+class RunnerError(ZkcoordError):
+    """A comparison play could not be set up or run."""
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# member processes
+
+
+@dataclass
+class MemberProc:
+    name: str
+    proc: subprocess.Popen[bytes]
+    trace_path: Path
+    stderr_path: Path
+    started_ms: int
+    ended_ms: int | None = None
+    how: str | None = None  # leave | crash | stop | exited
+    _pos: int = 0
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def read_new(self) -> list[dict[str, Any]]:
+        """Rows appended since the last call (a partial last line is left for the next call)."""
+        try:
+            with open(self.trace_path, "rb") as f:
+                f.seek(self._pos)
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        end = data.rfind(b"\n")
+        if end < 0:
+            return []
+        self._pos += end + 1
+        new = []
+        for line in data[: end + 1].splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                new.append(json.loads(line))
+        self.rows.extend(new)
+        return new
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.alive:
+            with contextlib.suppress(ProcessLookupError):
+                self.proc.send_signal(sig)
+
+    def stop(self, how: str, timeout: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM (clean leave), SIGKILL after `timeout`; records when and how the member ended."""
+        if self.ended_ms is None:
+            self.ended_ms, self.how = now_ms(), how
+        self.signal(signal.SIGCONT)  # a paused member cannot act on SIGTERM
+        self.signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def kill(self) -> None:
+        if self.ended_ms is None:
+            self.ended_ms, self.how = now_ms(), "crash"
+        self.signal(signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(10)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# one play of one protocol
+
+
+@dataclass
+class PlayResult:
+    run_dir: Path
+    protocol: str
+    produced: int
+    consumed_unique: int
+    consumed_total: int
+    lost: int
+    owner_samples: int
+    owner_overlaps: int
+    churn_applied: int
+
+
+class _Play:
+    """One protocol's play of a scenario; `run()` returns its result, `close()` stops everything it started."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        proto: ProtocolRun,
+        run_index: int,
+        run_dir: Path,
+        zk_hosts: str,
+        zk: ZooKeeper | None,
+        bootstrap: str | None,
+        work_dir: Path,
+        tick: Callable[[float], None],
+    ) -> None:
+        self.sc = scenario
+        self.proto = proto
+        self.run_index = run_index
+        self.run_dir = run_dir
+        self.zk = zk
+        self.work_dir = work_dir
+        self.tick = tick
+        self.run_id = f"{scenario.name}-{proto.protocol}-r{run_index}-{now_ms()}"
+        self.group = f"{scenario.name}-{proto.protocol}-r{run_index}"
+        chroot = f"/zkcoord-compare/{self.run_id}"
+        root = connect(zk_hosts)
+        try:
+            root.ensure_path(chroot)
+        finally:
+            root.stop()
+            root.close()
+        self.zk_connect = zk_hosts + chroot
+        self.node: NodeProcess | None = None
+        self.bootstrap = bootstrap
+        self.members: list[MemberProc] = []
+        self.runner_rows: list[dict[str, Any]] = []
+        self.produced: list[tuple[int, str, int, int]] = []  # (ts_ms, topic, partition, offset)
+        self.samples: list[tuple[int, str, int, str]] = []  # (ts_ms, topic, partition, owner)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self.rng = random.Random(scenario.seed)
+        self.t0 = 0.0
+        self.started_ms = 0
+
+    # --- set-up ---------------------------------------------------------------------------------------------
+
+    def _start_node(self) -> None:
+        if self.bootstrap is not None:
+            return
+        self.node = NodeProcess(
+            self.work_dir / f"node-{self.run_id}",
+            ("--zk", self.zk_connect, "--node-id", "1", "--num.partitions=1", *FAST_GROUP_FLAGS),
+        )
+        self.node.start()
+        self.bootstrap = self.node.bootstrap
+
+    def _create_topics(self) -> None:
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="zkcoord-compare")
+        try:
+            admin.create_topics([NewTopic(t.name, t.partitions, 1) for t in self.sc.topics])
+        finally:
+            admin.close()
+        client = connect(self.zk_connect)
+        try:
+            deadline = time.monotonic() + 30
+            for t in self.sc.topics:
+                while True:
+                    assignment = registry.read_topic(client, t.name)
+                    if assignment is not None:
+                        break
+                    if time.monotonic() > deadline:
+                        raise RunnerError(f"topic {t.name} did not appear in ZooKeeper within 30 s")
+                    time.sleep(0.05)
+        finally:
+            client.stop()
+            client.close()
+
+    def _spawn(self) -> MemberProc:
+        name = f"m{len(self.members)}"
+        mdir = self.run_dir / MEMBERS_DIR
+        mdir.mkdir(parents=True, exist_ok=True)
+        trace_path, stderr_path = mdir / f"{name}.jsonl", mdir / f"{name}.stderr"
+        cmd = [sys.executable, "-m", "migration.compare.member_proc", "--protocol", self.proto.protocol,
+               "--group", self.group, "--member", name, "--topics", ",".join(t.name for t in self.sc.topics),
+               "--strategy", self.proto.strategy, "--session-timeout-ms", str(self.sc.session_timeout_ms),
+               "--trace-file", str(trace_path)]  # fmt: skip
+        if self.proto.family is Family.LEGACY:
+            cmd += ["--zk", self.zk_connect]
+        else:
+            assert self.bootstrap is not None
+            cmd += ["--bootstrap", self.bootstrap]
+        with open(stderr_path, "wb") as err:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
+        m = MemberProc(name, proc, trace_path, stderr_path, now_ms())
+        self.members.append(m)
+        return m
+
+    # --- background: producer and owner sampler --------------------------------------------------------------
+
+    def _produce(self) -> None:
+        from kafka import KafkaProducer
+
+        tps = [(t.name, p) for t in self.sc.topics for p in range(t.partitions)]
+        total = int(self.sc.producer.rate_per_s * self.sc.producer.duration_s)
+        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks=1, retries=5)
+        try:
+            for i in range(total):
+                if self._stop.is_set():
+                    break
+                delay = self.t0 + i / self.sc.producer.rate_per_s - time.monotonic()
+                if delay > 0 and self._stop.wait(delay):
+                    break
+                topic, partition = tps[i % len(tps)]
+                fut = producer.send(topic, value=f"{self.run_id} {i}".encode(), partition=partition)
+                fut.add_callback(self._acked)
+            producer.flush(timeout=30)
+        finally:
+            producer.close(timeout=5)
+
+    def _acked(self, md: Any) -> None:
+        with self._lock:
+            self.produced.append((now_ms(), md.topic, md.partition, md.offset))
+
+    def _sample_owners(self) -> None:
+        client = connect(self.zk_connect)
+        try:
+            while not self._stop.wait(OWNER_SAMPLE_S):
+                ts = now_ms()
+                try:
+                    owners = registry.read_owners(client, self.group)
+                except Exception:  # a sample lost to a ZooKeeper fault (leader kill) is just skipped
+                    continue
+                with self._lock:
+                    self.samples.extend((ts, t, p, o) for (t, p), o in sorted(owners.items()))
+        finally:
+            client.stop()
+            client.close()
+
+    def _background(self, target: Callable[[], None], name: str) -> None:
+        t = threading.Thread(target=target, name=name, daemon=True)
+        t.start()
+        self._threads.append(t)
+
+    # --- churn ---------------------------------------------------------------------------------------------
+
+    def _live(self) -> list[MemberProc]:
+        return [m for m in self.members if m.ended_ms is None and m.alive]
+
+    def _target(self, ev: ChurnEvent) -> MemberProc | None:
+        live = self._live()
+        if not live:
+            return None
+        if ev.member is None:
+            return live[self.rng.randrange(len(live))]
+        return live[ev.member] if ev.member < len(live) else None
+
+    def _churn_row(self, ev: ChurnEvent, member: str | None, **detail: Any) -> None:
+        self.runner_rows.append(
+            {"ts_ms": now_ms(), "kind": "churn", "member": member, "topic": ev.topic, "partition": None,
+             "offset": None, "generation": None, "detail": {"event": ev.kind.value, "at_s": ev.at_s, **detail}}
+        )  # fmt: skip
+
+    def _apply(self, ev: ChurnEvent, later: list[tuple[float, int, Callable[[], None]]]) -> bool:
+        k = ev.kind
+        if k is ChurnKind.JOIN:
+            names = [self._spawn().name for _ in range(ev.count)]
+            self._churn_row(ev, names[0] if len(names) == 1 else None, members=names, applied=True)
+            return True
+        if k is ChurnKind.PARTITION_INCREASE:
+            self._churn_row(ev, None, applied=False, partitions=ev.partitions,
+                            reason="the zkcoord node has no CreatePartitions API")  # fmt: skip
+            return False
+        if k is ChurnKind.ZK_LEADER_KILL:
+            zk = self.zk
+            if zk is None or len(zk.nodes) < 2:
+                self._churn_row(ev, None, applied=False, reason="no local ZooKeeper ensemble to disturb")
+                return False
+            i = zk.leader()
+            zk.kill_node(i)
+            self._churn_row(ev, None, applied=True, node=i)
+            heapq.heappush(
+                later, (time.monotonic() + ZK_RESTART_AFTER_S, len(later), lambda: zk.restart_node(i))
+            )
+            return True
+        if k is ChurnKind.COORDINATOR_KILL:
+            node = self.node
+            if node is None:
+                self._churn_row(
+                    ev, None, applied=False, reason="the node was given, not started by the runner"
+                )
+                return False
+            t = time.monotonic()
+            node.kill9()
+            node.start()
+            self._churn_row(ev, None, applied=True, down_ms=int((time.monotonic() - t) * 1000))
+            return True
+        target = self._target(ev)
+        if target is None:
+            self._churn_row(ev, None, applied=False, reason="no live member to target")
+            return False
+        if k is ChurnKind.LEAVE:
+            self._churn_row(ev, target.name, applied=True)
+            threading.Thread(target=target.stop, args=("leave",), daemon=True).start()
+        elif k is ChurnKind.CRASH:
+            self._churn_row(ev, target.name, applied=True)
+            target.kill()
+        elif k is ChurnKind.PAUSE:
+            target.signal(signal.SIGSTOP)
+            self._churn_row(ev, target.name, applied=True, duration_s=ev.duration_s)
+            heapq.heappush(later, (time.monotonic() + ev.duration_s, len(later),
+                                   lambda: target.signal(signal.SIGCONT)))  # fmt: skip
+        elif k is ChurnKind.SESSION_EXPIRY:
+            if self.proto.family is Family.LEGACY:
+                target.signal(signal.SIGUSR1)  # the member expires its own session on the server
+                self._churn_row(ev, target.name, applied=True, how="server-side session close")
+            else:  # classic: heartbeats stop for longer than the session timeout
+                stall = self.sc.session_timeout_ms / 1000.0 + 1.5
+                target.signal(signal.SIGSTOP)
+                self._churn_row(
+                    ev, target.name, applied=True, how="stalled past session timeout", stall_s=stall
+                )
+                heapq.heappush(later, (time.monotonic() + stall, len(later),
+                                       lambda: target.signal(signal.SIGCONT)))  # fmt: skip
+        return True
+
+    # --- the play ------------------------------------------------------------------------------------------
+
+    def _consumed(self) -> set[tuple[str, int, int]]:
+        out: set[tuple[str, int, int]] = set()
+        for m in self.members:
+            m.read_new()
+            out.update((r["topic"], r["partition"], r["offset"]) for r in m.rows if r["kind"] == "consume")
+        return out
+
+    def run(self) -> PlayResult:
+        self._start_node()
+        self._create_topics()
+        self.t0 = time.monotonic()
+        self.started_ms = now_ms()
+        for _ in range(self.proto.members):
+            self._spawn()
+        self._background(self._produce, f"produce-{self.run_id}")
+        if self.proto.family is Family.LEGACY:
+            self._background(self._sample_owners, f"owners-{self.run_id}")
+        later: list[tuple[float, int, Callable[[], None]]] = []
+        events = list(self.sc.churn)
+        applied = 0
+        end = self.t0 + self.sc.duration_s
+        last_tick = self.t0
+        while True:
+            now = time.monotonic()
+            while later and later[0][0] <= now:
+                heapq.heappop(later)[2]()
+            while events and self.t0 + events[0].at_s <= now:
+                applied += self._apply(events.pop(0), later)
+            self.tick(now - last_tick)
+            last_tick = now
+            if now >= end and not events:
+                break
+            for m in self.members:
+                m.read_new()
+            time.sleep(0.05)
+        while later:  # resume anything still paused, restart any killed ZooKeeper node
+            heapq.heappop(later)[2]()
+        # Drain: give the group a bounded time to consume what was produced.
+        for t in self._threads[:1]:
+            t.join(DRAIN_TIMEOUT_S)
+        deadline = time.monotonic() + DRAIN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            with self._lock:
+                produced = {(t, p, o) for _, t, p, o in self.produced}
+            if produced <= self._consumed():
+                break
+            time.sleep(0.2)
+        return self._finish(applied)
+
+    def close(self) -> None:
+        """Stop members (clean leave in parallel, then SIGKILL stragglers), background threads and the node."""
+        live = [m for m in self.members if m.alive]
+        stoppers = [threading.Thread(target=m.stop, args=("stop",), daemon=True) for m in live]
+        for t in stoppers:
+            t.start()
+        for t in stoppers:
+            t.join(STOP_TIMEOUT_S + 12)
+        for m in self.members:
+            if m.alive:
+                m.kill()
+        self._stop.set()
+        for t in self._threads:
+            t.join(10)
+        if self.node is not None:
+            self.node.stop()
+
+    def _finish(self, applied: int) -> PlayResult:
+        self.close()
+        for m in self.members:
+            m.read_new()
+        ended_ms = now_ms()
+        rows = self._merged_rows(ended_ms)
+        writer = TraceWriter(
+            self.run_dir,
+            RunMeta(self.run_id, self.sc.name, self.proto.protocol, self.proto.strategy, self.started_ms,
+                    extra={"run_index": self.run_index, "group": self.group, "source": "live"}),
+        )  # fmt: skip
+        for r in rows:
+            writer.emit(r["ts_ms"], _TRACE_KINDS[r["kind"]], member=r["member"], topic=r["topic"],
+                        partition=r["partition"], offset=r["offset"], generation=r["generation"],
+                        detail=r["detail"])  # fmt: skip
+        produced = {(t, p, o) for _, t, p, o in self.produced}
+        consumed_rows = [r for r in rows if r["kind"] == "consume"]
+        consumed = {(r["topic"], r["partition"], r["offset"]) for r in consumed_rows}
+        lost = len(produced - consumed)
+        overlaps = owner_overlaps(self.samples)
+        summary = {"produced": len(produced), "consumed_unique": len(consumed & produced),
+                   "consumed_total": len(consumed_rows), "lost": lost, "owner_samples": len(self.samples),
+                   "owner_overlaps": overlaps, "churn_applied": applied,
+                   "members": {m.name: m.how for m in self.members}}  # fmt: skip
+        writer.close(ended_ms, extra={"summary": summary})
+        table = pa.table(
+            {"ts_ms": pa.array([s[0] for s in self.samples], pa.int64()),
+             "topic": pa.array([s[1] for s in self.samples], pa.string()),
+             "partition": pa.array([s[2] for s in self.samples], pa.int32()),
+             "owner": pa.array([s[3] for s in self.samples], pa.string())}
+        )  # fmt: skip
+        pq.write_table(table, self.run_dir / OWNERS_FILE)
+        return PlayResult(self.run_dir, self.proto.protocol, len(produced), len(consumed & produced),
+                          len(consumed_rows), lost, len(self.samples), overlaps, applied)  # fmt: skip
+
+    def _merged_rows(self, ended_ms: int) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = list(self.runner_rows)
+        rows += [{"ts_ms": ts, "kind": "produce", "member": None, "topic": t, "partition": p, "offset": o,
+                  "generation": None, "detail": None} for ts, t, p, o in self.produced]  # fmt: skip
+        for m in self.members:
+            owned: set[tuple[str, int]] = set()
+            for r in m.rows:
+                if r["kind"] not in _TRACE_KINDS:
+                    continue
+                rows.append(r)
+                tp = (r["topic"], r["partition"])
+                if r["kind"] == "own_start":
+                    owned.add(tp)
+                elif r["kind"] == "own_end":
+                    owned.discard(tp)
+            # A killed member never reports its release: its ownership ends when it stopped working.
+            end = m.ended_ms if m.ended_ms is not None else ended_ms
+            for t, p in sorted(owned):
+                rows.append({"ts_ms": end, "kind": "own_end", "member": m.name, "topic": t, "partition": p,
+                             "offset": None, "generation": None, "detail": {"reason": m.how or "end"}})  # fmt: skip
+        rows.sort(key=lambda r: (r["ts_ms"], r["member"] or "", r["kind"]))
+        return number_rounds(rows)
+
+
+def number_rounds(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Replace each member's own rebalance counter by a group-wide round number: a round opens with a
+    rebalance_start when no member is mid-rebalance and holds every member rebalance begun until all have ended.
+    The member's counter is kept in detail.member_generation. Rows must be in time order."""
+    out: list[dict[str, Any]] = []
+    rounds: dict[tuple[str, int], int] = {}
+    open_members: set[str] = set()
+    current = 0
+    for r in rows:
+        r2 = dict(r)
+        member, gen = r.get("member"), r.get("generation")
+        if member is not None and gen is not None:
+            key = (member, int(gen))
+            if r["kind"] == "rebalance_start" and key not in rounds:
+                if not open_members:
+                    current += 1
+                open_members.add(member)
+                rounds[key] = current
+            if r["kind"] == "rebalance_end":
+                open_members.discard(member)
+            r2["generation"] = rounds.get(key, current)
+            r2["detail"] = {**(r.get("detail") or {}), "member_generation": int(gen)}
+        elif r["kind"] == "churn" and r["detail"].get("event") in ("crash", "leave") and member:
+            open_members.discard(member)
+        out.append(r2)
+    return out
+
+
+def owner_overlaps(samples: Sequence[tuple[int, str, int, str]]) -> int:
+    """Samples in which one partition had more than one distinct owner (a ZooKeeper owner znode is unique per
+    partition, so anything but 0 means the samples or the registry are broken)."""
+    owners: dict[tuple[int, str, int], set[str]] = defaultdict(set)
+    for ts, t, p, o in samples:
+        owners[(ts, t, p)].add(o)
+    return sum(1 for v in owners.values() if len(v) > 1)
+
+
+def interval_overlaps(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, str, str, int]]:
+    """Moments when two members both believed they owned one partition, from own_start/own_end rows in time
+    order: (topic, partition, holder, newcomer, ts_ms)."""
+    holders: dict[tuple[str, int], set[str]] = defaultdict(set)
+    found = []
+    for r in rows:
+        tp = (r["topic"], r["partition"])
+        if r["kind"] == "own_start":
+            for other in sorted(holders[tp] - {r["member"]}):
+                found.append((tp[0], tp[1], other, r["member"], r["ts_ms"]))
+            holders[tp].add(r["member"])
+        elif r["kind"] == "own_end":
+            holders[tp].discard(r["member"])
+    return found
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# entry points
+
+
+@contextlib.contextmanager
+def _zookeeper(scenario: Scenario, given: str | None, base: Path) -> Iterator[tuple[str, ZooKeeper | None]]:
+    if given:
+        yield given, None
+        return
+    needs_ensemble = any(e.kind is ChurnKind.ZK_LEADER_KILL for e in scenario.churn)
+    with ZooKeeper.start(3 if needs_ensemble else 1, base_dir=base / "zookeeper") as zk:
+        yield zk.hosts, zk
+
+
+def run_scenario(
+    scenario: Scenario,
+    out_dir: str | Path,
+    *,
+    zk_connect: str | None = None,
+    bootstrap: str | None = None,
+    runs: int = 1,
+    progress: bool = True,
+    protocols: Sequence[str] | None = None,
+    on_result: Callable[[PlayResult], None] | None = None,
+) -> list[Path]:
+    """Play `scenario` `runs` times for each of its protocols (or only `protocols`); returns the run directories
+    (out_dir/<scenario>/<protocol>/run-<i>)."""
+    if runs < 1:
+        raise RunnerError("runs must be >= 1")
+    chosen = [p for p in scenario.protocols if protocols is None or p.protocol in protocols]
+    if not chosen:
+        raise RunnerError(f"none of {list(protocols or [])} is in scenario {scenario.name!r}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    dirs: list[Path] = []
+    with contextlib.ExitStack() as stack:
+        work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="zkcoord-compare-")))
+        hosts, zk = stack.enter_context(_zookeeper(scenario, zk_connect, work))
+        total = runs * len(chosen) * scenario.duration_s
+        bar = _progress(progress, total)
+        stack.enter_context(bar)
+        for i in range(runs):
+            for proto in chosen:
+                run_dir = out / scenario.name / proto.protocol / f"run-{stamp}-{i}"
+                bar.describe(f"{proto.protocol} run {i + 1}/{runs}")
+                play = _Play(scenario, proto, i, run_dir, hosts, zk, bootstrap, work, bar.advance)
+                try:
+                    result = play.run()
+                finally:
+                    play.close()
+                dirs.append(run_dir)
+                bar.note(
+                    f"{proto.protocol} run {i + 1}: produced {result.produced}, consumed {result.consumed_unique}"
+                    f" ({result.consumed_total - result.consumed_unique} again), lost {result.lost}"
+                )
+                if on_result is not None:
+                    on_result(result)
+    return dirs
+
+
+class _Bar:
+    def __init__(self, enabled: bool, total: float) -> None:
+        self.progress: Any = None
+        if enabled:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(
+                TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(), transient=False
+            )
+            self.task = self.progress.add_task("compare run", total=total)
+
+    def __enter__(self) -> _Bar:
+        if self.progress is not None:
+            self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+    def describe(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, description=text)
+
+    def advance(self, seconds: float) -> None:
+        if self.progress is not None:
+            self.progress.advance(self.task, seconds)
+
+    def note(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress.console.print(text)
+
+
+def _progress(enabled: bool, total: float) -> _Bar:
+    return _Bar(enabled, total)
+
+
+def summary_rows(results: Sequence[PlayResult]) -> list[dict[str, Any]]:
+    return [
+        {"protocol": r.protocol, "run_dir": str(r.run_dir), "produced": r.produced,
+         "consumed": r.consumed_unique, "duplicates": r.consumed_total - r.consumed_unique, "lost": r.lost,
+         "owner_samples": r.owner_samples, "owner_overlaps": r.owner_overlaps}
+        for r in results
+    ]  # fmt: skip
+
+
+def run_builtin_demo(
+    out_dir: str | Path, *, progress: bool = True
+) -> tuple[list[Path], list[dict[str, Any]]]:
+    """The built-in demo scenario, once per protocol: (run directories, one summary row per run)."""
+    from migration.compare.scenario import builtin_scenario
+
+    results: list[PlayResult] = []
+    dirs = run_scenario(builtin_scenario("demo"), out_dir, progress=progress, on_result=results.append)
+    return dirs, summary_rows(results)
