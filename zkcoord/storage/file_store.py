@@ -104,6 +104,7 @@ class FileRecordStore:
         *,
         fsync_interval_ms: int = 1000,
         segment_bytes: int = 104_857_600,
+        read_only: bool = False,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
@@ -115,7 +116,13 @@ class FileRecordStore:
         self.fsync = fsync
         self.fsync_interval_ms = fsync_interval_ms
         self.segment_bytes = segment_bytes
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        self.dropped_tail_bytes = 0
+        if read_only:
+            if not self.directory.is_dir():
+                raise ConfigError(f"record log directory {self.directory} does not exist")
+        else:
+            self.directory.mkdir(parents=True, exist_ok=True)
         self._records: list[RawRecord] | None = None
         self._count = 0
         self._active: Path | None = None
@@ -138,17 +145,20 @@ class FileRecordStore:
             if why:
                 if i != len(segments) - 1:
                     raise CorruptLog(path, good_end, why)
+                self.dropped_tail_bytes = len(data) - good_end
                 log.warning(
-                    "record log %s: dropping torn tail of %d bytes at byte %d (%s)",
+                    "record log %s: %s torn tail of %d bytes at byte %d (%s)",
                     path,
+                    "ignoring" if self.read_only else "dropping",
                     len(data) - good_end,
                     good_end,
                     why,
                 )
-                with open(path, "r+b") as f:
-                    f.truncate(good_end)
-                    f.flush()
-                    os.fsync(f.fileno())
+                if not self.read_only:
+                    with open(path, "r+b") as f:
+                        f.truncate(good_end)
+                        f.flush()
+                        os.fsync(f.fileno())
                 data = data[:good_end]
             records.extend(found)
             self._size = len(data)
@@ -164,14 +174,17 @@ class FileRecordStore:
             records, self._records = self._records, None
             return iter(records)
         out: list[RawRecord] = []
-        for path in self.segments():
-            found, _, why = scan(path.read_bytes())
-            if why:
-                raise CorruptLog(path, 0, why)
+        segments = self.segments()
+        for i, path in enumerate(segments):
+            found, end, why = scan(path.read_bytes())
+            if why and not (self.read_only and i == len(segments) - 1):
+                raise CorruptLog(path, end, why)
             out.extend(found)
         return iter(out)
 
     def append(self, records: Sequence[RawRecord]) -> None:
+        if self.read_only:
+            raise ZkcoordError(f"record log {self.directory} is open read-only")
         if not records:
             return
         blob = b"".join(frame(k, v) for k, v in records)
