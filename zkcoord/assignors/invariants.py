@@ -66,10 +66,11 @@ def check_assignment(
     if balance in ("total", "movable"):
         groups = [[len(assignment[m]) for m in assignment]]
     else:
-        groups = [
-            [sum(1 for tp in assignment[m] if tp[0] == t) for m in assignment]
-            for t in sorted(next(iter(distinct)))
-        ]
+        per_topic: dict[str, dict[str, int]] = {t: dict.fromkeys(assignment, 0) for t in next(iter(distinct))}
+        for member in assignment:
+            for topic, _p in assignment[member]:
+                per_topic[topic][member] += 1
+        groups = [list(per_topic[t].values()) for t in sorted(per_topic)]
     for counts in groups:
         if counts and max(counts) - min(counts) > 1:
             raise AssignmentInvariantError(
