@@ -10,7 +10,7 @@ from zkcoord.assignors import STRATEGIES, assign, check_assignment
 from .helpers import checked_assign
 
 TOPICS = ("a", "b", "c", "d")
-SETTINGS = settings(max_examples=60, deadline=None)
+SETTINGS = settings(max_examples=40, deadline=None)
 
 
 @st.composite
