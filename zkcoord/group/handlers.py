@@ -103,6 +103,12 @@ class _Out:
         self.records.append(record)
         replay(self.st.view, record)
 
+    def records_batch(self, records: list[Record]) -> None:
+        self.records.extend(records)
+        view = self.st.view
+        for record in records:
+            replay(view, record)
+
     def respond(self, token: int, response: GroupResponse) -> None:
         self.responses.append((token, response))
 
@@ -819,9 +825,11 @@ def handle_offset_commit(st: CoordinatorState, req: OffsetCommitRequest, now_ms:
     max_meta = st.config.offset_metadata_max_bytes
     expire = now_ms + req.retention_time_ms if req.retention_time_ms != -1 else -1
     gid = req.group_id
+    records: list[Record] = []
     topics = []
     for t in req.topics:
         parts = []
+        name = t.name
         for p in t.partitions:
             meta = p.committed_metadata if p.committed_metadata is not None else ""
             if len(meta) > max_meta:
@@ -829,9 +837,9 @@ def handle_offset_commit(st: CoordinatorState, req: OffsetCommitRequest, now_ms:
                     OffsetCommitResponsePartition(p.partition_index, int(E.OFFSET_METADATA_TOO_LARGE))
                 )
                 continue
-            out.record(
+            records.append(
                 (
-                    OffsetCommitKey(gid, t.name, p.partition_index),
+                    OffsetCommitKey(gid, name, p.partition_index),
                     OffsetCommitValue(
                         p.committed_offset,
                         p.committed_leader_epoch,
@@ -841,10 +849,24 @@ def handle_offset_commit(st: CoordinatorState, req: OffsetCommitRequest, now_ms:
                     ),
                 )
             )
-            parts.append(OffsetCommitResponsePartition(p.partition_index, 0))
-        topics.append(OffsetCommitResponseTopic(t.name, tuple(parts)))
+            parts.append(_ok_partition(p.partition_index))
+        topics.append(OffsetCommitResponseTopic(name, tuple(parts)))
+    out.records_batch(records)
     out.respond(token, OffsetCommitResponse(tuple(topics)))
     return out.result()
+
+
+_OK_PARTITIONS: dict[int, OffsetCommitResponsePartition] = {}
+
+
+def _ok_partition(index: int) -> OffsetCommitResponsePartition:
+    # Responses are immutable, so one "partition N: NONE" object can answer every commit.
+    cached = _OK_PARTITIONS.get(index)
+    if cached is None:
+        cached = OffsetCommitResponsePartition(index, 0)
+        if len(_OK_PARTITIONS) < 65536:
+            _OK_PARTITIONS[index] = cached
+    return cached
 
 
 def _validate_offset_commit(group: ClassicGroup, req: OffsetCommitRequest) -> ErrorCode | None:

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import NamedTuple
 
 from zkcoord.group.errors import MalformedRecord
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_OFFSET_V3_HEAD = struct.Struct(">hqi")  # version, offset, leader_epoch
+_OFFSET_V3_HEAD = struct.Struct(">hqih")  # version, offset, leader_epoch, metadata length
+_OFFSET_V3_NO_METADATA = struct.Struct(">hqihq")  # ... + commit timestamp, when the metadata is empty
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -26,8 +29,9 @@ OFFSET_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_VALUE_VERSION = 3
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitKey:
+# Offset keys and values are NamedTuples rather than frozen dataclasses: equally immutable, but about three times
+# cheaper to build, and a commit builds two per partition.
+class OffsetCommitKey(NamedTuple):
     group: str
     topic: str
     partition: int
@@ -38,8 +42,7 @@ class GroupMetadataKey:
     group: str
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitValue:
+class OffsetCommitValue(NamedTuple):
     offset: int
     leader_epoch: int  # -1 = none
     metadata: str
@@ -90,11 +93,14 @@ def _bytes(b: bytes) -> bytes:
     return _I32.pack(len(b)) + b
 
 
+@lru_cache(maxsize=4096)
+def _offset_key_prefix(group: str, topic: str) -> bytes:
+    return _I16.pack(OFFSET_KEY_VERSION) + _str(group) + _str(topic)
+
+
 def encode_key(key: RecordKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
-        return b"".join(
-            (_I16.pack(OFFSET_KEY_VERSION), _str(key.group), _str(key.topic), _I32.pack(key.partition))
-        )
+        return _offset_key_prefix(key.group, key.topic) + _I32.pack(key.partition)
     return _I16.pack(GROUP_KEY_VERSION) + _str(key.group)
 
 
@@ -109,10 +115,15 @@ def encode_offset_value(value: OffsetCommitValue) -> bytes:
                 _I64.pack(value.expire_timestamp),
             )
         )
+    if not value.metadata:
+        return _OFFSET_V3_NO_METADATA.pack(
+            OFFSET_VALUE_VERSION, value.offset, value.leader_epoch, 0, value.commit_timestamp
+        )
+    meta = value.metadata.encode()
     return b"".join(
         (
-            _OFFSET_V3_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch),
-            _str(value.metadata),
+            _OFFSET_V3_HEAD.pack(OFFSET_VALUE_VERSION, value.offset, value.leader_epoch, len(meta)),
+            meta,
             _I64.pack(value.commit_timestamp),
         )
     )
@@ -151,7 +162,10 @@ def encode_value(value: RecordValue | None) -> bytes | None:
 
 
 def encode_record(record: Record) -> tuple[bytes, bytes | None]:
-    return encode_key(record[0]), encode_value(record[1])
+    key, value = record
+    if type(value) is OffsetCommitValue:
+        return encode_key(key), encode_offset_value(value)
+    return encode_key(key), encode_value(value)
 
 
 # ------------------------------------------------------------------------------------------------------- decoding
