@@ -119,7 +119,9 @@ def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
             rec.release((t, p) for t, ps in partitions.items() for p in ps)
 
         def after_claim(self, consumer_id: str, assignment: Mapping[TopicPartition, str]) -> None:
-            rec.install(((tp.topic, tp.partition) for tp in assignment), incremental=False)
+            # As the original's listener, `assignment` is the whole group's: keep my threads' partitions.
+            mine = (tp for tp, thread in assignment.items() if thread.rpartition("-")[0] == consumer_id)
+            rec.install(((tp.topic, tp.partition) for tp in mine), incremental=False)
 
     mode = "faithful" if args.protocol == "legacy-faithful" else "fast"
     config = LegacyConsumerConfig(
