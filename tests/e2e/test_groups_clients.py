@@ -111,11 +111,12 @@ class KafkaPythonMember(Member):
             extra["partition_assignment_strategy"] = [
                 {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[strategy]
             ]
+        self.client_id = f"kp-{uuid.uuid4().hex[:6]}"
         self.consumer = KafkaConsumer(
             topic,
             bootstrap_servers=server.bootstrap,
             group_id=group,
-            client_id=f"kp-{uuid.uuid4().hex[:6]}",
+            client_id=self.client_id,
             auto_offset_reset="earliest",
             enable_auto_commit=True,
             auto_commit_interval_ms=COMMIT_INTERVAL_MS,
@@ -157,11 +158,12 @@ class ConfluentMember(Member):
         self.halt = threading.Event()
         self.errors: list[str] = []
         self.assigned: set[int] = set()
+        self.client_id = f"ck-{uuid.uuid4().hex[:6]}"
         self.consumer = Consumer(
             {
                 "bootstrap.servers": server.bootstrap,
                 "group.id": group,
-                "client.id": f"ck-{uuid.uuid4().hex[:6]}",
+                "client.id": self.client_id,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": True,
                 "auto.commit.interval.ms": COMMIT_INTERVAL_MS,
