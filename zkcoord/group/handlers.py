@@ -1099,6 +1099,37 @@ def on_timer(st: CoordinatorState, key: TimerKey, now_ms: int) -> Result:
     return out.result()
 
 
+# ------------------------------------------------------------------------------------------------------ unload
+
+
+def unload_groups(st: CoordinatorState, owned: Callable[[str], bool], now_ms: int) -> Result:
+    """Kafka's `onGroupUnloaded` for every group `owned(group_id)` no longer covers (offsets partition moved away):
+    parked JoinGroup/SyncGroup are answered NOT_COORDINATOR, timers cancelled, the group goes Dead and leaves memory
+    together with its offsets. Nothing is written: the log still holds the group for its next coordinator."""
+    out = _Out(st)
+    for gid, group in list(st.groups.items()):
+        if owned(gid):
+            continue
+        for member in group.members.values():
+            if member.join_token is not None:
+                out.respond(
+                    member.join_token, _join_error(member.join_version, member.member_id, E.NOT_COORDINATOR)
+                )
+                group.set_join_token(member, None)
+            if member.sync_token is not None:
+                out.respond(member.sync_token, _sync_error(E.NOT_COORDINATOR))
+                member.sync_token = None
+            out.cancel(_hb_key(group, member.member_id))
+        for member_id in group.pending_members:
+            out.cancel(TimerKey(TimerKind.PENDING_MEMBER, gid, member_id))
+        out.cancel(_join_key(group))
+        out.cancel(_sync_key(group))
+        group.transition(DEAD, now_ms)
+        del st.groups[gid]
+        st.view.forget(gid)
+    return out.result()
+
+
 # -------------------------------------------------------------------------------------------------------- load
 
 

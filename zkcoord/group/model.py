@@ -40,6 +40,11 @@ class PersistedView:
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     offsets: dict[str, dict[TopicPartition, OffsetCommitValue]] = field(default_factory=dict)
 
+    def forget(self, group_id: str) -> None:
+        """Drop a group from memory when its partition moves away (not a durable change: no record)."""
+        self.groups.pop(group_id, None)
+        self.offsets.pop(group_id, None)
+
     def snapshot(
         self,
     ) -> tuple[dict[str, GroupMetadataValue], dict[str, dict[TopicPartition, OffsetCommitValue]]]:

@@ -120,6 +120,10 @@ class GroupService:
                 fut.set_result(h.error_response(req, ErrorCode.NOT_COORDINATOR))
             self._waiting.pop(token, None)
 
+    def unload_groups(self) -> None:
+        """Drop every group `owns_group` no longer covers (cluster mode: its offsets partition moved away)."""
+        self._apply(h.unload_groups(self.state, self.owns_group, self.now_ms()))
+
     def owns_group(self, group_id: str) -> bool:
         return True if self._owns is None else self._owns(group_id)
 

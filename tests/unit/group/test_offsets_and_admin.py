@@ -238,3 +238,18 @@ def test_replay_all_equals_incremental_view() -> None:
     d.apply(h.handle_delete(d.st, DeleteGroupsRequest(2, ("x",)), d.now, d.next_token()))
     assert replay_all(d.records).snapshot() == d.st.view.snapshot()
     assert isinstance(CoordinatorState(d.config).view.snapshot(), tuple)
+
+
+def test_unload_answers_parked_requests_and_forgets_the_group() -> None:
+    d = Driver()
+    leader, follower = d.stable_group(2)
+    d.commit({("t", 0): 1}, generation=1, member_id=leader)
+    d.commit({("s", 0): 1}, group="kept")
+    t = d.join(member_id=leader)  # parked: rebalance in progress
+    n_records = len(d.records)
+    res = d.apply(h.unload_groups(d.st, lambda g: g == "kept", d.now))
+    assert res.records == () and len(d.records) == n_records
+    assert d.jr(t).error_code == E.NOT_COORDINATOR
+    assert "g" not in d.st.groups and "g" not in d.st.view.offsets and "g" not in d.st.view.groups
+    assert "kept" in d.st.groups and not any(k.group_id == "g" for k in d.timers)
+    assert d.r(d.heartbeat(follower, 1)).error_code == E.UNKNOWN_MEMBER_ID  # type: ignore[attr-defined]

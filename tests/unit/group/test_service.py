@@ -122,10 +122,12 @@ def test_three_join_one_leaves_rebalance_completes_and_commits_survive_restart(t
         assert stale.topics[0].partitions[0].error_code == E.ILLEGAL_GENERATION
         await svc.close()
         store.close()
+        before = svc.state.view.snapshot()
 
         store2 = FileRecordStore(tmp_path)
         svc2 = GroupService(cfg, store2, clock=clock)
         await svc2.start()
+        assert svc2.state.view.snapshot() == before  # the log replays into the same persisted state
         fetched = await svc2.offset_fetch(OffsetFetchRequest(7, "g", None))
         p = fetched.topics[0].partitions[0]
         assert (fetched.topics[0].name, p.committed_offset, p.committed_leader_epoch, p.metadata) == (
