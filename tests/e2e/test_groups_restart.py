@@ -1,0 +1,144 @@
+"""kill -9 of the node while commits are flowing, then a restart on the same data dir: every acknowledged commit
+and every acknowledged record is still there, and a consumer group resumes exactly where it had committed."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as CTopicPartition
+from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka.admin import KafkaAdminClient
+
+from e2e.conftest import FAST_GROUP_FLAGS, ServerProcess
+from e2e.test_groups_clients import PARTITIONS, ConfluentMember, Consumed, new_topic, produce
+from zkcoord.testing import wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path / "data", (*FAST_GROUP_FLAGS, "--num.partitions=1"))
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+        proc.kill9()
+
+
+class CommitLoop:
+    """Commits growing offsets for every partition (simple-consumer commits, generation -1) as fast as the
+    node answers; `acked` holds the last offset each partition's commit was acknowledged with."""
+
+    def __init__(self, node: ServerProcess, group: str, topic: str) -> None:
+        self.tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=node.bootstrap, group_id=group, enable_auto_commit=False, retry_backoff_ms=50
+        )
+        self.consumer.assign(self.tps)
+        self.acked: dict[int, int] = {}
+        self.attempted = 0
+        self.commits = 0
+        self.halt = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        n = 0
+        while not self.halt.is_set():
+            n += 1
+            self.attempted = n * 10
+            offsets = {tp: OffsetAndMetadata(n * 10 + tp.partition, "", -1) for tp in self.tps}
+            try:
+                self.consumer.commit(offsets)
+            except Exception:
+                continue  # not acknowledged: the node is down; retry with the next offsets
+            for tp, om in offsets.items():
+                self.acked[tp.partition] = om.offset
+            self.commits += 1
+
+
+def committed(node: ServerProcess, group: str, topic: str) -> dict[int, int]:
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        found = admin.list_group_offsets({group: None}).get(group, {})
+    finally:
+        admin.close()
+    return {tp.partition: om.offset for tp, om in found.items() if tp.topic == topic}
+
+
+def read_all(node: ServerProcess, topic: str, expected: int) -> set[tuple[int, int]]:
+    consumer = Consumer(
+        {"bootstrap.servers": node.bootstrap, "group.id": "reader", "enable.auto.commit": False}
+    )
+    seen: set[tuple[int, int]] = set()
+    try:
+        consumer.assign([CTopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+
+        def more() -> bool:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                partition, offset = msg.partition(), msg.offset()
+                assert partition is not None and offset is not None
+                seen.add((partition, offset))
+            return len(seen) >= expected
+
+        wait_for(more, 60, f"{expected} records read back", 0)
+    finally:
+        consumer.close()
+    return seen
+
+
+def test_kill9_restart_keeps_acknowledged_commits_and_records(node: ServerProcess) -> None:
+    topic = new_topic(node, "restart")
+    produced = produce(node, topic, 0, 3000)
+
+    # a consumer group consumes everything and commits synchronously (acknowledged) before the crash
+    member_group = f"members-{uuid.uuid4().hex[:6]}"
+    sink = Consumed()
+    member = ConfluentMember(node, member_group, topic, sink)
+    member.start()
+    wait_for(lambda: sink.covers(produced), 60, "the group consumed the first 3000 records")
+    member.stop()  # commits the final positions (acknowledged), then leaves
+    ends = {p: max(o for q, o in produced if q == p) + 1 for p in range(PARTITIONS)}
+    assert committed(node, member_group, topic) == ends
+
+    # simple-consumer commits keep flowing while the node is killed
+    simple_group = f"simple-{uuid.uuid4().hex[:6]}"
+    loop = CommitLoop(node, simple_group, topic)
+    loop.thread.start()
+    try:
+        wait_for(lambda: loop.commits >= 50, 60, "50 acknowledged commits")
+        node.kill9()
+        acked_at_kill = dict(loop.acked)
+        node.start()  # same port, same data dir
+        loop.halt.set()
+        loop.thread.join(60)
+        assert not loop.thread.is_alive()
+    finally:
+        loop.halt.set()
+        loop.consumer.close(autocommit=False)
+
+    after = committed(node, simple_group, topic)
+    for p in range(PARTITIONS):
+        # every acknowledged commit survived; a commit in flight at the kill may or may not have
+        assert loop.acked[p] <= after[p] <= loop.attempted + p, (p, acked_at_kill, loop.acked, after)
+        assert after[p] % 10 == p  # it is one of the offsets this partition was committed with
+    assert committed(node, member_group, topic) == ends
+    assert read_all(node, topic, len(produced)) >= produced
+
+    # the group resumes at its commits: only records produced after the restart are delivered
+    more = produce(node, topic, 3000, 600)
+    sink2 = Consumed()
+    resumed = ConfluentMember(node, member_group, topic, sink2)
+    resumed.start()
+    try:
+        wait_for(lambda: sink2.covers(more), 60, "the resumed group consumed the 600 new records")
+    finally:
+        resumed.stop()
+    assert sink2.offsets == more
