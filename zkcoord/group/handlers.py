@@ -872,6 +872,9 @@ def _ok_partition(index: int) -> OffsetCommitResponsePartition:
 def _validate_offset_commit(group: ClassicGroup, req: OffsetCommitRequest) -> ErrorCode | None:
     if group.state is DEAD:
         return E.COORDINATOR_NOT_AVAILABLE
+    if req.generation_id < 0 and group.state is EMPTY:
+        # Admin tools and manually assigned consumers: member id and instance id are not checked.
+        return None
     if req.generation_id >= 0 or req.member_id != "" or req.group_instance_id is not None:
         err = _validate_current_member(group, req.member_id, req.group_instance_id)
         if err is not None:

@@ -253,3 +253,10 @@ def test_unload_answers_parked_requests_and_forgets_the_group() -> None:
     assert "g" not in d.st.groups and "g" not in d.st.view.offsets and "g" not in d.st.view.groups
     assert "kept" in d.st.groups and not any(k.group_id == "g" for k in d.timers)
     assert d.r(d.heartbeat(follower, 1)).error_code == E.UNKNOWN_MEMBER_ID  # type: ignore[attr-defined]
+
+
+def test_generation_minus_one_into_empty_group_skips_member_checks() -> None:
+    d = Driver()
+    assert commit_codes(d, d.commit({("t", 0): 1}, member_id="whoever", instance="i")) == [0]
+    (m,) = d.stable_group(1, group="h")
+    assert commit_codes(d, d.commit({("t", 0): 1}, group="h", member_id=m)) == [E.ILLEGAL_GENERATION]
