@@ -3,6 +3,7 @@ and a confluent-kafka group survive kill -9 of their coordinator with committed 
 
 from __future__ import annotations
 
+import functools
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -217,6 +218,10 @@ def _groups_with_distinct_coordinators(cluster: Cluster, zk: Any) -> tuple[str, 
     return by_node[others[0]], by_node[controller.brokerid]
 
 
+def _coordinator_moved(cluster: Cluster, zk: Any, group: str, victim: int) -> bool:
+    return cluster.coordinator(zk, group) not in (victim, -1)
+
+
 def test_one_controller_and_kcat_lists_cluster(cluster: Cluster, zk: Any) -> None:
     _produce(cluster.bootstrap, list(range(PARTITIONS)), "a")
     controller = registry.read_controller(zk)
@@ -246,7 +251,7 @@ def test_coordinator_failover_with_real_clients(cluster: Cluster, zk: Any) -> No
     original = cluster.data_leaders(zk)
     kp = KpGroup(cluster.bootstrap, kp_name)
     ck = CkGroup(cluster.bootstrap, ck_name)
-    groups = [kp, ck]
+    groups: list[KpGroup | CkGroup] = [kp, ck]
     try:
         everything = set(range(PARTITIONS))
         _drive(
@@ -262,9 +267,8 @@ def test_coordinator_failover_with_real_clients(cluster: Cluster, zk: Any) -> No
         for victim_group, name in ((kp, kp_name), (ck, ck_name)):
             victim = cluster.coordinator(zk, name)
             cluster.nodes[victim].kill9()
-            wait_for(
-                lambda: cluster.coordinator(zk, name) not in (victim, -1), 40, f"{name} coordinator moved"
-            )
+            moved = functools.partial(_coordinator_moved, cluster, zk, name, victim)
+            wait_for(moved, 40, f"{name} coordinator moved")
             new = cluster.coordinator(zk, name)
             assert new != victim and cluster.nodes[new].running
             # The group stabilises again: partitions assigned and a commit through the new coordinator succeeds.
@@ -284,7 +288,7 @@ def test_coordinator_failover_with_real_clients(cluster: Cluster, zk: Any) -> No
                 acked[p] += n
             _drive(
                 groups,
-                lambda: all(len(g.seen.get(p, ())) == acked[p] for g in groups for p in alive),
+                lambda alive=alive: all(len(g.seen.get(p, ())) == acked[p] for g in groups for p in alive),
                 60,
                 "records produced after the failover consumed",
             )
