@@ -168,6 +168,32 @@ def encode_record(record: Record) -> tuple[bytes, bytes | None]:
     return encode_key(key), encode_value(value)
 
 
+def encode_records(records: list[Record] | tuple[Record, ...]) -> list[tuple[bytes, bytes | None]]:
+    """`encode_record` over many records; commits of many partitions of one topic share the key prefix."""
+    out: list[tuple[bytes, bytes | None]] = []
+    append = out.append
+    pack_partition = _I32.pack
+    pack_plain = _OFFSET_V3_NO_METADATA.pack
+    last: tuple[str, str] | None = None
+    prefix = b""
+    for key, value in records:
+        if type(key) is OffsetCommitKey:
+            group_topic = (key[0], key[1])
+            if group_topic != last:
+                prefix = _offset_key_prefix(key[0], key[1])
+                last = group_topic
+            raw_key = prefix + pack_partition(key[2])
+            if value is None:
+                append((raw_key, None))
+            elif type(value) is OffsetCommitValue and not value[2] and value[4] < 0:
+                append((raw_key, pack_plain(OFFSET_VALUE_VERSION, value[0], value[1], 0, value[3])))
+            else:
+                append((raw_key, encode_value(value)))
+        else:
+            append(encode_record((key, value)))
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------- decoding
 
 

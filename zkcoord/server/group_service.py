@@ -45,7 +45,7 @@ from zkcoord.group.messages import (
 )
 from zkcoord.group.model import CoordinatorState
 from zkcoord.group.results import Cancel, Result, TimerKey
-from zkcoord.records.offsets import decode_record, encode_record
+from zkcoord.records.offsets import decode_record, encode_records
 from zkcoord.storage.store import RawRecord, RecordStore
 
 log = logging.getLogger(__name__)
@@ -254,7 +254,7 @@ class GroupService:
         if result.timers:
             self._arm_wake()
         if result.records:
-            self._queued.append(([encode_record(r) for r in result.records], list(result.responses)))
+            self._queued.append((encode_records(result.records), list(result.responses)))
             self._kick_writer()
         elif result.responses:
             # Released behind any write still pending, so no response shows state that is not yet durable.

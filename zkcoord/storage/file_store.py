@@ -55,6 +55,24 @@ def frame(key: bytes, value: bytes | None) -> bytes:
     return _FRAME.pack(len(payload), zlib.crc32(payload)) + payload
 
 
+def frames(records: Sequence[RawRecord]) -> bytes:
+    """`frame` over many records, as one buffer for a single write."""
+    parts: list[bytes] = []
+    append = parts.append
+    head = _FRAME.pack
+    crc32 = zlib.crc32
+    klen = _KLEN.pack
+    vlen = _VLEN.pack
+    for key, value in records:
+        if value is None:
+            payload = klen(len(key)) + key + b"\xff\xff\xff\xff"
+        else:
+            payload = b"".join((klen(len(key)), key, vlen(len(value)), value))
+        append(head(len(payload), crc32(payload)))
+        append(payload)
+    return b"".join(parts)
+
+
 def _parse_payload(payload: bytes) -> RawRecord | None:
     if len(payload) < 8:
         return None
@@ -187,7 +205,7 @@ class FileRecordStore:
             raise ZkcoordError(f"record log {self.directory} is open read-only")
         if not records:
             return
-        blob = b"".join(frame(k, v) for k, v in records)
+        blob = frames(records)
         if self._fd < 0 or (self._size > 0 and self._size + len(blob) > self.segment_bytes):
             self._roll()
         written = 0

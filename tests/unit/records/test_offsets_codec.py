@@ -190,3 +190,17 @@ def test_offset_round_trip(key: OffsetCommitKey, value: OffsetCommitValue) -> No
 )
 def test_group_round_trip(group: str, value: GroupMetadataValue) -> None:
     assert decode_record(*encode_record((GroupMetadataKey(group), value))) == (GroupMetadataKey(group), value)
+
+
+def test_encode_records_matches_encode_record() -> None:
+    from zkcoord.records.offsets import encode_records
+
+    records = [
+        (OffsetCommitKey("g", "t", 0), OffsetCommitValue(1, -1, "", 5)),
+        (OffsetCommitKey("g", "t", 1), OffsetCommitValue(2, 3, "meta", 5)),
+        (OffsetCommitKey("g", "u", 1), OffsetCommitValue(2, 3, "", 5, 9)),
+        (OffsetCommitKey("g", "u", 2), None),
+        (GroupMetadataKey("g"), GROUP),
+        (GroupMetadataKey("g"), None),
+    ]
+    assert encode_records(records) == [encode_record(r) for r in records]  # type: ignore[arg-type]

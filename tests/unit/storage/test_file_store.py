@@ -107,3 +107,9 @@ def test_other_files_in_the_directory_are_ignored(tmp_path: Path) -> None:
     with FileRecordStore(tmp_path) as store:
         store.append(RECORDS[:1])
     assert list(FileRecordStore(tmp_path).load()) == RECORDS[:1]
+
+
+def test_frames_equals_concatenated_frame() -> None:
+    from zkcoord.storage.file_store import frames
+
+    assert frames(RECORDS) == b"".join(frame(k, v) for k, v in RECORDS)
