@@ -14,7 +14,7 @@ from zkcoord.group.messages import (
     LeaveGroupMember,
     OffsetCommitResponse,
 )
-from zkcoord.group.model import replay_all
+from zkcoord.group.model import CoordinatorState, replay_all
 from zkcoord.group.results import TimerKey, TimerKind
 from zkcoord.group.state import GroupState
 from zkcoord.records.offsets import GroupMetadataKey, decode_record, encode_record
@@ -222,6 +222,28 @@ class CoordinatorMachine(RuleBasedStateMachine):
         for key, value in d.records:
             if isinstance(key, GroupMetadataKey) and value is not None:
                 assert value.leader is None or value.leader in {m.member_id for m in value.members}
+
+    @invariant()
+    def a_restart_from_the_records_rebuilds_the_persisted_groups(self) -> None:
+        d = self.d
+        fresh = CoordinatorState(d.config)
+        h.load(fresh, [decode_record(*encode_record(r)) for r in d.records], d.now)
+        for gid, g in d.st.groups.items():
+            loaded = fresh.groups.get(gid)
+            if g.state is GroupState.STABLE:
+                assert loaded is not None and loaded.state is GroupState.STABLE
+                assert (loaded.generation, loaded.protocol_name, loaded.leader_id) == (
+                    g.generation,
+                    g.protocol_name,
+                    g.leader_id,
+                )
+                assert [
+                    (m.member_id, m.group_instance_id, m.assignment) for m in loaded.members.values()
+                ] == [(m.member_id, m.group_instance_id, m.assignment) for m in g.members.values()]
+            elif g.state is GroupState.EMPTY and (g.generation > 0 or gid in d.st.view.offsets):
+                assert loaded is not None and loaded.state is GroupState.EMPTY
+                assert loaded.generation == g.generation
+        assert set(fresh.groups) <= set(d.st.groups)
 
     @invariant()
     def parked_requests_answered_once(self) -> None:
