@@ -660,3 +660,33 @@ def run_builtin_demo(
     results: list[PlayResult] = []
     dirs = run_scenario(builtin_scenario("demo"), out_dir, progress=progress, on_result=results.append)
     return dirs, summary_rows(results)
+
+
+def run_command(
+    spec: str,
+    out_dir: str | Path,
+    *,
+    zk_connect: str | None = None,
+    bootstrap: str | None = None,
+    runs: int = 1,
+    protocols: Sequence[str] | None = None,
+    progress: bool = True,
+) -> int:
+    """`zkcoord compare run SCENARIO`: play it, print one row per run; exit status 1 when any record was lost."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from migration.compare.scenario import resolve_scenario
+
+    results: list[PlayResult] = []
+    run_scenario(resolve_scenario(spec), out_dir, zk_connect=zk_connect, bootstrap=bootstrap, runs=runs,
+                 progress=progress, protocols=protocols, on_result=results.append)  # fmt: skip
+    table = Table(title=f"compare run {spec}: traces under {out_dir}", title_justify="left")
+    columns = ("protocol", "produced", "consumed", "duplicates", "lost", "owner_overlaps", "run_dir")
+    for c in columns:
+        table.add_column(c, justify="left" if c in ("protocol", "run_dir") else "right")
+    rows = summary_rows(results)
+    for r in rows:
+        table.add_row(*(str(r[c]) for c in columns))
+    Console(width=200).print(table)
+    return 1 if any(r["lost"] or r["owner_overlaps"] for r in rows) else 0
