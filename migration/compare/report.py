@@ -229,8 +229,8 @@ def plot_timeline(
 
     heights = []
     for _, intervals, _, _ in panels:
-        tps = {(r["topic"], r["partition"]) for r in intervals}
-        heights.append(max(2, min(len(tps), TIMELINE_MAX_PARTITIONS)))
+        distinct = {(r["topic"], r["partition"]) for r in intervals}
+        heights.append(max(2, min(len(distinct), TIMELINE_MAX_PARTITIONS)))
     fig, axes = plt.subplots(
         len(panels) or 1,
         1,
@@ -483,9 +483,11 @@ def run_report(
     timeline_run: str | None = None,
     console: Any = None,
     progress: bool = True,
+    shuffle_partitions: int | None = None,
 ) -> ReportResult:
     """The whole job. Pass `spark` to reuse a session (tests); otherwise one is started on `master`
-    (local[2] by default) and stopped at the end."""
+    (local[2] by default) and stopped at the end. `shuffle_partitions` defaults to one per 64 MiB of trace
+    Parquet (at least 1, at most 200): traces are small, and every extra empty partition costs a task per stage."""
     from migration.compare import transforms as T
 
     out = Path(out_dir)
@@ -504,6 +506,11 @@ def run_report(
             from migration.spark import spark_session
 
             spark = spark_session(master, app_name="zkcoord-compare-report")
+        previous = spark.conf.get("spark.sql.shuffle.partitions")
+        if shuffle_partitions is None:
+            size = sum(p.stat().st_size for d, _ in found for p in event_parts(d))
+            shuffle_partitions = max(1, min(200, size // (64 << 20)))
+        spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
         try:
             stage("load events")
             events = load_events(spark, [d for d, _ in found]).cache()
@@ -568,7 +575,14 @@ def run_report(
                 "no rebalance after the first assignment",
             )
             result.plots["timeline"] = plot_timeline(
-                _timeline_panels(metas, intervals, anomalies, churn, timeline_run), plots / "timeline.png"
+                _timeline_panels(
+                    metas,
+                    intervals,
+                    collected["ownership_anomalies"],
+                    collected["churn_to_stable"],
+                    timeline_run,
+                ),
+                plots / "timeline.png",
             )
             result.plots["records"] = plot_bars(
                 collected["records"],
@@ -592,6 +606,8 @@ def run_report(
         finally:
             if own_session:
                 spark.stop()
+            else:
+                spark.conf.set("spark.sql.shuffle.partitions", previous)
     return result
 
 
@@ -629,9 +645,14 @@ def _latency_plot(
 
 
 def _timeline_panels(
-    metas: Sequence[RunMeta], intervals: Any, anomalies: Any, churn: Any, run_id: str | None
+    metas: Sequence[RunMeta],
+    intervals: Any,
+    anomalies: Sequence[dict[str, Any]],
+    churn: Sequence[dict[str, Any]],
+    run_id: str | None,
 ) -> list[Any]:
-    """The runs to draw: `run_id` alone, or the first run (by id) of each protocol in the first scenario."""
+    """The runs to draw: `run_id` alone, or the first run (by id) of each protocol in the first scenario.
+    Intervals are collected for the chosen runs only, in one job."""
     from pyspark.sql import functions as F
 
     if run_id is not None:
@@ -643,15 +664,21 @@ def _timeline_panels(
             if m.scenario == first_scenario:
                 by_protocol.setdefault(m.protocol, m)
         chosen = [by_protocol[p] for p in sorted(by_protocol)]
+    ids = [m.run_id for m in chosen]
+    rows = [r.asDict() for r in intervals.where(F.col("run_id").isin(ids)).collect()]
     panels = []
     for m in chosen:
-        sel = F.col("run_id") == m.run_id
-        panels.append(
-            (
-                m,
-                [r.asDict() for r in intervals.where(sel).collect()],
-                [r.asDict() for r in anomalies.where(sel).collect()],
-                [r.asDict() for r in churn.where(sel).collect()],
-            )
+        mine = sorted(
+            (r for r in rows if r["run_id"] == m.run_id),
+            key=lambda r: (r["topic"], r["partition"], r["start_ms"], r["member"]),
         )
-    return [p for p in panels if p[1]]
+        if mine:
+            panels.append(
+                (
+                    m,
+                    mine,
+                    [a for a in anomalies if a["run_id"] == m.run_id],
+                    [c for c in churn if c["run_id"] == m.run_id],
+                )
+            )
+    return panels

@@ -432,6 +432,18 @@ def write_csv_file(rows: Sequence[Any], path: str | Path) -> None:
         write_csv(rows, fh)
 
 
+_HEADERS = {
+    "group_size": "group",
+    "moved_mean": "moved",
+    "moved_between_survivors_mean": "moved from\nsurvivors",
+    "moved_between_survivors": "moved from\nsurvivors",
+    "stopped_mean": "stopped",
+    "moved_pct": "moved %",
+    "imbalance_max": "imbalance\n(max)",
+    "rounds_mean": "rounds",
+}
+
+
 def rich_table(rows: Sequence[Any], title: str) -> Any:
     from rich.table import Table
 
@@ -440,9 +452,8 @@ def rich_table(rows: Sequence[Any], title: str) -> Any:
         return table
     names = [f.name for f in fields(rows[0])]
     for n in names:
-        table.add_column(
-            n.replace("_", " "), justify="left" if n in ("assignor", "protocol", "event") else "right"
-        )
+        label = _HEADERS.get(n, n.replace("_", " "))
+        table.add_column(label, justify="left" if n in ("assignor", "protocol", "event") else "right")
     for d in rows_as_dicts(rows):
         table.add_row(*(str(d[n]) for n in names))
     return table

@@ -1,10 +1,204 @@
-"""`zkcoord compare`: not built yet (placeholder so the command table is stable while it is)."""
+"""`zkcoord compare`: validate scenarios, simulate rebalances through the pure assignors, and build the Spark
+report from trace runs. The live scenario runner (`compare run`) is not available yet."""
 
 from __future__ import annotations
 
 import argparse
+import random
+import sys
+from typing import Any
+
+DEFAULT_GROUP_SIZES = "2,5,10,25"
+DEFAULT_CHURN = "1,2,4"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("compare", help="(not available yet)")
-    parser.set_defaults(func=lambda args: print("zkcoord compare: not available yet") or 1)
+    parser = sub.add_parser(
+        "compare",
+        help="compare the legacy and broker group protocols: simulate, report, run",
+        description="Side-by-side comparison of the ZooKeeper (legacy) and broker (classic) group protocols.",
+    )
+    csub = parser.add_subparsers(dest="compare_command", metavar="SUBCOMMAND", required=True)
+
+    v = csub.add_parser("validate", help="check a scenario file and print what it describes")
+    v.add_argument("scenario", help="scenario YAML file, or the name of a built-in scenario (demo)")
+    v.set_defaults(func=_validate)
+
+    s = csub.add_parser(
+        "simulate",
+        help="play churn through the pure assignors (no I/O): partitions moved and balance per rebalance",
+        description=(
+            "Without SCENARIO: a sweep over group sizes x churn rates (membership changes per rebalance), each "
+            "case played through every assignor on identical random churn. With SCENARIO: that scenario's churn "
+            "schedule, once per protocol with its strategy."
+        ),
+    )
+    s.add_argument("scenario", nargs="?", help="scenario YAML file or built-in name (demo); omit for a sweep")
+    s.add_argument(
+        "--group-sizes", default=DEFAULT_GROUP_SIZES, help=f"comma list (default {DEFAULT_GROUP_SIZES})"
+    )
+    s.add_argument(
+        "--churn", default=DEFAULT_CHURN, help=f"membership changes per rebalance (default {DEFAULT_CHURN})"
+    )
+    s.add_argument("--topics", type=int, default=4, help="topics in the sweep (default 4)")
+    s.add_argument(
+        "--partitions", type=int, default=24, help="partitions per topic in the sweep (default 24)"
+    )
+    s.add_argument("--rebalances", type=int, default=50, help="rebalances per case (default 50)")
+    s.add_argument("--families", default="legacy,classic", help="protocol families (default legacy,classic)")
+    s.add_argument("--strategies", default=None, help="only these strategies (comma list; default all)")
+    s.add_argument("--seed", type=int, default=1, help="PRNG seed; same seed, same rows (default 1)")
+    s.add_argument("--csv", default=None, metavar="FILE", help="also write the rows as CSV")
+    s.add_argument("--no-progress", action="store_true", help="no progress bar")
+    s.set_defaults(func=_simulate)
+
+    r = csub.add_parser(
+        "report",
+        help="Spark job: many trace runs -> tables, plots and report.html",
+        description="Read trace run directories (or folders holding them), compute the comparison metrics with "
+        "Spark and write DIR/report.html, DIR/plots/*.png and DIR/tables/*.{csv,parquet}.",
+    )
+    r.add_argument("traces", nargs="+", help="run directories, or folders searched for them")
+    r.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    r.add_argument("--master", default=None, metavar="URL", help="Spark master (default local[2])")
+    r.add_argument(
+        "--timeline-run", default=None, metavar="RUN_ID", help="draw the ownership timeline of this run"
+    )
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.set_defaults(func=_report)
+
+    run = csub.add_parser(
+        "run", help="(not available yet) play a scenario against real ZooKeeper and zkcoord"
+    )
+    run.add_argument("scenario", help="scenario YAML file or built-in name (demo)")
+    run.add_argument("--out", default="traces", metavar="DIR", help="where run directories would be written")
+    run.set_defaults(func=_run)
+
+
+def _ints(text: str, what: str, lo: int = 1) -> list[int]:
+    from zkcoord.errors import ConfigError
+
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"--{what}: expected a comma-separated list of integers, got {text!r}") from exc
+    if not values or any(v < lo for v in values):
+        raise ConfigError(f"--{what}: expected integers >= {lo}, got {text!r}")
+    return values
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    # Piped output would otherwise be cut to 80 columns and the tables truncated.
+    return Console() if sys.stdout.isatty() else Console(width=200)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from migration.compare.scenario import resolve_scenario
+
+    sc = resolve_scenario(args.scenario)
+    print(f"{sc.source}: scenario {sc.name!r} is valid")
+    print(f"  duration {sc.duration_s:g} s, seed {sc.seed}, session timeout {sc.session_timeout_ms} ms")
+    print("  topics: " + ", ".join(f"{t.name} ({t.partitions} partitions)" for t in sc.topics))
+    print(f"  producer: {sc.producer.rate_per_s:g} records/s for {sc.producer.duration_s:g} s")
+    for p in sc.protocols:
+        print(f"  {p.protocol}: {p.members} members, {p.strategy}")
+    for e in sc.churn:
+        target = "" if e.member is None else f" member {e.member}"
+        print(f"  at {e.at_s:g} s: {e.kind.value}{target}")
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from migration.compare import simulate as sim
+    from zkcoord.errors import ConfigError
+
+    console = _console()
+    rng = random.Random(args.seed)
+    if args.scenario:
+        from migration.compare.scenario import resolve_scenario
+
+        sc = resolve_scenario(args.scenario)
+        steps = sim.scenario_steps(sc, sim.make_assignor, rng)
+        console.print(sim.rich_table(steps, f"scenario {sc.name}: rebalances through the pure assignors"))
+        if args.csv:
+            sim.write_csv_file(steps, args.csv)
+        return 0
+
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    for f in families:
+        if f not in ("legacy", "classic"):
+            raise ConfigError(f"--families: expected legacy and/or classic, got {f!r}")
+    strategies = (
+        None if args.strategies is None else [s.strip() for s in args.strategies.split(",") if s.strip()]
+    )
+    assignors, missing = sim.available_assignors(families, strategies)
+    for note in missing:
+        console.print(f"[yellow]skipped[/yellow] {note}")
+    if not assignors:
+        raise ConfigError("no assignor to simulate (check --families/--strategies)")
+    if args.topics < 1 or args.partitions < 1 or args.rebalances < 1:
+        raise ConfigError("--topics, --partitions and --rebalances must be >= 1")
+    cases = sim.sweep_cases(
+        _ints(args.group_sizes, "group-sizes"),
+        _ints(args.churn, "churn"),
+        args.topics,
+        args.partitions,
+        args.rebalances,
+    )
+    total = len(cases) * len(assignors)
+    if args.no_progress:
+        rows = sim.sweep(assignors, cases, rng)
+    else:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(
+            TextColumn("simulate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        ) as progress:
+            task = progress.add_task("cases", total=total)
+            rows = sim.sweep(assignors, cases, rng, on_step=lambda: progress.advance(task))
+    title = (
+        f"{len(cases)} cases x {len(assignors)} assignors, {args.rebalances} rebalances each, "
+        f"{args.topics * args.partitions} partitions, seed {args.seed} (means per rebalance)"
+    )
+    console.print(sim.rich_table(rows, title))
+    if args.csv:
+        sim.write_csv_file(rows, args.csv)
+        console.print(f"wrote {args.csv}")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from migration.compare.report import run_report
+    from migration.compare.trace import TraceError
+    from zkcoord.errors import ConfigError
+
+    console = _console()
+    try:
+        result = run_report(
+            args.traces,
+            args.out,
+            master=args.master,
+            timeline_run=args.timeline_run,
+            console=console,
+            progress=not args.no_progress,
+        )
+    except TraceError as exc:
+        raise ConfigError(str(exc)) from exc
+    console.print(f"report: {result.html}")
+    console.print(f"tables: {result.out_dir / 'tables'}   plots: {result.out_dir / 'plots'}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from migration.compare.scenario import resolve_scenario
+
+    sc = resolve_scenario(args.scenario)
+    print(
+        f"zkcoord compare run: scenario {sc.name!r} is valid, but the live runner is not available yet "
+        "(it needs the legacy member runtime and the wire server). Use `zkcoord compare simulate "
+        f"{args.scenario}` for the pure-assignor view of the same churn.",
+        file=sys.stderr,
+    )
+    return 3

@@ -1,0 +1,166 @@
+"""The whole report job on a small synthetic trace set: tables, PNG plots that are real images, and an HTML
+page that references them."""
+
+from __future__ import annotations
+
+import csv
+import struct
+from pathlib import Path
+
+import pytest
+
+from migration.compare.trace import EventKind, RunMeta, TraceWriter
+from zkcoord.cli import main
+
+pytestmark = pytest.mark.spark
+
+PARTITIONS = 4
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def write_run(root: Path, run_id: str, protocol: str, strategy: str, *, eager: bool) -> Path:
+    """Members A, B own t-0,1 / t-2,3 from 0 ms; C joins at 1000; the rebalance runs 1000..1200 and ends with
+    A t-0, B t-2,3, C t-1. Eager: every partition is released at 1000 and taken at 1200 (four 200 ms gaps), and
+    t-0 offsets 0..1 are consumed twice. Cooperative: only t-1 moves (one 200 ms gap). The run ends at 3000."""
+    run_dir = root / run_id
+    w = TraceWriter(run_dir, RunMeta(run_id, "synthetic", protocol, strategy, started_ms=0), flush_rows=7)
+    E = EventKind
+    before = {"A": [("t", 0), ("t", 1)], "B": [("t", 2), ("t", 3)]}
+    after = {"A": [("t", 0)], "B": [("t", 2), ("t", 3)], "C": [("t", 1)]}
+    for m, tps in before.items():
+        w.emit(0, E.REBALANCE_START, member=m, generation=1)
+        w.assignment(0, m, 1, tps)
+        for t, p in tps:
+            w.emit(10, E.OWN_START, member=m, topic=t, partition=p)
+        w.emit(10, E.REBALANCE_END, member=m, generation=1)
+    w.emit(1000, E.CHURN, member="C", detail={"event": "join"})
+    for m in ("A", "B", "C"):
+        w.emit(1000, E.REBALANCE_START, member=m, generation=2)
+        w.assignment(1150, m, 2, after[m])
+    for m, tps in before.items():
+        for t, p in tps:
+            if eager or (t, p) not in after[m]:
+                w.emit(1000, E.OWN_END, member=m, topic=t, partition=p)
+                w.emit(1001, E.COMMIT, member=m, topic=t, partition=p, offset=5)
+    for m, tps in after.items():
+        for t, p in tps:
+            if eager or (t, p) not in before.get(m, []):
+                w.emit(1200, E.OWN_START, member=m, topic=t, partition=p)
+        w.emit(1200, E.REBALANCE_END, member=m, generation=2)
+    for p in range(PARTITIONS):
+        for o in range(10):
+            w.emit(20 + o, E.PRODUCE, topic="t", partition=p, offset=o)
+            w.emit(30 + o, E.CONSUME, member="A", topic="t", partition=p, offset=o)
+    if eager:
+        for o in (0, 1):
+            w.emit(1300, E.CONSUME, member="A", topic="t", partition=0, offset=o)
+    for i in range(3):
+        w.emit(1002 + i, E.ZK_OP, member="A", detail={"op": "getChildren", "path": "/consumers/g/ids"})
+    return w.close(ended_ms=3000)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()[:24]
+    assert data[:8] == PNG_SIGNATURE, f"{path} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture(scope="module")
+def report(spark, tmp_path_factory):
+    """One run of `zkcoord compare report` over: two identical eager runs (legacy-fast), one cooperative run
+    (classic-confluent), and a run that loses a record (legacy-faithful)."""
+    root = tmp_path_factory.mktemp("traces")
+    write_run(root / "a", "eager-1", "legacy-fast", "range", eager=True)
+    write_run(root / "a", "coop-1", "classic-confluent", "cooperative-sticky", eager=False)
+    extra = write_run(root / "b", "eager-2", "legacy-fast", "range", eager=True)
+    w = TraceWriter(root / "lossy", RunMeta("lossy-1", "synthetic", "legacy-faithful", "range", 0))
+    w.emit(5, EventKind.PRODUCE, topic="t", partition=0, offset=0)
+    w.emit(6, EventKind.OWN_START, member="A", topic="t", partition=0)
+    w.close(ended_ms=100)
+
+    class Borrowed:
+        """The test session, which the job must not stop."""
+
+        def __getattr__(self, name):
+            return getattr(spark, name)
+
+        def stop(self):
+            pass
+
+    seen = {}
+
+    def fake_session(master=None, app_name="zkcoord", driver_memory="1g"):
+        seen["master"] = master
+        return Borrowed()
+
+    out = root / "out"
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("migration.spark.spark_session", fake_session)
+        rc = main(["compare", "report", str(root / "a"), str(extra), str(root / "lossy"), "--out", str(out),
+                   "--master", "local[1]", "--no-progress"])  # fmt: skip
+    assert rc == 0
+    assert seen["master"] == "local[1]"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == before  # a borrowed session is left as it was
+    return out
+
+
+def test_plots_are_real_images_referenced_by_the_page(report):
+    names = ("latency", "moved", "timeline", "records", "ownership")
+    page = (report / "report.html").read_text(encoding="utf-8")
+    for name in names:
+        path = report / "plots" / f"{name}.png"
+        width, height = png_size(path)
+        assert width >= 500 and height >= 300, (name, width, height)
+        assert f"src='plots/{name}.png'" in page
+    # One timeline panel per protocol of the scenario (three protocols, four partitions each at most).
+    assert png_size(report / "plots" / "timeline.png")[1] >= 700
+    for table in (
+        "summary",
+        "rebalances",
+        "churn_to_stable",
+        "partitions_moved",
+        "ownership_anomalies",
+        "records",
+    ):
+        assert (report / "tables" / f"{table}.csv").is_file()
+        assert (report / "tables" / f"{table}.parquet").stat().st_size > 0
+        assert f"tables/{table}.csv" in page
+    assert "Lost records or ownership overlaps found in: synthetic/legacy-faithful" in page
+
+
+def test_summary_numbers(report):
+    with open(report / "tables" / "summary.csv", encoding="utf-8") as fh:
+        summary = {r["protocol"]: r for r in csv.DictReader(fh)}
+    eager, coop, lossy = summary["legacy-fast"], summary["classic-confluent"], summary["legacy-faithful"]
+    assert (eager["runs"], coop["runs"], lossy["runs"]) == ("2", "1", "1")
+    # Eager: 4 partitions x 200 ms without an owner per run (two runs); cooperative: only t-1, 200 ms.
+    assert (eager["gaps"], eager["gap_ms_total"], coop["gaps"], coop["gap_ms_total"]) == (
+        "8",
+        "1600",
+        "1",
+        "200",
+    )
+    # Generation 2 moves only t-1 (A -> C) in both protocols.
+    assert (eager["moved_per_rebalance_mean"], coop["moved_per_rebalance_mean"]) == ("1.0", "1.0")
+    # Rebalance durations 10, 200 per run: sorted 10 10 200 200 -> p50 at 1.5 = 105.
+    assert (eager["rebalances"], eager["rebalance_max_ms"], eager["rebalance_p50_ms"]) == (
+        "4",
+        "200.0",
+        "105.0",
+    )
+    # Churn at 1000, last rebalance_end before the run's end at 1200.
+    assert coop["churn_to_stable_p50_ms"] == "200.0"
+    assert (eager["duplicates"], eager["lost"], coop["duplicates"], coop["lost"]) == ("4", "0", "0", "0")
+    assert (lossy["lost"], lossy["rebalances"]) == ("1", "")
+    # Commits inside the gen-2 window: eager 4, cooperative 1; two rebalances per run.
+    assert (eager["commits_per_rebalance"], coop["commits_per_rebalance"]) == ("2.0", "0.5")
+    # Three zk ops at 1002..1004, inside generation 2 of every run.
+    assert (eager["zk_ops_per_rebalance"], coop["zk_ops_per_rebalance"]) == ("1.5", "1.5")
+
+
+def test_cli_report_names_a_bad_trace_path(tmp_path, capsys):
+    rc = main(["compare", "report", str(tmp_path / "nope"), "--out", str(tmp_path / "o"), "--no-progress"])
+    assert rc == 2
+    assert f"{tmp_path / 'nope'}: no such file or directory" in capsys.readouterr().err
