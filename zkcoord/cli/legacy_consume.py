@@ -1,10 +1,181 @@
-"""`zkcoord legacy consume`: not built yet (placeholder; registered by zkcoord.cli.legacy)."""
+"""`zkcoord legacy consume`: one LegacyConsumer group member printing each record's value on its own line (as
+the old console consumer did), committing its offsets and leaving the group cleanly on SIGTERM/SIGINT,
+`--max-messages` or `--timeout-ms` (consumer.timeout.ms: no record for that long)."""
 
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from types import FrameType
+from typing import BinaryIO
+
+from zkcoord.errors import ConfigError, ZkcoordError
+from zkcoord.legacy import paths
+from zkcoord.legacy.config import LegacyConsumerConfig
+from zkcoord.zk.member import LegacyConsumer
+
+# How often the record loop looks at the stop flag while no record arrives.
+POLL_STEP_S = 0.2
+# Set by the options themselves; a --property giving them too would be ambiguous.
+_OWN_PROPERTIES = ("group.id", "zookeeper.connect", "zkcoord.mode")
+
+
+class ZooKeeperUnreachable(ZkcoordError):
+    """The member could not connect to ZooKeeper (or register in it) at start."""
 
 
 def register(legacy_sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = legacy_sub.add_parser("consume", help="(not available yet)")
-    parser.set_defaults(func=lambda args: print("zkcoord legacy consume: not available yet") or 1)
+    p = legacy_sub.add_parser(
+        "consume",
+        help="run one legacy ZooKeeper group member and print record values (the old console consumer)",
+        description=(
+            "Joins group G as a ZooKeeper-era high-level consumer, prints each record value on one line, "
+            "commits offsets to /consumers/G/offsets and leaves the group on SIGTERM/SIGINT, "
+            "--max-messages or --timeout-ms."
+        ),
+    )
+    p.add_argument("--zk", required=True, metavar="CONNECT", help="ZooKeeper connect string (chroot allowed)")
+    p.add_argument("--group", required=True, help="consumer group id (group.id)")
+    p.add_argument("--topic", required=True, help="topic to consume")
+    p.add_argument(
+        "--streams", type=int, default=1, metavar="N", help="streams (consumer threads) registered"
+    )
+    p.add_argument(
+        "--mode", choices=("fast", "faithful"), default="fast", help="rebalance mode (zkcoord.mode)"
+    )
+    p.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="without a committed offset start at the earliest record (auto.offset.reset=smallest)",
+    )
+    p.add_argument("--max-messages", type=int, default=None, metavar="N", help="exit after N records")
+    p.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="exit when no record arrives for MS milliseconds (consumer.timeout.ms)",
+    )
+    p.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a legacy consumer property, e.g. auto.commit.interval.ms=200 (repeatable)",
+    )
+    p.set_defaults(func=cmd_consume)
+
+
+def parse_properties(items: Sequence[str]) -> dict[str, str]:
+    """`key=value` strings to a dict; a missing `=`, an empty key or a repeated key is refused, naming it."""
+    props: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"--property {item!r}: expected KEY=VALUE, e.g. auto.commit.interval.ms=1000")
+        if key in props:
+            raise ConfigError(f"--property {key} given twice ({props[key]!r} and {value!r})")
+        props[key] = value
+    return props
+
+
+def build_config(args: argparse.Namespace) -> LegacyConsumerConfig:
+    """The member's config from the options; every value is validated before anything touches ZooKeeper."""
+    props = parse_properties(args.property)
+    for own in _OWN_PROPERTIES:
+        if own in props:
+            option = {"group.id": "--group", "zookeeper.connect": "--zk", "zkcoord.mode": "--mode"}[own]
+            raise ConfigError(f"--property {own}: set it with {option}")
+    reset = props.get("auto.offset.reset")
+    if args.from_beginning and reset is not None and reset.strip() != "smallest":
+        # The old console consumer refused this combination too.
+        raise ConfigError(f"--from-beginning conflicts with --property auto.offset.reset={reset}")
+    if args.timeout_ms is not None:
+        if args.timeout_ms < 0:
+            raise ConfigError(f"--timeout-ms={args.timeout_ms}: must be 0 or more")
+        if "consumer.timeout.ms" in props:
+            raise ConfigError("--timeout-ms conflicts with --property consumer.timeout.ms")
+        props["consumer.timeout.ms"] = str(args.timeout_ms)
+    if args.streams < 1:
+        raise ConfigError(f"--streams={args.streams}: must be at least 1")
+    if args.max_messages is not None and args.max_messages < 1:
+        raise ConfigError(f"--max-messages={args.max_messages}: must be at least 1")
+    paths.validate_topic(args.topic, max_length=paths.TOPIC_MAX_LENGTH_0_8_2)
+    props.setdefault("auto.offset.reset", "smallest" if args.from_beginning else "largest")
+    props.update({"group.id": args.group, "zookeeper.connect": args.zk, "zkcoord.mode": args.mode})
+    return LegacyConsumerConfig.from_properties(props)
+
+
+def consume(
+    consumer: LegacyConsumer,
+    out: BinaryIO,
+    *,
+    max_messages: int | None,
+    stop: threading.Event,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> tuple[int, str]:
+    """Print records until a stop reason; returns (records printed, reason). The member must be started."""
+    timeout_ms = consumer.config.consumer_timeout_ms
+    printed = 0
+    last_record = monotonic()
+    while True:
+        if stop.is_set():
+            return printed, "signal"
+        step = POLL_STEP_S
+        if timeout_ms >= 0:
+            remaining = timeout_ms / 1000.0 - (monotonic() - last_record)
+            if remaining <= 0:
+                return printed, "timeout"
+            step = min(step, remaining)
+        asked = monotonic()
+        msg = consumer.next_message(step)
+        if msg is None:
+            # next_message returns early only when the member stopped itself (e.g. a duplicate consumer id).
+            if monotonic() - asked < step / 2 and not stop.is_set():
+                return printed, "member stopped: " + (consumer.stats.last_error or "unknown reason")
+            continue
+        out.write((msg.value if msg.value is not None else b"null") + b"\n")
+        out.flush()
+        printed += 1
+        last_record = monotonic()
+        if max_messages is not None and printed >= max_messages:
+            return printed, "max-messages"
+
+
+def cmd_consume(args: argparse.Namespace) -> int:
+    config = build_config(args)
+    consumer = LegacyConsumer(config, {args.topic: args.streams})
+    stop = threading.Event()
+
+    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    printed = 0
+    reason = "error"
+    try:
+        try:
+            consumer.start()
+        except ZkcoordError:
+            raise
+        except Exception as exc:
+            raise ZooKeeperUnreachable(
+                f"cannot join group {config.group_id!r} through ZooKeeper {config.zookeeper_connect!r} within "
+                f"zookeeper.connection.timeout.ms={config.connection_timeout_ms}: {type(exc).__name__}: {exc}"
+            ) from None
+        try:
+            printed, reason = consume(consumer, sys.stdout.buffer, max_messages=args.max_messages, stop=stop)
+        except BrokenPipeError:
+            reason = "stdout closed"
+    finally:
+        # close() commits consumed offsets (auto.commit.enable), releases owner znodes and deregisters.
+        consumer.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print(f"Processed a total of {printed} messages ({reason})", file=sys.stderr)
+    return 1 if reason.startswith("member stopped") else 0
