@@ -171,7 +171,10 @@ def plot_distribution(
         for i, vals in enumerate(data, start=1):
             xs = [i + 0.18 * ((j % 7) - 3) / 3 for j in range(len(vals))]
             ax.scatter(xs, vals, s=12, alpha=0.6, color="tab:blue", zorder=3)
-        ax.set_xticks(range(1, len(keys) + 1), [_label(s, p, scenarios) for s, p in keys])
+        ax.set_xticks(
+            range(1, len(keys) + 1),
+            [f"{_label(s, p, scenarios)}\n(n={len(d)})" for (s, p), d in zip(keys, data, strict=True)],
+        )
     else:
         ax.text(0.5, 0.5, empty_note, ha="center", va="center", transform=ax.transAxes)
     ax.set_title(title)
@@ -630,7 +633,11 @@ def _latency_plot(
             for i, vals in enumerate(data, start=1):
                 xs = [i + 0.18 * ((j % 7) - 3) / 3 for j in range(len(vals))]
                 ax.scatter(xs, vals, s=12, alpha=0.6, color="tab:blue", zorder=3)
-            ax.set_xticks(range(1, len(keys) + 1), [_label(s, p, scenarios) for s, p in keys], fontsize=8)
+            ax.set_xticks(
+                range(1, len(keys) + 1),
+                [f"{_label(s, p, scenarios)}\n(n={len(d)})" for (s, p), d in zip(keys, data, strict=True)],
+                fontsize=8,
+            )
         else:
             ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
         ax.set_title(title, fontsize=11)

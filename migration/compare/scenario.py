@@ -152,8 +152,9 @@ class ScenarioError(ConfigError):
 # YAML -> plain values with the line of every key path
 
 
-def _to_plain(node: yaml.Node, path: str, lines: dict[str, int], source: str) -> Any:
-    lines[path] = node.start_mark.line + 1
+def _to_plain(node: yaml.Node, path: str, lines: dict[str, int], source: str, line: int | None = None) -> Any:
+    # A mapping entry is located at its key (`producer:`), not at its value, which may start a line later.
+    lines[path] = line if line is not None else node.start_mark.line + 1
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -163,7 +164,7 @@ def _to_plain(node: yaml.Node, path: str, lines: dict[str, int], source: str) ->
             sub = f"{path}.{key}" if path else key
             if key in out:
                 raise ScenarioError(source, key_node.start_mark.line + 1, sub, "duplicate key")
-            out[key] = _to_plain(value_node, sub, lines, source)
+            out[key] = _to_plain(value_node, sub, lines, source, key_node.start_mark.line + 1)
         return out
     if isinstance(node, yaml.SequenceNode):
         return [_to_plain(item, f"{path}[{i}]", lines, source) for i, item in enumerate(node.value)]

@@ -1,0 +1,176 @@
+"""Scenario files: the built-in one and a full file parse; every kind of bad input names file:line, the key path
+and what was expected."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from migration.compare.scenario import (
+    ChurnEvent,
+    ChurnKind,
+    ProtocolRun,
+    ScenarioError,
+    builtin_scenario,
+    load_scenario,
+    parse_scenario,
+    resolve_scenario,
+)
+from zkcoord.errors import ConfigError
+
+GOOD = textwrap.dedent(
+    """\
+    name: sample
+    seed: 3
+    duration_s: 60
+    session_timeout_ms: 10000
+    topics:
+      - name: a
+        partitions: 4
+      - name: b
+        partitions: 2
+    producer:
+      rate_per_s: 50.5
+      duration_s: 30
+    protocols:
+      legacy-faithful: {members: 2, strategy: roundrobin}
+      classic-kafka-python: {members: 3, strategy: sticky}
+    churn:
+      - {at_s: 1, event: join, count: 2}
+      - {at_s: 2, event: leave, member: 3}
+      - {at_s: 3, event: crash, member: random}
+      - {at_s: 4, event: pause, member: 0, duration_s: 12}
+      - {at_s: 5, event: session-expiry, member: 1}
+      - {at_s: 5, event: zk-leader-kill}
+      - {at_s: 6, event: coordinator-kill}
+      - {at_s: 7, event: partition-increase, topic: b, partitions: 5}
+    """
+)
+
+
+def test_good_file_parses_to_exact_values(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(GOOD)
+    sc = load_scenario(path)
+    assert (sc.name, sc.seed, sc.duration_s, sc.session_timeout_ms, sc.source) == (
+        "sample",
+        3,
+        60.0,
+        10000,
+        str(path),
+    )
+    assert sc.partitions_per_topic() == {"a": 4, "b": 2}
+    assert (sc.producer.rate_per_s, sc.producer.duration_s) == (50.5, 30.0)
+    assert sc.protocols == (
+        ProtocolRun("legacy-faithful", 2, "roundrobin"),
+        ProtocolRun("classic-kafka-python", 3, "sticky"),
+    )
+    assert sc.protocol("classic-kafka-python").family.value == "classic"
+    assert sc.churn == (
+        ChurnEvent(1.0, ChurnKind.JOIN, count=2),
+        ChurnEvent(2.0, ChurnKind.LEAVE, member=3),
+        ChurnEvent(3.0, ChurnKind.CRASH, member=None),
+        ChurnEvent(4.0, ChurnKind.PAUSE, member=0, duration_s=12.0),
+        ChurnEvent(5.0, ChurnKind.SESSION_EXPIRY, member=1),
+        ChurnEvent(5.0, ChurnKind.ZK_LEADER_KILL),
+        ChurnEvent(6.0, ChurnKind.COORDINATOR_KILL),
+        ChurnEvent(7.0, ChurnKind.PARTITION_INCREASE, topic="b", partitions=5),
+    )
+
+
+def test_builtin_demo_is_short_and_covers_every_protocol():
+    sc = builtin_scenario("demo")
+    assert resolve_scenario("demo") == sc
+    assert sc.duration_s * len(sc.protocols) < 120
+    assert {p.protocol for p in sc.protocols} == {
+        "legacy-faithful",
+        "legacy-fast",
+        "classic-kafka-python",
+        "classic-confluent",
+    }
+    assert {e.kind for e in sc.churn} >= {ChurnKind.JOIN, ChurnKind.LEAVE, ChurnKind.CRASH, ChurnKind.PAUSE}
+
+
+def _replace(old: str, new: str) -> str:
+    assert old in GOOD, old
+    return GOOD.replace(old, new, 1)
+
+
+BAD = [
+    # (edit, line, path, problem fragment)
+    (("name: sample", "name: 'bad name!'"), 1, "name", "expected a name of 1-249 characters"),
+    (("seed: 3\n", "seed: 3\nseeed: 4\n"), 3, "seeed", "unknown key 'seeed'; expected one of: name, duration_s"),
+    (("duration_s: 60", "duration_s: -1"), 3, "duration_s", "expected a number in (0.0, 86400.0], got -1"),
+    (("duration_s: 60", "duration_s: soon"), 3, "duration_s", "got str 'soon'"),
+    (("session_timeout_ms: 10000", "session_timeout_ms: 1.5"), 4, "session_timeout_ms", "expected an integer"),
+    (("    partitions: 4", "    partitions: 0"), 7, "topics[0].partitions", "expected an integer in [1, 10000], got 0"),
+    (("  - name: b\n", "  - name: a\n"), 8, "topics[1].name", "topic 'a' is listed twice"),
+    (("    partitions: 2\n", "    partitions: 2\n    replicas: 3\n"), 10, "topics[1].replicas", "unknown key 'replicas'"),
+    (("  rate_per_s: 50.5\n", ""), 10, "producer", "missing required key 'rate_per_s'"),
+    (("  duration_s: 30", "  duration_s: 61"), 12, "producer.duration_s", "expected a number in (0.0, 60.0], got 61"),
+    (("legacy-faithful: {", "legacy-slow: {"), 14, "protocols.legacy-slow", "unknown protocol 'legacy-slow'"),
+    (
+        ("strategy: roundrobin", "strategy: sticky"),
+        14,
+        "protocols.legacy-faithful.strategy",
+        "expected one of: range, roundrobin (the legacy protocol's strategies); got str 'sticky'",
+    ),
+    (("members: 3", "members: true"), 15, "protocols.classic-kafka-python.members", "got boolean True"),
+    (("event: join", "event: explode"), 17, "churn[0].event", "expected one of: join, leave, crash, pause"),
+    (("{at_s: 1, event: join, count: 2}", "{at_s: 1, count: 2}"), 17, "churn[0]", "missing required key 'event'"),
+    (("{at_s: 2, event: leave, member: 3}", "{at_s: 2, event: leave}"), 18, "churn[1]", "missing required key 'member'"),
+    (("event: leave, member: 3", "event: leave, member: 4"), 18, "churn[1].member", "live member index in [0, 3]"),
+    (("{at_s: 3, event: crash", "{at_s: 0.5, event: crash"), 19, "churn[2].at_s", "events must be in time order"),
+    (("{at_s: 7, event", "{at_s: 70, event"), 24, "churn[7].at_s", "expected a number in [0.0, 60.0], got 70"),
+    (("duration_s: 12}", "duration_s: 0}"), 20, "churn[3].duration_s", "expected a number in (0.0, 3600.0]"),
+    (("{at_s: 6, event: coordinator-kill}", "{at_s: 6, event: coordinator-kill, member: 1}"), 23, "churn[6].member", "unknown key 'member'"),
+    (("topic: b, partitions: 5", "topic: c, partitions: 5"), 24, "churn[7].topic", "expected one of: a, b; got str 'c'"),
+    (("topic: b, partitions: 5", "topic: b, partitions: 2"), 24, "churn[7].partitions", "expected an integer in [3, 10000], got 2"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("edit", "line", "path", "problem"), BAD, ids=[b[2] + ":" + b[3][:20] for b in BAD])
+def test_bad_input_names_line_path_and_expectation(edit, line, path, problem):
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(_replace(*edit), "s.yaml")
+    err = info.value
+    assert (err.source, err.line, err.path) == ("s.yaml", line, path), str(err)
+    assert problem in err.problem
+    assert str(err).startswith(f"s.yaml:{line}: {path}: ")
+    assert isinstance(err, ConfigError)
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "path", "problem"),
+    [
+        ("", 1, "<top>", "the file is empty"),
+        ("name: x\ntopics: [\n", 3, "<yaml>", "not valid YAML"),
+        ("- a\n- b\n", 1, "<top>", "expected a mapping, got a list"),
+        ("name: x\nname: y\n", 2, "name", "duplicate key"),
+        ("name: x\n", 1, "<top>", "missing required key 'duration_s'"),
+    ],
+)
+def test_malformed_documents(text, line, path, problem):
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(text, "f.yaml")
+    assert (info.value.line, info.value.path) == (line, path), str(info.value)
+    assert problem in info.value.problem
+
+
+def test_removing_every_member_is_rejected():
+    text = (
+        GOOD.split("churn:")[0]
+        + "churn:\n"
+        + "".join(f"  - {{at_s: {i}, event: crash, member: 0}}\n" for i in range(3))
+    )
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario(text, "s.yaml")
+    assert info.value.path == "churn[2]" and "no member is left" in info.value.problem
+
+
+def test_unreadable_file_and_unknown_builtin(tmp_path):
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load_scenario(tmp_path / "missing.yaml")
+    with pytest.raises(ScenarioError, match="no such built-in scenario; have: demo"):
+        builtin_scenario("huge")
