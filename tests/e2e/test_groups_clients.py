@@ -358,6 +358,31 @@ def assigned_partitions(group: dict[str, Any]) -> dict[str, list[int]]:
     return out
 
 
+def diagnose(
+    admin: KafkaAdminClient,
+    group: str,
+    produced: Offsets,
+    sink: Consumed,
+    watcher: CommitWatcher,
+    members: list[Member],
+) -> str:
+    """What is missing, per partition, with the group's state: for a failure message."""
+    missing: dict[int, list[int]] = {}
+    with sink.lock:
+        for p, o in sorted(produced - sink.offsets):
+            missing.setdefault(p, []).append(o)
+    lines = [f"missing per partition: { {p: (len(os), os[:3]) for p, os in missing.items()} }"]
+    lines.append(f"committed: {watcher.latest()}")
+    try:
+        lines.append(f"group: {admin.describe_groups([group])[group]}")
+    except Exception as exc:
+        lines.append(f"describe failed: {exc!r}")
+    for m in members:
+        if isinstance(m, KcatMember):
+            lines.append(f"kcat stderr: {''.join(m.stderr[-15:])}")
+    return "\n".join(lines)
+
+
 def end_offsets(produced: Offsets) -> dict[int, int]:
     ends: dict[int, int] = {}
     for p, o in produced:
@@ -390,7 +415,10 @@ def run_group(server: ServerProcess, prefix: str, make: Callable[[str, str, Cons
             started.append(joining)
             produced |= produce(server, topic, 2 * RECORDS // 3, RECORDS - 2 * (RECORDS // 3))
             wait_stable(admin, group, 3)
-            wait_for(lambda: sink.covers(produced), 90, f"all {RECORDS} records consumed")
+            try:
+                wait_for(lambda: sink.covers(produced), 90, f"all {RECORDS} records consumed")
+            except Exception as exc:
+                raise AssertionError(diagnose(admin, group, produced, sink, watcher, started)) from exc
             ends = end_offsets(produced)
             wait_for(lambda: watcher.latest() == ends, 30, "commits reach the end of every partition")
             polls = watcher.polls
