@@ -6,6 +6,10 @@ Defaults follow 0.8.2.2 `ConsumerConfig` + `ZKConfig`: `rebalance.backoff.ms` de
 `dual.commit.enabled` to `offsets.storage == "kafka"`, `client.id` to `group.id`. zkcoord adds `mode`
 (property `zkcoord.mode`): `faithful` keeps the original retry timing, `fast` waits on the conflicting owner
 znode instead of sleeping; both leave identical znodes.
+
+`offsets.storage=kafka` commits through the bridge (zkcoord.zk.member_offsets): with `dual.commit.enabled`
+to the broker and ZooKeeper in the order `zkcoord.commit.order` (`broker-first`, the original, or
+`zookeeper-first`); the broker is `zkcoord.bootstrap.servers` or any live broker in `/brokers/ids`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ Mode = Literal["faithful", "fast"]
 Strategy = Literal["range", "roundrobin"]
 OffsetReset = Literal["smallest", "largest"]
 RoundRobinGeneration = Literal["0.8.2", "0.10.2"]
+DualCommitOrder = Literal["broker-first", "zookeeper-first"]
 
 # ZooKeeper refuses requests above jute.maxbuffer (1 MiB by default); multi-op batches stay well under it.
 ZK_REQUEST_LIMIT_BYTES: Final = 1024 * 1024
@@ -60,6 +65,8 @@ class LegacyConsumerConfig:
     roundrobin_generation: RoundRobinGeneration = "0.10.2"
     multi_budget_bytes: int = DEFAULT_MULTI_BUDGET_BYTES
     claim_wait_ms: int | None = None
+    commit_order: DualCommitOrder = "broker-first"
+    bootstrap_servers: str | None = None
 
     def __post_init__(self) -> None:
         _require_text("group.id", self.group_id)
@@ -86,20 +93,13 @@ class LegacyConsumerConfig:
             self.offsets_storage.lower() if isinstance(self.offsets_storage, str) else self.offsets_storage
         )
         _require_choice("offsets.storage", storage, ("zookeeper", "kafka"))
-        if storage == "kafka":
-            raise ConfigError(
-                "offsets.storage='kafka' is not supported by the legacy member yet: it stores offsets in "
-                "ZooKeeper only (offsets.storage=zookeeper); Kafka storage and dual commit come with the bridge"
-            )
         object.__setattr__(self, "offsets_storage", storage)
         if self.dual_commit_enabled is None:
             object.__setattr__(self, "dual_commit_enabled", storage == "kafka")
         _require_bool("dual.commit.enabled", self.dual_commit_enabled)
-        if self.dual_commit_enabled:
-            raise ConfigError(
-                "dual.commit.enabled=true needs offsets.storage='kafka', which comes with the bridge; "
-                "the legacy member commits to ZooKeeper only"
-            )
+        _require_choice("zkcoord.commit.order", self.commit_order, ("broker-first", "zookeeper-first"))
+        if self.bootstrap_servers is not None:
+            _require_text("zkcoord.bootstrap.servers", self.bootstrap_servers)
         _require_int("offsets.commit.max.retries", self.offsets_commit_max_retries, low=0)
         _require_int("offsets.channel.backoff.ms", self.offsets_channel_backoff_ms, low=0)
         _require_choice("auto.offset.reset", self.auto_offset_reset, ("smallest", "largest"))
@@ -173,7 +173,16 @@ def _java_name(field_name: str) -> str:
     return field_name.replace("_", ".")
 
 
-_ZKCOORD_FIELDS: Final = frozenset({"mode", "roundrobin_generation", "multi_budget_bytes", "claim_wait_ms"})
+_ZKCOORD_FIELDS: Final = frozenset(
+    {
+        "mode",
+        "roundrobin_generation",
+        "multi_budget_bytes",
+        "claim_wait_ms",
+        "commit_order",
+        "bootstrap_servers",
+    }
+)
 _PROPERTY_FIELDS: Final[dict[str, str]] = {
     _java_name(f.name): f.name for f in dataclasses.fields(LegacyConsumerConfig)
 }
@@ -198,7 +207,7 @@ def _convert(prop: str, field_name: str, raw: str) -> object:
             return int(text)
         except ValueError:
             raise ConfigError(f"{prop}={raw!r}: expected an integer") from None
-    if field_name == "partition_assignment_strategy":
+    if field_name in ("partition_assignment_strategy", "commit_order"):
         return text.lower()
     return text
 

@@ -23,7 +23,8 @@ How it runs (numbered as the original's `ZookeeperConsumerConnector`):
    attempt captures the session and generation first and drops its result if either moved.
 6. Offsets: consumed offsets are committed to `/consumers/G/offsets/T/P` with versioned writes (a member that
    lost a partition cannot move the new owner's offset back), unchanged ones skipped, batched in multi-ops
-   under the request limit in fast mode.
+   under the request limit in fast mode. `offsets.storage=kafka` (with or without dual commit) goes through
+   `zkcoord.zk.member_offsets` (the bridge's DualCommitter); this module only calls its hook.
 """
 
 from __future__ import annotations
@@ -49,10 +50,9 @@ from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.rebalance import (
     RebalancePlan,
     TopicPartition,
-    plan_offset_commit,
     plan_rebalance,
 )
-from zkcoord.zk import member_zk, retry
+from zkcoord.zk import member_offsets, member_zk, retry
 from zkcoord.zk.member_zk import DuplicateConsumerId
 from zkcoord.zk.retry import RebalanceFailed, RebalanceStopped, SessionMoved
 
@@ -102,6 +102,9 @@ class MemberStats:
     last_error: str | None = None
     last_stable_at: float = 0.0
     history: list[tuple[float, int]] = field(default_factory=list)  # (time, partitions owned) per install
+    # offsets.storage=kafka / dual commit: the bridge result of the last commit (every per-store failure)
+    last_commit_result: Any = None
+    commit_failures: int = 0  # partition-store outcomes that failed or were skipped, summed over commits
 
 
 class Fetcher(Protocol):
@@ -175,6 +178,7 @@ class LegacyConsumer:
         self._own_client = client is None
         self.client: KazooClient | None = client
         self.stats = MemberStats()
+        self.offset_storage: member_offsets.MemberOffsets | None = None
 
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
@@ -221,6 +225,7 @@ class LegacyConsumer:
                 session_timeout_s=cfg.zookeeper_session_timeout_ms / 1000.0,
             )
         client = self.client
+        self.offset_storage = member_offsets.for_member(cfg, client, self.group, batched=self._fast)
         client.add_listener(self._on_state)
         with self._lock:
             self._register_locked()
@@ -275,6 +280,8 @@ class LegacyConsumer:
                     client.stop()
                     client.close()
             self._close_fetcher()
+            if self.offset_storage is not None:
+                self.offset_storage.close()
 
     @property
     def _fast(self) -> bool:
@@ -548,7 +555,8 @@ class LegacyConsumer:
                         )
                 return False
 
-        offsets = member_zk.read_offsets(client, self.group, plan.fetch_offsets)
+        assert self.offset_storage is not None
+        offsets = self.offset_storage.fetch(plan.fetch_offsets)
         with self._lock:
             if member_zk.session_id(client) != session or self._session != session:
                 raise SessionMoved(f"session moved during the rebalance (was 0x{session:x})")
@@ -565,7 +573,12 @@ class LegacyConsumer:
                 }  # still mine in ZooKeeper: remember so the next attempt releases them
                 return False
             self._owned = {
-                c.tp: _Owned(c.thread_id, offsets[c.tp].offset, offsets[c.tp].offset, offsets[c.tp].version)
+                c.tp: _Owned(
+                    c.thread_id,
+                    offsets[c.tp].position,
+                    offsets[c.tp].zk_checkpoint,
+                    offsets[c.tp].zk_version,
+                )
                 for c in plan.claims
             }
             self._fenced = False
@@ -616,7 +629,8 @@ class LegacyConsumer:
 
     def _commit(self, *, fence_first: bool, session: int | None = None) -> int:
         client = self.client
-        if client is None:
+        storage = self.offset_storage
+        if client is None or storage is None:
             return 0
         with self._lock:
             if fence_first:
@@ -625,28 +639,30 @@ class LegacyConsumer:
             consumed = {tp: o.consumed for tp, o in self._owned.items() if o.consumed >= 0}
             checkpoints = {tp: o.checkpoint for tp, o in self._owned.items()}
             versions = {tp: o.version for tp, o in self._owned.items()}
-        writes = plan_offset_commit(self.group, consumed, checkpoints)
-        if not writes:
-            return 0
-        if member_zk.session_id(client) != expected:
-            raise SessionMoved("not committing: the session that owns these partitions is gone")
-        result = member_zk.write_offsets(
-            client, writes, versions, batched=self._fast, budget=self.config.multi_budget_bytes
-        )
+
+        def check_session() -> None:
+            if member_zk.session_id(client) != expected:
+                raise SessionMoved("not committing: the session that owns these partitions is gone")
+
+        outcome = storage.commit(consumed, checkpoints, versions, check_session)
         with self._lock:
-            for w in writes:
-                o = self._owned.get(w.tp)
-                if o is not None and w.tp in result.written:
-                    o.checkpoint = w.offset
-                    o.version = result.written[w.tp]
-        if result.stale:
-            log.warning(
-                "group=%s member=%s offsets of %s were written by someone else; not overwritten",
-                self.group,
-                self.consumer_id,
-                ", ".join(map(str, result.stale)),
-            )
-        return len(result.written)
+            for tp, (offset, version) in outcome.zk_written.items():
+                o = self._owned.get(tp)
+                if o is not None:
+                    o.checkpoint = offset
+                    o.version = version
+        if outcome.result is not None:
+            self.stats.last_commit_result = outcome.result
+            bad = len(outcome.result.failures) + len(outcome.result.skipped)
+            if bad:
+                self.stats.commit_failures += bad
+                log.warning(
+                    "group=%s member=%s commit incomplete: %s",
+                    self.group,
+                    self.consumer_id,
+                    "; ".join(outcome.result.describe()),
+                )
+        return outcome.count
 
     # --- data path -------------------------------------------------------------------------------------------
 
