@@ -41,6 +41,16 @@ def _moved_from(zk: Any, victim: int) -> bool:
     return _coordinator(zk) not in (victim, -1)
 
 
+def _gone(zk: Any, node: int) -> bool:
+    return node not in registry.read_brokers(zk)
+
+
+def _balanced(zk: Any, ids: list[int]) -> bool:
+    leaders = [registry.read_partition_state(zk, OFFSETS_TOPIC, p) for p in range(OFFSETS_PARTITIONS)]
+    counts = [sum(1 for s in leaders if s is not None and s.leader == n) for n in ids]
+    return counts == [OFFSETS_PARTITIONS // len(ids)] * len(ids)
+
+
 def _all_led(zk: Any, ids: list[int]) -> bool:
     for p in range(OFFSETS_PARTITIONS):
         state = registry.read_partition_state(zk, OFFSETS_TOPIC, p)
@@ -49,11 +59,15 @@ def _all_led(zk: Any, ids: list[int]) -> bool:
     return sorted(registry.read_brokers(zk)) == ids
 
 
+_last_error: list[str] = [""]
+
+
 def _try_commit(consumer: KafkaConsumer) -> bool:
     try:
         consumer.commit(timeout_ms=500)
         return True
-    except Exception:
+    except Exception as exc:  # the client's retriable errors while the coordinator moves
+        _last_error[0] = repr(exc)
         return False
 
 
@@ -104,7 +118,13 @@ def run(runs: int, session_timeout_ms: int) -> list[float]:
                 assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
                 return assigned == everything and _try_commit(consumer)
 
-            wait_for(stable, 60, "group stable")
+            try:
+                wait_for(stable, 60, "group stable")
+            except Exception:
+                print(f"not stable: assignment {consumer.assignment()}, last commit error {_last_error[0]}")
+                for n, node in nodes.items():
+                    print(f"--- node {n}", "".join(list(node.output)[-15:]))
+                raise
             for i in range(runs):
                 victim = _coordinator(zk)
                 t0 = time.monotonic()
@@ -115,7 +135,11 @@ def run(runs: int, session_timeout_ms: int) -> list[float]:
                 elapsed = time.monotonic() - t0
                 times.append(elapsed)
                 print(f"run {i + 1}: node {victim} killed, group stable after {elapsed:.2f} s", flush=True)
+                # restart only after the old session expired (else: node id in use), then let leadership settle
+                wait_for(functools.partial(_gone, zk, victim), 30, "dead node's registration gone")
                 nodes[victim].start()
+                wait_for(functools.partial(_balanced, zk, ids), 30, "offsets partitions balanced again")
+                wait_for(stable, 60, "group stable on the settled cluster")
                 wait_for(lambda: sorted(registry.read_brokers(zk)) == ids, 30, "killed node registered again")
         finally:
             if consumer is not None:
