@@ -68,10 +68,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.set_defaults(func=_report)
 
     run = csub.add_parser(
-        "run", help="(not available yet) play a scenario against real ZooKeeper and zkcoord"
+        "run", help="play a scenario against real ZooKeeper and zkcoord nodes, one trace per run"
     )
     run.add_argument("scenario", help="scenario YAML file or built-in name (demo)")
-    run.add_argument("--out", default="traces", metavar="DIR", help="where run directories would be written")
+    run.add_argument("--out", default="traces", metavar="DIR", help="where run directories are written")
+    run.add_argument("--runs", type=int, default=1, help="runs per protocol (default 1)")
+    run.add_argument("--zk", default=None, help="use this ZooKeeper instead of starting one")
+    run.add_argument("--bootstrap", default=None, help="use this zkcoord node instead of starting one")
+    run.add_argument("--protocol", action="append", dest="protocols", default=None,
+                     help="only this protocol (repeatable; default: every protocol of the scenario)")  # fmt: skip
+    run.add_argument("--no-progress", action="store_true", help="no progress bar")
     run.set_defaults(func=_run)
 
 
@@ -192,13 +198,17 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from migration.compare.scenario import resolve_scenario
+    from migration.compare.runner import run_command
 
-    sc = resolve_scenario(args.scenario)
-    print(
-        f"zkcoord compare run: scenario {sc.name!r} is valid, but the live runner is not available yet "
-        "(it needs the legacy member runtime and the wire server). Use `zkcoord compare simulate "
-        f"{args.scenario}` for the pure-assignor view of the same churn.",
-        file=sys.stderr,
+    if args.runs < 1:
+        print("zkcoord compare run: --runs must be at least 1", file=sys.stderr)
+        return 2
+    return run_command(
+        args.scenario,
+        args.out,
+        zk_connect=args.zk,
+        bootstrap=args.bootstrap,
+        runs=args.runs,
+        protocols=args.protocols,
+        progress=not args.no_progress,
     )
-    return 3

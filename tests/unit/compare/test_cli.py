@@ -56,6 +56,6 @@ def test_simulate_scenario_and_bad_arguments(tmp_path, capsys):
     assert main(["compare", "simulate", "--families", "kraft", "--no-progress"]) == 2
 
 
-def test_run_is_not_available_yet(capsys):
-    assert main(["compare", "run", "demo"]) == 3
-    assert "live runner is not available yet" in capsys.readouterr().err
+def test_run_refuses_a_bad_run_count(capsys):
+    assert main(["compare", "run", "demo", "--runs", "0"]) == 2
+    assert "--runs must be at least 1" in capsys.readouterr().err
