@@ -167,12 +167,142 @@ def test_members_join_and_leave_while_producing(zk_connect: str, node: NodeProce
     assert set(counts) == produced  # nothing printed that was not produced
     assert a_printed > 0 and all(b"Processed a total of" in m.stderr for m in members)
     duplicates = sum(n - 1 for n in counts.values())
+    # Three membership changes (b joining a, c joining, a leaving): a member commits what it consumed before it
+    # releases, so a change can redeliver at most what was consumed since the last commit, i.e. at most one
+    # commit interval of production per change.
+    rate = producer.sent / max(producer.elapsed, 1e-3)
+    bound = int(3 * rate * COMMIT_INTERVAL_MS / 1000.0) + 10
+    assert duplicates <= bound, f"{duplicates} duplicates > bound {bound}"
+
+
+def _run(self) -> None:
+        while not self._stop.is_set() and self.sent < self.limit:
+            self.burst(10)
+            self._stop.wait(0.05)
+
+    def start(self) -> None:
+        self.started = time.monotonic()
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.elapsed = time.monotonic() - self.started
+        self.producer.close(5)
+
+
+@pytest.fixture
+def node(zk_connect: str, tmp_path: Path) -> Iterator[NodeProcess]:
+    proc = NodeProcess(
+        tmp_path / "node", ("--zk", zk_connect, "--node-id", "1", "--num.partitions=6", *FAST_GROUP_FLAGS)
+    )
+    with proc:
+        yield proc
+    proc.kill9()
+
+
+def test_members_join_and_leave_while_producing(zk_connect: str, node: NodeProcess) -> None:
+    producer = Producer(node.bootstrap)
+    members: list[Member] = []
+    try:
+        producer.burst(200)  # creates the 6-partition topic (and its /brokers/topics znode) with a backlog
+        members += [Member(zk_connect, "a"), Member(zk_connect, "b")]
+        producer.start()
+        wait_for(lambda: all(m.lines for m in members), 30, "members a and b to print records", interval=0.1)
+        members.append(Member(zk_connect, "c"))  # joins half way
+        wait_for(lambda: bool(members[2].lines), 30, "member c to print records", interval=0.1)
+        assert members[0].terminate() == 0, members[0].stderr.decode(errors="replace")
+        a_printed = len(members[0].lines)
+        # b and c take over a's partitions while records keep coming.
+        mark = len(members[1].lines) + len(members[2].lines)
+        wait_for(
+            lambda: len(members[1].lines) + len(members[2].lines) > mark + 50,
+            30,
+            "b and c to keep consuming after a left",
+            interval=0.1,
+        )
+        producer.stop()
+        produced = set(producer.acked)
+        assert len(produced) == producer.sent
+
+        def printed() -> Counter[bytes]:
+            return Counter(v for m in members for v in list(m.lines))
+
+        wait_for(lambda: produced <= set(printed()), 30, "every produced record to be printed", interval=0.1)
+        for m in members[1:]:
+            assert m.terminate() == 0, m.stderr.decode(errors="replace")
+    finally:
+        for m in members:
+            m.kill()
+        with contextlib.suppress(Exception):
+            producer.stop()
+
+    counts = printed()
+    assert set(counts) == produced  # nothing printed that was not produced
+    assert a_printed > 0 and all(b"Processed a total of" in m.stderr for m in members)
+    duplicates = sum(n - 1 for n in counts.values())
     # Three membership changes (b joining a's start, c joining, a leaving) each redeliver at most what was
     # consumed since the last commit: at most one commit interval of production (plus the 200-record backlog
     # at the first change, read before any commit).
     rate = producer.sent / max(producer.elapsed, 1e-3)
     bound = 200 + int(3 * rate * COMMIT_INTERVAL_MS / 1000.0) + 30
+    print(f"duplicates={duplicates} bound={bound} produced={producer.sent}")
     assert duplicates <= bound, f"{duplicates} duplicates > bound {bound}"
     # A duplicate can only come from a partition's window that was not committed when ownership moved; no
     # record is printed more than once per membership change.
     assert max(counts.values()) <= 4
+
+
+def _run(zk_connect: str, *extra: str, timeout: float = 60.0) -> subprocess.CompletedProcess[bytes]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "zkcoord",
+        "-v",
+        "legacy",
+        "consume",
+        "--zk",
+        zk_connect,
+        "--group",
+        "g2",
+        *extra,
+    ]
+    return subprocess.run(cmd, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def test_max_messages_then_timeout_resume_from_the_commit(zk_connect: str, node: NodeProcess) -> None:
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap, linger_ms=5)
+    try:
+        for i in range(30):
+            producer.send("resume", value=b"r%d" % i)
+        producer.flush(30)
+    finally:
+        producer.close(5)
+    first = _run(zk_connect, "--topic", "resume", "--from-beginning", "--max-messages", "10")
+    assert first.returncode == 0, first.stderr.decode(errors="replace")
+    assert len(first.stdout.splitlines()) == 10
+    assert b"Processed a total of 10 messages (max-messages)" in first.stderr
+    # The exit committed what was printed: the next member resumes there (partitions the first one never read
+    # have no offset and start at the beginning) and stops after 1.5 s without a record.
+    second = _run(zk_connect, "--topic", "resume", "--from-beginning", "--timeout-ms", "1500")
+    assert second.returncode == 0, second.stderr.decode(errors="replace")
+    assert b"(timeout)" in second.stderr
+    values = first.stdout.splitlines() + second.stdout.splitlines()
+    assert sorted(values) == sorted(b"r%d" % i for i in range(30)), second.stderr.decode(errors="replace")
+
+
+def test_bad_input_is_refused_before_joining(zk_connect: str) -> None:
+    bad_topic = _run(zk_connect, "--topic", "no spaces")
+    assert bad_topic.returncode == 2
+    assert b"invalid topic 'no spaces': illegal characters ' '" in bad_topic.stderr
+    bad_property = _run(zk_connect, "--topic", "t", "--property", "auto.commit.interval.ms")
+    assert bad_property.returncode == 2 and b"expected KEY=VALUE" in bad_property.stderr
+    conflicting = _run(
+        zk_connect, "--topic", "t", "--from-beginning", "--property", "auto.offset.reset=largest"
+    )
+    assert conflicting.returncode == 2 and b"conflicts with" in conflicting.stderr
+    unreachable = _run(
+        "127.0.0.1:1", "--topic", "t", "--property", "zookeeper.connection.timeout.ms=1000", timeout=30
+    )
+    assert unreachable.returncode == 2
+    assert b"cannot join group 'g2' through ZooKeeper '127.0.0.1:1'" in unreachable.stderr

@@ -122,6 +122,11 @@ def consume(
     """Print records until a stop reason; returns (records printed, reason). The member must be started."""
     timeout_ms = consumer.config.consumer_timeout_ms
     printed = 0
+    # The original's createMessageStreams returns after the first rebalance, so consumer.timeout.ms counts
+    # from there, not from the start of the process.
+    while not consumer.wait_stable(POLL_STEP_S):
+        if stop.is_set():
+            return printed, "signal"
     last_record = monotonic()
     while True:
         if stop.is_set():
