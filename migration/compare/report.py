@@ -607,10 +607,9 @@ def run_report(
                 json.dumps([m.to_json() for m in metas], indent=2, sort_keys=True) + "\n", encoding="utf-8"
             )
         finally:
+            spark.conf.set("spark.sql.shuffle.partitions", previous)
             if own_session:
                 spark.stop()
-            else:
-                spark.conf.set("spark.sql.shuffle.partitions", previous)
     return result
 
 

@@ -83,6 +83,15 @@ def _rows():
     return r
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_shuffle_partition(spark):
+    """Tiny inputs: one shuffle partition per stage instead of the session's default (as the report job does)."""
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")
+    yield
+    spark.conf.set("spark.sql.shuffle.partitions", before)
+
+
 @pytest.fixture(scope="module")
 def frames(spark):
     events = spark.createDataFrame(_rows(), events_spark_schema()).cache()

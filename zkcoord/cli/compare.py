@@ -176,9 +176,18 @@ def _simulate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from migration.compare.report import run_report
-    from migration.compare.trace import TraceError
     from zkcoord.errors import ConfigError
+
+    try:
+        import matplotlib  # noqa: F401
+        import pyspark  # noqa: F401
+
+        from migration.compare.report import run_report
+        from migration.compare.trace import TraceError
+    except ImportError as exc:
+        raise ConfigError(
+            f"compare report needs the spark extra (pip install 'zkcoord[spark]'): {exc}"
+        ) from exc
 
     console = _console()
     try:
