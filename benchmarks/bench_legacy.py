@@ -5,6 +5,7 @@ Loopback ZooKeeper (zkcoord.local.ZooKeeper), no broker process: the topic is wr
 broker registration to /brokers/ids, which is all the rebalance reads. Members of (a) are LegacyConsumer
 processes (`--member`) fed by a synthetic fetcher, so they hold consumed offsets to commit at each rebalance.
 Run: python -m benchmarks.bench_legacy [--members 10] [--partitions 100] [--changes 5] [--commit-partitions 1000]
+(BENCH_LEGACY_LOG=1 makes the member processes log every ZooKeeper request, to trace a rebalance.)
 """
 
 from __future__ import annotations
@@ -307,7 +308,7 @@ session (as each JVM of a real group is), consuming from a synthetic fetcher so 
 offsets first. {args.changes} changes per mode, alternating a member leaving (SIGTERM: commit, release, deregister)
 and one joining. Time = from the moment the group's ids children change (seen by a watch) until the owner znodes are
 exactly the range assignment of the new member list. Loopback ZooKeeper 3.8 on the shared machine (load average
-{load_before:.1f} at the start); the fast figure is mostly CPU wait of 10 processes on {os.cpu_count()} cores.
+{load_before:.1f} at the start, {os.cpu_count()} cores).
 
 | mode | median | min | max | per change (s) |
 |---|---:|---:|---:|---|
@@ -323,7 +324,10 @@ exactly the range assignment of the new member list. Loopback ZooKeeper 3.8 on t
 claim hits an owner znode that its previous owner has not released yet fails the attempt and sleeps
 `rebalance.backoff.ms` (default 2000 ms = `zookeeper.sync.time.ms`) before rereading the group, so a change costs
 about one backoff. Fast waits on that znode's deletion instead and claims as soon as it is gone; both leave the
-same znodes.
+same znodes. What remains of a fast change is the members' own rebalances running at once: each is about 45
+sequential ZooKeeper requests (the commit, an `exists` per owned owner znode before the batched release, a `get`
+per member registration, the claim, a `get` per partition offset), which took ~100 ms per member in a traced run
+with 10 member processes sharing the loaded cores; pipelining those reads is the next speed-up.
 
 ### (b) offset commits: one znode write per partition vs multi-op batches
 
