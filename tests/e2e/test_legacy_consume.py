@@ -4,6 +4,7 @@ producer keeps producing; together they print every record, with duplicates only
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import signal
 import subprocess
@@ -13,12 +14,17 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaProducer
 
+from zkcoord.cli.legacy_consume import consume
+from zkcoord.errors import ZkcoordError
+from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
+from zkcoord.zk.member import MemberStats, Message
 
 pytestmark = pytest.mark.e2e
 
@@ -228,3 +234,61 @@ def test_bad_input_is_refused_before_joining(zk_connect: str) -> None:
     )
     assert unreachable.returncode == 2
     assert b"cannot join group 'g2' through ZooKeeper '127.0.0.1:1'" in unreachable.stderr
+
+
+class _NoLeaderYet(ZkcoordError):
+    retriable = True
+
+
+class _FakeMember:
+    """Stands in for LegacyConsumer in consume(): hands out scripted results on a fake clock."""
+
+    def __init__(self, script: list[Any], clock: list[float], timeout_ms: int = -1) -> None:
+        self.script = script
+        self.clock = clock
+        self.config = LegacyConsumerConfig(
+            group_id="g", zookeeper_connect="z", consumer_timeout_ms=timeout_ms, refresh_leader_backoff_ms=0
+        )
+        self.stats = MemberStats(last_error="DuplicateConsumerId: taken")
+
+    def wait_stable(self, timeout: float) -> bool:
+        return True
+
+    def next_message(self, timeout: float | None) -> Message | None:
+        item = self.script.pop(0) if self.script else "idle"
+        if isinstance(item, BaseException):
+            raise item
+        if item == "idle":
+            self.clock[0] += timeout or 0.0
+            return None
+        if item == "stopped":
+            return None
+        n = int(item)
+        return Message("t", 0, n, None, None if n == 9 else b"v%d" % n)
+
+
+def _consume(member: _FakeMember, clock: list[float], **kw: Any) -> tuple[int, str, bytes]:
+    out = io.BytesIO()
+    stop = kw.pop("stop", threading.Event())
+    printed, reason = consume(member, out, stop=stop, monotonic=lambda: clock[0], **kw)  # type: ignore[arg-type]
+    return printed, reason, out.getvalue()
+
+
+def test_consume_loop_stop_reasons() -> None:
+    clock = [0.0]
+    assert _consume(_FakeMember([1, 2, 3], clock), clock, max_messages=2) == (2, "max-messages", b"v1\nv2\n")
+    clock = [0.0]
+    # consumer.timeout.ms: idle polls until 1 s passes without a record; a null value prints "null".
+    printed = _consume(_FakeMember([1, "idle", 9, "idle"], clock, timeout_ms=1000), clock, max_messages=None)
+    assert printed == (2, "timeout", b"v1\nnull\n") and clock[0] >= 1.0
+    clock = [0.0]
+    stopped = _consume(_FakeMember([1, "stopped"], clock), clock, max_messages=None)
+    assert stopped == (1, "member stopped: DuplicateConsumerId: taken", b"v1\n")
+    clock = [0.0]
+    retried = _FakeMember([_NoLeaderYet("no leader yet"), 5], clock)
+    assert _consume(retried, clock, max_messages=1) == (1, "max-messages", b"v5\n")
+    with pytest.raises(ZkcoordError, match="fatal"):
+        _consume(_FakeMember([ZkcoordError("fatal")], clock), clock, max_messages=1)
+    stop = threading.Event()
+    stop.set()
+    assert _consume(_FakeMember([1], clock), clock, max_messages=None, stop=stop) == (0, "signal", b"")

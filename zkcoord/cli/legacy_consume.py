@@ -5,6 +5,7 @@ the old console consumer did), committing its offsets and leaving the group clea
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -17,6 +18,8 @@ from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.zk.member import LegacyConsumer
+
+log = logging.getLogger(__name__)
 
 # How often the record loop looks at the stop flag while no record arrives.
 POLL_STEP_S = 0.2
@@ -138,7 +141,15 @@ def consume(
                 return printed, "timeout"
             step = min(step, remaining)
         asked = monotonic()
-        msg = consumer.next_message(step)
+        try:
+            msg = consumer.next_message(step)
+        except ZkcoordError as exc:
+            if not exc.retriable:
+                raise
+            # e.g. no leader registered yet for an owned partition: the old consumer kept retrying too.
+            log.warning("no records yet: %s; retrying", exc)
+            stop.wait(consumer.config.refresh_leader_backoff_ms / 1000.0)
+            continue
         if msg is None:
             # next_message returns early only when the member stopped itself (e.g. a duplicate consumer id).
             if monotonic() - asked < step / 2 and not stop.is_set():
