@@ -241,6 +241,7 @@ def plot_timeline(
         dpi=100,
         squeeze=False,
         gridspec_kw={"height_ratios": heights or [1]},
+        layout="constrained",  # keeps the suptitle and the outside legends clear of the panels
     )
     cmap = plt.get_cmap("tab20")
     for ax, (meta, intervals, anomalies, churn) in zip(axes[:, 0], panels, strict=False):
@@ -291,7 +292,6 @@ def plot_timeline(
     if not panels:
         axes[0, 0].text(0.5, 0.5, "no ownership intervals in the traces", ha="center", va="center")
     fig.suptitle("Partition ownership over time (one run per protocol)")
-    fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return path
