@@ -93,6 +93,7 @@ def run(runs: int, session_timeout_ms: int) -> list[float]:
             for node in nodes.values():
                 node.start()
             wait_for(lambda: _all_led(zk, ids), 30, "cluster up")
+            wait_for(functools.partial(_balanced, zk, ids), 30, "offsets partitions balanced")
             bootstrap = [node.bootstrap for node in nodes.values()]
             producer = KafkaProducer(bootstrap_servers=bootstrap)
             for p in range(PARTITIONS):
@@ -114,7 +115,7 @@ def run(runs: int, session_timeout_ms: int) -> list[float]:
 
             def stable() -> bool:
                 assert consumer is not None
-                consumer.poll(timeout_ms=50)
+                consumer.poll(timeout_ms=300)
                 assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
                 return assigned == everything and _try_commit(consumer)
 
