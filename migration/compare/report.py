@@ -85,9 +85,12 @@ def runs_frame(spark: Any, metas: Sequence[RunMeta]) -> Any:
             StructField("strategy", StringType(), False),
             StructField("started_ms", LongType(), False),
             StructField("ended_ms", LongType(), True),
+            StructField("stopping_ms", LongType(), True),
         ]
     )
-    rows = [(m.run_id, m.scenario, m.protocol, m.strategy, m.started_ms, m.ended_ms) for m in metas]
+    rows = [
+        (m.run_id, m.scenario, m.protocol, m.strategy, m.started_ms, m.ended_ms, m.stopping_ms) for m in metas
+    ]
     return spark.createDataFrame(rows, schema)
 
 

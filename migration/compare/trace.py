@@ -7,6 +7,7 @@ to a new part file every `flush_rows` rows, so a crash loses at most one buffer 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -68,7 +69,9 @@ class TraceError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class RunMeta:
-    """What `run.json` holds. `started_ms`/`ended_ms` bound every interval metric of the run."""
+    """What `run.json` holds. `started_ms`/`ended_ms` bound every interval metric of the run; `stopping_ms`
+    (optional) is when the runner began its orderly shutdown: ownership gaps and overlaps after it are not
+    judged, so members stopping at the end do not count as gaps."""
 
     run_id: str
     scenario: str
@@ -78,6 +81,7 @@ class RunMeta:
     ended_ms: int | None = None
     complete: bool = False
     extra: Mapping[str, Any] | None = None
+    stopping_ms: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -88,6 +92,7 @@ class RunMeta:
             "strategy": self.strategy,
             "started_ms": self.started_ms,
             "ended_ms": self.ended_ms,
+            "stopping_ms": self.stopping_ms,
             "complete": self.complete,
             "extra": dict(self.extra or {}),
         }
@@ -115,7 +120,15 @@ class RunMeta:
             raise TraceError(
                 f"{where}: field 'ended_ms' must be null or an integer >= started_ms, got {ended!r}"
             )
+        stopping = data.get("stopping_ms")
+        if stopping is not None and (
+            not isinstance(stopping, int) or isinstance(stopping, bool) or stopping < data["started_ms"]
+        ):
+            raise TraceError(
+                f"{where}: field 'stopping_ms' must be null or an integer >= started_ms, got {stopping!r}"
+            )
         return RunMeta(
+            stopping_ms=stopping,
             run_id=data["run_id"],
             scenario=data["scenario"],
             protocol=data["protocol"],
@@ -207,23 +220,22 @@ class TraceWriter:
         with self._lock:
             self._flush_locked()
 
-    def close(self, ended_ms: int, extra: Mapping[str, Any] | None = None) -> Path:
-        """Flush the last rows and write the final run.json (complete = true). Returns the run directory."""
+    def close(
+        self, ended_ms: int, extra: Mapping[str, Any] | None = None, *, stopping_ms: int | None = None
+    ) -> Path:
+        """Flush the last rows and write the final run.json (complete = true). Returns the run directory.
+        `stopping_ms`: when the orderly shutdown began (see RunMeta); None keeps what the meta had."""
+        stopping = self.meta.stopping_ms if stopping_ms is None else int(stopping_ms)
+        if stopping is not None and not self.meta.started_ms <= stopping <= int(ended_ms):
+            raise TraceError(f"stopping_ms {stopping} must lie within [started_ms, ended_ms]")
         with self._lock:
             if self._closed:
                 return self.run_dir
             self._flush_locked()
             self._closed = True
         merged = {**(self.meta.extra or {}), **(extra or {})}
-        self.meta = RunMeta(
-            self.meta.run_id,
-            self.meta.scenario,
-            self.meta.protocol,
-            self.meta.strategy,
-            self.meta.started_ms,
-            int(ended_ms),
-            True,
-            merged,
+        self.meta = dataclasses.replace(
+            self.meta, ended_ms=int(ended_ms), complete=True, extra=merged, stopping_ms=stopping
         )
         self._write_meta(self.meta)
         return self.run_dir

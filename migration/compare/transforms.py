@@ -1,7 +1,7 @@
 """The comparison metrics as pure DataFrame -> DataFrame transforms over trace events (no I/O, no collect).
 
 Inputs: `events` with the trace schema (migration.compare.trace.EVENT_SCHEMA) and `runs` with one row per run
-(run_id, scenario, protocol, strategy, started_ms, ended_ms). Every metric is defined exactly in
+(run_id, scenario, protocol, strategy, started_ms, ended_ms, stopping_ms). Every metric is defined exactly in
 docs/comparison.md; the short form is in each docstring. Times are milliseconds.
 """
 
@@ -183,8 +183,10 @@ def ownership_intervals(events: DataFrame, runs: DataFrame) -> DataFrame:
 def ownership_anomalies(intervals: DataFrame, runs: DataFrame) -> DataFrame:
     """Maximal intervals [start_ms, end_ms) of positive length in which a partition has no owner ("gap") or two
     or more owners ("overlap"), counted from the partition's first own_start to the run's end. A hand-off where
-    one owner's end and the next owner's start carry the same timestamp is neither."""
-    end = runs.select("run_id", F.col("ended_ms").alias("run_end_ms"))
+    one owner's end and the next owner's start carry the same timestamp is neither. When the run has a
+    `stopping_ms` (the runner's orderly shutdown began), everything from then on is left out: members stopping
+    at the end of a run are not gaps."""
+    end = runs.select("run_id", F.col("ended_ms").alias("run_end_ms"), F.col("stopping_ms"))
     points = (
         intervals.select(*RUN_KEYS, *TP, F.col("start_ms").alias("ts"), F.lit(1).alias("d"))
         .unionByName(intervals.select(*RUN_KEYS, *TP, F.col("end_ms").alias("ts"), F.lit(-1).alias("d")))
@@ -203,6 +205,7 @@ def ownership_anomalies(intervals: DataFrame, runs: DataFrame) -> DataFrame:
                 F.lead("ts").over(w), F.greatest(F.col("run_end_ms"), F.col("last_end_ms")), F.col("ts")
             ),
         )
+        .withColumn("next_ts", F.least("next_ts", F.coalesce("stopping_ms", "next_ts")))
         .where(F.col("next_ts") > F.col("ts"))
         .withColumn(
             "state",

@@ -225,3 +225,16 @@ def test_summary_joins_every_metric(frames):
     assert p["zk_ops_per_rebalance"] == pytest.approx(4 / 3)
     q = rows["Q"]
     assert (q["strategy"], q["runs"], q["rebalances"], q["lost"]) == ("sticky", 1, None, 2)
+
+
+def test_orderly_shutdown_is_not_judged(spark):
+    r3 = ("r3", "s", "P")
+    # Stopping begins at 60, the run ends at 100. t-0: A [0,50) then nobody: gap [50,60) only (10 ms).
+    # t-1: A [0,70), then nobody: the gap would start after 60, so there is none. t-2: A [0,100), B [55,80):
+    # overlap [55,60) only (5 ms).
+    rows = own(r3, "A", 0, 0, 50) + own(r3, "A", 1, 0, 70) + own(r3, "A", 2, 0, 100) + own(r3, "B", 2, 55, 80)
+    events = spark.createDataFrame(rows, events_spark_schema())
+    runs = runs_frame(spark, [RunMeta("r3", "s", "P", "range", 0, 100, True, stopping_ms=60)])
+    anomalies = T.ownership_anomalies(T.ownership_intervals(events, runs), runs)
+    got = sorted((r.partition, r.kind, r.start_ms, r.end_ms, r.duration_ms) for r in anomalies.collect())
+    assert got == [(0, "gap", 50, 60, 10), (2, "overlap", 55, 60, 5)]

@@ -158,3 +158,20 @@ def test_find_runs_recurses_and_names_empty_paths(tmp_path):
         find_runs([tmp_path / "empty"])
     with pytest.raises(TraceError, match="no such file or directory"):
         find_runs([tmp_path / "nope"])
+
+
+def test_stopping_ms_round_trips_and_is_bounded(tmp_path):
+    w = TraceWriter(tmp_path / "r", meta())
+    w.emit(1500, EventKind.CHURN)
+    with pytest.raises(TraceError, match=r"stopping_ms 999 must lie within \[started_ms, ended_ms\]"):
+        w.close(ended_ms=2000, stopping_ms=999)
+    w.close(ended_ms=2000)  # a rejected close leaves the writer open
+    assert read_meta(tmp_path / "r").complete is True
+    w2 = TraceWriter(tmp_path / "r2", meta("r2"))
+    w2.close(ended_ms=2000, stopping_ms=1800)
+    assert read_meta(tmp_path / "r2").stopping_ms == 1800
+    (tmp_path / "r2" / "run.json").write_text(
+        json.dumps({**read_meta(tmp_path / "r2").to_json(), "stopping_ms": 5})
+    )
+    with pytest.raises(TraceError, match="field 'stopping_ms' must be null or an integer >= started_ms"):
+        read_meta(tmp_path / "r2")
