@@ -95,12 +95,15 @@ def report(spark, tmp_path_factory):
         return Borrowed()
 
     out = root / "out"
+    before = spark.conf.get("spark.sql.shuffle.partitions")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("migration.spark.spark_session", fake_session)
         rc = main(["compare", "report", str(root / "a"), str(extra), str(root / "lossy"), "--out", str(out),
                    "--master", "local[1]", "--no-progress"])  # fmt: skip
     assert rc == 0
     assert seen["master"] == "local[1]"
+    # run_report sizes shuffles to the data and restores the setting (report.py, `finally:` of run_report).
+    assert spark.conf.get("spark.sql.shuffle.partitions") == before
     return out
 
 
