@@ -227,8 +227,7 @@ class LegacyConsumer:
         client = self.client
         self.offset_storage = member_offsets.for_member(cfg, client, self.group, batched=self._fast)
         client.add_listener(self._on_state)
-        with self._lock:
-            self._register_locked()
+        self._register()
         client.ChildrenWatch(paths.ids_path(self.group), self._on_ids_change, send_event=False)
         if self.registration.is_wildcard:
             self._watch_topic_list()
@@ -473,10 +472,14 @@ class LegacyConsumer:
                 self._stable.set()
                 self.stats.last_stable_at = self._now()
 
-    def _register_locked(self) -> None:
+    def _register(self) -> None:
+        # Never under self._lock: kazoo's connection thread takes that lock in _on_state, and it must stay
+        # free to deliver this call's reply.
         assert self.client is not None
-        self._session = member_zk.register(self.client, self.group, self.consumer_id, self.registration)
-        self._need_register = False
+        session = member_zk.register(self.client, self.group, self.consumer_id, self.registration)
+        with self._lock:
+            self._session = session
+            self._need_register = False
         log.info("group=%s member=%s registered (session 0x%x)", self.group, self.consumer_id, self._session)
 
     def _attempt(self) -> bool:
@@ -485,17 +488,20 @@ class LegacyConsumer:
         assert client is not None
         cfg = self.config
         with self._lock:
-            if self._need_register or member_zk.session_id(client) != self._session:
+            reregister = self._need_register or member_zk.session_id(client) != self._session
+            if reregister:
                 self._fence_locked(clear=True)
-                self._register_locked()
+        if reregister:
+            self._register()
+        with self._lock:
             self._generation += 1
             generation = self._generation
             session = self._session
             self._reconnected = False
         owner = member_zk.registration_owner(client, self.group, self.consumer_id)
         if owner is None:
+            self._register()
             with self._lock:
-                self._register_locked()
                 session = self._session
         elif owner != session:
             raise DuplicateConsumerId(paths.id_path(self.group, self.consumer_id), owner, session)
