@@ -70,10 +70,12 @@ class SessionMoved(ZkcoordError):
 
 def classify(exc: BaseException) -> ErrorClass:
     """Which way an error goes: the only decision point for retries on the ZooKeeper edge."""
+    if isinstance(
+        exc, ConnectionClosedError
+    ):  # a SessionExpiredError subclass: the client was stopped on purpose
+        return ErrorClass.NEVER
     if isinstance(exc, SessionExpiredError | SessionMoved):
         return ErrorClass.SESSION_EXPIRED
-    if isinstance(exc, ConnectionClosedError):
-        return ErrorClass.NEVER  # the client was stopped on purpose
     if isinstance(exc, ConnectionLoss | OperationTimeoutError | KazooTimeoutError):
         return ErrorClass.RETRY
     if isinstance(exc, ZkcoordError):
