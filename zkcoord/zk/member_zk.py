@@ -1,4 +1,4 @@
-"""The legacy member's ZooKeeper operations: checked registration, group snapshot reads, owner release and
+"""The legacy member's ZooKeeper operations: checked registration, group snapshot reads (pipelined), owner release and
 claim (one by one with rollback, or one multi-op), waiting on an owner znode's deletion, and fenced offset
 writes batched under ZooKeeper's request limit. Stateless functions over a kazoo client; the runtime in
 `zkcoord.zk.member` decides when to call them.
@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -52,6 +53,18 @@ class DuplicateConsumerId(ZkcoordError):
             f"(mine is 0x{my_session:x}): every member of a group needs its own consumer.id"
         )
         self.path = path
+
+
+def _gather(pending: Sequence[Any]) -> list[Any]:
+    """Results of kazoo async calls sent together (one round trip's worth of latency instead of one per
+    call); a NoNodeError is returned in place, anything else is raised."""
+    out: list[Any] = []
+    for result in pending:
+        try:
+            out.append(result.get())
+        except NoNodeError as exc:
+            out.append(exc)
+    return out
 
 
 def session_id(client: KazooClient) -> int:
@@ -105,13 +118,11 @@ def read_snapshot(client: KazooClient, group: str, *, need_all_topics: bool) -> 
         ids = client.get_children(paths.ids_path(group))
     except NoNodeError:
         ids = []
-    for cid in ids:
-        path = paths.id_path(group, cid)
-        try:
-            data, _stat = client.get(path)
-        except NoNodeError:
+    id_paths = [paths.id_path(group, cid) for cid in ids]
+    for cid, path, got in zip(ids, id_paths, _gather([client.get_async(p) for p in id_paths]), strict=True):
+        if isinstance(got, NoNodeError):
             continue
-        registrations.append((cid, ConsumerRegistration.decode(path, data)))
+        registrations.append((cid, ConsumerRegistration.decode(path, got[0])))
     all_topics: tuple[str, ...] = ()
     if need_all_topics or any(reg.is_wildcard for _cid, reg in registrations):
         try:
@@ -123,10 +134,15 @@ def read_snapshot(client: KazooClient, group: str, *, need_all_topics: bool) -> 
         if not reg.is_wildcard:
             wanted.update(t for t, _n in reg.subscription)
     topic_partitions = []
+    topics = []
     for topic in sorted(wanted):
-        parts = read_topic_partitions(client, topic)
-        if parts is not None:
-            topic_partitions.append((topic, parts))
+        try:
+            topics.append((topic, paths.topic_path(topic)))
+        except paths.InvalidName:
+            continue
+    for (topic, path), got in zip(topics, _gather([client.get_async(p) for _t, p in topics]), strict=True):
+        if not isinstance(got, NoNodeError):
+            topic_partitions.append((topic, tuple(TopicAssignment.decode(path, got[0]).partition_ids)))
     return GroupSnapshot(tuple(registrations), tuple(topic_partitions), all_topics)
 
 
@@ -157,9 +173,8 @@ def release(
     """Delete my owner znodes (only those whose ephemeralOwner is my session: a node re-created by someone
     else after my session moved is not mine to delete). Returns how many were deleted."""
     victims: list[tuple[str, int]] = []
-    for tp in owned:
-        path = paths.owner_path(group, tp.topic, tp.partition)
-        stat = client.exists(path)
+    owner_paths = [paths.owner_path(group, tp.topic, tp.partition) for tp in owned]
+    for path, stat in zip(owner_paths, _gather([client.exists_async(p) for p in owner_paths]), strict=True):
         if stat is not None and stat.ephemeralOwner == session:
             victims.append((path, stat.version))
     if not batched:
@@ -322,14 +337,15 @@ def read_offsets(
     client: KazooClient, group: str, tps: Sequence[TopicPartition]
 ) -> dict[TopicPartition, StoredOffset]:
     out = {}
-    for tp in tps:
-        path = paths.offset_path(group, tp.topic, tp.partition)
-        try:
-            data, stat = client.get(path)
-        except NoNodeError:
+    offset_paths = [paths.offset_path(group, tp.topic, tp.partition) for tp in tps]
+    for tp, path, got in zip(
+        tps, offset_paths, _gather([client.get_async(p) for p in offset_paths]), strict=True
+    ):
+        if isinstance(got, NoNodeError):
             out[tp] = StoredOffset(-1, -1)
-            continue
-        out[tp] = StoredOffset(decode_offset(path, data), stat.version)
+        else:
+            data, stat = got
+            out[tp] = StoredOffset(decode_offset(path, data), stat.version)
     return out
 
 
