@@ -324,10 +324,10 @@ exactly the range assignment of the new member list. Loopback ZooKeeper 3.8 on t
 claim hits an owner znode that its previous owner has not released yet fails the attempt and sleeps
 `rebalance.backoff.ms` (default 2000 ms = `zookeeper.sync.time.ms`) before rereading the group, so a change costs
 about one backoff. Fast waits on that znode's deletion instead and claims as soon as it is gone; both leave the
-same znodes. What remains of a fast change is the members' own rebalances running at once: each is about 45
-sequential ZooKeeper requests (the commit, an `exists` per owned owner znode before the batched release, a `get`
-per member registration, the claim, a `get` per partition offset), which took ~100 ms per member in a traced run
-with 10 member processes sharing the loaded cores; pipelining those reads is the next speed-up.
+same znodes. What remains of a fast change is the members' own rebalances running at once: about ten
+ZooKeeper round trips each (the commit, the batched release, the group read, the claim, the offset read), the
+per-znode reads (owner `exists`, member registrations, topic data, offsets) being pipelined as kazoo async calls
+so that each costs one round trip of latency rather than one per znode.
 
 ### (b) offset commits: one znode write per partition vs multi-op batches
 
