@@ -18,7 +18,7 @@ How it runs (numbered as the original's `ZookeeperConsumerConnector`):
 4. Retries: faithful = `rebalance.max.retries` attempts `rebalance.backoff.ms` apart, then RebalanceFailed is
    reported and the member idles until the next event (as the original); fast = retry until the share is
    owned. Both leave the same znodes.
-5. Session: SUSPENDED fences at once; reconnect on the same session verifies my znodes and unfences; LOST
+5. Session: SUSPENDED fences at once; a reconnect on the same session runs a rebalance before unfencing; LOST
    drops ownership (the server deleted the ephemerals), then a new session re-registers and rebalances. Every
    attempt captures the session and generation first and drops its result if either moved.
 6. Offsets: consumed offsets are committed to `/consumers/G/offsets/T/P` with versioned writes (a member that
