@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from kazoo.exceptions import KazooException
 
 from zkcoord.legacy import assign, paths
 from zkcoord.legacy.codecs import BrokerRegistration, TopicAssignment, decode_owner
@@ -65,7 +66,13 @@ class Observer:
 
     def observe(self) -> None:
         views = [(m, *m.ownership_view()) for m in self.members if not m._closed]
-        znodes = {t: owners(self.client, self.group, t) for t in self.topics}
+        try:
+            # ZooKeeper reads are not linearizable across servers: sync first, so the observer's server has
+            # applied every claim the members made through other servers before we compare.
+            self.client.sync("/")
+            znodes = {t: owners(self.client, self.group, t) for t in self.topics}
+        except KazooException:
+            return  # the observer's own connection is moving (leader kill); the next observation checks
         believers: dict[TopicPartition, str] = {}
         for m, version, believed in views:
             if m.ownership_view()[0] != version:
