@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol
 
 from zkcoord.errors import ZkcoordError
+from zkcoord.legacy import paths
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class OffsetRecord(NamedTuple):
 
     @property
     def path(self) -> str:
-        return f"/consumers/{self.group}/offsets/{self.topic}/{self.partition}"
+        return paths.offset_path(self.group, self.topic, self.partition)
 
 
 class OffsetFileError(ZkcoordError, ValueError):
@@ -111,12 +112,11 @@ def write_offsets_file(
 def _check_record(
     source: str, line: int, group: Any, topic: Any, partition: Any, offset: Any
 ) -> OffsetRecord:
-    if not isinstance(group, str) or not group or "/" in group:
-        raise OffsetFileError(source, line, f"group must be a non-empty string without '/', not {group!r}")
-    if not isinstance(topic, str) or not topic or "/" in topic:
-        raise OffsetFileError(source, line, f"topic must be a non-empty string without '/', not {topic!r}")
-    if isinstance(partition, bool) or not isinstance(partition, int) or not 0 <= partition < 2**31:
-        raise OffsetFileError(source, line, f"partition must be an int in [0, 2^31), not {partition!r}")
+    # The znode path rules are zkcoord.legacy.paths' (one source of truth); its InvalidName names the rule.
+    try:
+        paths.offset_path(group, topic, partition)
+    except paths.InvalidName as exc:
+        raise OffsetFileError(source, line, str(exc)) from None
     if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
         raise OffsetFileError(source, line, f"offset must be an int in [0, 2^63), not {offset!r}")
     return OffsetRecord(group, topic, partition, offset)

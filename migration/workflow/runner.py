@@ -40,6 +40,7 @@ from migration.workflow.states import (
     transition,
 )
 from zkcoord.errors import ZkcoordError
+from zkcoord.legacy import paths
 from zkcoord.zk.offset_store import (
     WriteMode,
     ZooKeeperOffsetStore,
@@ -59,7 +60,8 @@ class StepFailed(ZkcoordError):
 
 
 def marker_path(group: str) -> str:
-    return f"/consumers/{group}/migration"
+    # A child of the group's znode that no legacy reader looks at (docs/migration.md §4).
+    return f"{paths.group_path(group)}/migration"
 
 
 @dataclass

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,16 +29,16 @@ from kazoo.exceptions import (
 )
 
 from zkcoord.errors import MalformedZnode, ZkcoordError
+from zkcoord.legacy import codecs, paths
+from zkcoord.legacy.paths import CONSUMERS, InvalidName, group_path, offset_path, offsets_path
 from zkcoord.zk.session import wait_for
 
 log = logging.getLogger(__name__)
 
-CONSUMERS = "/consumers"
 # jute.maxbuffer is 1,048,575 bytes; stay well under it with room for the multi framing.
 DEFAULT_MAX_BATCH_BYTES = 512 * 1024
 DEFAULT_MAX_BATCH_OPS = 2000
 _OP_OVERHEAD = 40  # opcode, path length, data length, version, acl/flags: generous per-op framing
-_OFFSET_RE = re.compile(rb"[+-]?[0-9]{1,19}")
 
 TP = tuple[str, int]
 
@@ -55,30 +54,16 @@ class WriteMode(enum.Enum):
     NEVER_REGRESS = "never-regress"  # a stored offset higher than the given one is kept
 
 
-def group_path(group: str) -> str:
-    return f"{CONSUMERS}/{group}"
-
-
-def offsets_path(group: str) -> str:
-    return f"{CONSUMERS}/{group}/offsets"
-
-
-def offset_path(group: str, topic: str, partition: int) -> str:
-    return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
+# Paths and payloads have one source of truth, zkcoord.legacy.paths / codecs; these two keep the store's names.
 
 
 def parse_offset(path: str, data: bytes) -> int:
-    """The 0.8 reader does `offsetStr.toLong`: a signed decimal, nothing else."""
-    if not _OFFSET_RE.fullmatch(data):
-        raise MalformedZnode(path, "offset is not a decimal integer", data)
-    value = int(data)
-    if not -(2**63) <= value < 2**63:
-        raise MalformedZnode(path, "offset does not fit a signed 64-bit long", data)
-    return value
+    """The 0.8 reader does `offsetStr.toLong`: a signed decimal, nothing else (MalformedZnode otherwise)."""
+    return codecs.decode_offset(path, data)
 
 
 def encode_offset(offset: int) -> bytes:
-    return str(int(offset)).encode("ascii")
+    return codecs.encode_offset(int(offset))
 
 
 @dataclass
@@ -135,8 +120,7 @@ class ZooKeeperOffsetStore:
         max_attempts: int = 6,
         reconnect_timeout_s: float = 30.0,
     ) -> None:
-        if not group or "/" in group:
-            raise ValueError(f"invalid group id {group!r}")
+        paths.validate_group(group)  # InvalidName (a ConfigError) naming the rule
         if max_batch_bytes > 1_000_000:
             raise ValueError("max_batch_bytes must stay under jute.maxbuffer (1,048,575 bytes)")
         self.client = client
@@ -162,19 +146,24 @@ class ZooKeeperOffsetStore:
             return []
 
     def partitions(self) -> list[TP]:
-        """Every (topic, partition) with an offset znode, sorted; non-numeric children are skipped."""
+        """Every (topic, partition) with an offset znode, sorted; children that are no legal topic or
+        partition name (no 0.8 consumer could have written them) are logged and skipped."""
         found: list[TP] = []
         for topic in self.topics():
             try:
-                children = self.client.get_children(f"{offsets_path(self.group)}/{topic}")
+                topic_path = paths.offsets_topic_path(self.group, topic)
+                children = self.client.get_children(topic_path)
             except NoNodeError:
                 continue
+            except InvalidName as exc:
+                log.warning("group=%s: ignoring offsets child %r: %s", self.group, topic, exc)
+                continue
             for child in children:
-                if child.isdigit():
-                    found.append((topic, int(child)))
-                else:
+                try:
+                    found.append((topic, paths.parse_partition(topic_path, child)))
+                except InvalidName as exc:
                     log.warning(
-                        "group=%s topic=%s: ignoring non-numeric offset child %r", self.group, topic, child
+                        "group=%s topic=%s: ignoring offsets child %r: %s", self.group, topic, child, exc
                     )
         return sorted(found)
 
@@ -226,7 +215,7 @@ class ZooKeeperOffsetStore:
 
     def _ensure_topic(self, topic: str) -> None:
         if topic not in self._ensured_topics:
-            self.client.ensure_path(f"{offsets_path(self.group)}/{topic}")
+            self.client.ensure_path(paths.offsets_topic_path(self.group, topic))
             self._ensured_topics.add(topic)
 
     def _write_batch(self, batch: dict[TP, int], mode: WriteMode) -> WriteReport:
@@ -344,7 +333,7 @@ def list_groups(client: KazooClient) -> list[str]:
 def list_member_ids(client: KazooClient, group: str) -> list[str]:
     """Registered legacy consumer ids of the group (/consumers/[group]/ids children), sorted."""
     try:
-        return sorted(client.get_children(f"{group_path(group)}/ids"))
+        return sorted(client.get_children(paths.ids_path(group)))
     except NoNodeError:
         return []
 
@@ -352,7 +341,7 @@ def list_member_ids(client: KazooClient, group: str) -> list[str]:
 def list_owners(client: KazooClient, group: str) -> dict[TP, str]:
     """Partition -> owning thread id, from /consumers/[group]/owners."""
     owners: dict[TP, str] = {}
-    base = f"{group_path(group)}/owners"
+    base = paths.owners_path(group)
     try:
         topics = sorted(client.get_children(base))
     except NoNodeError:

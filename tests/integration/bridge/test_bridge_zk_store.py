@@ -104,7 +104,7 @@ def test_malformed_znode_is_reported_and_left_intact(zk: Any) -> None:
     store = ZooKeeperOffsetStore(zk, "g")
     read = store.read()
     assert read.offsets == {("t", 1): 7}
-    assert "malformed znode /consumers/g/offsets/t/0: offset is not a decimal integer" in str(
+    assert "malformed znode /consumers/g/offsets/t/0: offset '12x' is not a decimal integer" in str(
         read.errors[("t", 0)]
     )
     assert zk.get("/consumers/g/offsets/t/0")[0] == b"12x"
