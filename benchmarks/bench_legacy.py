@@ -48,9 +48,15 @@ class SyntheticFetcher:
 
     def __init__(self) -> None:
         self.positions: dict[TopicPartition, int] = {}
+        self.resets: dict[TopicPartition, int] = {}
 
     def assign(self, positions: Mapping[TopicPartition, int]) -> None:
         self.positions = {tp: max(pos, 0) for tp, pos in positions.items()}
+        self.resets = {tp: 0 for tp, pos in positions.items() if pos < 0}
+
+    def reset_positions(self) -> Mapping[TopicPartition, int]:
+        taken, self.resets = self.resets, {}
+        return taken
 
     def poll(self, timeout_ms: int) -> list[Message]:
         time.sleep(min(FETCH_LATENCY_S, timeout_ms / 1000.0))

@@ -87,7 +87,7 @@ class Message:
 @dataclass(slots=True)
 class _Owned:
     thread_id: str
-    consumed: int  # next offset to hand out; -1 until the first record when no offset was stored
+    consumed: int  # next offset to hand out; -1 until auto.offset.reset resolved when none was stored
     checkpoint: int  # last offset known to be in ZooKeeper (-1 none)
     version: int  # offset znode version (-1 missing)
 
@@ -108,9 +108,15 @@ class MemberStats:
 
 
 class Fetcher(Protocol):
+    """The data path. `assign` positions of -1 mean "no stored offset: apply auto.offset.reset"; the
+    position each such reset resolved to is reported once by `reset_positions` (before any record of that
+    partition is returned by `poll`), and becomes the member's consume position."""
+
     def assign(self, positions: Mapping[TopicPartition, int]) -> None: ...
 
     def poll(self, timeout_ms: int) -> list[Message]: ...
+
+    def reset_positions(self) -> Mapping[TopicPartition, int]: ...
 
     def close(self) -> None: ...
 
@@ -693,6 +699,7 @@ class LegacyConsumer:
                 self._buffer.clear()
                 if positions:
                     self._ensure_fetcher().assign(positions)
+                    self._take_resets(version)
                 elif self._fetcher is not None:
                     self._fetcher.assign({})
                 self._fetcher_version = version
@@ -717,7 +724,25 @@ class LegacyConsumer:
                 continue
             assert self._fetcher is not None
             self._buffer.extend(self._fetcher.poll(int(step * 1000)))
+            self._take_resets(version)
         return None
+
+    def _take_resets(self, version: int) -> None:
+        """Make each resolved auto.offset.reset position the consume position (as the original's
+        ConsumerFetcherThread.handleOffsetOutOfRange resets both fetch and consume offset), so the next
+        commit (auto-commit, the commit before a rebalance releases, close) writes it even if no record is
+        handed out: a later owner then starts there, not at a newer log end."""
+        assert self._fetcher is not None
+        resets = self._fetcher.reset_positions()
+        if not resets:
+            return
+        with self._lock:
+            if self._assign_version != version:
+                return  # fenced or re-claimed meanwhile: the new owner state has its own positions
+            for tp, offset in resets.items():
+                o = self._owned.get(tp)
+                if o is not None and o.consumed < 0 <= offset:
+                    o.consumed = offset
 
     def _ensure_fetcher(self) -> Fetcher:
         if self._fetcher is None:

@@ -1,6 +1,8 @@
 """The legacy member's data path: records of the partitions it owns, fetched with kafka-python's
 `KafkaConsumer` under manual `assign()` (no broker group), bootstrapped from the leaders ZooKeeper names and
-positioned at the ZooKeeper offset (`auto.offset.reset` smallest/largest when none is stored).
+positioned at the ZooKeeper offset (`auto.offset.reset` smallest/largest when none is stored). A reset
+partition is not fetched until its reset position is known and reported to the member (`reset_positions`),
+so the member can commit that position even before it hands out a record.
 
 Used only from the thread that iterates the member; the member checks its fence before handing a record out.
 """
@@ -31,6 +33,8 @@ class KafkaFetcher:
         self._member = member
         self._consumer = None
         self._assigned: dict[TopicPartition, int] = {}
+        self._unresolved: set[TopicPartition] = set()  # reset partitions whose position is not known yet
+        self._resolved: dict[TopicPartition, int] = {}  # reset positions not yet taken by the member
 
     def _ensure(self, tps: list[TopicPartition]):  # type: ignore[no-untyped-def]
         if self._consumer is not None:
@@ -78,6 +82,8 @@ class KafkaFetcher:
         from kafka import TopicPartition as KTP
 
         tps = sorted(positions)
+        self._unresolved = set()
+        self._resolved = {}
         if not tps:
             if self._consumer is not None:
                 self._consumer.assign([])
@@ -101,12 +107,44 @@ class KafkaFetcher:
         if reset_to_end:
             consumer.seek_to_end(*reset_to_end)
         self._assigned = dict(positions)
+        self._unresolved = {tp for tp in tps if positions[tp] < 0}
+        if self._unresolved:
+            # Paused until the reset position is read back: a record fetched before that would leave the
+            # member a consume position it cannot commit.
+            consumer.pause(*(KTP(tp.topic, tp.partition) for tp in sorted(self._unresolved)))
+            self._resolve(max(self._member.config.fetch_wait_max_ms, 100))
+
+    def _resolve(self, timeout_ms: int) -> None:
+        """Read back the positions the pending resets resolved to (one ListOffsets round for all of them)."""
+        from kafka import TopicPartition as KTP
+        from kafka.errors import KafkaError
+
+        consumer = self._consumer
+        assert consumer is not None
+        for tp in sorted(self._unresolved):
+            ktp = KTP(tp.topic, tp.partition)
+            try:
+                offset = consumer.position(ktp, timeout_ms=timeout_ms)
+            except KafkaError as exc:
+                log.info("auto.offset.reset of %s not resolved yet: %s", tp, exc)
+                return
+            if offset is None:
+                return  # the reset request is still in flight; the next poll asks again
+            self._resolved[tp] = offset
+            self._unresolved.discard(tp)
+            consumer.resume(ktp)
+
+    def reset_positions(self) -> Mapping[TopicPartition, int]:
+        taken, self._resolved = self._resolved, {}
+        return taken
 
     def poll(self, timeout_ms: int) -> list[Message]:
         from zkcoord.zk.member import Message
 
         if self._consumer is None or not self._assigned:
             return []
+        if self._unresolved:
+            self._resolve(timeout_ms)
         batches = self._consumer.poll(timeout_ms=timeout_ms)
         out = []
         for ktp in sorted(batches, key=lambda k: (k.topic, k.partition)):

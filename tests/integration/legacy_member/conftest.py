@@ -202,10 +202,16 @@ class FakeFetcher:
         self.positions: dict[TopicPartition, int] = {}
         self.per_poll = per_poll
         self.assigned_log: list[dict[TopicPartition, int]] = []
+        self.resets: dict[TopicPartition, int] = {}
 
     def assign(self, positions: Any) -> None:
         self.positions = {tp: max(o, 0) for tp, o in positions.items()}
+        self.resets = {tp: 0 for tp, o in positions.items() if o < 0}
         self.assigned_log.append(dict(positions))
+
+    def reset_positions(self) -> dict[TopicPartition, int]:
+        taken, self.resets = self.resets, {}
+        return taken
 
     def poll(self, timeout_ms: int) -> list[Any]:
         from zkcoord.zk.member import Message

@@ -162,3 +162,11 @@ def test_thousand_offsets_fit_in_few_requests_under_1mib():
     assert len(small) > 10 and all(sum(op_size(w.path, w.data) for w in b) <= 8 * 1024 for b in small)
     with pytest.raises(ValueError):
         batch_by_size(writes, len, 0)
+
+
+def test_a_reset_position_over_a_missing_offset_is_written():
+    # No stored offset: checkpoint -1. The member's consume position after auto.offset.reset is written
+    # even though no record was consumed (the original commits every consume offset that moved).
+    tp = TopicPartition
+    writes = plan_offset_commit("g", {tp("t", 0): 40, tp("t", 1): 7}, {tp("t", 0): -1, tp("t", 1): 7})
+    assert [(w.path, w.data) for w in writes] == [("/consumers/g/offsets/t/0", b"40")]
