@@ -1,4 +1,8 @@
-"""`zkcoord serve`: run one Kafka wire-protocol node (topic logs + classic group coordinator) until SIGTERM/SIGINT."""
+"""`zkcoord serve`: run one Kafka wire-protocol node (topic logs + classic group coordinator) until SIGTERM/SIGINT.
+
+`--bridge-zk-offsets` adds the coordinator-side offset bridge (zkcoord.server.group_service.ZkOffsetBridge):
+OffsetFetch answers max(coordinator, /consumers/G/offsets) and acknowledged commits are mirrored there.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,8 @@ from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
 from zkcoord.server.app import Node
 from zkcoord.server.broker import ServerConfig
+from zkcoord.server.group_service import ZkOffsetBridge, install_zk_offset_bridge
+from zkcoord.zk.bridge_offsets import ZkOffsetBridgeStore
 
 # (flag, GroupConfig field) pairs: flags carry Kafka's broker property names.
 _GROUP_FLAGS = (
@@ -62,6 +68,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     for flag, dest in _GROUP_FLAGS:
         parser.add_argument(f"--{flag}", dest=dest, type=int, default=None)
+    parser.add_argument(
+        "--bridge-zk-offsets",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="CONNECT",
+        help="offset bridge for migrations: OffsetFetch returns max(coordinator, /consumers/G/offsets/T/P) and "
+        "every acknowledged commit of a group member is mirrored there, never moving a znode backwards; "
+        "CONNECT defaults to --zk (give one to bridge a node that runs without --zk)",
+    )
+    parser.add_argument(
+        "--bridge-zk-offsets-wait-ms",
+        dest="bridge_wait_ms",
+        type=int,
+        default=1000,
+        help="how long a commit response waits for its offsets to land in ZooKeeper (0: never; default 1000)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -83,20 +106,50 @@ def run(args: argparse.Namespace) -> int:
         group = GroupConfig(**overrides)
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc)) from exc
-    return asyncio.run(_serve(Node(server, group, args.zk, args.advertise)))
+    bridge_connect = None
+    if args.bridge_zk_offsets is not None:
+        bridge_connect = args.bridge_zk_offsets or args.zk
+        if not bridge_connect:
+            raise ConfigError("--bridge-zk-offsets needs a ZooKeeper connect string: give one, or use --zk")
+        if args.bridge_wait_ms < 0:
+            raise ConfigError(f"--bridge-zk-offsets-wait-ms must be >= 0, got {args.bridge_wait_ms}")
+    return asyncio.run(
+        _serve(Node(server, group, args.zk, args.advertise), bridge_connect, args.bridge_wait_ms)
+    )
 
 
-async def _serve(node: Node) -> int:
+async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: int = 1000) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await node.start()
-    cfg = node.server_config
-    print(f"zkcoord serve: listening on {cfg.host}:{cfg.port} node {cfg.node_id}", flush=True)
+    zk_side = bridge = None
+    if bridge_connect:
+        zk_side = ZkOffsetBridgeStore(bridge_connect)
+        await asyncio.to_thread(zk_side.start)
+        bridge = ZkOffsetBridge(zk_side, ack_wait_ms=bridge_wait_ms)
+        await bridge.start()
+        # Installed before the node starts, so no service (and no commit) ever runs without it.
+        install_zk_offset_bridge(bridge)
+        print(f"zkcoord serve: bridging group offsets to ZooKeeper {bridge_connect}", flush=True)
     try:
-        await stop.wait()
+        await node.start()
+        cfg = node.server_config
+        print(f"zkcoord serve: listening on {cfg.host}:{cfg.port} node {cfg.node_id}", flush=True)
+        try:
+            await stop.wait()
+        finally:
+            await node.close()
     finally:
-        await node.close()
+        if bridge is not None and zk_side is not None:
+            await bridge.close()
+            install_zk_offset_bridge(None)
+            await asyncio.to_thread(zk_side.close)
+            st = bridge.stats
+            print(
+                f"zkcoord serve: offset bridge mirrored={st.mirrored} kept_higher={st.kept_higher} "
+                f"mirror_failures={st.mirror_failures} fetch_failures={st.fetch_failures} unmirrored={st.pending}",
+                flush=True,
+            )
     print("zkcoord serve: stopped", flush=True)
     return 0

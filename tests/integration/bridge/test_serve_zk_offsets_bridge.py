@@ -1,0 +1,240 @@
+"""`zkcoord serve --zk ... --bridge-zk-offsets` with real kafka-python groups on real ZooKeeper: commits land in
+the legacy offset znodes, OffsetFetch answers max(coordinator, ZooKeeper), a znode never goes backwards, and a
+rollback to ZooKeeper storage after a broker-only run regresses nothing."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from zkcoord.legacy.config import LegacyConsumerConfig
+from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
+from zkcoord.testing import wait_for
+from zkcoord.zk.member import LegacyConsumer
+from zkcoord.zk.session import connect
+
+pytestmark = pytest.mark.integration
+
+TOPIC = "bridged"
+PARTITIONS = 2
+
+
+@pytest.fixture(scope="module")
+def chroot_connect(zk_server: Any) -> Iterator[str]:
+    root = connect(zk_server.hosts)
+    chroot = f"/bridge-serve-{uuid.uuid4().hex[:8]}"
+    try:
+        root.ensure_path(chroot)
+    finally:
+        root.stop()
+        root.close()
+    yield f"{zk_server.hosts}{chroot}"
+
+
+@pytest.fixture(scope="module")
+def zkc(chroot_connect: str) -> Iterator[Any]:
+    client = connect(chroot_connect)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture(scope="module")
+def node(chroot_connect: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    server = NodeProcess(
+        tmp_path_factory.mktemp("bridged-node"),
+        ("--zk", chroot_connect, "--node-id", "1", f"--num.partitions={PARTITIONS}", "--bridge-zk-offsets",
+         *FAST_GROUP_FLAGS),
+    )  # fmt: skip
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+    assert "offset bridge mirrored=" in "".join(server.output)
+
+
+@pytest.fixture(scope="module")
+def produced(node: NodeProcess) -> dict[int, int]:
+    """40 records per partition of TOPIC; returns partition -> log end offset."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap, linger_ms=5, retries=5)
+    try:
+        for i in range(40 * PARTITIONS):
+            producer.send(TOPIC, value=f"{i}".encode(), partition=i % PARTITIONS)
+        producer.flush(timeout=30)
+    finally:
+        producer.close(timeout=5)
+    return {p: 40 for p in range(PARTITIONS)}
+
+
+def _consumer(node: NodeProcess, group: str, **extra: Any) -> Any:
+    from kafka import KafkaConsumer
+
+    return KafkaConsumer(
+        bootstrap_servers=node.bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+        request_timeout_ms=10000,
+        **extra,
+    )
+
+
+def _consume(consumer: Any, want: int, timeout: float = 30.0) -> list[tuple[int, int]]:
+    """Poll until `want` records arrived (bounded by `timeout`); (partition, offset) of each."""
+    got: list[tuple[int, int]] = []
+
+    def more() -> bool:
+        for records in consumer.poll(timeout_ms=200).values():
+            got.extend((r.partition, r.offset) for r in records)
+        return len(got) >= want
+
+    wait_for(more, timeout, f"{want} records")
+    return got
+
+
+def _znode(zkc: Any, group: str, partition: int) -> bytes | None:
+    path = f"/consumers/{group}/offsets/{TOPIC}/{partition}"
+    return zkc.get(path)[0] if zkc.exists(path) else None
+
+
+def _tp(partition: int) -> Any:
+    from kafka import TopicPartition
+
+    return TopicPartition(TOPIC, partition)
+
+
+def test_group_commits_appear_in_the_legacy_znodes(
+    node: NodeProcess, produced: dict[int, int], zkc: Any
+) -> None:
+    consumer = _consumer(node, "g-commits")
+    try:
+        consumer.subscribe([TOPIC])
+        _consume(consumer, sum(produced.values()))
+        consumer.commit()
+        # The commit response waited for the mirror, so the znodes hold the offsets as soon as it returns.
+        assert [_znode(zkc, "g-commits", p) for p in range(PARTITIONS)] == [b"40", b"40"]
+        from kafka import OffsetAndMetadata
+
+        consumer.commit({_tp(0): OffsetAndMetadata(41, "", -1)})
+        assert _znode(zkc, "g-commits", 0) == b"41"
+    finally:
+        consumer.close()
+
+
+def test_offset_fetch_answers_a_higher_znode_and_znodes_never_go_back(
+    node: NodeProcess, produced: dict[int, int], zkc: Any
+) -> None:
+    from kafka import OffsetAndMetadata
+
+    group = "g-max"
+    first = _consumer(node, group)
+    try:
+        first.subscribe([TOPIC])
+        _consume(first, 1)
+        first.commit({_tp(0): OffsetAndMetadata(10, "", -1), _tp(1): OffsetAndMetadata(10, "", -1)})
+        assert _znode(zkc, group, 0) == b"10"
+        zkc.set(f"/consumers/{group}/offsets/{TOPIC}/0", b"25")  # a legacy member got further
+        assert first.committed(_tp(0)) == 25
+        assert first.committed(_tp(1)) == 10
+        # The coordinator acknowledges a lower commit (its own store moves) but the znode is kept.
+        first.commit({_tp(0): OffsetAndMetadata(12, "", -1)})
+        assert _znode(zkc, group, 0) == b"25"
+        assert first.committed(_tp(0)) == 25
+        first.commit({_tp(0): OffsetAndMetadata(30, "", -1)})
+        assert _znode(zkc, group, 0) == b"30"
+    finally:
+        first.close()
+    # A new member of the group starts where the max says.
+    zkc.set(f"/consumers/{group}/offsets/{TOPIC}/1", b"33")
+    second = _consumer(node, group)
+    try:
+        second.subscribe([TOPIC])
+        seen = _consume(second, (40 - 30) + (40 - 33))
+        assert min(o for p, o in seen if p == 0) == 30
+        assert min(o for p, o in seen if p == 1) == 33
+    finally:
+        second.close()
+
+
+def test_malformed_znode_is_reported_not_hidden(
+    node: NodeProcess, produced: dict[int, int], zkc: Any
+) -> None:
+    from kafka.errors import KafkaTimeoutError
+
+    group = "g-malformed"
+    zkc.create(f"/consumers/{group}/offsets/{TOPIC}/0", b"12x", makepath=True)
+    consumer = _consumer(node, group)
+    try:
+        # LOAD_IN_PROGRESS is retried by the client until its deadline: never an answer without ZooKeeper's side.
+        with pytest.raises(KafkaTimeoutError):
+            consumer.committed(_tp(0), timeout_ms=1500)
+        assert consumer.committed(_tp(1)) is None
+        assert zkc.get(f"/consumers/{group}/offsets/{TOPIC}/0")[0] == b"12x"
+        zkc.set(f"/consumers/{group}/offsets/{TOPIC}/0", b"7")  # the operator repairs it
+        assert consumer.committed(_tp(0)) == 7
+    finally:
+        consumer.close()
+
+
+def test_rollback_to_zookeeper_after_a_broker_only_run_regresses_nothing(
+    node: NodeProcess, produced: dict[int, int], zkc: Any, chroot_connect: str
+) -> None:
+    group = "g-rollback"
+    consumer = _consumer(node, group)
+    try:
+        consumer.subscribe([TOPIC])
+        _consume(consumer, 50)
+        consumer.commit()
+        committed = {p: consumer.committed(_tp(p)) for p in range(PARTITIONS)}
+    finally:
+        consumer.close()
+    assert sum(committed.values()) >= 50
+    # Back to a ZooKeeper-storage legacy member, no `migrate rollback` in between: the znodes are current.
+    config = LegacyConsumerConfig(
+        group_id=group,
+        zookeeper_connect=chroot_connect,
+        consumer_id="legacy-1",
+        auto_offset_reset="smallest",
+        auto_commit_interval_ms=200,
+        rebalance_backoff_ms=200,
+        socket_timeout_ms=3000,
+        mode="fast",
+    )
+    legacy = LegacyConsumer(config, {TOPIC: 1})
+    seen: list[tuple[int, int]] = []
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.is_set():
+            msg = legacy.next_message(timeout=0.1)
+            if msg is not None:
+                seen.append((msg.partition, msg.offset))
+
+    legacy.start()
+    thread = threading.Thread(target=run, name="legacy-rollback", daemon=True)
+    thread.start()
+    try:
+        remaining = sum(produced[p] - committed[p] for p in range(PARTITIONS))
+        wait_for(lambda: len(seen) >= remaining, 30, f"{remaining} records on the legacy member")
+    finally:
+        stop.set()
+        thread.join(10)
+        legacy.close()
+    for p in range(PARTITIONS):
+        offsets = sorted(o for q, o in seen if q == p)
+        if committed[p] < produced[p]:
+            assert offsets[0] == committed[p], (
+                f"partition {p} restarted at {offsets[0]}, committed {committed[p]}"
+            )
+        assert set(range(committed[p], produced[p])) <= set(offsets)

@@ -1,0 +1,163 @@
+"""The ZooKeeper side of the coordinator's offset bridge (`zkcoord serve --bridge-zk-offsets`): reads a group's
+legacy offset znodes and mirrors acknowledged commits into them, never moving one backwards.
+
+Guarantees: znodes are `/consumers/[group]/offsets/[topic]/[partition]` holding the decimal next offset, exactly
+as the 0.8 consumer writes them (zkcoord.legacy.paths / codecs through ZooKeeperOffsetStore); a mirror write is
+versioned and never-regress (a higher value written by a legacy member meanwhile is kept), batched in multi-ops
+under the 1 MB jute.maxbuffer limit; a call on a disconnected session fails at once with `ZkBridgeUnavailable`
+instead of waiting for a reconnect, so the coordinator's request path is never held by a ZooKeeper outage.
+Names a legacy tree cannot hold (a group with '/', a topic longer than 255 characters) are reported, not written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
+
+from zkcoord.errors import ZkcoordError
+from zkcoord.legacy import paths
+from zkcoord.zk.offset_store import TP, WriteMode, ZooKeeperOffsetStore
+
+log = logging.getLogger(__name__)
+
+
+class ZkBridgeUnavailable(ZkcoordError):
+    """ZooKeeper did not answer (not connected, connection lost, session expired): nothing is known."""
+
+    code = 14  # COORDINATOR_LOAD_IN_PROGRESS: what a Kafka client retries on OffsetFetch
+    retriable = True
+
+
+@dataclass(frozen=True, slots=True)
+class ZkOffsetsRead:
+    """Offsets found, and per-partition reasons a znode could not be used (malformed data, illegal name)."""
+
+    offsets: Mapping[TP, int] = field(default_factory=dict)
+    errors: Mapping[TP, str] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class MirrorOutcome:
+    """What one mirror call did: `failed` partitions are worth retrying, `refused` ones never will be."""
+
+    written: dict[TP, int] = field(default_factory=dict)
+    unchanged: dict[TP, int] = field(default_factory=dict)
+    kept_higher: dict[TP, tuple[int, int]] = field(default_factory=dict)  # (stored, refused)
+    failed: dict[TP, str] = field(default_factory=dict)
+    refused: dict[TP, str] = field(default_factory=dict)
+
+
+class ZkOffsetBridgeStore:
+    """One kazoo session for the bridge; `hosts` may carry a chroot. Thread-safe (kazoo is)."""
+
+    def __init__(
+        self,
+        hosts: str,
+        *,
+        session_timeout_s: float = 10.0,
+        connect_timeout_s: float = 15.0,
+        max_batch_bytes: int = 512 * 1024,
+        client: KazooClient | None = None,
+    ) -> None:
+        if not hosts and client is None:
+            raise ZkcoordError("the offset bridge needs a ZooKeeper connect string")
+        self.hosts = hosts
+        self.session_timeout_s = session_timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.max_batch_bytes = max_batch_bytes
+        self._owns_client = client is None
+        self.client = client
+
+    def start(self) -> None:
+        """Connect; raises when ZooKeeper cannot be reached within `connect_timeout_s` (a startup error is
+        clearer than a bridge that silently never mirrors). Later outages are retried by kazoo's reconnects."""
+        if self.client is None:
+            client = KazooClient(hosts=self.hosts, timeout=self.session_timeout_s)
+            try:
+                client.start(timeout=self.connect_timeout_s)
+            except Exception as exc:
+                client.close()
+                raise ZkBridgeUnavailable(
+                    f"cannot reach ZooKeeper {self.hosts!r} for the offset bridge: {exc}"
+                ) from exc
+            self.client = client
+
+    def close(self) -> None:
+        client, self.client = self.client, None
+        if client is not None and self._owns_client:
+            client.stop()
+            client.close()
+
+    @property
+    def connected(self) -> bool:
+        return self.client is not None and bool(self.client.connected)
+
+    def _store(self, group: str) -> ZooKeeperOffsetStore:
+        if not self.connected:
+            raise ZkBridgeUnavailable("ZooKeeper session not connected")
+        assert self.client is not None
+        # One attempt per call and no reconnect wait inside: the caller (the mirror queue) owns retries.
+        return ZooKeeperOffsetStore(
+            self.client, group, max_batch_bytes=self.max_batch_bytes, max_attempts=3, reconnect_timeout_s=0.0
+        )
+
+    def read(self, group: str, partitions: Iterable[TP] | None) -> ZkOffsetsRead:
+        """The group's offsets for `partitions` (all of its offset znodes when None)."""
+        try:
+            paths.validate_group(group)
+        except paths.InvalidName:
+            return ZkOffsetsRead()  # such a group can have no znodes: nothing stored on this side
+        wanted = None if partitions is None else sorted(set(partitions))
+        errors: dict[TP, str] = {}
+        if wanted is not None:
+            legal = []
+            for tp in wanted:
+                try:
+                    paths.offset_path(group, *tp)
+                    legal.append(tp)
+                except paths.InvalidName:
+                    pass  # a topic a legacy tree cannot name has no znode: nothing stored on this side
+            wanted = legal
+        try:
+            result = self._store(group).read(wanted)
+        except KazooException as exc:
+            raise ZkBridgeUnavailable(f"reading offsets of group {group!r}: {type(exc).__name__}") from exc
+        errors.update({tp: str(exc) for tp, exc in result.errors.items()})
+        return ZkOffsetsRead(dict(result.offsets), errors)
+
+    def mirror(self, group: str, offsets: Mapping[TP, int]) -> MirrorOutcome:
+        """Write `offsets` in never-regress mode.
+
+        Raises ZkBridgeUnavailable when ZooKeeper did not answer (the whole call may be retried: it re-reads
+        first, so it does not matter whether an earlier try landed)."""
+        outcome = MirrorOutcome()
+        writable: dict[TP, int] = {}
+        for tp, offset in sorted(offsets.items()):
+            try:
+                paths.offset_path(group, *tp)
+            except paths.InvalidName as exc:
+                outcome.refused[tp] = str(exc)
+                continue
+            if offset < 0:
+                outcome.refused[tp] = f"offset {offset} is not a position"
+                continue
+            writable[tp] = offset
+        if not writable:
+            return outcome
+        try:
+            report = self._store(group).write(writable, WriteMode.NEVER_REGRESS)
+        except ZkBridgeUnavailable:
+            raise
+        except (KazooException, ZkcoordError) as exc:
+            raise ZkBridgeUnavailable(
+                f"mirroring offsets of group {group!r}: {type(exc).__name__}: {exc}"
+            ) from exc
+        outcome.written.update(report.written)
+        outcome.unchanged.update(report.unchanged)
+        outcome.kept_higher.update(report.kept_higher)
+        outcome.failed.update(report.errors)
+        return outcome
