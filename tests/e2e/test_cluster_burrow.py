@@ -1,9 +1,7 @@
-"""Burrow 1.2.1 (/usr/bin/Burrow) against a `serve --zk` node: its `kafka` cluster module polls our Metadata and
-ListOffsets, its `kafka_zk` consumer module reads /consumers/G/offsets, and the lag endpoint reports end - committed.
-
-The broker-protocol side (`[consumer.local] class-name="kafka"`) is not covered: Burrow consumes
-`__consumer_offsets` with Fetch, and zkcoord keeps group records in ZooKeeper (zkcoord.zk.record_store), not in a
-served `__consumer_offsets` topic log, so there is nothing for Burrow to fetch (see docs/cluster.md).
+"""Burrow 1.2.1 (/usr/bin/Burrow) against `serve --zk` nodes: its `kafka` cluster module polls our Metadata and
+ListOffsets; its `kafka_zk` consumer module reads /consumers/G/offsets (legacy groups); its `kafka` consumer module
+consumes the `__consumer_offsets` topic the cluster serves from the ZooKeeper record stores (broker-protocol
+groups). For both, the lag endpoint must report end - committed per partition.
 """
 
 from __future__ import annotations
@@ -17,10 +15,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.structs import OffsetAndMetadata
 
+from zkcoord.cluster.coordinator import OFFSETS_TOPIC, partition_for_group
 from zkcoord.local.node import NodeProcess
+from zkcoord.records.offsets import OffsetCommitKey, OffsetCommitValue, decode_record
 from zkcoord.testing import free_port, wait_for
+from zkcoord.zk import registry
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 
@@ -31,9 +34,32 @@ COMMITTED = 90
 GROUP = "oldgrp"
 
 
-def _config(zk_hosts: str, chroot: str, bootstrap: str, http_port: int, base: Path) -> str:
+def _config(
+    zk_hosts: str, chroot: str, bootstrap: str, http_port: int, base: Path, kafka_consumer: bool = False
+) -> str:
     zk_servers = json.dumps(zk_hosts.split(","))
-    return f"""
+    servers = json.dumps(bootstrap.split(","))
+    # Fetch of RecordBatch v2 needs sarama's Kafka >= 0.11 requests (Fetch v4); the cluster module keeps 0.10.
+    consumer = (
+        f"""
+[client-profile.consumer]
+client-id="burrow-offsets"
+kafka-version="0.11.0"
+
+[consumer.newkafka]
+class-name="kafka"
+cluster="local"
+servers={servers}
+client-profile="consumer"
+offsets-topic="__consumer_offsets"
+start-latest=false
+"""
+        if kafka_consumer
+        else ""
+    )
+    return (
+        consumer
+        + f"""
 [general]
 pidfile="{base}/burrow.pid"
 
@@ -51,7 +77,7 @@ kafka-version="0.10.0"
 
 [cluster.local]
 class-name="kafka"
-servers=["{bootstrap}"]
+servers={servers}
 client-profile="test"
 topic-refresh=1
 offset-refresh=1
@@ -76,6 +102,7 @@ min-distance=1
 class-name="caching"
 expire-cache=1
 """
+    )
 
 
 @pytest.fixture
@@ -88,6 +115,30 @@ def node(zk_connect: str, tmp_path: Path) -> Iterator[NodeProcess]:
         yield proc
     finally:
         proc.kill9()
+
+
+@contextlib.contextmanager
+def _burrow(conf_dir: Path, config: str) -> Iterator[Any]:
+    """Burrow running on `config`; killed on exit. The yielded object has `poll()` and `log()`."""
+    conf_dir.mkdir()
+    (conf_dir / "burrow.toml").write_text(config)
+    log_path = conf_dir / "burrow.out"
+    with log_path.open("w") as out:
+        proc = subprocess.Popen(
+            [BURROW, "-config-dir", str(conf_dir)],
+            cwd=conf_dir,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    proc.log = lambda: log_path.read_text()[-3000:]  # type: ignore[attr-defined]
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait(10)
 
 
 def _get(url: str) -> Any:
@@ -108,29 +159,15 @@ def test_burrow_reports_lag_of_zookeeper_group(
     producer.close(5)
     zk.create(f"/consumers/{GROUP}/offsets/{TOPIC}/0", str(COMMITTED).encode(), makepath=True)
 
-    conf_dir = tmp_path / "burrow"
-    conf_dir.mkdir()
     http_port = free_port()
     chroot = "/" + zk_chroot.strip("/")
-    (conf_dir / "burrow.toml").write_text(
-        _config(zk_server.hosts, chroot, node.bootstrap, http_port, conf_dir)
-    )
-    log_path = conf_dir / "burrow.out"
-    with log_path.open("w") as out:
-        burrow = subprocess.Popen(
-            [BURROW, "-config-dir", str(conf_dir)],
-            cwd=conf_dir,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-    try:
+    config = _config(zk_server.hosts, chroot, node.bootstrap, http_port, tmp_path)
+    with _burrow(tmp_path / "burrow", config) as burrow:
         base = f"http://127.0.0.1:{http_port}/v3/kafka/local"
         found: dict[str, Any] = {}
 
         def lag_reported() -> bool:
-            assert burrow.poll() is None, log_path.read_text()[-3000:]
+            assert burrow.poll() is None, burrow.log()
             body = _get(f"{base}/consumer/{GROUP}/lag")
             if not body or body.get("error") or not body.get("status"):
                 return False
@@ -153,7 +190,134 @@ def test_burrow_reports_lag_of_zookeeper_group(
         assert status["totallag"] == RECORDS - COMMITTED
         topic = _get(f"{base}/topic/{TOPIC}")
         assert topic is not None and topic["offsets"] == [RECORDS]
+
+
+NEW_GROUP = "newgrp"
+NEW_TOPIC = "lagged2"
+OFFSETS_PARTITIONS = 4
+COMMITS = {0: 60, 1: 75}  # partition -> committed offset; RECORDS produced to each
+
+
+@pytest.fixture
+def two_nodes(zk: Any, zk_connect: str, tmp_path: Path) -> Iterator[list[NodeProcess]]:
+    flags = (
+        "--zk",
+        zk_connect,
+        f"--offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
+        "--group.min.session.timeout.ms=1000",
+        "--group.initial.rebalance.delay.ms=0",
+    )
+    nodes = [NodeProcess(tmp_path / f"node{n}", (*flags, "--node-id", str(n))) for n in (1, 2)]
+    try:
+        for n in nodes:
+            n.start()
+        yield nodes
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            burrow.kill()
-        burrow.wait(10)
+        for n in nodes:
+            n.kill9()
+
+
+def _offsets_leaders(zk: Any) -> dict[int, int]:
+    out = {}
+    for p in range(OFFSETS_PARTITIONS):
+        state = registry.read_partition_state(zk, OFFSETS_TOPIC, p)
+        out[p] = state.leader if state is not None else -1
+    return out
+
+
+def test_burrow_reports_lag_of_broker_protocol_group(
+    zk: Any, zk_server: Any, zk_chroot: str, two_nodes: list[NodeProcess], tmp_path: Path
+) -> None:
+    bootstrap = ",".join(n.bootstrap for n in two_nodes)
+    wait_for(
+        lambda: sorted(set(_offsets_leaders(zk).values())) == [1, 2],
+        30,
+        "offsets partitions led by both nodes",
+    )
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap.split(","))
+    try:
+        admin.create_topics([NewTopic(NEW_TOPIC, len(COMMITS), 1)])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=bootstrap.split(","), acks=1, retries=10)
+    try:
+        for p in sorted(COMMITS):
+            for i in range(RECORDS):
+                producer.send(NEW_TOPIC, f"r{p}-{i}".encode(), partition=p)
+        producer.flush(30)
+    finally:
+        producer.close(5)
+
+    consumer = KafkaConsumer(
+        NEW_TOPIC,
+        bootstrap_servers=bootstrap.split(","),
+        group_id=NEW_GROUP,
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=500,
+        metadata_max_age_ms=1000,
+    )
+    try:
+        wait_for(
+            lambda: bool(consumer.poll(timeout_ms=200) is not None and len(consumer.assignment()) == 2),
+            60,
+            "the kafka-python group owns both partitions",
+        )
+        commits = {TopicPartition(NEW_TOPIC, p): OffsetAndMetadata(o, "", -1) for p, o in COMMITS.items()}
+        consumer.commit(commits)
+
+        # __consumer_offsets is internal, one partition per offsets partition, with the offsets leaders; the
+        # coordinator's partition holds exactly the commit records the coordinator wrote.
+        reader = KafkaConsumer(bootstrap_servers=bootstrap.split(","), enable_auto_commit=False)
+        try:
+            meta_parts = reader.partitions_for_topic(OFFSETS_TOPIC)
+            assert meta_parts == set(range(OFFSETS_PARTITIONS))
+            assert OFFSETS_TOPIC in reader._client.cluster.internal_topics
+            coordinator_partition = partition_for_group(NEW_GROUP, OFFSETS_PARTITIONS)
+            tp = TopicPartition(OFFSETS_TOPIC, coordinator_partition)
+            reader.assign([tp])
+            reader.seek_to_beginning(tp)
+            latest: dict[int, int] = {}
+            end = reader.end_offsets([tp])[tp]
+            assert end > 0
+
+            def commits_read() -> bool:
+                for rec in reader.poll(timeout_ms=300).get(tp, []):
+                    key, value = decode_record(rec.key, rec.value)
+                    if isinstance(key, OffsetCommitKey) and key.group == NEW_GROUP and value is not None:
+                        assert isinstance(value, OffsetCommitValue)
+                        latest[key.partition] = value.offset
+                return latest == COMMITS and reader.position(tp) >= end
+
+            wait_for(commits_read, 30, "the commit records fetched from __consumer_offsets")
+        finally:
+            reader.close()
+        assert not (two_nodes[0].data_dir / "logs" / f"{OFFSETS_TOPIC}-0").exists()
+
+        http_port = free_port()
+        chroot = "/" + zk_chroot.strip("/")
+        config = _config(zk_server.hosts, chroot, bootstrap, http_port, tmp_path, kafka_consumer=True)
+        with _burrow(tmp_path / "burrow", config) as burrow:
+            url = f"http://127.0.0.1:{http_port}/v3/kafka/local/consumer/{NEW_GROUP}/lag"
+            found: dict[str, Any] = {}
+
+            def lag_reported() -> bool:
+                assert burrow.poll() is None, burrow.log()
+                body = _get(url)
+                parts = (body or {}).get("status", {}).get("partitions") or [] if body else []
+                lags = {p["partition"]: p.get("current_lag") for p in parts if p.get("topic") == NEW_TOPIC}
+                if lags != {p: RECORDS - o for p, o in COMMITS.items()}:
+                    # a commit read before Burrow's first broker-offset poll is dropped: commit again
+                    consumer.commit(commits)
+                    return False
+                found.update(body)
+                return True
+
+            wait_for(lag_reported, 90, "Burrow lag for the broker-protocol group", interval=1.0)
+        status = found["status"]
+        assert status["group"] == NEW_GROUP
+        assert status["totallag"] == sum(RECORDS - o for o in COMMITS.values())
+        for part in status["partitions"]:
+            assert part["end"]["offset"] == COMMITS[part["partition"]]
+    finally:
+        consumer.close(autocommit=False)

@@ -192,11 +192,17 @@ class ClusterNode:
     def partition_for(self, group_id: str) -> int:
         return partition_for_group(group_id, self._num_partitions)
 
+    def offsets_partition_count(self) -> int:
+        return self._num_partitions
+
     def group_status(self, group_id: str) -> ErrorCode:
         """Kafka's `validateGroupStatus` order after the group-id check: not available, loading, not coordinator."""
+        return self.group_status_of_partition(self.partition_for(group_id))
+
+    def group_status_of_partition(self, partition: int) -> ErrorCode:
+        """`group_status` for every group of offsets partition `partition`."""
         if not self._serving:
             return ErrorCode.NOT_COORDINATOR
-        partition = self.partition_for(group_id)
         owned = self._owned.get(partition)
         if owned is not None:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if owned[0] == _Status.LOADING else ErrorCode.NONE

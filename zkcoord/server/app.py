@@ -86,6 +86,7 @@ class Node:
         self.broker.cluster = routing
         self.broker.groups_dispatch = GroupDispatch(routing).dispatch
         self.broker.on_topic_created.append(routing.topic_created)
+        routing.on_new_data = self.broker.notify_new_data
         await routing.start(self.logs)
 
     async def close(self) -> None:

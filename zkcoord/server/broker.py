@@ -17,12 +17,13 @@ from typing import Any
 from zkcoord.errors import ConfigError
 from zkcoord.records.batch import CorruptBatch, split_batches
 from zkcoord.server import kafka_protocol as kp
-from zkcoord.server.log import LEGAL_TOPIC, InvalidTopic, LogManager, PartitionLog
+from zkcoord.server.log import LEGAL_TOPIC, InvalidTopic, LogManager, OffsetsTopicLog, PartitionLog
 
 log = logging.getLogger(__name__)
 
 NONE = 0
 CORRUPT_MESSAGE = 2
+LEADER_NOT_AVAILABLE = 5
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_TOPIC_EXCEPTION = 17
 INVALID_REQUIRED_ACKS = 21
@@ -35,6 +36,10 @@ INVALID_REPLICATION_FACTOR = 38
 UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
 
 Response = bytes | None
+
+# The group coordinator's internal topic (Kafka's Topic.GROUP_METADATA_TOPIC_NAME). In cluster mode it is served
+# read-only from the coordinator's ZooKeeper record stores; clients may never produce to it.
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +141,26 @@ class Broker:
     def _leads(self, topic: str, partition: int) -> bool:
         return self.cluster is None or bool(self.cluster.leads(topic, partition))
 
+    def notify_new_data(self) -> None:
+        """Wake every Fetch waiting for data (on the loop thread)."""
+        self._new_data.set()
+        self._new_data = asyncio.Event()
+
+    def _readable(self, topic: str, partition: int) -> tuple[PartitionLog | OffsetsTopicLog | None, int]:
+        """The log a ListOffsets/Fetch reads, or None and the error: UNKNOWN_TOPIC_OR_PARTITION,
+        NOT_LEADER_OR_FOLLOWER (led elsewhere, or an offsets partition still loading here)."""
+        if topic == OFFSETS_TOPIC:
+            if self.cluster is None or not 0 <= partition < self.cluster.offsets_partition_count():
+                return None, UNKNOWN_TOPIC_OR_PARTITION
+            view: OffsetsTopicLog | None = self.cluster.offsets_log(partition)
+            return (view, NONE) if view is not None else (None, NOT_LEADER_OR_FOLLOWER)
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            return None, UNKNOWN_TOPIC_OR_PARTITION
+        if not self._leads(topic, partition):
+            return None, NOT_LEADER_OR_FOLLOWER
+        return plog, NONE
+
     # -- topics ---------------------------------------------------------------------------------------------
 
     def _create(self, name: str, partitions: int) -> list[PartitionLog]:
@@ -175,9 +200,20 @@ class Broker:
         topics: list[kp.TopicMeta] = []
         if wanted is None:
             for name in sorted(self.logs.topics):
-                topics.append(self._topic_meta(name, self.logs.topics[name]))
+                if name != OFFSETS_TOPIC:
+                    topics.append(self._topic_meta(name, self.logs.topics[name]))
+            if self.cluster is not None:
+                topics.append(self.cluster.offsets_topic_meta())
+                topics.sort(key=lambda t: t.name)
         else:
             for name in wanted:
+                if name == OFFSETS_TOPIC:
+                    # Never a data topic: the controller creates it (cluster); a single node does not serve it.
+                    if self.cluster is not None:
+                        topics.append(self.cluster.offsets_topic_meta())
+                    else:
+                        topics.append(kp.TopicMeta(name, UNKNOWN_TOPIC_OR_PARTITION, (), internal=True))
+                    continue
                 logs = self.logs.topics.get(name)
                 if logs is None:
                     if not LEGAL_TOPIC.match(name):
@@ -185,6 +221,13 @@ class Broker:
                         continue
                     if not allow_auto:
                         topics.append(kp.TopicMeta(name, UNKNOWN_TOPIC_OR_PARTITION, ()))
+                        continue
+                    if self.cluster is not None:
+                        # As a Kafka broker whose metadata cache lacks the topic: publish it to ZooKeeper
+                        # (unless another node did) and answer LEADER_NOT_AVAILABLE; local logs follow
+                        # ZooKeeper's partition count on the next refresh, so nodes never disagree on it.
+                        self.cluster.topic_created(name, self.config.num_partitions)
+                        topics.append(kp.TopicMeta(name, LEADER_NOT_AVAILABLE, ()))
                         continue
                     logs = self._create(name, self.config.num_partitions)
                 topics.append(self._topic_meta(name, logs))
@@ -205,16 +248,23 @@ class Broker:
                 results.append((key, COORDINATOR_NOT_AVAILABLE, what, -1, "", -1))
         return kp.find_coordinator_response(req, results)
 
-    def create_topics(self, req: kp.RequestFrame) -> Response:
+    def create_topics(self, req: kp.RequestFrame) -> Response | Awaitable[Response]:
         validate_only = bool(getattr(req.body, "validate_only", False)) if req.api_version >= 1 else False
         results: list[tuple[str, int, str | None, int]] = []
+        to_create: list[int] = []  # indexes into results of topics to create
         for t in req.body.topics:
             n = t.num_partitions
             if t.assignments:
                 n = len(t.assignments)
             elif n == -1:
                 n = self.config.num_partitions
-            if t.name in self.logs.topics:
+            if t.name == OFFSETS_TOPIC:
+                results.append(
+                    (t.name, INVALID_TOPIC_EXCEPTION, f"{OFFSETS_TOPIC} is the group coordinator's topic", n)
+                    if self.cluster is None
+                    else (t.name, TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.", n)
+                )
+            elif t.name in self.logs.topics:
                 results.append((t.name, TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.", n))
             elif not LEGAL_TOPIC.match(t.name or ""):
                 results.append((t.name, INVALID_TOPIC_EXCEPTION, f"illegal topic name {t.name!r}", n))
@@ -231,12 +281,38 @@ class Broker:
                 )
             else:
                 if not validate_only:
-                    try:
-                        self._create(t.name, n)
-                    except InvalidTopic as exc:
-                        results.append((t.name, INVALID_TOPIC_EXCEPTION, str(exc), n))
-                        continue
+                    to_create.append(len(results))
                 results.append((t.name, NONE, None, n))
+        if self.cluster is not None and to_create:
+            return self._create_topics_in_cluster(req, results, to_create)
+        for i in to_create:
+            name, _e, _m, n = results[i]
+            try:
+                self._create(name, n)
+            except InvalidTopic as exc:
+                results[i] = (name, INVALID_TOPIC_EXCEPTION, str(exc), n)
+        return kp.create_topics_response(req, results)
+
+    async def _create_topics_in_cluster(
+        self, req: kp.RequestFrame, results: list[tuple[str, int, str | None, int]], to_create: list[int]
+    ) -> Response:
+        """Kafka writes `/brokers/topics/T` before answering CreateTopics; a topic another node published
+        first is TOPIC_ALREADY_EXISTS, and the local logs follow the partition count in ZooKeeper."""
+        for i in to_create:
+            name, _e, _m, n = results[i]
+            try:
+                created, count = await self.cluster.publish_topic(name, n)
+            except Exception as exc:
+                log.warning("CreateTopics %s: cannot write the topic to ZooKeeper: %r", name, exc)
+                results[i] = (name, UNKNOWN_SERVER_ERROR, f"cannot write the topic to ZooKeeper: {exc}", n)
+                continue
+            try:
+                self.logs.ensure_partitions(name, count)
+            except InvalidTopic as exc:
+                results[i] = (name, INVALID_TOPIC_EXCEPTION, str(exc), n)
+                continue
+            if not created:
+                results[i] = (name, TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.", n)
         return kp.create_topics_response(req, results)
 
     def produce(self, req: kp.RequestFrame) -> Response:
@@ -249,6 +325,10 @@ class Broker:
             for pd in topic.partition_data:
                 if acks not in (0, 1, -1):
                     parts.append((pd.index, INVALID_REQUIRED_ACKS, -1, -1, f"acks={acks}"))
+                    continue
+                if topic.name == OFFSETS_TOPIC:  # Kafka: "Cannot append to internal topic"
+                    msg = f"Cannot append to internal topic {OFFSETS_TOPIC}"
+                    parts.append((pd.index, INVALID_TOPIC_EXCEPTION, -1, -1, msg))
                     continue
                 plog = self.logs.get(topic.name, pd.index)
                 if plog is None:
@@ -287,8 +367,7 @@ class Broker:
                 parts.append((pd.index, NONE, base, plog.log_start_offset, None))
             out.append((topic.name, parts))
         if appended:
-            self._new_data.set()
-            self._new_data = asyncio.Event()
+            self.notify_new_data()
         if acks == 0:
             return None
         return kp.produce_response(req, out)
@@ -298,12 +377,9 @@ class Broker:
         for topic in req.body.topics:
             parts = []
             for p in topic.partitions:
-                plog = self.logs.get(topic.name, p.partition_index)
+                plog, error = self._readable(topic.name, p.partition_index)
                 if plog is None:
-                    parts.append((p.partition_index, UNKNOWN_TOPIC_OR_PARTITION, -1, -1))
-                    continue
-                if not self._leads(topic.name, p.partition_index):
-                    parts.append((p.partition_index, NOT_LEADER_OR_FOLLOWER, -1, -1))
+                    parts.append((p.partition_index, error, -1, -1))
                     continue
                 ts = p.timestamp
                 if ts == -1:
@@ -327,12 +403,9 @@ class Broker:
         for topic in body.topics:
             parts = []
             for p in topic.partitions:
-                plog = self.logs.get(topic.topic, p.partition)
+                plog, error = self._readable(topic.topic, p.partition)
                 if plog is None:
-                    parts.append((p.partition, UNKNOWN_TOPIC_OR_PARTITION, -1, -1, b""))
-                    continue
-                if not self._leads(topic.topic, p.partition):
-                    parts.append((p.partition, NOT_LEADER_OR_FOLLOWER, -1, -1, b""))
+                    parts.append((p.partition, error, -1, -1, b""))
                     continue
                 offset = p.fetch_offset
                 if offset < plog.log_start_offset or offset > plog.next_offset:

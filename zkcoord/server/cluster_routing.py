@@ -7,6 +7,9 @@ Guarantees:
   COORDINATOR_NOT_AVAILABLE (no leader), with Kafka's per-API mapping (`zkcoord.group.handlers.error_response`);
 * partition leaders come from the controller's partition states only (the node never writes a partition state);
   Produce/Fetch/ListOffsets for a partition not led here get NOT_LEADER_OR_FOLLOWER;
+* `__consumer_offsets` is a real, read-only internal topic: Metadata lists it (is_internal, one partition per
+  offsets partition, leader = the offsets-partition leader), and the node leading a partition serves ListOffsets
+  and Fetch from that partition's ZooKeeper record store (`zkcoord.server.log.OffsetsTopicLog`) once loaded;
 * a topic created through this node gets `/brokers/topics/T` (replication factor 1, round-robin over live
   nodes) when absent; the controller then assigns leaders, and every node creates local logs for the topics it
   learns about.
@@ -18,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -37,9 +41,11 @@ from zkcoord.group.messages import (
     ListGroupsResponse,
 )
 from zkcoord.legacy import paths
+from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.group_service import GroupService
+from zkcoord.server.log import OffsetsTopicLog
 from zkcoord.zk import registry
-from zkcoord.zk.controller import ZooKeeperError, read_topic_states
+from zkcoord.zk.controller import ZooKeeperError, create_topic_if_absent, read_topic_states
 from zkcoord.zk.record_store import ZkRecordStore
 
 log = logging.getLogger(__name__)
@@ -61,6 +67,8 @@ class ClusterRouting:
         self.group_config = group_config
         self.node = ClusterNode(config, on_become_leader=self._become_leader, on_resign=self._resign)
         self.services: dict[int, GroupService] = {}
+        self.offsets_logs: dict[int, OffsetsTopicLog] = {}
+        self.on_new_data: Callable[[], None] | None = None  # Broker.notify_new_data: wakes waiting Fetches
         self.topics: TopicLeaders = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._logs: Any = None
@@ -109,6 +117,13 @@ class ClusterRouting:
         )
         await service.start()
         self.services[partition] = service
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(self._new_data)
+
+        store.on_append = wake
+        self.offsets_logs[partition] = OffsetsTopicLog(store)
         log.info("node=%d serving groups of offsets partition %d", self.config.node_id, partition)
 
     def _resign(self, partition: int) -> None:
@@ -121,7 +136,12 @@ class ClusterRouting:
         with contextlib.suppress(TimeoutError, RuntimeError):
             fut.result(CALLBACK_TIMEOUT_S)
 
+    def _new_data(self) -> None:
+        if self.on_new_data is not None:
+            self.on_new_data()
+
     async def _stop_service(self, partition: int) -> None:
+        self.offsets_logs.pop(partition, None)
         service = self.services.pop(partition, None)
         if service is not None:
             await service.close()
@@ -129,23 +149,35 @@ class ClusterRouting:
     # -- topics and leaders ---------------------------------------------------------------------------------
 
     def topic_created(self, topic: str, partitions: int) -> None:
-        """Broker callback on the loop: publish the topic's replica assignment; the refresher picks up leaders."""
+        """Broker callback on the loop (auto-create): publish the topic's replica assignment; the refresher
+        picks up leaders and follows ZooKeeper's partition count if another node published first."""
         if self._loop is not None:
-            self._loop.create_task(asyncio.to_thread(self._publish_topic, topic, partitions))
+            task = self._loop.create_task(asyncio.to_thread(self._publish_topic, topic, partitions))
+            task.add_done_callback(lambda _t: self._kick.set())
+
+    async def publish_topic(self, topic: str, partitions: int) -> tuple[bool, int]:
+        """CreateTopics: write `/brokers/topics/T` before answering, as Kafka does; (created here, partition
+        count in ZooKeeper). ZooKeeperError when ZooKeeper cannot be reached."""
+        created, count = await asyncio.to_thread(self._publish_topic_or_raise, topic, partitions)
+        self._kick.set()
+        return created, count
+
+    def _publish_topic_or_raise(self, topic: str, partitions: int) -> tuple[bool, int]:
+        live = [n for n, _h, _p in self.node.brokers()] or [self.config.node_id]
+        created, assignment = create_topic_if_absent(
+            self.node.client, topic, single_replica_assignment(partitions, live)
+        )
+        if created:
+            log.info("node=%d published topic %s (%d partitions)", self.config.node_id, topic, partitions)
+        return created, len(assignment.partitions)
 
     def _publish_topic(self, topic: str, partitions: int) -> None:
-        client = self.node.client
-        if topic == OFFSETS_TOPIC or client is None:
+        if topic == OFFSETS_TOPIC or self.node.client is None:
             return
         try:
-            if client.exists(paths.topic_path(topic)) is not None:
-                return
-            live = [n for n, _h, _p in self.node.brokers()] or [self.config.node_id]
-            registry.write_topic(client, topic, single_replica_assignment(partitions, live))
-            log.info("node=%d published topic %s (%d partitions)", self.config.node_id, topic, partitions)
-        except ZooKeeperError as exc:
+            self._publish_topic_or_raise(topic, partitions)
+        except (ZooKeeperError, MalformedZnode) as exc:
             log.warning("node=%d could not publish topic %s: %r", self.config.node_id, topic, exc)
-        self._kick.set()
 
     def _read_topics(self) -> TopicLeaders:
         client = self.node.client
@@ -173,9 +205,9 @@ class ClusterRouting:
             log.warning("node=%d topic refresh failed: %r", self.config.node_id, exc)
             return
         for name, parts in topics.items():
-            if name not in self._logs.topics:
+            if len(self._logs.topics.get(name, ())) < len(parts):
                 try:
-                    self._logs.create_topic(name, len(parts))
+                    self._logs.ensure_partitions(name, len(parts))
                 except Exception:
                     log.exception("node=%d cannot create local logs for %s", self.config.node_id, name)
         self.topics = topics
@@ -197,11 +229,34 @@ class ClusterRouting:
         """(partition, leader, replicas, error) for Metadata; LEADER_NOT_AVAILABLE until the controller acts."""
         parts = self.topics.get(topic, {})
         out = []
-        for p in range(count):
+        for p in range(max(count, len(parts))):  # ZooKeeper's count wins while local logs catch up
             leader, replicas = parts.get(p, (NO_LEADER, ()))
             alive = leader != NO_LEADER and any(n == leader for n, _h, _p in self.node.brokers())
             out.append((p, leader if alive else -1, replicas or (-1,), 0 if alive else LEADER_NOT_AVAILABLE))
         return out
+
+    def offsets_partition_count(self) -> int:
+        return self.node.offsets_partition_count()
+
+    def offsets_log(self, partition: int) -> OffsetsTopicLog | None:
+        """The readable `__consumer_offsets` partition, when this node leads it and has loaded it."""
+        if self.node.group_status_of_partition(partition) != ErrorCode.NONE:
+            return None
+        return self.offsets_logs.get(partition)
+
+    def offsets_topic_meta(self) -> kp.TopicMeta:
+        """`__consumer_offsets` as Kafka lists it: internal, every offsets partition with its leader (replicas
+        and ISR = the leader: the records live in ZooKeeper, not on a replica's disk)."""
+        count = self.node.offsets_partition_count()
+        leaders = self.node.offsets_leaders()
+        live = {n for n, _h, _p in self.node.brokers()}
+        parts = []
+        for p in range(count):
+            lead = leaders.get(p)
+            leader = lead.leader if lead is not None and lead.leader in live else -1
+            error = 0 if leader != -1 else LEADER_NOT_AVAILABLE
+            parts.append(kp.PartitionMeta(p, leader, (leader,), error))
+        return kp.TopicMeta(OFFSETS_TOPIC, 0, tuple(parts), internal=True)
 
     def brokers(self) -> list[tuple[int, str, int]]:
         return self.node.brokers()

@@ -17,12 +17,14 @@ import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.records.batch import (
     HEADER_SIZE,
     BatchHeader,
     CorruptBatch,
+    build_batch,
     parse_header,
     validate_batch,
 )
@@ -281,6 +283,19 @@ class LogManager:
         log.info("created topic %s with %d partitions", name, partitions)
         return logs
 
+    def ensure_partitions(self, name: str, partitions: int) -> list[PartitionLog]:
+        """Create the topic, or add partitions up to `partitions` (never removes any): a cluster node follows
+        the partition count in ZooKeeper even when it auto-created the topic locally first."""
+        logs = self.create_topic(name, partitions)
+        if len(logs) < partitions:
+            logs = logs + [
+                PartitionLog(self.root / f"{name}-{p}", name, p, self.segment_bytes)
+                for p in range(len(logs), partitions)
+            ]
+            self.topics[name] = logs
+            log.info("topic %s now has %d partitions", name, partitions)
+        return logs
+
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         logs = self.topics.get(topic)
         if logs is None or not 0 <= partition < len(logs):
@@ -291,3 +306,64 @@ class LogManager:
         for logs in self.topics.values():
             for plog in logs:
                 plog.close()
+
+
+class OffsetsTopicLog:
+    """A read-only view of one `__consumer_offsets` partition in cluster mode, over its ZooKeeper record store.
+
+    Every batch znode becomes one RecordBatch v2 whose records carry exactly the key/value bytes the coordinator
+    wrote (`zkcoord.records.offsets` codecs), at the store's offsets (`ZkRecordStore.log_batches`: sequence *
+    2^20 + index). The log is compacted-shaped: offsets have gaps, and a fetch below the first batch starts at
+    the first batch (Kafka's compacted topics never report OFFSET_OUT_OF_RANGE for a gap either), so the log
+    start offset is always 0. `store` is duck-typed: `log_batches()`, `log_end_offset()`, `fence.leader_epoch`.
+    """
+
+    log_start_offset = 0
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self._encoded: dict[int, bytes] = {}
+
+    @property
+    def next_offset(self) -> int:
+        end: int = self.store.log_end_offset()
+        return end
+
+    def _batch_bytes(self, batch: Any) -> bytes:
+        data = self._encoded.get(batch.seq)
+        if data is None:
+            data = build_batch(
+                list(batch.records),
+                base_offset=batch.base_offset,
+                base_timestamp=batch.timestamp_ms,
+                partition_leader_epoch=self.store.fence.leader_epoch,
+            )
+            self._encoded[batch.seq] = data
+        return data
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the first one holding an offset >= `offset`, up to max_bytes (at least one)."""
+        batches = self.store.log_batches()
+        if len(self._encoded) > 2 * len(batches) + 16:  # compaction dropped batches: forget their bytes
+            live = {b.seq for b in batches}
+            self._encoded = {s: d for s, d in self._encoded.items() if s in live}
+        ends = [b.next_offset for b in batches]
+        i = bisect.bisect_right(ends, offset)
+        out: list[bytes] = []
+        total = 0
+        for batch in batches[i:]:
+            if not batch.records:
+                continue
+            data = self._batch_bytes(batch)
+            if out and total + len(data) > max_bytes:
+                break
+            out.append(data)
+            total += len(data)
+        return b"".join(out)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int]:
+        """(base offset, write time) of the first batch written at or after `timestamp`; (-1, -1) if none."""
+        for batch in self.store.log_batches():
+            if batch.records and batch.timestamp_ms >= timestamp:
+                return batch.base_offset, batch.timestamp_ms
+        return -1, -1

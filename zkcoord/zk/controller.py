@@ -576,3 +576,18 @@ def read_topic_states(
             continue
         states[int(name)] = (PartitionState.decode(spath, sdata), sstat.version)
     return assignment, states
+
+
+def create_topic_if_absent(
+    client: KazooClient, topic: str, replicas: dict[int, list[int]]
+) -> tuple[bool, TopicAssignment]:
+    """Create `/brokers/topics/T` atomically unless it exists (two nodes auto-creating the same topic must not
+    overwrite each other); (created, the assignment now stored)."""
+    path = paths.topic_path(topic)
+    assignment = TopicAssignment.of(replicas)
+    try:
+        client.create(path, assignment.encode(), makepath=True)
+        return True, assignment
+    except NodeExistsError:
+        data, _ = client.get(path)
+        return False, TopicAssignment.decode(path, data)

@@ -16,6 +16,12 @@ One append is split into batches of at most `max_batch_bytes` and into multis of
 an append larger than one multi is atomic per multi only. `compact()` rewrites the partition as one snapshot
 (the last value per key, tombstones dropped) in a single fenced multi when that fits, so the znode count and
 the load time stay proportional to the live keys, not to the commit history.
+
+Log offsets (for serving `__consumer_offsets` as a fetchable topic): record i of the batch znode with sequence
+number s has offset `s * OFFSETS_PER_BATCH + i`. ZooKeeper assigns s from the parent's child-change counter
+(`cversion`), which only grows, whoever the writer is, so offsets stay monotonic across failover and restarts
+without any extra state. A compaction snapshot is a new batch: its records reappear at higher offsets (as
+copies, not moves), and nothing below the first surviving batch can be read again.
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from __future__ import annotations
 import logging
 import struct
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
@@ -42,8 +49,33 @@ MAGIC = b"ZKR1"
 DEFAULT_MAX_BATCH_BYTES = 512 * 1024
 DEFAULT_MAX_MULTI_BYTES = 900 * 1024
 _OP_OVERHEAD = 64
+# A batch of at most 512 KiB holds fewer than 2^16 records (each costs >= 8 bytes), so 2^20 offsets per
+# sequence number never collide; with ZooKeeper's int32 sequence the largest offset stays below 2^51.
+OFFSETS_PER_BATCH = 1 << 20
 
 Record = tuple[bytes, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedBatch:
+    """One batch znode as the `__consumer_offsets` log sees it: sequence, write time, records."""
+
+    seq: int
+    timestamp_ms: int
+    records: tuple[Record, ...]
+
+    @property
+    def base_offset(self) -> int:
+        return self.seq * OFFSETS_PER_BATCH
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + len(self.records)
+
+
+def seq_of(name: str) -> int:
+    """The sequence number of a batch znode name (`batch-0000000042` -> 42)."""
+    return int(name.rsplit("/", 1)[-1][len(BATCH_PREFIX) :])
 
 
 class StoreFenced(ZkcoordError):
@@ -149,36 +181,62 @@ class ZkRecordStore:
         self.max_multi_bytes = max_multi_bytes
         self.path = records_path(fence.partition)
         self._lock = threading.Lock()
+        # The log view: filled by load(), extended by each committed append; replaced whole, never mutated.
+        self._index: tuple[IndexedBatch, ...] = ()
+        self._log_end = 0
+        self.indexed = False
+        self.on_append: Callable[[], None] | None = None  # called after each committed multi (any thread)
         self.client.ensure_path(self.path)
 
     def append(self, records: Iterable[Record]) -> None:
         """Durably append `records` (in order) or raise StoreFenced / a ZooKeeper error with nothing written
         by the failing multi."""
-        batches = [encode_batch(b) for b in split_batches(list(records), self.max_batch_bytes)]
+        chunks = split_batches(list(records), self.max_batch_bytes)
+        batches = [encode_batch(b) for b in chunks]
         for data in batches:
             if len(data) + _OP_OVERHEAD > self.max_multi_bytes:
                 raise ValueError(f"a single record of {len(data)} bytes cannot fit in one ZooKeeper request")
         with self._lock:
             group: list[bytes] = []
+            group_records: list[list[Record]] = []
             size = 0
-            for data in batches:
+            for data, recs in zip(batches, chunks, strict=True):
                 if group and size + len(data) + _OP_OVERHEAD > self.max_multi_bytes:
-                    self._commit(group, ())
-                    group, size = [], 0
+                    self._commit(group, (), group_records)
+                    group, group_records, size = [], [], 0
                 group.append(data)
+                group_records.append(recs)
                 size += len(data) + _OP_OVERHEAD
             if group:
-                self._commit(group, ())
+                self._commit(group, (), group_records)
 
     def load(self) -> Iterator[Record]:
-        """Every record of the partition in append order (the reader replays; later values win)."""
-        for name in self._batch_names():
-            path = f"{self.path}/{name}"
-            try:
-                data, _ = self.client.get(path)
-            except NoNodeError:
-                continue  # compacted away under us; the snapshot that replaced it is later in the order
-            yield from decode_batch(path, data)
+        """Every record of the partition in append order (the reader replays; later values win). Also
+        (re)builds the log view that `log_batches` serves."""
+        with self._lock:
+            names, cversion = self._batch_names_and_cversion()
+            batches: list[IndexedBatch] = []
+            for name in names:
+                path = f"{self.path}/{name}"
+                try:
+                    data, stat = self.client.get(path)
+                except NoNodeError:
+                    continue  # compacted away under us; the snapshot that replaced it is later in the order
+                batches.append(IndexedBatch(seq_of(name), stat.ctime, tuple(decode_batch(path, data))))
+            self._index = tuple(batches)
+            self._log_end = batches[-1].next_offset if batches else cversion * OFFSETS_PER_BATCH
+            self.indexed = True
+        for batch in batches:
+            yield from batch.records
+
+    def log_batches(self) -> tuple[IndexedBatch, ...]:
+        """The batches in sequence order as of the last load plus every append committed since."""
+        return self._index
+
+    def log_end_offset(self) -> int:
+        """One past the last record's offset; for a partition loaded empty, the first offset the next batch
+        can have (the parent's cversion). Never goes backwards, also when compaction leaves nothing."""
+        return self._log_end
 
     def close(self) -> None:
         """Nothing to release: the kazoo client belongs to the node."""
@@ -200,21 +258,28 @@ class ZkRecordStore:
                 for key, value in decode_batch(path, data):
                     latest[key] = value
             live = [(k, v) for k, v in latest.items() if v is not None]
-            snapshot = [encode_batch(b) for b in split_batches(live, self.max_batch_bytes)] if live else []
+            chunks = split_batches(live, self.max_batch_bytes) if live else []
+            snapshot = [encode_batch(b) for b in chunks]
             size = sum(len(d) + _OP_OVERHEAD for d in snapshot) + len(names) * (_OP_OVERHEAD + len(self.path))
             if size > self.max_multi_bytes:
                 log.info(
                     "partition=%d compaction skipped: %d bytes exceed one request", self.fence.partition, size
                 )
                 return False
-            self._commit(snapshot, names)
+            self._commit(snapshot, names, chunks)
             return True
 
     def _batch_names(self) -> list[str]:
-        names = [n for n in self.client.get_children(self.path) if n.startswith(BATCH_PREFIX)]
-        return sorted(names, key=lambda n: int(n[len(BATCH_PREFIX) :]))
+        return self._batch_names_and_cversion()[0]
 
-    def _commit(self, creates: Sequence[bytes], deletes: Sequence[str]) -> None:
+    def _batch_names_and_cversion(self) -> tuple[list[str], int]:
+        children, stat = self.client.get_children(self.path, include_data=True)
+        names = [n for n in children if n.startswith(BATCH_PREFIX)]
+        return sorted(names, key=seq_of), stat.cversion
+
+    def _commit(
+        self, creates: Sequence[bytes], deletes: Sequence[str], records: Sequence[Sequence[Record]] = ()
+    ) -> None:
         tx = self.client.transaction()
         tx.check(self.fence.state_path, self.fence.state_version)
         for data in creates:
@@ -224,9 +289,29 @@ class ZkRecordStore:
         results = tx.commit()
         failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
         if not failures:
+            self._index_committed(results[1 : 1 + len(creates)], records, deletes)
             return
         if isinstance(results[0], (BadVersionError, NoNodeError)):
             raise StoreFenced(
                 f"offsets partition {self.fence.partition}: leadership moved past epoch {self.fence.leader_epoch}"
             )
         raise failures[0]
+
+    def _index_committed(
+        self, created: Sequence[object], records: Sequence[Sequence[Record]], deletes: Sequence[str]
+    ) -> None:
+        now = int(time.time() * 1000)
+        gone = {seq_of(n) for n in deletes}
+        kept = [b for b in self._index if b.seq not in gone]
+        added = [
+            IndexedBatch(seq_of(str(path)), now, tuple(recs))
+            for path, recs in zip(created, records, strict=True)
+        ]
+        self._index = tuple(kept + added)
+        if added:
+            self._log_end = max(self._log_end, added[-1].next_offset)
+        if self.on_append is not None:
+            try:
+                self.on_append()
+            except Exception:
+                log.exception("partition=%d on_append callback failed", self.fence.partition)
