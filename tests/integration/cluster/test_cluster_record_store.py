@@ -105,3 +105,38 @@ def test_malformed_batch_is_named_and_left_intact(zk: Any) -> None:
     with pytest.raises(MalformedZnode, match="batch-"):
         list(store.load())
     assert zk.get(bad)[0] == b"garbage"
+
+
+def test_log_offsets_are_monotonic_across_leaders_and_compaction(zk: Any, zk_client_factory: Any) -> None:
+    f1 = lead(zk, 5, leader=1, epoch=0)
+    s1 = ZkRecordStore(zk_client_factory(), f1)
+    assert list(s1.load()) == [] and s1.log_batches() == ()
+    start = s1.log_end_offset()
+    s1.append([(b"a", b"1"), (b"b", b"1")])
+    s1.append([(b"a", b"2")])
+    b1, b2 = s1.log_batches()
+    assert b1.base_offset >= start and b2.base_offset >= b1.next_offset
+    assert [r for b in s1.log_batches() for r in b.records] == [(b"a", b"1"), (b"b", b"1"), (b"a", b"2")]
+    end1 = s1.log_end_offset()
+    assert end1 == b2.next_offset
+
+    # The next leader sees the same batches at the same offsets, and its appends continue above them.
+    f2 = lead(zk, 5, leader=2, epoch=1)
+    s2 = ZkRecordStore(zk_client_factory(), f2)
+    list(s2.load())
+    assert s2.log_batches() == tuple(
+        type(b)(b.seq, s2.log_batches()[i].timestamp_ms, b.records) for i, b in enumerate(s1.log_batches())
+    )
+    assert s2.log_end_offset() == end1
+    s2.append([(b"b", None)])
+    assert s2.log_batches()[-1].base_offset >= end1
+    end2 = s2.log_end_offset()
+
+    # Compaction replaces the history with a snapshot at a higher offset; the end never goes back.
+    assert s2.compact()
+    (snap,) = s2.log_batches()
+    assert snap.base_offset >= end2 and snap.records == ((b"a", b"2"),)
+    assert s2.log_end_offset() >= end2
+    s3 = ZkRecordStore(zk_client_factory(), f2)
+    list(s3.load())
+    assert [b.seq for b in s3.log_batches()] == [snap.seq] and s3.log_end_offset() == s2.log_end_offset()
