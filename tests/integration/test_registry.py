@@ -9,7 +9,7 @@ import pytest
 from kazoo.exceptions import BadVersionError
 
 from zkcoord.errors import MalformedZnode
-from zkcoord.legacy import paths
+from zkcoord.legacy import TopicPartition, paths
 from zkcoord.legacy.codecs import ConsumerRegistration, PartitionState
 from zkcoord.zk import registry
 
@@ -132,6 +132,10 @@ def test_group_reads(zk: Any) -> None:
     assert list(registry.read_owners(zk, "g").items()) == [(("t", 0), "g_c1-1"), (("t", 1), "g_c1-0")]
     assert list(registry.read_offsets(zk, "g").items()) == [(("t", 2), 7), (("t", 10), 42)]
     assert registry.read_offsets(zk, "h") == {}
+    # The legacy code's one TopicPartition type, still unpackable as the (topic, partition) pair.
+    owned = next(iter(registry.read_owners(zk, "g")))
+    assert type(owned) is TopicPartition and owned.topic == "t" and owned.partition == 0
+    assert type(next(iter(registry.read_offsets(zk, "g")))) is TopicPartition
 
 
 @pytest.mark.parametrize(

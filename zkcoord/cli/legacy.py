@@ -27,6 +27,7 @@ from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import INT64_MAX, INT64_MIN, encode_offset
 from zkcoord.legacy.filters import TopicFilter
 from zkcoord.legacy.ids import consumer_of_thread, java_sorted
+from zkcoord.legacy.topic_partition import TopicPartition
 from zkcoord.zk import registry
 from zkcoord.zk.session import connect
 
@@ -109,30 +110,31 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 # --- describe ---------------------------------------------------------------------------------------------------
 
-EndOffsets = Callable[[KazooClient, Sequence[tuple[str, int]], int], dict[tuple[str, int], int]]
+EndOffsets = Callable[[KazooClient, Sequence[TopicPartition], int], dict[TopicPartition, int]]
 
 
 def log_end_offsets(
-    client: KazooClient, tps: Sequence[tuple[str, int]], timeout_ms: int
-) -> dict[tuple[str, int], int]:
+    client: KazooClient, tps: Sequence[TopicPartition], timeout_ms: int
+) -> dict[TopicPartition, int]:
     """Log end offsets from each partition's leader as the registry names it; partitions whose leader is
     unknown or unreachable within `timeout_ms` are left out."""
-    by_leader: dict[tuple[str, int], list[tuple[str, int]]] = {}
+    by_leader: dict[tuple[str, int], list[TopicPartition]] = {}
     for tp in tps:
         try:
             by_leader.setdefault(registry.leader_endpoint(client, *tp), []).append(tp)
         except registry.NoLeader:
             continue
-    found: dict[tuple[str, int], int] = {}
+    found: dict[TopicPartition, int] = {}
     for (host, port), leader_tps in sorted(by_leader.items()):
         found.update(_end_offsets_from(f"{host}:{port}", leader_tps, timeout_ms))
     return found
 
 
 def _end_offsets_from(
-    bootstrap: str, tps: Sequence[tuple[str, int]], timeout_ms: int
-) -> dict[tuple[str, int], int]:
-    from kafka import KafkaConsumer, TopicPartition
+    bootstrap: str, tps: Sequence[TopicPartition], timeout_ms: int
+) -> dict[TopicPartition, int]:
+    from kafka import KafkaConsumer
+    from kafka import TopicPartition as KafkaTP
 
     consumer = None
     try:
@@ -143,8 +145,10 @@ def _end_offsets_from(
             bootstrap_timeout_ms=timeout_ms,
             enable_auto_commit=False,
         )
-        ends = consumer.end_offsets([TopicPartition(t, p) for t, p in tps], timeout_ms=timeout_ms)
-        return {(tp.topic, tp.partition): int(off) for tp, off in ends.items() if off is not None}
+        ends = consumer.end_offsets([KafkaTP(t, p) for t, p in tps], timeout_ms=timeout_ms)
+        return {
+            TopicPartition(tp.topic, tp.partition): int(off) for tp, off in ends.items() if off is not None
+        }
     except Exception as exc:  # an unreachable or failing broker only means "unknown" here, printed as '-'
         log.info("log end offsets from %s unavailable: %r", bootstrap, exc)
         return {}
@@ -189,7 +193,7 @@ def describe_group(
     owners = registry.read_owners(client, group)
     offsets = registry.read_offsets(client, group)
     owner_topics = java_sorted(registry.children(client, paths.owners_path(group)))
-    tps: list[tuple[str, int]] = []
+    tps: list[TopicPartition] = []
     for topic in owner_topics:
         assignment = registry.read_topic(client, topic)
         # Kafka lists the topic's partitions from /brokers/topics; without that znode we fall back to the
@@ -199,7 +203,7 @@ def describe_group(
             if assignment is not None
             else sorted({p for t, p in [*owners, *offsets] if t == topic})
         )
-        tps.extend((topic, p) for p in ids)
+        tps.extend(TopicPartition(topic, p) for p in ids)
     ends = end_offsets(client, tps, timeout_ms) if tps else {}
     rows: list[DescribeRow] = []
     for tp in tps:

@@ -3,12 +3,12 @@
 from zkcoord.legacy.assignment import (
     Decision,
     RoundRobinSubscriptionError,
-    TopicPartition,
     assign,
     consumers_for_topic,
     owned_by,
     strategy_for,
 )
+from zkcoord.legacy.topic_partition import TopicPartition
 
 __all__ = [
     "Decision",

@@ -13,8 +13,8 @@ from typing import Final, Literal
 
 from zkcoord.errors import ConfigError
 from zkcoord.legacy.ids import consumer_of_thread, java_hash, java_sorted, thread_ids, utf16_key
+from zkcoord.legacy.topic_partition import TopicPartition
 
-TopicPartition = tuple[str, int]
 Decision = dict[TopicPartition, str]
 Strategy = Literal["range", "roundrobin"]
 RoundRobinGeneration = Literal["0.8.2", "0.10.2"]
@@ -46,7 +46,7 @@ def assign(
     *,
     roundrobin_generation: str = "0.10.2",
 ) -> Decision:
-    """The group-wide decision: (topic, partition) -> owning thread id.
+    """The group-wide decision: TopicPartition (a `(topic, partition)` NamedTuple) -> owning thread id.
 
     `consumers`: consumer id -> {topic: stream count >= 1} (an empty map subscribes to nothing and owns
     nothing). `partitions`: topic -> partition ids; a subscribed topic missing here has no partitions.
@@ -56,8 +56,11 @@ def assign(
     P; thread at position i gets `len(P)//len(T)` partitions starting at `n*i + min(i, extra)`, plus one if
     `i < len(P) % len(T)`. Kafka's documented example — C1 and C2 with two streams each, partitions 0..4::
 
-        >>> assign("range", {"C1": {"t": 2}, "C2": {"t": 2}}, {"t": [0, 1, 2, 3, 4]})
-        {('t', 0): 'C1-0', ('t', 1): 'C1-0', ('t', 2): 'C1-1', ('t', 3): 'C2-0', ('t', 4): 'C2-1'}
+        >>> decision = assign("range", {"C1": {"t": 2}, "C2": {"t": 2}}, {"t": [0, 1, 2, 3, 4]})
+        >>> {str(tp): thread for tp, thread in decision.items()}
+        {'[t,0]': 'C1-0', '[t,1]': 'C1-0', '[t,2]': 'C1-1', '[t,3]': 'C2-0', '[t,4]': 'C2-1'}
+        >>> decision[("t", 3)]  # keys are also plain pairs
+        'C2-0'
 
     **roundrobin**: all (topic, partition) of subscribed topics, ordered by Java `String.hashCode` of
     `"[topic,partition]"` (signed), dealt to the threads in Java order through one circular cursor.
@@ -67,8 +70,9 @@ def assign(
     "0.10.2" (KAFKA-2434) skips threads not subscribed to the partition's topic, the cursor moving past the
     chosen thread::
 
-        >>> assign("roundrobin", {"a": {"t": 1, "u": 1}, "b": {"t": 1}}, {"t": [0, 1, 2], "u": [0, 1]})
-        {('t', 0): 'a-0', ('t', 1): 'b-0', ('t', 2): 'a-0', ('u', 0): 'a-0', ('u', 1): 'a-0'}
+        >>> decision = assign("roundrobin", {"a": {"t": 1, "u": 1}, "b": {"t": 1}}, {"t": [0, 1, 2], "u": [0, 1]})
+        >>> {str(tp): thread for tp, thread in decision.items()}
+        {'[t,0]': 'a-0', '[t,1]': 'b-0', '[t,2]': 'a-0', '[u,0]': 'a-0', '[u,1]': 'a-0'}
 
     Here the hash order is [t,0] < [t,1] < [t,2] < [u,0] < [u,1] (87540032 ... 87569854); for [u,0] and
     [u,1] the cursor stands on b-0, which is not subscribed to u, so it is skipped. With generation "0.8.2"
@@ -88,7 +92,7 @@ def assign(
         decision = _roundrobin_identical(threads_for_topic, parts)
     else:
         decision = _roundrobin_any(threads_for_topic, parts)
-    return {tp: decision[tp] for tp in sorted(decision, key=lambda tp: (utf16_key(tp[0]), tp[1]))}
+    return {tp: decision[tp] for tp in sorted(decision, key=lambda tp: (utf16_key(tp.topic), tp.partition))}
 
 
 def owned_by(consumer_id: str, decision: Mapping[TopicPartition, str]) -> Decision:
@@ -112,6 +116,7 @@ def consumers_for_topic(consumers: Mapping[str, Mapping[str, int]]) -> dict[str,
 
 def hash_ordered(tps: Iterable[TopicPartition]) -> list[TopicPartition]:
     """Round-robin order: Java hash of "[topic,partition]", then topic (Java order), then partition."""
+    # Indexed, not by attribute: plain (topic, partition) pairs are accepted too.
     return sorted(tps, key=lambda tp: (java_hash(f"[{tp[0]},{tp[1]}]"), utf16_key(tp[0]), tp[1]))
 
 
@@ -133,12 +138,12 @@ def _range(threads_for_topic: Mapping[str, list[str]], parts: Mapping[str, list[
             start = n * pos + min(pos, extra)
             count = n + (1 if pos < extra else 0)
             for p in ps[start : start + count]:
-                decision[(topic, p)] = thread
+                decision[TopicPartition(topic, p)] = thread
     return decision
 
 
 def _all_tps(parts: Mapping[str, list[int]]) -> list[TopicPartition]:
-    return hash_ordered((t, p) for t, ps in parts.items() for p in ps)
+    return hash_ordered(TopicPartition(t, p) for t, ps in parts.items() for p in ps)
 
 
 def _roundrobin_identical(
@@ -172,7 +177,7 @@ def _roundrobin_any(threads_for_topic: Mapping[str, list[str]], parts: Mapping[s
     cursor = 0
     for tp in _all_tps(parts):
         # Iterator.dropWhile(not subscribed).next on a circular iterator: every topic here has a subscriber.
-        while all_threads[cursor] not in subscribed[tp[0]]:
+        while all_threads[cursor] not in subscribed[tp.topic]:
             cursor = (cursor + 1) % len(all_threads)
         decision[tp] = all_threads[cursor]
         cursor = (cursor + 1) % len(all_threads)

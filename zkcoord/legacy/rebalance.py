@@ -27,21 +27,13 @@ from zkcoord.legacy import paths
 from zkcoord.legacy.assignment import assign
 from zkcoord.legacy.codecs import ConsumerRegistration, encode_offset, encode_owner
 from zkcoord.legacy.ids import consumer_of_thread, utf16_key
+from zkcoord.legacy.topic_partition import TopicPartition
 
 T = TypeVar("T")
 
 # A ZooKeeper request carries per-op framing (type, path length, data length, ACL, flags) besides path and
 # data; 64 bytes over-estimates it, so the byte budget is conservative.
 OP_OVERHEAD_BYTES: Final = 64
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"[{self.topic},{self.partition}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +141,7 @@ def plan_rebalance(
     decision = assign(strategy, subs, partitions, roundrobin_generation=roundrobin_generation)
     assignment = tuple(
         sorted(
-            ((TopicPartition(t, p), th) for (t, p), th in decision.items()),
+            decision.items(),
             key=lambda item: (utf16_key(item[0].topic), item[0].partition),
         )
     )

@@ -27,10 +27,9 @@ from zkcoord.legacy.codecs import (
     decode_owner,
 )
 from zkcoord.legacy.ids import java_sorted
+from zkcoord.legacy.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 class DuplicateBrokerId(ZkcoordError):
@@ -317,7 +316,7 @@ def read_owners(client: KazooClient, group: str) -> dict[TopicPartition, str]:
             path = paths.owner_path(group, topic, p)
             data = _get(client, path)
             if data is not None:
-                out[(topic, p)] = decode_owner(path, data)
+                out[TopicPartition(topic, p)] = decode_owner(path, data)
     return out
 
 
@@ -329,5 +328,5 @@ def read_offsets(client: KazooClient, group: str) -> dict[TopicPartition, int]:
             path = paths.offset_path(group, topic, p)
             data = _get(client, path)
             if data is not None:
-                out[(topic, p)] = decode_offset(path, data)
+                out[TopicPartition(topic, p)] = decode_offset(path, data)
     return out
