@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -238,3 +239,55 @@ def test_rollback_to_zookeeper_after_a_broker_only_run_regresses_nothing(
                 f"partition {p} restarted at {offsets[0]}, committed {committed[p]}"
             )
         assert set(range(committed[p], produced[p])) <= set(offsets)
+
+
+def test_zookeeper_outage_commits_acknowledged_fetch_refused_mirror_catches_up(tmp_path: Path) -> None:
+    """Single-node mode (no --zk): the bridge has its own ZooKeeper, which goes away for a while."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaTimeoutError
+
+    from zkcoord.local.zookeeper import ZooKeeper
+
+    with ZooKeeper.start(1, base_dir=tmp_path / "zk") as zookeeper:
+        server = NodeProcess(
+            tmp_path / "node",
+            (f"--num.partitions={PARTITIONS}", "--bridge-zk-offsets", zookeeper.hosts, *FAST_GROUP_FLAGS),
+        )
+        server.start()
+        zkc = connect(zookeeper.hosts)
+        consumer = None
+        try:
+            producer = KafkaProducer(bootstrap_servers=server.bootstrap, linger_ms=5, retries=5)
+            for i in range(20 * PARTITIONS):
+                producer.send(TOPIC, value=b"x", partition=i % PARTITIONS)
+            producer.flush(timeout=30)
+            producer.close(timeout=5)
+            consumer = _consumer(server, "g-outage", max_poll_records=5)
+            consumer.subscribe([TOPIC])
+            _consume(consumer, 5)
+            consumer.commit()
+            first = {p: consumer.committed(_tp(p)) for p in range(PARTITIONS)}
+            assert [_znode(zkc, "g-outage", p) for p in range(PARTITIONS)] == [
+                None if first[p] is None else str(first[p]).encode() for p in range(PARTITIONS)
+            ]
+            zookeeper.kill_node(0)
+            _consume(consumer, 20 * PARTITIONS - 5)
+            consumer.commit()  # acknowledged from the coordinator's store while ZooKeeper is down
+            with pytest.raises(KafkaTimeoutError):
+                consumer.committed(_tp(0), timeout_ms=1500)  # the max is unknown: refused, not guessed
+            zookeeper.restart_node(0)
+            wait_for(
+                lambda: [_znode(zkc, "g-outage", p) for p in range(PARTITIONS)] == [b"20", b"20"],
+                30,
+                "the mirror to catch up after the outage",
+            )
+            assert [consumer.committed(_tp(p)) for p in range(PARTITIONS)] == [20, 20]
+        finally:
+            if consumer is not None:
+                consumer.close()
+            zkc.stop()
+            zkc.close()
+            server.stop()
+        summary = [line for line in server.output if "offset bridge mirrored=" in line]
+        assert summary and "unmirrored=0" in summary[-1]
+        assert "mirror_failures=0" not in summary[-1] and "fetch_failures=0" not in summary[-1]
