@@ -3,10 +3,11 @@ topics, current leaders) to new leaders, where every partition whose leader chan
 
 Two placement policies, because what a move costs differs:
 
-* `sticky` (topic data, replication factor 1): a partition's log lives on its leader's disk, so a live leader
-  is never moved. Only partitions without a live leader (new, or leader gone) are placed: on the preferred
-  replica from the topic assignment when it is live, else on the node leading the fewest partitions of that
-  topic (then fewest overall, then lowest id).
+* `sticky` (topic data, replication factor 1): a partition's log lives on its replicas' disks only, so a live
+  leader is never moved and a partition is only ever led by one of its assigned replicas: the first live one in
+  assignment order. With no live replica the partition goes offline (`NO_LEADER`, epoch bumped) until a replica
+  returns, as Kafka's OfflinePartitionLeaderElection does without unclean election. Moving it to another node
+  would serve an empty log under the old partition's name.
 * `balanced` (the offsets topic, whose records live in ZooKeeper and can be loaded by any node): the leaders
   are spread so every live node leads floor(P/N) or ceil(P/N) partitions of the topic, moving as few
   partitions as that allows (the nodes already leading the most keep the larger shares).
@@ -116,12 +117,6 @@ def plan_leadership(
     return LeadershipPlan(tuple(leaders), tuple(changed))
 
 
-def _least_loaded(
-    candidates: Sequence[int], topic_load: Mapping[int, int], total_load: Mapping[int, int]
-) -> int:
-    return min(candidates, key=lambda n: (topic_load[n], total_load[n], n))
-
-
 def _place_sticky(
     topic: str,
     spec: TopicSpec,
@@ -130,7 +125,6 @@ def _place_sticky(
     total_load: dict[int, int],
 ) -> dict[TopicPartition, int]:
     placed: dict[TopicPartition, int] = {}
-    topic_load = dict.fromkeys(live, 0)
     orphans: list[TopicPartition] = []
     live_set = frozenset(live)
     for p in spec.partitions:
@@ -138,19 +132,15 @@ def _place_sticky(
         old = current.get(tp)
         if old is not None and old.leader in live_set:
             placed[tp] = old.leader
-            topic_load[old.leader] += 1
             total_load[old.leader] += 1
         else:
             orphans.append(tp)
     for tp in orphans:
-        if not live:
-            placed[tp] = NO_LEADER
-            continue
         preferred = [r for r in spec.replicas[tp[1]] if r in live_set]
-        node = preferred[0] if preferred else _least_loaded(live, topic_load, total_load)
+        node = preferred[0] if preferred else NO_LEADER
         placed[tp] = node
-        topic_load[node] += 1
-        total_load[node] += 1
+        if node != NO_LEADER:
+            total_load[node] += 1
     return placed
 
 

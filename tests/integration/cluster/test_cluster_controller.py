@@ -177,7 +177,8 @@ def test_topic_creation_increase_and_deletion(zk: Any, cluster: Any) -> None:
     zk.create(paths.topic_path("t"), TopicAssignment.of({0: [2], 1: [1], 2: [7]}).encode(), makepath=True)
     wait_for(lambda: len(states(zk, "t")) == 3, 10, "states of t")
     st = states(zk, "t")
-    assert st[0].leader == 2 and st[1].leader == 1 and st[2].leader in (1, 2)
+    # partition 2's only replica (7) is not registered: offline (RF=1 is never moved to a non-replica)
+    assert st[0].leader == 2 and st[1].leader == 1 and st[2].leader == -1
     zk.set(paths.topic_path("t"), TopicAssignment.of({0: [2], 1: [1], 2: [7], 3: [1]}).encode())
     wait_for(lambda: len(states(zk, "t")) == 4, 10, "the added partition")
     assert states(zk, "t")[3].leader == 1 and states(zk, "t")[3].leader_epoch == 0
@@ -198,3 +199,27 @@ def test_controller_resigns_on_close_and_a_follower_takes_over(zk: Any, cluster:
     other = 2 if first == 1 else 1
     wait_for(lambda: c.controllers[other].active, 5, "the follower to take over")
     assert read_controller_epoch(zk)[0] == 2
+
+
+def test_rf1_data_partition_goes_offline_with_its_node_while_offsets_partitions_move(
+    zk: Any, cluster: Any
+) -> None:
+    c = cluster((1, 2))
+    wait_for(lambda: len(c.active()) == 1, 10, "a controller")
+    zk.create(paths.topic_path("d"), TopicAssignment.of({0: [1], 1: [2]}).encode(), makepath=True)
+    wait_for(lambda: len(states(zk, "d")) == 2, 10, "states of d")
+    before = states(zk, "d")
+    assert (before[0].leader, before[1].leader) == (1, 2)
+    wait_for(lambda: {s.leader for s in states(zk, OFFSETS_TOPIC).values()} == {1, 2}, 10, "balanced offsets")
+
+    zk.delete(paths.broker_path(2))  # node 2's registration goes, as when its session expires
+    wait_for(lambda: states(zk, "d")[1].leader == -1, 10, "partition 1 offline")
+    down = states(zk, "d")
+    assert down[1].leader_epoch == before[1].leader_epoch + 1 and down[1].isr == (2,)  # ISR kept, as Kafka
+    assert down[0] == before[0]
+    wait_for(lambda: {s.leader for s in states(zk, OFFSETS_TOPIC).values()} == {1}, 10, "offsets moved to 1")
+
+    register(zk, 2)  # the only replica is back: it leads its partition again
+    wait_for(lambda: states(zk, "d")[1].leader == 2, 10, "partition 1 back on node 2")
+    back = states(zk, "d")[1]
+    assert back.leader_epoch == before[1].leader_epoch + 2 and back.isr == (2,)

@@ -61,22 +61,30 @@ def test_sticky_topic_keeps_live_leaders_when_a_node_arrives() -> None:
     assert plan.changed == ()
 
 
-def test_sticky_topic_prefers_live_assigned_replica_then_least_loaded() -> None:
-    spec = sticky({0: [2], 1: [9], 2: [9], 3: [1]})
+def test_sticky_topic_is_led_only_by_a_live_assigned_replica() -> None:
+    spec = sticky({0: [2], 1: [9], 2: [9, 1], 3: [1]})
     plan = plan_leadership([1, 2], {"t": spec}, {})
     assert plan.as_dict() == {
         ("t", 0): Leadership(2, 0),
-        ("t", 1): Leadership(1, 0),
-        ("t", 2): Leadership(1, 0),  # 1 and 2 lead one each: the tie goes to the lower id
+        ("t", 1): Leadership(NO_LEADER, 0),  # its only replica (9) is not live: offline, not moved
+        ("t", 2): Leadership(1, 0),  # first live replica in assignment order
         ("t", 3): Leadership(1, 0),
     }
 
 
-def test_dead_leader_moves_with_epoch_bump_and_deleted_topics_drop() -> None:
+def test_rf1_partition_goes_offline_with_its_node_and_returns_with_it() -> None:
+    """Kafka without unclean election: leader -1 (epoch bumped) while the only replica is down, then the
+    replica leads again (epoch bumped) when it is back; never another node, which has none of its records.
+    Partitions of deleted topics drop out of the plan."""
+    spec = {"t": sticky({0: [1], 1: [2]})}
     current = {("t", 0): Leadership(1, 7), ("t", 1): Leadership(2, 0), ("gone", 0): Leadership(1, 0)}
-    plan = plan_leadership([2, 3], {"t": sticky({0: [1], 1: [2]})}, current)
-    assert plan.as_dict() == {("t", 0): Leadership(3, 8), ("t", 1): Leadership(2, 0)}
-    assert plan.changed == (("t", 0),)
+    down = plan_leadership([2, 3], spec, current)
+    assert down.as_dict() == {("t", 0): Leadership(NO_LEADER, 8), ("t", 1): Leadership(2, 0)}
+    assert down.changed == (("t", 0),)
+    assert plan_leadership([2, 3], spec, down.as_dict()).changed == ()  # stays offline, no further bumps
+    back = plan_leadership([1, 2, 3], spec, down.as_dict())
+    assert back.as_dict() == {("t", 0): Leadership(1, 9), ("t", 1): Leadership(2, 0)}
+    assert back.changed == (("t", 0),)
 
 
 def test_single_replica_assignment() -> None:
@@ -143,7 +151,13 @@ def test_plan_properties(live, topics, leaders, pref) -> None:
     # exactly the partitions of the given topics, sorted
     assert [tp for tp, _ in plan.leaders] == sorted((t, p) for t, (n, _) in topics.items() for p in range(n))
     for tp, lead in after.items():
-        assert (lead.leader in live) if live else lead.leader == NO_LEADER
+        if specs[tp[0]].placement is Placement.STICKY:
+            # replication factor 1: kept where live, else its live assigned replica, else offline
+            replica = specs[tp[0]].replicas[tp[1]][0]
+            kept = tp in current and lead.leader == current[tp].leader and lead.leader in live
+            assert kept or lead.leader == (replica if replica in live else NO_LEADER)
+        else:
+            assert (lead.leader in live) if live else lead.leader == NO_LEADER
         old = current.get(tp)
         if old is None:
             assert lead.leader_epoch == 0 and tp in plan.changed
