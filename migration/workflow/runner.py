@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from migration.bridge.policy import (
+    Agreement,
     PartitionDivergence,
     StoreRead,
     TopicPartition,
@@ -41,6 +42,7 @@ from migration.workflow.states import (
 )
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
+from zkcoord.zk.bridge_offsets import list_offset_bridges
 from zkcoord.zk.offset_store import (
     WriteMode,
     ZooKeeperOffsetStore,
@@ -228,6 +230,7 @@ class MigrationRunner:
                 except Exception as exc:  # DescribeGroups is informative only
                     log.info("group=%s describe failed: %s", group, exc)
         owners = tuple((TopicPartition(*tp), owner) for tp, owner in list_owners(self.zk, group).items())
+        bridges = tuple(str(b.get("name")) for b in list_offset_bridges(self.zk))
         return GroupFacts(
             group=group,
             legacy_members=tuple(list_member_ids(self.zk, group)),
@@ -238,6 +241,7 @@ class MigrationRunner:
             broker_error=broker_error,
             broker_members=members,
             broker_state=broker_state,
+            offset_bridges=bridges,
         )
 
     def plan(self, group: str) -> tuple[StepOutcome, PlanReport]:
@@ -258,6 +262,10 @@ class MigrationRunner:
             )
         )
         lines.append(f"  offsets: {len(facts.zookeeper)} in ZooKeeper, {len(facts.broker)} on the broker")
+        lines.append(
+            "  coordinator offset bridge (serve --bridge-zk-offsets): "
+            + (f"on ({', '.join(facts.offset_bridges)})" if facts.offset_bridges else "not registered")
+        )
         if report.divergence:
             counts = summarize(report.divergence)
             lines.append("  stores: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
@@ -312,6 +320,14 @@ class MigrationRunner:
             "  now bounce every legacy member with offsets.storage=kafka, dual.commit.enabled=true,",
             f"  then run `zkcoord migrate verify --group {group}`",
         ]
+        bridges = list_offset_bridges(self.zk)
+        lines.insert(
+            2,
+            f"  (the coordinator offset bridge is on, {len(bridges)} node(s): broker-protocol members keep ZooKeeper current too)"
+            if bridges
+            else "  (for broker-protocol members, run the coordinator with `zkcoord serve --bridge-zk-offsets` "
+            "so ZooKeeper stays current for tools and rollback)",
+        )
         return StepOutcome(
             group,
             Step.DUAL_COMMIT,
@@ -348,6 +364,11 @@ class MigrationRunner:
                 f"group {group}: {len(bad)} of {len(report)} partition(s) disagree beyond --max-lag {max_lag}:"
             ]
             lines.extend(f"  {explain(row)}" for row in bad)
+            if list_offset_bridges(self.zk) and any(r.agreement is Agreement.BROKER_AHEAD for r in bad):
+                lines.append(
+                    "  note: a coordinator offset bridge is on; 'broker ahead' there means commits it has not "
+                    "mirrored yet (ZooKeeper unreachable from serve? see its 'zk offset bridge' log lines)"
+                )
             lines.append(f"  state: {after.value} (fix the cause, let members commit, then verify again)")
             self.journal.append(
                 group,

@@ -191,6 +191,7 @@ class GroupFacts:
     broker_error: str | None = None
     broker_members: tuple[str, ...] = ()
     broker_state: str = ""
+    offset_bridges: tuple[str, ...] = ()  # running `zkcoord serve --bridge-zk-offsets` registrations
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +219,12 @@ def assess(facts: GroupFacts) -> PlanReport:
         "then bounce the legacy members with offsets.storage=kafka and dual.commit.enabled=true "
         "(zkcoord legacy members: --offsets-storage kafka --dual-commit)"
     )
+    if facts.offset_bridges:
+        changes.append(
+            f"the coordinator offset bridge is on ({len(facts.offset_bridges)} node(s)): commits of broker-protocol "
+            "members are mirrored to ZooKeeper and their OffsetFetch reads max(broker, ZooKeeper), so members "
+            "can also move straight to the broker protocol and a rollback stays current"
+        )
     if not facts.zookeeper:
         risks.append("the group has no offsets in ZooKeeper: nothing to migrate (wrong group id or chroot?)")
     if facts.zookeeper_errors:
@@ -237,6 +244,12 @@ def assess(facts: GroupFacts) -> PlanReport:
             f"{len(facts.broker_members)} broker-protocol member(s) in group state '{facts.broker_state}': "
             "they do not see ZooKeeper ownership, so a partition can be consumed by both kinds at once"
         )
+        if not facts.offset_bridges:
+            risks.append(
+                "broker-protocol members commit to the broker only and no coordinator offset bridge is "
+                "registered: ZooKeeper goes stale (run the coordinator with `zkcoord serve --bridge-zk-offsets`, "
+                "or rely on `migrate rollback`, which copies the broker's offsets back)"
+            )
     behind = [r for r in report if r.agreement is Agreement.BROKER_AHEAD]
     missing_zk = [r for r in report if r.agreement is Agreement.MISSING_IN_ZOOKEEPER]
     if behind:

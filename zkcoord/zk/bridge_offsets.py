@@ -11,18 +11,46 @@ Names a legacy tree cannot hold (a group with '/', a topic longer than 255 chara
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import socket
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.protocol.states import KazooState
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.zk.offset_store import TP, WriteMode, ZooKeeperOffsetStore
 
 log = logging.getLogger(__name__)
+
+# Where running bridges announce themselves (ephemeral), so `zkcoord migrate` can tell whether broker-protocol
+# commits reach ZooKeeper. A zkcoord path: no legacy reader looks outside /consumers, /brokers, /controller.
+BRIDGES_PATH = "/zkcoord/offset-bridges"
+
+
+def list_offset_bridges(client: KazooClient) -> list[dict[str, object]]:
+    """The registrations of the running offset bridges (sorted by name); unreadable ones are named as such."""
+    try:
+        names = sorted(client.get_children(BRIDGES_PATH))
+    except NoNodeError:
+        return []
+    found: list[dict[str, object]] = []
+    for name in names:
+        try:
+            data, _ = client.get(f"{BRIDGES_PATH}/{name}")
+            info = json.loads(data)
+            found.append({"name": name, **(info if isinstance(info, dict) else {})})
+        except NoNodeError:
+            continue
+        except ValueError:
+            found.append({"name": name, "error": "unreadable registration"})
+    return found
 
 
 class ZkBridgeUnavailable(ZkcoordError):
@@ -71,6 +99,8 @@ class ZkOffsetBridgeStore:
         self.max_batch_bytes = max_batch_bytes
         self._owns_client = client is None
         self.client = client
+        self._registered = False
+        self.registration: str | None = None
 
     def start(self) -> None:
         """Connect; raises when ZooKeeper cannot be reached within `connect_timeout_s` (a startup error is
@@ -85,6 +115,32 @@ class ZkOffsetBridgeStore:
                     f"cannot reach ZooKeeper {self.hosts!r} for the offset bridge: {exc}"
                 ) from exc
             self.client = client
+        self.client.add_listener(self._on_state)
+        self._register()
+
+    def _on_state(self, state: KazooState) -> None:
+        if state == KazooState.LOST:
+            self._registered = False  # the ephemeral went with the session; re-created on the next call
+
+    def _register(self) -> None:
+        assert self.client is not None
+        info = {
+            "version": 1,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_ms": int(time.time() * 1000),
+        }
+        try:
+            self.client.ensure_path(BRIDGES_PATH)
+            self.registration = self.client.create(
+                f"{BRIDGES_PATH}/bridge-",
+                json.dumps(info, sort_keys=True).encode(),
+                ephemeral=True,
+                sequence=True,
+            )
+            self._registered = True
+        except KazooException as exc:
+            log.warning("offset bridge: could not register under %s: %r (retried later)", BRIDGES_PATH, exc)
 
     def close(self) -> None:
         client, self.client = self.client, None
@@ -100,6 +156,8 @@ class ZkOffsetBridgeStore:
         if not self.connected:
             raise ZkBridgeUnavailable("ZooKeeper session not connected")
         assert self.client is not None
+        if not self._registered:
+            self._register()
         # One attempt per call and no reconnect wait inside: the caller (the mirror queue) owns retries.
         return ZooKeeperOffsetStore(
             self.client, group, max_batch_bytes=self.max_batch_bytes, max_attempts=3, reconnect_timeout_s=0.0

@@ -291,3 +291,31 @@ def test_zookeeper_outage_commits_acknowledged_fetch_refused_mirror_catches_up(t
         summary = [line for line in server.output if "offset bridge mirrored=" in line]
         assert summary and "unmirrored=0" in summary[-1]
         assert "mirror_failures=0" not in summary[-1] and "fetch_failures=0" not in summary[-1]
+
+
+def test_migrate_workflow_sees_the_bridge_and_rollback_finds_zookeeper_current(
+    node: NodeProcess,
+    produced: dict[int, int],
+    chroot_connect: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from zkcoord.cli import main
+
+    group = "g-workflow"
+    consumer = _consumer(node, group)
+    try:
+        consumer.subscribe([TOPIC])
+        _consume(consumer, 30)
+        consumer.commit()
+    finally:
+        consumer.close()
+    common = ["--zk", chroot_connect, "--bootstrap", node.bootstrap, "--group", group]
+    common += ["--state-dir", str(tmp_path / "state")]
+    assert main(["migrate", "plan", *common]) == 0
+    out = capsys.readouterr().out
+    assert "coordinator offset bridge (serve --bridge-zk-offsets): on (bridge-" in out
+    assert "no coordinator offset bridge is registered" not in out
+    assert main(["migrate", "rollback", *common]) == 0
+    out = capsys.readouterr().out
+    assert "raised 0 ZooKeeper offset(s) to the broker's" in out  # the bridge had kept ZooKeeper current

@@ -4,6 +4,7 @@ seed/rollback decisions never lower an offset, plan risks."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -119,3 +120,13 @@ def test_assess_lists_changes_and_risks() -> None:
     down = assess(GroupFacts("g", (), (), {}, broker_error="NoBrokersAvailable"))
     assert any("not reachable (NoBrokersAvailable)" in r for r in down.risks)
     assert any("no offsets in ZooKeeper" in r for r in down.risks)
+
+
+def test_assess_names_the_coordinator_offset_bridge() -> None:
+    base = GroupFacts("g", (), (), {T0: 10}, broker={T0: 10}, broker_members=("m-1",), broker_state="Stable")
+    without = assess(base)
+    assert any("no coordinator offset bridge is registered: ZooKeeper goes stale" in r for r in without.risks)
+    assert not any("offset bridge is on" in c for c in without.changes)
+    with_bridge = assess(replace(base, offset_bridges=("bridge-0000000000",)))
+    assert not any("offset bridge" in r for r in with_bridge.risks)
+    assert any("the coordinator offset bridge is on (1 node(s))" in c for c in with_bridge.changes)
