@@ -285,3 +285,65 @@ def test_fetch_with_zookeeper_unavailable_answers_load_in_progress() -> None:
 def test_config_is_validated(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         ZkOffsetBridge(FakeZk(), **kwargs)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------------------- in the GroupService
+
+
+def test_group_service_mirrors_member_commits_fetches_the_max_and_remirrors_on_load() -> None:
+    from zkcoord.group.config import GroupConfig
+    from zkcoord.group.messages import JoinGroupRequest, SyncGroupRequest
+    from zkcoord.server.group_service import GroupService
+    from zkcoord.storage import MemoryRecordStore
+
+    store = MemoryRecordStore()
+    cfg = GroupConfig(group_initial_rebalance_delay_ms=0)
+
+    def commit(group: str, gen: int, member: str, offset: int) -> OffsetCommitRequest:
+        part = OffsetCommitRequestPartition(0, offset)
+        return OffsetCommitRequest(8, group, gen, member, (OffsetCommitRequestTopic("t", (part,)),))
+
+    fetch = OffsetFetchRequest(5, "g", (OffsetFetchRequestTopic("t", (0,)),))
+
+    async def first_life(zk: FakeZk) -> tuple[int, int]:
+        bridge = ZkOffsetBridge(zk)
+        await bridge.start()
+        svc = GroupService(cfg, store, zk_bridge=bridge, new_uuid=lambda: "u1")
+        await svc.start()
+        join = JoinGroupRequest(
+            5, "g", 10_000, 20_000, "", None, "consumer", (("range", b""),), client_id="c"
+        )
+        first = await svc.join_group(join)
+        joined = await svc.join_group(
+            JoinGroupRequest(5, "g", 10_000, 20_000, first.member_id, None, "consumer", (("range", b""),))
+        )
+        member, gen = joined.member_id, joined.generation_id
+        await svc.sync_group(
+            SyncGroupRequest(5, "g", gen, member, None, "consumer", "range", ((member, b""),))
+        )
+        assert (await svc.offset_commit(commit("g", gen, member, 5))).topics[0].partitions[0].error_code == 0
+        assert zk.stored == {("g", ("t", 0)): 5}  # mirrored before the acknowledgement
+        await svc.offset_commit(commit("s", -1, "", 7))  # a standalone committer: not mirrored
+        assert await bridge.flush()
+        assert ("s", ("t", 0)) not in zk.stored
+        zk.stored[("g", ("t", 0))] = 9  # a legacy member moved on
+        fetched = (await svc.offset_fetch(fetch)).topics[0].partitions[0].committed_offset
+        await svc.close()
+        await bridge.close()
+        return gen, fetched
+
+    gen, fetched = _run(lambda: first_life(FakeZk()))
+    assert gen >= 1 and fetched == 9
+
+    async def second_life(zk: FakeZk) -> None:
+        bridge = ZkOffsetBridge(zk)
+        await bridge.start()
+        svc = GroupService(cfg, store, zk_bridge=bridge)
+        await svc.start()  # loads the log: the broker-managed group's offsets are mirrored again
+        assert await bridge.flush()
+        await svc.close()
+        await bridge.close()
+
+    empty = FakeZk()
+    _run(lambda: second_life(empty))
+    assert empty.stored == {("g", ("t", 0)): 5}
