@@ -65,6 +65,9 @@ class LegacyConsumerConfig:
     roundrobin_generation: RoundRobinGeneration = "0.10.2"
     multi_budget_bytes: int = DEFAULT_MULTI_BUDGET_BYTES
     claim_wait_ms: int | None = None
+    # Deadline of every ZooKeeper call the member makes (None: the session timeout, after which a blocked
+    # call's session is gone anyway): a call still unanswered then fails its rebalance attempt.
+    zk_call_timeout_ms: int | None = None
     commit_order: DualCommitOrder = "broker-first"
     bootstrap_servers: str | None = None
 
@@ -121,6 +124,9 @@ class LegacyConsumerConfig:
         if self.claim_wait_ms is None:
             object.__setattr__(self, "claim_wait_ms", self.zookeeper_session_timeout_ms)
         _require_int("zkcoord.claim.wait.ms", self.claim_wait_ms, low=1)
+        if self.zk_call_timeout_ms is None:
+            object.__setattr__(self, "zk_call_timeout_ms", self.zookeeper_session_timeout_ms)
+        _require_int("zkcoord.zk.call.timeout.ms", self.zk_call_timeout_ms, low=1)
 
     # Resolved views (never None after construction); typed for callers.
     @property
@@ -132,6 +138,11 @@ class LegacyConsumerConfig:
     def claim_deadline_ms(self) -> int:
         assert self.claim_wait_ms is not None
         return self.claim_wait_ms
+
+    @property
+    def call_deadline_ms(self) -> int:
+        assert self.zk_call_timeout_ms is not None
+        return self.zk_call_timeout_ms
 
     @property
     def connection_timeout_ms(self) -> int:
@@ -179,6 +190,7 @@ _ZKCOORD_FIELDS: Final = frozenset(
         "roundrobin_generation",
         "multi_budget_bytes",
         "claim_wait_ms",
+        "zk_call_timeout_ms",
         "commit_order",
         "bootstrap_servers",
     }

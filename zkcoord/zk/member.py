@@ -183,6 +183,7 @@ class LegacyConsumer:
             )
         self._own_client = client is None
         self.client: KazooClient | None = client
+        self._zk: member_zk.Deadlined | None = None  # the client with a deadline on every blocking call
         self.stats = MemberStats()
         self.offset_storage: member_offsets.MemberOffsets | None = None
 
@@ -231,7 +232,8 @@ class LegacyConsumer:
                 session_timeout_s=cfg.zookeeper_session_timeout_ms / 1000.0,
             )
         client = self.client
-        self.offset_storage = member_offsets.for_member(cfg, client, self.group, batched=self._fast)
+        self._zk = member_zk.Deadlined(client, cfg.call_deadline_ms / 1000.0)
+        self.offset_storage = member_offsets.for_member(cfg, self._zk, self.group, batched=self._fast)
         client.add_listener(self._on_state)
         self._register()
         client.ChildrenWatch(paths.ids_path(self.group), self._on_ids_change, send_event=False)
@@ -256,7 +258,7 @@ class LegacyConsumer:
         self._wake.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
-        client = self.client
+        client = self._zk
         do_commit = self.config.auto_commit_enable if commit is None else commit
         try:
             if client is not None and client.connected:
@@ -279,11 +281,11 @@ class LegacyConsumer:
         finally:
             with self._lock:
                 self._fence_locked(clear=True)
-            if client is not None:
-                client.remove_listener(self._on_state)
+            if self.client is not None:
+                self.client.remove_listener(self._on_state)
                 if self._own_client:
-                    client.stop()
-                    client.close()
+                    self.client.stop()
+                    self.client.close()
             self._close_fetcher()
             if self.offset_storage is not None:
                 self.offset_storage.close()
@@ -481,16 +483,18 @@ class LegacyConsumer:
     def _register(self) -> None:
         # Never under self._lock: kazoo's connection thread takes that lock in _on_state, and it must stay
         # free to deliver this call's reply.
-        assert self.client is not None
-        session = member_zk.register(self.client, self.group, self.consumer_id, self.registration)
+        assert self._zk is not None
+        session = member_zk.register(self._zk, self.group, self.consumer_id, self.registration)
         with self._lock:
             self._session = session
             self._need_register = False
         log.info("group=%s member=%s registered (session 0x%x)", self.group, self.consumer_id, self._session)
 
     def _attempt(self) -> bool:
-        """One rebalance attempt (§3.5, with the fixes). True when done."""
-        client = self.client
+        """One rebalance attempt (§3.5, with the fixes). True when done. Every ZooKeeper call in it has a
+        deadline (`zkcoord.zk.call.timeout.ms`): a call blocked on a suspended connection fails the
+        attempt with ZooKeeperCallTimeout and the retry policy takes over."""
+        client = self._zk
         assert client is not None
         cfg = self.config
         with self._lock:
@@ -551,12 +555,20 @@ class LegacyConsumer:
             raise SessionMoved("own registration missing from the group snapshot")
 
         if plan.claims:
-            if self._fast:
-                result = member_zk.claim_batched(
-                    client, self.group, plan.claims, session, budget=cfg.multi_budget_bytes
-                )
-            else:
-                result = member_zk.claim_one_by_one(client, self.group, plan.claims, session)
+            try:
+                if self._fast:
+                    result = member_zk.claim_batched(
+                        client, self.group, plan.claims, session, budget=cfg.multi_budget_bytes
+                    )
+                else:
+                    result = member_zk.claim_one_by_one(client, self.group, plan.claims, session)
+            except member_zk.ZooKeeperCallTimeout:
+                # A create that timed out may still be applied when the connection comes back: remember
+                # the claims as possibly mine (fenced, nothing handed out) so the next attempt releases
+                # whichever of them exist under my session.
+                with self._lock:
+                    self._owned = {c.tp: _Owned(c.thread_id, -2, -2, -2) for c in plan.claims}
+                raise
             if not result.ok:
                 if self._fast:
                     others = member_zk.delete_stale_own(client, result.conflicts, session)
@@ -623,14 +635,16 @@ class LegacyConsumer:
         assert self.client is not None
         if not self._watching_brokers:
             self._watching_brokers = True
-            self.client.ensure_path(paths.BROKER_IDS)
+            assert self._zk is not None
+            self._zk.ensure_path(paths.BROKER_IDS)
             self.client.ChildrenWatch(paths.BROKER_IDS, self._on_broker_list)
 
     def _watch_topic_list(self) -> None:
         assert self.client is not None
         if not self._watching_topic_list:
             self._watching_topic_list = True
-            self.client.ensure_path(paths.BROKER_TOPICS)
+            assert self._zk is not None
+            self._zk.ensure_path(paths.BROKER_TOPICS)
             self.client.ChildrenWatch(paths.BROKER_TOPICS, self._on_ids_change, send_event=False)
 
     # --- offsets ---------------------------------------------------------------------------------------------
@@ -640,7 +654,7 @@ class LegacyConsumer:
         return self._commit(fence_first=False)
 
     def _commit(self, *, fence_first: bool, session: int | None = None) -> int:
-        client = self.client
+        client = self._zk
         storage = self.offset_storage
         if client is None or storage is None:
             return 0

@@ -14,8 +14,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kazoo.client import KazooClient
-
 from migration.bridge.broker_store import BrokerOffsetStore
 from migration.bridge.committer import DualCommitter
 from migration.bridge.policy import (
@@ -80,7 +78,7 @@ class MemberOffsets(Protocol):
 
 
 def for_member(
-    config: LegacyConsumerConfig, client: KazooClient, group: str, *, batched: bool
+    config: LegacyConsumerConfig, client: member_zk.Client, group: str, *, batched: bool
 ) -> MemberOffsets:
     """The strategy `config` asks for; ZooKeeper only unless offsets.storage=kafka or dual commit is on."""
     if config.offsets_storage == "zookeeper" and not config.dual_commit_enabled:
@@ -96,7 +94,7 @@ def for_member(
 class ZooKeeperOffsets:
     """offsets.storage=zookeeper: versioned writes of the offsets that moved, reads of the offset znodes."""
 
-    def __init__(self, client: KazooClient, group: str, *, batched: bool, budget: int) -> None:
+    def __init__(self, client: member_zk.Client, group: str, *, batched: bool, budget: int) -> None:
         self.client = client
         self.group = group
         self.batched = batched
@@ -139,7 +137,7 @@ class _MemberZkSide:
 
     store = Store.ZOOKEEPER
 
-    def __init__(self, client: KazooClient, group: str, *, batched: bool, budget: int) -> None:
+    def __init__(self, client: member_zk.Client, group: str, *, batched: bool, budget: int) -> None:
         self.client = client
         self.group = group
         self.batched = batched
@@ -181,7 +179,7 @@ class _RegistryBroker:
 
     store = Store.BROKER
 
-    def __init__(self, config: LegacyConsumerConfig, client: KazooClient, group: str) -> None:
+    def __init__(self, config: LegacyConsumerConfig, client: member_zk.Client, group: str) -> None:
         self.config = config
         self.client = client
         self.group = group
@@ -247,7 +245,7 @@ class BridgedOffsets:
     def __init__(
         self,
         config: LegacyConsumerConfig,
-        client: KazooClient,
+        client: member_zk.Client,
         group: str,
         bridge: BridgeConfig,
         *,

@@ -1,7 +1,9 @@
 """The legacy member's ZooKeeper operations: checked registration, group snapshot reads (pipelined), owner release and
 claim (one by one with rollback, or one multi-op), waiting on an owner znode's deletion, and fenced offset
 writes batched under ZooKeeper's request limit. Stateless functions over a kazoo client; the runtime in
-`zkcoord.zk.member` decides when to call them.
+`zkcoord.zk.member` decides when to call them, through `Deadlined` so that every call has a deadline
+(kazoo queues requests while the connection is suspended and its blocking calls would wait forever):
+an unanswered call raises `ZooKeeperCallTimeout` naming the operation, the znode and the connection state.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -55,24 +57,114 @@ class DuplicateConsumerId(ZkcoordError):
         self.path = path
 
 
-def _gather(pending: Sequence[Any]) -> list[Any]:
-    """Results of kazoo async calls sent together (one round trip's worth of latency instead of one per
-    call); a NoNodeError is returned in place, anything else is raised."""
-    out: list[Any] = []
-    for result in pending:
+class ZooKeeperCallTimeout(ZkcoordError):
+    """A ZooKeeper call got no reply within its deadline (typically: the connection is suspended and kazoo
+    holds the request until it reconnects). The rebalance attempt making it fails and is retried by the
+    normal retry/backoff path. The request may still be applied later, so a caller that was creating
+    znodes must treat them as possibly held."""
+
+    retriable = True
+
+    def __init__(self, op: str, path: str, timeout_s: float, state: str) -> None:
+        super().__init__(
+            f"ZooKeeper {op} {path} got no reply within {timeout_s * 1000:.0f} ms (connection {state})"
+        )
+        self.op = op
+        self.path = path
+
+
+class _DeadlinedTransaction:
+    def __init__(self, owner: Deadlined) -> None:
+        self._owner = owner
+        self._tx = owner.client.transaction()
+        self._first = ""
+
+    def create(self, path: str, value: bytes = b"", ephemeral: bool = False) -> None:
+        self._first = self._first or path
+        self._tx.create(path, value, ephemeral=ephemeral)
+
+    def delete(self, path: str, version: int = -1) -> None:
+        self._first = self._first or path
+        self._tx.delete(path, version=version)
+
+    def set_data(self, path: str, value: bytes, version: int = -1) -> None:
+        self._first = self._first or path
+        self._tx.set_data(path, value, version=version)
+
+    def commit(self) -> list[Any]:
+        return list(self._owner.wait(self._tx.commit_async(), "multi", self._first))
+
+
+class Deadlined:
+    """A kazoo client whose blocking calls each wait at most `timeout_s` for their reply; everything else
+    (client_id, state, listeners, watches' async calls) is the wrapped client's."""
+
+    def __init__(self, client: KazooClient, timeout_s: float) -> None:
+        self.client = client
+        self.timeout_s = timeout_s
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client, name)
+
+    def wait(self, result: Any, op: str, path: str) -> Any:
+        from kazoo.handlers.threading import KazooTimeoutError
+
         try:
-            out.append(result.get())
+            return result.get(timeout=self.timeout_s)
+        except KazooTimeoutError:
+            raise ZooKeeperCallTimeout(op, path, self.timeout_s, str(self.client.state)) from None
+
+    def create(self, path: str, value: bytes = b"", ephemeral: bool = False, makepath: bool = False) -> str:
+        result = self.client.create_async(path, value, ephemeral=ephemeral, makepath=makepath)
+        return str(self.wait(result, "create", path))
+
+    def get(self, path: str, watch: Callable[..., Any] | None = None) -> Any:
+        return self.wait(self.client.get_async(path, watch=watch), "get", path)
+
+    def exists(self, path: str, watch: Callable[..., Any] | None = None) -> Any:
+        return self.wait(self.client.exists_async(path, watch=watch), "exists", path)
+
+    def get_children(self, path: str, watch: Callable[..., Any] | None = None) -> list[str]:
+        return list(self.wait(self.client.get_children_async(path, watch=watch), "get_children", path))
+
+    def set(self, path: str, value: bytes, version: int = -1) -> Any:
+        return self.wait(self.client.set_async(path, value, version=version), "set", path)
+
+    def delete(self, path: str, version: int = -1) -> Any:
+        return self.wait(self.client.delete_async(path, version=version), "delete", path)
+
+    def ensure_path(self, path: str) -> Any:
+        return self.wait(self.client.ensure_path_async(path), "ensure_path", path)
+
+    def transaction(self) -> _DeadlinedTransaction:
+        return _DeadlinedTransaction(self)
+
+
+Client: TypeAlias = "KazooClient | Deadlined"
+
+
+def _gather(client: Client, pending: Sequence[tuple[str, Any]], op: str = "get") -> list[Any]:
+    """Results of kazoo async calls sent together as (path, async result) (one round trip's worth of
+    latency instead of one per call), each within the client's deadline when it has one; a NoNodeError is
+    returned in place, anything else is raised."""
+    out: list[Any] = []
+    for path, result in pending:
+        try:
+            if isinstance(client, Deadlined):
+                out.append(client.wait(result, op, path))
+            else:
+                out.append(result.get())
         except NoNodeError as exc:
             out.append(exc)
     return out
 
 
-def session_id(client: KazooClient) -> int:
+def session_id(client: Client) -> int:
     cid = client.client_id
     return -1 if cid is None else int(cid[0])
 
 
-def register(client: KazooClient, group: str, consumer_id: str, registration: ConsumerRegistration) -> int:
+def register(client: Client, group: str, consumer_id: str, registration: ConsumerRegistration) -> int:
     """Create the ephemeral ids znode (parents on demand) and return the session it belongs to.
 
     NodeExists is ours (a create retried after connection loss) only when its ephemeralOwner is this
@@ -97,20 +189,20 @@ def register(client: KazooClient, group: str, consumer_id: str, registration: Co
     return me
 
 
-def registration_owner(client: KazooClient, group: str, consumer_id: str) -> int | None:
+def registration_owner(client: Client, group: str, consumer_id: str) -> int | None:
     """The session owning my ids znode, or None when it is gone."""
     stat = client.exists(paths.id_path(group, consumer_id))
     return None if stat is None else int(stat.ephemeralOwner)
 
 
-def broker_ids(client: KazooClient) -> list[str]:
+def broker_ids(client: Client) -> list[str]:
     try:
         return list(client.get_children(paths.BROKER_IDS))
     except NoNodeError:
         return []
 
 
-def read_snapshot(client: KazooClient, group: str, *, need_all_topics: bool) -> GroupSnapshot:
+def read_snapshot(client: Client, group: str, *, need_all_topics: bool) -> GroupSnapshot:
     """Every registration of the group and the partition ids of every topic known to ZooKeeper that a member
     may need. A member that vanishes between list and read is skipped (its deletion fires another event)."""
     registrations: list[tuple[str, ConsumerRegistration]] = []
@@ -119,7 +211,9 @@ def read_snapshot(client: KazooClient, group: str, *, need_all_topics: bool) -> 
     except NoNodeError:
         ids = []
     id_paths = [paths.id_path(group, cid) for cid in ids]
-    for cid, path, got in zip(ids, id_paths, _gather([client.get_async(p) for p in id_paths]), strict=True):
+    for cid, path, got in zip(
+        ids, id_paths, _gather(client, [(p, client.get_async(p)) for p in id_paths]), strict=True
+    ):
         if isinstance(got, NoNodeError):
             continue
         registrations.append((cid, ConsumerRegistration.decode(path, got[0])))
@@ -140,13 +234,15 @@ def read_snapshot(client: KazooClient, group: str, *, need_all_topics: bool) -> 
             topics.append((topic, paths.topic_path(topic)))
         except paths.InvalidName:
             continue
-    for (topic, path), got in zip(topics, _gather([client.get_async(p) for _t, p in topics]), strict=True):
+    for (topic, path), got in zip(
+        topics, _gather(client, [(p, client.get_async(p)) for _t, p in topics]), strict=True
+    ):
         if not isinstance(got, NoNodeError):
             topic_partitions.append((topic, tuple(TopicAssignment.decode(path, got[0]).partition_ids)))
     return GroupSnapshot(tuple(registrations), tuple(topic_partitions), all_topics)
 
 
-def read_topic_partitions(client: KazooClient, topic: str) -> tuple[int, ...] | None:
+def read_topic_partitions(client: Client, topic: str) -> tuple[int, ...] | None:
     try:
         path = paths.topic_path(topic)
     except paths.InvalidName:
@@ -162,7 +258,7 @@ def read_topic_partitions(client: KazooClient, topic: str) -> tuple[int, ...] | 
 
 
 def release(
-    client: KazooClient,
+    client: Client,
     group: str,
     owned: Sequence[TopicPartition],
     session: int,
@@ -174,7 +270,11 @@ def release(
     else after my session moved is not mine to delete). Returns how many were deleted."""
     victims: list[tuple[str, int]] = []
     owner_paths = [paths.owner_path(group, tp.topic, tp.partition) for tp in owned]
-    for path, stat in zip(owner_paths, _gather([client.exists_async(p) for p in owner_paths]), strict=True):
+    for path, stat in zip(
+        owner_paths,
+        _gather(client, [(p, client.exists_async(p)) for p in owner_paths], "exists"),
+        strict=True,
+    ):
         if stat is not None and stat.ephemeralOwner == session:
             victims.append((path, stat.version))
     if not batched:
@@ -193,7 +293,7 @@ def release(
     return len(victims)
 
 
-def _delete_quietly(client: KazooClient, path: str, version: int) -> None:
+def _delete_quietly(client: Client, path: str, version: int) -> None:
     with contextlib.suppress(NoNodeError, BadVersionError):
         client.delete(path, version=version)
 
@@ -204,7 +304,7 @@ class ClaimResult:
     conflicts: tuple[str, ...] = ()  # owner paths held by others
 
 
-def claim_one_by_one(client: KazooClient, group: str, claims: Sequence[Claim], session: int) -> ClaimResult:
+def claim_one_by_one(client: Client, group: str, claims: Sequence[Claim], session: int) -> ClaimResult:
     """The original `reflectPartitionOwnershipDecision`: create each owner znode; NodeExists is success only
     if the node holds my thread id under my session; on any conflict delete every node created here."""
     created: list[str] = []
@@ -230,7 +330,7 @@ def claim_one_by_one(client: KazooClient, group: str, claims: Sequence[Claim], s
 
 
 def claim_batched(
-    client: KazooClient, group: str, claims: Sequence[Claim], session: int, *, budget: int
+    client: Client, group: str, claims: Sequence[Claim], session: int, *, budget: int
 ) -> ClaimResult:
     """Claim with multi-ops (all-or-nothing per batch; batches beyond one are rolled back on a conflict)."""
     items = claim_payloads(group, claims)
@@ -266,7 +366,7 @@ def claim_batched(
     return ClaimResult(True)
 
 
-def _is_mine(client: KazooClient, path: str, data: bytes, session: int) -> bool:
+def _is_mine(client: Client, path: str, data: bytes, session: int) -> bool:
     """createEphemeralPathExpectConflict's check, tightened: same payload AND my session."""
     try:
         current, stat = client.get(path)
@@ -275,7 +375,7 @@ def _is_mine(client: KazooClient, path: str, data: bytes, session: int) -> bool:
     return bool(current == data and stat.ephemeralOwner == session)
 
 
-def _rollback(client: KazooClient, created: Sequence[str]) -> None:
+def _rollback(client: Client, created: Sequence[str]) -> None:
     for path in created:
         try:
             client.delete(path)
@@ -285,7 +385,7 @@ def _rollback(client: KazooClient, created: Sequence[str]) -> None:
             log.warning("rollback of owner %s failed", path, exc_info=True)
 
 
-def delete_stale_own(client: KazooClient, conflicts: Sequence[str], session: int) -> list[str]:
+def delete_stale_own(client: Client, conflicts: Sequence[str], session: int) -> list[str]:
     """Delete conflicting owner znodes that my own session still holds (left by an interrupted rollback) and
     return the conflicts that belong to others."""
     others = []
@@ -301,7 +401,7 @@ def delete_stale_own(client: KazooClient, conflicts: Sequence[str], session: int
 
 
 def wait_deleted(
-    client: KazooClient,
+    client: Client,
     owner_paths: Sequence[str],
     timeout_s: float,
     wake: threading.Event,
@@ -334,12 +434,12 @@ class StoredOffset:
 
 
 def read_offsets(
-    client: KazooClient, group: str, tps: Sequence[TopicPartition]
+    client: Client, group: str, tps: Sequence[TopicPartition]
 ) -> dict[TopicPartition, StoredOffset]:
     out = {}
     offset_paths = [paths.offset_path(group, tp.topic, tp.partition) for tp in tps]
     for tp, path, got in zip(
-        tps, offset_paths, _gather([client.get_async(p) for p in offset_paths]), strict=True
+        tps, offset_paths, _gather(client, [(p, client.get_async(p)) for p in offset_paths]), strict=True
     ):
         if isinstance(got, NoNodeError):
             out[tp] = StoredOffset(-1, -1)
@@ -357,7 +457,7 @@ class CommitResult:
 
 
 def write_offsets(
-    client: KazooClient,
+    client: Client,
     writes: Sequence[OffsetWrite],
     versions: Mapping[TopicPartition, int],
     *,
@@ -411,7 +511,7 @@ def write_offsets(
     return CommitResult(written, tuple(stale), requests)
 
 
-def write_offsets_unfenced(client: KazooClient, writes: Sequence[OffsetWrite]) -> int:
+def write_offsets_unfenced(client: Client, writes: Sequence[OffsetWrite]) -> int:
     """`updatePersistentPath` one by one (the original's write, no version): used by tools and benchmarks."""
     for w in writes:
         try:
@@ -424,7 +524,7 @@ def write_offsets_unfenced(client: KazooClient, writes: Sequence[OffsetWrite]) -
     return len(writes)
 
 
-def delete_registration(client: KazooClient, group: str, consumer_id: str, session: int) -> None:
+def delete_registration(client: Client, group: str, consumer_id: str, session: int) -> None:
     path = paths.id_path(group, consumer_id)
     stat = client.exists(path)
     if stat is not None and stat.ephemeralOwner == session:

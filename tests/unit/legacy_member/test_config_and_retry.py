@@ -154,3 +154,20 @@ def test_zk_operation_retries_connection_loss_only():
         retry.call(
             lambda: (_ for _ in ()).throw(NoNodeError()), policy=retry.zk_operation(sleep=slept.append)
         )
+
+
+def test_zk_call_deadline_defaults_to_the_session_timeout_and_is_retried():
+    from zkcoord.zk.member_zk import ZooKeeperCallTimeout
+
+    cfg = LegacyConsumerConfig(group_id="g", zookeeper_connect="z", zookeeper_session_timeout_ms=9000)
+    assert cfg.call_deadline_ms == 9000
+    props = {"group.id": "g", "zookeeper.connect": "z", "zkcoord.zk.call.timeout.ms": "250"}
+    assert LegacyConsumerConfig.from_properties(props).call_deadline_ms == 250
+    with pytest.raises(ConfigError, match=r"zkcoord\.zk\.call\.timeout\.ms=0 is out of range"):
+        LegacyConsumerConfig(group_id="g", zookeeper_connect="z", zk_call_timeout_ms=0)
+    exc = ZooKeeperCallTimeout("create", "/consumers/g/owners/t/0", 0.25, "SUSPENDED")
+    assert (
+        str(exc)
+        == "ZooKeeper create /consumers/g/owners/t/0 got no reply within 250 ms (connection SUSPENDED)"
+    )
+    assert retry.classify(exc) is retry.ErrorClass.RETRY
