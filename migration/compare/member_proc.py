@@ -1,5 +1,5 @@
 """One comparison-run group member in its own process: consumes with one protocol and appends every consume,
-ownership change, rebalance and commit as a JSON line to its trace file (flushed per line, so a SIGKILL loses
+ownership change, rebalance, offset commit and (legacy) ZooKeeper request as a JSON line to its trace file (flushed per line, so a SIGKILL loses
 at most the line being written).
 
     python -m migration.compare.member_proc --protocol legacy-fast --group G --member m0 --topics t \
@@ -39,6 +39,9 @@ class Recorder:
         self.owned: set[tuple[str, int]] = set()
         self.rebalances = 0
         self.in_rebalance = False
+        self.closing = (
+            False  # set when the member starts shutting down: callbacks from close() are not rebalances
+        )
         self._lock = threading.Lock()
 
     def row(
@@ -59,10 +62,15 @@ class Recorder:
             self.out.flush()
 
     def rebalance_start(self, why: str) -> None:
-        if not self.in_rebalance:
+        if not self.in_rebalance and not self.closing:
             self.rebalances += 1
             self.in_rebalance = True
             self.row("rebalance_start", generation=self.rebalances, detail={"why": why})
+
+    def shutdown(self) -> None:
+        """The member stops handing out records: everything it owns is released now."""
+        self.closing = True
+        self.release(set(self.owned))
 
     def release(self, tps: Iterable[tuple[str, int]]) -> None:
         for tp in sorted(set(tps) & self.owned):
@@ -71,6 +79,8 @@ class Recorder:
 
     def install(self, tps: Iterable[tuple[str, int]], *, incremental: bool) -> None:
         """The member's ownership after a rebalance: the whole set, or (incremental) partitions added to it."""
+        if self.closing:
+            return
         new = set(tps)
         self.rebalance_start("assigned")  # no-op when a revoke already opened this rebalance
         if not incremental:
@@ -86,9 +96,46 @@ class Recorder:
         self.row("rebalance_end", generation=self.rebalances, detail={"owned": len(full)})
         self.in_rebalance = False
 
-    def commits(self, positions: Mapping[tuple[str, int], int]) -> None:
+    def commits(self, positions: Mapping[tuple[str, int], int], how: str = "final") -> None:
         for (t, p), off in sorted(positions.items()):
-            self.row("commit", t, p, offset=off)
+            self.row("commit", t, p, offset=off, detail={"how": how})
+
+
+def describe_zk_request(request: Any) -> dict[str, Any]:
+    """`{"op", "path"}` of one kazoo request object (a multi-op also gets `ops`, its operation count)."""
+    detail: dict[str, Any] = {"op": type(request).__name__, "path": getattr(request, "path", None)}
+    operations = getattr(request, "operations", None)
+    if operations is not None:
+        detail["ops"] = len(operations)
+        if detail["path"] is None and operations:
+            detail["path"] = getattr(operations[0], "path", None)
+    return detail
+
+
+def trace_zk_requests(client: Any, rec: Recorder) -> None:
+    """Record a `zk_op` row for every request `client` sends. Every public kazoo call, sync or async, goes
+    through the client's `_call`; pings and the session close do not, so they are not counted."""
+    send = client._call
+
+    def traced(request: Any, async_object: Any) -> Any:
+        rec.row("zk_op", detail=describe_zk_request(request))
+        return send(request, async_object)
+
+    client._call = traced
+
+
+def trace_commits(storage: Any, rec: Recorder) -> None:
+    """Record a `commit` row for every offset a legacy member's offset storage wrote to ZooKeeper."""
+    commit = storage.commit
+
+    def traced(*args: Any, **kwargs: Any) -> Any:
+        outcome = commit(*args, **kwargs)
+        rec.commits(
+            {(tp.topic, tp.partition): off for tp, (off, _v) in outcome.zk_written.items()}, "zookeeper"
+        )
+        return outcome
+
+    storage.commit = traced
 
 
 class Flags:
@@ -111,7 +158,7 @@ def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
     from zkcoord.legacy.config import LegacyConsumerConfig
     from zkcoord.legacy.rebalance import TopicPartition
     from zkcoord.zk.member import LegacyConsumer
-    from zkcoord.zk.session import expire_session
+    from zkcoord.zk.session import connect, expire_session
 
     class Listener:
         def before_release(self, consumer_id: str, partitions: Mapping[str, frozenset[int]]) -> None:
@@ -137,8 +184,13 @@ def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
         rebalance_max_retries=10,
         mode=mode,  # type: ignore[arg-type]
     )
-    consumer = LegacyConsumer(config, {t: 1 for t in args.topics}, listener=Listener())
+    # The member gets a client made here, so every request it sends can be traced from its first one.
+    client = connect(args.zk, session_timeout_s=args.session_timeout_ms / 1000.0)
+    trace_zk_requests(client, rec)
+    consumer = LegacyConsumer(config, {t: 1 for t in args.topics}, listener=Listener(), client=client)
     consumer.start()
+    assert consumer.offset_storage is not None
+    trace_commits(consumer.offset_storage, rec)
     rec.row("joined", detail={"consumer_id": consumer.consumer_id, "mode": mode})
     try:
         while not flags.stop.is_set():
@@ -151,10 +203,13 @@ def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
             if msg is not None:
                 rec.row("consume", msg.topic, msg.partition, offset=msg.offset)
     finally:
-        positions = {(tp.topic, tp.partition): off for tp, off in consumer.positions().items()}
+        # Ownership ends here, when the member stops handing out records, not after close(): close() deletes
+        # the owner znodes first, and a peer may claim them before close() returns (a recorded overlap that
+        # never happened in ZooKeeper). The final commit is traced through the offset storage.
+        rec.shutdown()
         consumer.close(commit=True)
-        rec.release(set(rec.owned))
-        rec.commits(positions)
+        client.stop()
+        client.close()
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -186,7 +241,9 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, flags: Flags) -> N
         heartbeat_interval_ms=max(100, args.session_timeout_ms // 4),
         max_poll_interval_ms=max(args.session_timeout_ms, 10_000),
         partition_assignment_strategy=[assignors[args.strategy]],
+        default_offset_commit_callback=lambda offsets, res: _kafka_python_committed(rec, offsets, res),
     )
+    _trace_sync_commits(consumer, rec)
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         def on_partitions_revoked(self, revoked: Any) -> None:
@@ -205,15 +262,27 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, flags: Flags) -> N
                 for r in records:
                     rec.row("consume", r.topic, r.partition, offset=r.offset)
     finally:
-        positions: dict[tuple[str, int], int] = {}
-        for tp in consumer.assignment():
-            try:
-                positions[(tp.topic, tp.partition)] = consumer.position(tp, timeout_ms=2000)
-            except Exception:  # a position we cannot learn is just not reported
-                continue
-        consumer.close(autocommit=True)
-        rec.release(set(rec.owned))
-        rec.commits(positions)
+        rec.shutdown()  # before close(): its LeaveGroup lets peers take the partitions at once
+        consumer.close(autocommit=True)  # the final commit is traced by the commit_offsets_sync wrapper
+
+
+def _kafka_python_committed(rec: Recorder, offsets: Mapping[Any, Any], result: Any) -> None:
+    if not isinstance(result, Exception):
+        rec.commits({(tp.topic, tp.partition): om.offset for tp, om in offsets.items()}, "auto")
+
+
+def _trace_sync_commits(consumer: Any, rec: Recorder) -> None:
+    """kafka-python's synchronous auto-commit before each rebalance has no callback: wrap the coordinator's
+    commit_offsets_sync (an attribute of this process's own consumer) to record what it committed."""
+    coordinator = consumer._coordinator
+    commit_sync = coordinator.commit_offsets_sync
+
+    def traced(offsets: Mapping[Any, Any], *args: Any, **kwargs: Any) -> Any:
+        out = commit_sync(offsets, *args, **kwargs)
+        rec.commits({(tp.topic, tp.partition): om.offset for tp, om in offsets.items()}, "sync")
+        return out
+
+    coordinator.commit_offsets_sync = traced
 
 
 def run_confluent(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
@@ -235,6 +304,7 @@ def run_confluent(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None
             "heartbeat.interval.ms": max(100, args.session_timeout_ms // 4),
             "partition.assignment.strategy": strategies[args.strategy],
             "topic.metadata.refresh.interval.ms": 1000,
+            "on_commit": lambda err, partitions: _confluent_committed(rec, err, partitions),
         }
     )
 
@@ -258,16 +328,16 @@ def run_confluent(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None
                 continue
             rec.row("consume", msg.topic(), msg.partition(), offset=msg.offset())
     finally:
-        positions: dict[tuple[str, int], int] = {}
-        try:
-            for tp in consumer.position(consumer.assignment()):
-                if tp.offset >= 0:
-                    positions[(tp.topic, tp.partition)] = tp.offset
-        except Exception:  # a position we cannot learn is just not reported
-            positions = {}
-        consumer.close()
-        rec.release(set(rec.owned))
-        rec.commits(positions)
+        rec.shutdown()  # before close(): its LeaveGroup lets peers take the partitions at once
+        consumer.close()  # the final auto-commit is reported through on_commit
+
+
+def _confluent_committed(rec: Recorder, err: Any, partitions: Any) -> None:
+    if err is None:
+        rec.commits(
+            {(tp.topic, tp.partition): tp.offset for tp in partitions if tp.error is None and tp.offset >= 0},
+            "auto",
+        )
 
 
 RUNNERS = {

@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from migration.compare.partitions import PartitionIncreaseError, increase_partitions
 from migration.compare.scenario import ChurnEvent, ChurnKind, Family, ProtocolRun, Scenario
 from migration.compare.trace import EventKind, RunMeta, TraceWriter
 from zkcoord.errors import ZkcoordError
@@ -174,6 +175,8 @@ class _Play:
         self.runner_rows: list[dict[str, Any]] = []
         self.produced: list[tuple[int, str, int, int]] = []  # (ts_ms, topic, partition, offset)
         self.samples: list[tuple[int, str, int, str]] = []  # (ts_ms, topic, partition, owner)
+        self.initial_partitions = scenario.partitions_per_topic()
+        self.partitions = dict(self.initial_partitions)  # grows with partition-increase churn
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -241,9 +244,12 @@ class _Play:
     def _produce(self) -> None:
         from kafka import KafkaProducer
 
-        tps = [(t.name, p) for t in self.sc.topics for p in range(t.partitions)]
         total = int(self.sc.producer.rate_per_s * self.sc.producer.duration_s)
-        producer = KafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=5, acks=1, retries=5)
+        # A short metadata age: after a partition increase the producer learns the new partitions within ~1 s,
+        # as a client of the era did on its next metadata refresh.
+        producer = KafkaProducer(
+            bootstrap_servers=self.bootstrap, linger_ms=5, acks=1, retries=5, metadata_max_age_ms=1000
+        )
         try:
             for i in range(total):
                 if self._stop.is_set():
@@ -251,12 +257,23 @@ class _Play:
                 delay = self.t0 + i / self.sc.producer.rate_per_s - time.monotonic()
                 if delay > 0 and self._stop.wait(delay):
                     break
-                topic, partition = tps[i % len(tps)]
+                topic, partition = self._next_partition(producer, i)
                 fut = producer.send(topic, value=f"{self.run_id} {i}".encode(), partition=partition)
                 fut.add_callback(self._acked)
             producer.flush(timeout=30)
         finally:
             producer.close(timeout=5)
+
+    def _next_partition(self, producer: Any, i: int) -> tuple[str, int]:
+        """Round-robin over every partition the scenario has now that the producer already knows of (a new
+        partition is used once the producer's metadata shows it)."""
+        with self._lock:
+            counts = dict(self.partitions)
+        tps = []
+        for t in sorted(counts):
+            known = producer.partitions_for(t) or set()
+            tps += [(t, p) for p in range(counts[t]) if p < self.initial_partitions[t] or p in known]
+        return tps[i % len(tps)]
 
     def _acked(self, md: Any) -> None:
         with self._lock:
@@ -308,9 +325,21 @@ class _Play:
             self._churn_row(ev, names[0] if len(names) == 1 else None, members=names, applied=True)
             return True
         if k is ChurnKind.PARTITION_INCREASE:
-            self._churn_row(ev, None, applied=False, partitions=ev.partitions,
-                            reason="the zkcoord node has no CreatePartitions API")  # fmt: skip
-            return False
+            assert ev.topic is not None and ev.partitions is not None
+            client = connect(self.zk_connect)
+            try:
+                before, _ = increase_partitions(client, ev.topic, ev.partitions)
+            except PartitionIncreaseError as exc:
+                self._churn_row(ev, None, applied=False, partitions=ev.partitions, reason=str(exc))
+                return False
+            finally:
+                client.stop()
+                client.close()
+            with self._lock:
+                self.partitions[ev.topic] = ev.partitions
+            self._churn_row(ev, None, applied=True, partitions=ev.partitions, before=before,
+                            how="/brokers/topics replica assignment grown (kafka-topics --alter)")  # fmt: skip
+            return True
         if k is ChurnKind.ZK_LEADER_KILL:
             zk = self.zk
             if zk is None or len(zk.nodes) < 2:
@@ -433,6 +462,8 @@ class _Play:
             self.node.stop()
 
     def _finish(self, applied: int) -> PlayResult:
+        # From here members are stopped on purpose: their final releases are not ownership gaps.
+        stopping_ms = now_ms()
         self.close()
         for m in self.members:
             m.read_new()
@@ -456,7 +487,7 @@ class _Play:
                    "consumed_total": len(consumed_rows), "lost": lost, "owner_samples": len(self.samples),
                    "owner_overlaps": overlaps, "churn_applied": applied,
                    "members": {m.name: m.how for m in self.members}}  # fmt: skip
-        writer.close(ended_ms, extra={"summary": summary})
+        writer.close(ended_ms, extra={"summary": summary}, stopping_ms=stopping_ms)
         table = pa.table(
             {"ts_ms": pa.array([s[0] for s in self.samples], pa.int64()),
              "topic": pa.array([s[1] for s in self.samples], pa.string()),
@@ -652,13 +683,24 @@ def summary_rows(results: Sequence[PlayResult]) -> list[dict[str, Any]]:
 
 
 def run_builtin_demo(
-    out_dir: str | Path, *, progress: bool = True
+    out_dir: str | Path,
+    *,
+    progress: bool = True,
+    zk_connect: str | None = None,
+    bootstrap: str | None = None,
 ) -> tuple[list[Path], list[dict[str, Any]]]:
     """The built-in demo scenario, once per protocol: (run directories, one summary row per run)."""
     from migration.compare.scenario import builtin_scenario
 
     results: list[PlayResult] = []
-    dirs = run_scenario(builtin_scenario("demo"), out_dir, progress=progress, on_result=results.append)
+    dirs = run_scenario(
+        builtin_scenario("demo"),
+        out_dir,
+        zk_connect=zk_connect,
+        bootstrap=bootstrap,
+        progress=progress,
+        on_result=results.append,
+    )
     return dirs, summary_rows(results)
 
 

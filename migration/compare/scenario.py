@@ -422,7 +422,7 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(text, str(p))
 
 
-BUILTIN = ("demo",)
+BUILTIN = ("demo", "mixed")
 
 
 def builtin_scenario(name: str = "demo") -> Scenario:

@@ -11,7 +11,7 @@ def test_validate_builtin(capsys):
     assert main(["compare", "validate", "demo"]) == 0
     out = capsys.readouterr().out
     assert "scenario 'demo' is valid" in out
-    assert "classic-confluent: 3 members, cooperative-sticky" in out
+    assert "classic-kafka-python: 3 members, range" in out
 
 
 def test_validate_bad_file_names_line(tmp_path, capsys):
@@ -50,7 +50,7 @@ def test_simulate_sweep_writes_csv_deterministically(tmp_path, capsys):
 
 def test_simulate_scenario_and_bad_arguments(tmp_path, capsys):
     assert main(["compare", "simulate", "demo", "--csv", str(tmp_path / "s.csv")]) == 0
-    assert len(list(csv.DictReader((tmp_path / "s.csv").open()))) == 16  # 4 protocols x 4 rebalances
+    assert len(list(csv.DictReader((tmp_path / "s.csv").open()))) == 12  # 3 protocols x 4 rebalances
     assert main(["compare", "simulate", "--group-sizes", "3,x", "--no-progress"]) == 2
     assert "--group-sizes: expected a comma-separated list of integers" in capsys.readouterr().err
     assert main(["compare", "simulate", "--families", "kraft", "--no-progress"]) == 2

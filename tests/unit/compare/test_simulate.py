@@ -171,6 +171,15 @@ def test_scenario_churn_through_assignors_is_deterministic():
     # The 1.5 s pause is shorter than the 4 s session timeout: no rebalance for it.
     for events in per_protocol.values():
         assert events == ["join", "leave", "crash", "partition-increase"]
+
+
+def test_cooperative_sticky_stops_less_than_eager_range_on_the_mixed_scenario():
+    sc = builtin_scenario("mixed")
+    a = sim.scenario_steps(sc, sim.make_assignor, random.Random(1))
+    events = [s.event for s in a if s.protocol == "classic-confluent"]
+    assert events == [
+        "join", "leave", "session-expiry (drop)", "session-expiry (rejoin)", "crash", "partition-increase",
+    ]  # fmt: skip
     coop = [s for s in a if s.protocol == "classic-confluent"]
     eager = [s for s in a if s.protocol == "classic-kafka-python"]
     assert sum(s.stopped for s in coop) < sum(s.stopped for s in eager)
