@@ -240,6 +240,9 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, flags: Flags) -> N
         session_timeout_ms=args.session_timeout_ms,
         heartbeat_interval_ms=max(100, args.session_timeout_ms // 4),
         max_poll_interval_ms=max(args.session_timeout_ms, 10_000),
+        # As topic.metadata.refresh.interval.ms for librdkafka below: a partition increase is seen within ~1 s
+        # (the leader then asks for a rebalance), not after the 5-minute default.
+        metadata_max_age_ms=1000,
         partition_assignment_strategy=[assignors[args.strategy]],
         default_offset_commit_callback=lambda offsets, res: _kafka_python_committed(rec, offsets, res),
     )

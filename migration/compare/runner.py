@@ -42,6 +42,8 @@ OWNER_SAMPLE_S = 0.25
 DRAIN_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
 ZK_RESTART_AFTER_S = 2.0
+NODE_RESTART_TIMEOUT_S = 45.0
+NODE_ID = 1
 OWNERS_FILE = "zk_owners.parquet"
 MEMBERS_DIR = "members"
 
@@ -180,6 +182,7 @@ class _Play:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self.node_restarts: list[int] = []  # ms each coordinator restart took
         self.rng = random.Random(scenario.seed)
         self.t0 = 0.0
         self.started_ms = 0
@@ -191,7 +194,7 @@ class _Play:
             return
         self.node = NodeProcess(
             self.work_dir / f"node-{self.run_id}",
-            ("--zk", self.zk_connect, "--node-id", "1", "--num.partitions=1", *FAST_GROUP_FLAGS),
+            ("--zk", self.zk_connect, "--node-id", str(NODE_ID), "--num.partitions=1", *FAST_GROUP_FLAGS),
         )
         self.node.start()
         self.bootstrap = self.node.bootstrap
@@ -294,6 +297,31 @@ class _Play:
             client.stop()
             client.close()
 
+    def _restart_node(self, node: NodeProcess) -> None:
+        t = time.monotonic()
+        try:
+            # As a broker of the era, the restarted node cannot register while the killed process's ephemeral
+            # /brokers/ids/1 lives on: wait for ZooKeeper to expire that session first.
+            client = connect(self.zk_connect)
+            try:
+                deadline = time.monotonic() + NODE_RESTART_TIMEOUT_S
+                while registry.read_broker(client, NODE_ID) is not None:
+                    if time.monotonic() > deadline or self._stop.is_set():
+                        raise RunnerError(f"/brokers/ids/{NODE_ID} of the killed node did not expire")
+                    time.sleep(0.1)
+            finally:
+                client.stop()
+                client.close()
+            node.start()
+        except ZkcoordError as exc:
+            self.runner_rows.append(
+                {"ts_ms": now_ms(), "kind": "churn", "member": None, "topic": None, "partition": None,
+                 "offset": None, "generation": None,
+                 "detail": {"event": "coordinator-restart", "applied": False, "reason": str(exc)[:500]}}
+            )  # fmt: skip
+            return
+        self.node_restarts.append(int((time.monotonic() - t) * 1000))
+
     def _background(self, target: Callable[[], None], name: str) -> None:
         t = threading.Thread(target=target, name=name, daemon=True)
         t.start()
@@ -354,15 +382,18 @@ class _Play:
             return True
         if k is ChurnKind.COORDINATOR_KILL:
             node = self.node
+            if self.proto.family is Family.LEGACY:
+                self._churn_row(ev, None, applied=False, reason="a legacy group has no coordinator")
+                return False
             if node is None:
                 self._churn_row(
                     ev, None, applied=False, reason="the node was given, not started by the runner"
                 )
                 return False
-            t = time.monotonic()
             node.kill9()
-            node.start()
-            self._churn_row(ev, None, applied=True, down_ms=int((time.monotonic() - t) * 1000))
+            self._churn_row(ev, None, applied=True, how="SIGKILL, restarted at once")
+            # Restarting takes seconds (a new process registering in ZooKeeper); the schedule goes on meanwhile.
+            self._background(lambda: self._restart_node(node), f"restart-node-{self.run_id}")
             return True
         target = self._target(ev)
         if target is None:
@@ -485,7 +516,7 @@ class _Play:
         overlaps = owner_overlaps(self.samples)
         summary = {"produced": len(produced), "consumed_unique": len(consumed & produced),
                    "consumed_total": len(consumed_rows), "lost": lost, "owner_samples": len(self.samples),
-                   "owner_overlaps": overlaps, "churn_applied": applied,
+                   "owner_overlaps": overlaps, "churn_applied": applied, "coordinator_restart_ms": self.node_restarts,
                    "members": {m.name: m.how for m in self.members}}  # fmt: skip
         writer.close(ended_ms, extra={"summary": summary}, stopping_ms=stopping_ms)
         table = pa.table(

@@ -1,0 +1,148 @@
+"""The churn paths that need real infrastructure faults: a ZooKeeper session expiry, the ZooKeeper ensemble leader
+killed, the coordinator node killed, and a partition increase — played by legacy-fast and kafka-python members
+on a 3-node ensemble. No record is lost, every churn row says whether it was applied, and the group recovers:
+members rebalance after each fault and at the end every partition has exactly one owner."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from migration.compare.runner import PlayResult, interval_overlaps, run_scenario
+from migration.compare.scenario import parse_scenario
+from migration.compare.trace import read_events, read_meta
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = """
+name: churn-paths
+seed: 5
+duration_s: 26
+session_timeout_ms: 3000
+topics:
+  - name: orders
+    partitions: 4
+producer:
+  rate_per_s: 100
+  duration_s: 22
+protocols:
+  legacy-fast:
+    members: 2
+    strategy: range
+  classic-kafka-python:
+    members: 2
+    strategy: range
+churn:
+  - at_s: 1.5
+    event: session-expiry
+    member: 0
+  - at_s: 6.5
+    event: coordinator-kill
+  - at_s: 9
+    event: zk-leader-kill
+  - at_s: 15
+    event: partition-increase
+    topic: orders
+    partitions: 6
+"""
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, PlayResult, list[dict[str, Any]]]]:
+    results: list[PlayResult] = []
+    dirs = run_scenario(
+        parse_scenario(SCENARIO, "test"),
+        tmp_path_factory.mktemp("churn"),
+        progress=False,
+        on_result=results.append,
+    )
+    out = {}
+    for d, r in zip(dirs, results, strict=True):
+        rows = sorted(read_events(d).to_pylist(), key=lambda r: r["ts_ms"])
+        out[r.protocol] = (d, r, rows)
+    return out
+
+
+def _churn(rows: list[dict[str, Any]]) -> list[tuple[str, bool, int]]:
+    return [
+        (json.loads(r["detail"])["event"], json.loads(r["detail"])["applied"], r["ts_ms"])
+        for r in rows
+        if r["kind"] == "churn"
+    ]
+
+
+def test_every_churn_row_says_whether_it_was_applied(played) -> None:
+    legacy = [(e, a) for e, a, _ in _churn(played["legacy-fast"][2])]
+    classic = [(e, a) for e, a, _ in _churn(played["classic-kafka-python"][2])]
+    assert legacy == [
+        ("session-expiry", True), ("coordinator-kill", False), ("zk-leader-kill", True),
+        ("partition-increase", True),
+    ]  # fmt: skip
+    assert classic == [
+        ("session-expiry", True), ("coordinator-kill", True), ("zk-leader-kill", True),
+        ("partition-increase", True),
+    ]  # fmt: skip
+    reasons = [json.loads(r["detail"]) for r in played["legacy-fast"][2] if r["kind"] == "churn"]
+    assert reasons[1]["reason"] == "a legacy group has no coordinator"
+    restarts = read_meta(played["classic-kafka-python"][0]).extra["summary"]["coordinator_restart_ms"]  # type: ignore[index]
+    assert len(restarts) == 1 and 0 < restarts[0] < 30_000
+
+
+def test_no_record_lost(played) -> None:
+    for protocol, (_, result, rows) in played.items():
+        produced = {(r["topic"], r["partition"], r["offset"]) for r in rows if r["kind"] == "produce"}
+        consumed = {(r["topic"], r["partition"], r["offset"]) for r in rows if r["kind"] == "consume"}
+        assert len(produced) == 100 * 22, protocol
+        assert produced - consumed == set(), f"{protocol}: lost {len(produced - consumed)}"
+        assert result.lost == 0 and result.owner_overlaps == 0, protocol
+
+
+def test_new_partitions_are_produced_to_and_owned(played) -> None:
+    for protocol, (_, _, rows) in played.items():
+        increase_at = next(ts for e, _, ts in _churn(rows) if e == "partition-increase")
+        produced = Counter(r["partition"] for r in rows if r["kind"] == "produce")
+        assert produced[4] > 0 and produced[5] > 0, (protocol, produced)
+        owned_late = {r["partition"] for r in rows if r["kind"] == "own_start" and r["ts_ms"] >= increase_at}
+        assert {4, 5} <= owned_late, (protocol, owned_late)
+
+
+def test_group_recovers_after_every_fault(played) -> None:
+    for protocol, (d, _, rows) in played.items():
+        meta = read_meta(d)
+        assert meta.stopping_ms is not None
+        churn = _churn(rows)
+        # A rebalance completes after the session expiry (legacy: the member re-registers; classic: the stalled
+        # member is dropped and rejoins) and after the partition increase.
+        for event in ("session-expiry", "partition-increase"):
+            at = next(ts for e, _, ts in churn if e == event)
+            assert any(r["kind"] == "rebalance_end" and r["ts_ms"] > at for r in rows), (protocol, event)
+        # Records keep flowing after the last fault.
+        last = max(ts for _, _, ts in churn)
+        assert sum(1 for r in rows if r["kind"] == "consume" and r["ts_ms"] > last + 1000) > 50, protocol
+        # At the orderly stop every partition has exactly one owner, and no two members ever overlapped.
+        owners: dict[int, set[str]] = defaultdict(set)
+        for r in rows:
+            if r["ts_ms"] >= meta.stopping_ms:
+                break
+            if r["kind"] == "own_start":
+                owners[r["partition"]].add(r["member"])
+            elif r["kind"] == "own_end":
+                owners[r["partition"]].discard(r["member"])
+        assert {p: len(m) for p, m in owners.items()} == dict.fromkeys(range(6), 1), (protocol, dict(owners))
+        assert interval_overlaps(rows) == [], protocol
+
+
+def test_legacy_members_trace_their_zookeeper_requests_and_commits(played) -> None:
+    rows = played["legacy-fast"][2]
+    ops = [json.loads(r["detail"]) for r in rows if r["kind"] == "zk_op"]
+    assert ops and all(set(o) >= {"op", "path"} for o in ops)
+    assert any(o["path"] and "/consumers/churn-paths-legacy-fast-r0/owners" in o["path"] for o in ops)
+    commits = [r for r in rows if r["kind"] == "commit"]
+    assert commits and all(r["offset"] >= 0 and r["topic"] == "orders" for r in commits)
+    classic = played["classic-kafka-python"][2]
+    assert any(r["kind"] == "commit" for r in classic)
+    assert not any(r["kind"] == "zk_op" for r in classic)
