@@ -52,7 +52,9 @@ churn:
 
 
 @pytest.fixture(scope="module")
-def played(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, PlayResult, list[dict[str, Any]]]]:
+def played(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[Path, PlayResult, list[dict[str, Any]]]]:
     results: list[PlayResult] = []
     dirs = run_scenario(
         parse_scenario(SCENARIO, "test"),
