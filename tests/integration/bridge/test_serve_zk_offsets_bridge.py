@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +88,7 @@ def _consumer(node: NodeProcess, group: str, **extra: Any) -> Any:
         session_timeout_ms=6000,
         heartbeat_interval_ms=500,
         request_timeout_ms=10000,
+        metadata_max_age_ms=500,  # a rejoin follows a topic's partitions appearing, without waiting 5 minutes
         **extra,
     )
 
@@ -102,6 +104,11 @@ def _consume(consumer: Any, want: int, timeout: float = 30.0) -> list[tuple[int,
 
     wait_for(more, timeout, f"{want} records")
     return got
+
+
+def _assigned(consumer: Any) -> bool:
+    consumer.poll(timeout_ms=100)
+    return bool(consumer.assignment())
 
 
 def _znode(zkc: Any, group: str, partition: int) -> bytes | None:
@@ -319,3 +326,78 @@ def test_migrate_workflow_sees_the_bridge_and_rollback_finds_zookeeper_current(
     assert main(["migrate", "rollback", *common]) == 0
     out = capsys.readouterr().out
     assert "raised 0 ZooKeeper offset(s) to the broker's" in out  # the bridge had kept ZooKeeper current
+
+
+def test_cluster_of_two_nodes_bridges_every_coordinator_and_survives_a_coordinator_move(
+    zk_connect: str, zk: Any, tmp_path: Path
+) -> None:
+    """Cluster mode: each node mirrors the groups it coordinates; after the coordinator of a group moves, the new
+    one answers the max and keeps mirroring."""
+    from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
+
+    from zkcoord.cluster.coordinator import OFFSETS_TOPIC, partition_for_group
+    from zkcoord.zk import registry
+    from zkcoord.zk.bridge_offsets import list_offset_bridges
+
+    groups = {partition_for_group(f"g-cluster-{i}", 2): f"g-cluster-{i}" for i in range(20)}
+    assert sorted(groups) == [0, 1]
+    flags = ("--zk", zk_connect, "--offsets.topic.num.partitions=2", f"--num.partitions={PARTITIONS}",
+             "--bridge-zk-offsets", *FAST_GROUP_FLAGS)  # fmt: skip
+    nodes = {n: NodeProcess(tmp_path / f"node{n}", (*flags, "--node-id", str(n))) for n in (1, 2)}
+
+    def leaders() -> list[int]:
+        states = [registry.read_partition_state(zk, OFFSETS_TOPIC, p) for p in (0, 1)]
+        return [s.leader if s is not None else -1 for s in states]
+
+    try:
+        for node in nodes.values():
+            node.start()
+        wait_for(lambda: sorted(leaders()) == [1, 2], 30, "one offsets partition led by each node")
+        assert len(list_offset_bridges(zk)) == 2
+        bootstrap = [n.bootstrap for n in nodes.values()]
+        producer = KafkaProducer(bootstrap_servers=bootstrap, retries=10)
+        try:  # the topic exists, with leaders, before any group subscribes to it
+            producer.send(TOPIC, b"x", partition=0).get(30)
+        finally:
+            producer.close(timeout=5)
+        for partition, group in sorted(groups.items()):
+            consumer = KafkaConsumer(
+                bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False,
+                session_timeout_ms=6000, heartbeat_interval_ms=500, request_timeout_ms=10000, metadata_max_age_ms=500,
+            )  # fmt: skip
+            try:
+                consumer.subscribe([TOPIC])
+                wait_for(partial(_assigned, consumer), 30, "assignment")
+                consumer.commit({_tp(0): OffsetAndMetadata(100 + partition, "", -1)})
+            finally:
+                consumer.close()
+            assert _znode(zk, group, 0) == str(100 + partition).encode()
+        # Move group 0's coordinator: stop the node that leads offsets partition 0.
+        victim = leaders()[0]
+        nodes[victim].stop()
+        survivor = 3 - victim
+        wait_for(lambda: leaders()[0] == survivor, 60, "offsets partition 0 to move")
+        group = groups[0]
+        zk.set(f"/consumers/{group}/offsets/{TOPIC}/0", b"150")  # a legacy member moved on meanwhile
+        consumer = KafkaConsumer(
+            bootstrap_servers=nodes[survivor].bootstrap, group_id=group, enable_auto_commit=False,
+            session_timeout_ms=6000, heartbeat_interval_ms=500, request_timeout_ms=10000, metadata_max_age_ms=500,
+        )  # fmt: skip
+        try:
+            assert consumer.committed(_tp(0), timeout_ms=30000) == 150
+            # Half of TOPIC's partitions died with the victim (replication factor 1); a topic created now lives
+            # on the survivor, so the member gets an assignment (a generation) and commits TOPIC's offset.
+            producer = KafkaProducer(bootstrap_servers=nodes[survivor].bootstrap, retries=10)
+            try:
+                producer.send("after-move", b"x", partition=0).get(30)
+            finally:
+                producer.close(timeout=5)
+            consumer.subscribe(["after-move"])
+            wait_for(partial(_assigned, consumer), 30, "assignment")
+            consumer.commit({_tp(0): OffsetAndMetadata(160, "", -1)})
+        finally:
+            consumer.close()
+        assert _znode(zk, group, 0) == b"160"
+    finally:
+        for node in nodes.values():
+            node.stop()
