@@ -162,15 +162,22 @@ class _Play:
         self.work_dir = work_dir
         self.tick = tick
         self.run_id = f"{scenario.name}-{proto.protocol}-r{run_index}-{now_ms()}"
-        self.group = f"{scenario.name}-{proto.protocol}-r{run_index}"
-        chroot = f"/zkcoord-compare/{self.run_id}"
-        root = connect(zk_hosts)
-        try:
-            root.ensure_path(chroot)
-        finally:
-            root.stop()
-            root.close()
-        self.zk_connect = zk_hosts + chroot
+        if bootstrap is None:
+            # Our own node per play, registered in a fresh chroot: nothing is shared between plays.
+            self.group = f"{scenario.name}-{proto.protocol}-r{run_index}"
+            chroot = f"/zkcoord-compare/{self.run_id}"
+            root = connect(zk_hosts)
+            try:
+                root.ensure_path(chroot)
+            finally:
+                root.stop()
+                root.close()
+            self.zk_connect = zk_hosts + chroot
+        else:
+            # A given node is registered in the given ZooKeeper (connect string with its chroot, if any): legacy
+            # members must see its topics there. Topics are shared between plays, so groups must not be.
+            self.group = self.run_id
+            self.zk_connect = zk_hosts
         self.node: NodeProcess | None = None
         self.bootstrap = bootstrap
         self.members: list[MemberProc] = []
@@ -201,10 +208,14 @@ class _Play:
 
     def _create_topics(self) -> None:
         from kafka.admin import KafkaAdminClient, NewTopic
+        from kafka.errors import TopicAlreadyExistsError
 
         admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="zkcoord-compare")
         try:
-            admin.create_topics([NewTopic(t.name, t.partitions, 1) for t in self.sc.topics])
+            for t in self.sc.topics:
+                # A given node may have it from an earlier play: its partition count is checked below.
+                with contextlib.suppress(TopicAlreadyExistsError):
+                    admin.create_topics([NewTopic(t.name, t.partitions, 1)])
         finally:
             admin.close()
         client = connect(self.zk_connect)
@@ -214,6 +225,11 @@ class _Play:
                 while True:
                     assignment = registry.read_topic(client, t.name)
                     if assignment is not None:
+                        if len(assignment.partitions) != t.partitions:
+                            raise RunnerError(
+                                f"topic {t.name} already exists with {len(assignment.partitions)} partitions; "
+                                f"the scenario starts it with {t.partitions} (use a fresh node)"
+                            )
                         break
                     if time.monotonic() > deadline:
                         raise RunnerError(f"topic {t.name} did not appear in ZooKeeper within 30 s")

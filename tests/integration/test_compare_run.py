@@ -146,3 +146,40 @@ def test_rounds_group_concurrent_member_rebalances() -> None:
     out = number_rounds(rows)
     assert [r["generation"] for r in out] == [1, 1, 1, 1, 2, 2]
     assert out[1]["detail"] == {"member_generation": 4}
+
+
+GIVEN_NODE_SCENARIO = """
+name: given-node
+duration_s: 4
+session_timeout_ms: 3000
+topics: [{name: events, partitions: 3}]
+producer: {rate_per_s: 50, duration_s: 3}
+protocols:
+  legacy-fast: {members: 1, strategy: range}
+  classic-kafka-python: {members: 1, strategy: range}
+"""
+
+
+def test_plays_on_a_given_zookeeper_and_node(zk_connect: str, zk, tmp_path: Path) -> None:
+    """--zk/--bootstrap: legacy members find the node's topics in the given ZooKeeper; a second run of the same
+    scenario reuses the topic but gets fresh groups, so each run consumes exactly what it produced and more."""
+    from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
+
+    results: list[PlayResult] = []
+    with NodeProcess(tmp_path / "node", ("--zk", zk_connect, "--node-id", "1", *FAST_GROUP_FLAGS)) as node:
+        dirs = run_scenario(
+            parse_scenario(GIVEN_NODE_SCENARIO, "test"),
+            tmp_path / "traces",
+            zk_connect=zk_connect,
+            bootstrap=node.bootstrap,
+            runs=2,
+            progress=False,
+            on_result=results.append,
+        )
+    assert [r.protocol for r in results] == ["legacy-fast", "classic-kafka-python"] * 2
+    assert all(r.produced == 150 and r.lost == 0 for r in results), results
+    groups = [read_meta(d).extra["group"] for d in dirs]
+    assert len(set(groups)) == 4
+    # Legacy groups live in the given ZooKeeper itself (no per-play chroot), next to the node's /brokers.
+    assert set(zk.get_children("/consumers")) == {groups[0], groups[2]}
+    assert zk.exists("/brokers/topics/events") is not None

@@ -1,5 +1,5 @@
-"""`zkcoord compare`: validate scenarios, simulate rebalances through the pure assignors, and build the Spark
-report from trace runs. The live scenario runner (`compare run`) is not available yet."""
+"""`zkcoord compare`: validate scenarios, simulate rebalances through the pure assignors, play scenarios live
+(`compare run`), and build the Spark report from trace runs."""
 
 from __future__ import annotations
 
@@ -211,6 +211,12 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.runs < 1:
         print("zkcoord compare run: --runs must be at least 1", file=sys.stderr)
+        return 2
+    if args.bootstrap and not args.zk:
+        print(
+            "zkcoord compare run: --bootstrap needs --zk (the ZooKeeper that node is registered in)",
+            file=sys.stderr,
+        )
         return 2
     return run_command(
         args.scenario,

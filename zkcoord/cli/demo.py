@@ -133,6 +133,11 @@ def run_demo(args: argparse.Namespace) -> int:
     from migration.compare.runner import run_builtin_demo
 
     console = Console(highlight=False) if sys.stdout.isatty() else Console(highlight=False, width=160)
+    if args.bootstrap and not args.zk:
+        print(
+            "zkcoord demo: --bootstrap needs --zk (the ZooKeeper that node is registered in)", file=sys.stderr
+        )
+        return 2
     t0 = time.monotonic()
     out = Path(args.out or f"{DEFAULT_OUT}/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     console.print(

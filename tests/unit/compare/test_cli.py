@@ -59,3 +59,10 @@ def test_simulate_scenario_and_bad_arguments(tmp_path, capsys):
 def test_run_refuses_a_bad_run_count(capsys):
     assert main(["compare", "run", "demo", "--runs", "0"]) == 2
     assert "--runs must be at least 1" in capsys.readouterr().err
+
+
+def test_a_given_node_needs_its_zookeeper(capsys):
+    assert main(["compare", "run", "demo", "--bootstrap", "127.0.0.1:1"]) == 2
+    assert "--bootstrap needs --zk" in capsys.readouterr().err
+    assert main(["demo", "--bootstrap", "127.0.0.1:1"]) == 2
+    assert "--bootstrap needs --zk" in capsys.readouterr().err
