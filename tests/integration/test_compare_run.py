@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -160,7 +161,7 @@ protocols:
 """
 
 
-def test_plays_on_a_given_zookeeper_and_node(zk_connect: str, zk, tmp_path: Path) -> None:
+def test_plays_on_a_given_zookeeper_and_node(zk_connect: str, zk: Any, tmp_path: Path) -> None:
     """--zk/--bootstrap: legacy members find the node's topics in the given ZooKeeper; a second run of the same
     scenario reuses the topic but gets fresh groups, so each run consumes exactly what it produced and more."""
     from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
@@ -178,7 +179,7 @@ def test_plays_on_a_given_zookeeper_and_node(zk_connect: str, zk, tmp_path: Path
         )
     assert [r.protocol for r in results] == ["legacy-fast", "classic-kafka-python"] * 2
     assert all(r.produced == 150 and r.lost == 0 for r in results), results
-    groups = [read_meta(d).extra["group"] for d in dirs]
+    groups = [read_meta(d).extra["group"] for d in dirs]  # type: ignore[index]
     assert len(set(groups)) == 4
     # Legacy groups live in the given ZooKeeper itself (no per-play chroot), next to the node's /brokers.
     assert set(zk.get_children("/consumers")) == {groups[0], groups[2]}
