@@ -320,9 +320,13 @@ def test_dual_commit_with_the_broker_down_reports_it_and_the_next_commit_heals(
     try:
         for order, m in members.items():
             wait_for(lambda m=m: len(m.seen) >= 40, 30, f"{order}: all records consumed")  # type: ignore[misc]
-            assert m.consumer.commit_offsets() == 1
+            # Partition 0 holds the records; since 91eb077 the member also commits the reset position (0) of
+            # the empty partitions it owns, so count only what this test is about.
+            assert m.consumer.commit_offsets() >= 1
             assert m.consumer.stats.last_commit_result.committed
-            assert zk_offset(order) == 40 and brokers[order].read_offsets().offsets == {tp: 40}
+            broker_offsets = brokers[order].read_offsets().offsets
+            assert zk_offset(order) == 40 and broker_offsets[tp] == 40
+            assert all(off == 0 for other, off in broker_offsets.items() if other != tp)
             for b in brokers.values():
                 b.close()
         node.stop()
@@ -343,7 +347,7 @@ def test_dual_commit_with_the_broker_down_reports_it_and_the_next_commit_heals(
         # ZooKeeper keeps the old offset and the skip is reported; zookeeper-first lands it in ZooKeeper.
         assert [(p.tp, p.store) for p in results["broker-first"].skipped] == [(tp, Store.ZOOKEEPER)]
         assert zk_offset("broker-first") == 40
-        assert results["zookeeper-first"].written(Store.ZOOKEEPER) == {tp: 41}
+        assert results["zookeeper-first"].written(Store.ZOOKEEPER)[tp] == 41
         assert zk_offset("zookeeper-first") == 41
         assert members["broker-first"].consumer.stats.commit_failures >= 2
 
@@ -361,7 +365,7 @@ def test_dual_commit_with_the_broker_down_reports_it_and_the_next_commit_heals(
             )
             assert zk_offset(order) == 41
             with BrokerOffsetStore(node.bootstrap, f"g-{order}") as b:
-                assert b.read_offsets().offsets == {tp: 41}
+                assert b.read_offsets().offsets[tp] == 41
     finally:
         for m in members.values():
             m.stop()
