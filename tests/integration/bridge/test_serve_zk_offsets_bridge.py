@@ -59,6 +59,10 @@ def node(chroot_connect: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield server
     finally:
         server.stop()
+        import os
+
+        if os.environ.get("BRIDGE_DEBUG_LOG"):
+            Path(os.environ["BRIDGE_DEBUG_LOG"]).write_text("".join(server.output))
     assert "offset bridge mirrored=" in "".join(server.output)
 
 
@@ -98,7 +102,7 @@ def _consume(consumer: Any, want: int, timeout: float = 30.0) -> list[tuple[int,
     got: list[tuple[int, int]] = []
 
     def more() -> bool:
-        for records in consumer.poll(timeout_ms=200).values():
+        for records in consumer.poll(timeout_ms=1000).values():
             got.extend((r.partition, r.offset) for r in records)
         return len(got) >= want
 
@@ -106,8 +110,21 @@ def _consume(consumer: Any, want: int, timeout: float = 30.0) -> list[tuple[int,
     return got
 
 
+def _has_partitions(consumer: Any, topic: str) -> bool:
+    return bool(consumer.partitions_for_topic(topic))
+
+
+def _subscribe(consumer: Any, topics: list[str]) -> None:
+    """Subscribe once the topics' metadata is known. kafka-python 3.0.12 otherwise joins with an empty
+    assignment, rebalances again when the metadata arrives, and a poll timing out during that second join can
+    leave it joined on the wire but never started (no heartbeats, evicted): seen here 1 run in ~5."""
+    for topic in topics:
+        wait_for(partial(_has_partitions, consumer, topic), 30, f"metadata of {topic}")
+    consumer.subscribe(topics)
+
+
 def _assigned(consumer: Any) -> bool:
-    consumer.poll(timeout_ms=100)
+    consumer.poll(timeout_ms=1000)
     return bool(consumer.assignment())
 
 
@@ -127,7 +144,7 @@ def test_group_commits_appear_in_the_legacy_znodes(
 ) -> None:
     consumer = _consumer(node, "g-commits")
     try:
-        consumer.subscribe([TOPIC])
+        _subscribe(consumer, [TOPIC])
         _consume(consumer, sum(produced.values()))
         consumer.commit()
         # The commit response waited for the mirror, so the znodes hold the offsets as soon as it returns.
@@ -148,7 +165,7 @@ def test_offset_fetch_answers_a_higher_znode_and_znodes_never_go_back(
     group = "g-max"
     first = _consumer(node, group)
     try:
-        first.subscribe([TOPIC])
+        _subscribe(first, [TOPIC])
         _consume(first, 1)
         first.commit({_tp(0): OffsetAndMetadata(10, "", -1), _tp(1): OffsetAndMetadata(10, "", -1)})
         assert _znode(zkc, group, 0) == b"10"
@@ -167,7 +184,7 @@ def test_offset_fetch_answers_a_higher_znode_and_znodes_never_go_back(
     zkc.set(f"/consumers/{group}/offsets/{TOPIC}/1", b"33")
     second = _consumer(node, group)
     try:
-        second.subscribe([TOPIC])
+        _subscribe(second, [TOPIC])
         seen = _consume(second, (40 - 30) + (40 - 33))
         assert min(o for p, o in seen if p == 0) == 30
         assert min(o for p, o in seen if p == 1) == 33
@@ -201,7 +218,7 @@ def test_rollback_to_zookeeper_after_a_broker_only_run_regresses_nothing(
     group = "g-rollback"
     consumer = _consumer(node, group)
     try:
-        consumer.subscribe([TOPIC])
+        _subscribe(consumer, [TOPIC])
         _consume(consumer, 50)
         consumer.commit()
         committed = {p: consumer.committed(_tp(p)) for p in range(PARTITIONS)}
@@ -270,7 +287,7 @@ def test_zookeeper_outage_commits_acknowledged_fetch_refused_mirror_catches_up(t
             producer.flush(timeout=30)
             producer.close(timeout=5)
             consumer = _consumer(server, "g-outage", max_poll_records=5)
-            consumer.subscribe([TOPIC])
+            _subscribe(consumer, [TOPIC])
             _consume(consumer, 5)
             consumer.commit()
             first = {p: consumer.committed(_tp(p)) for p in range(PARTITIONS)}
@@ -312,7 +329,7 @@ def test_migrate_workflow_sees_the_bridge_and_rollback_finds_zookeeper_current(
     group = "g-workflow"
     consumer = _consumer(node, group)
     try:
-        consumer.subscribe([TOPIC])
+        _subscribe(consumer, [TOPIC])
         _consume(consumer, 30)
         consumer.commit()
     finally:
@@ -366,7 +383,7 @@ def test_cluster_of_two_nodes_bridges_every_coordinator_and_survives_a_coordinat
                 session_timeout_ms=6000, heartbeat_interval_ms=500, request_timeout_ms=10000, metadata_max_age_ms=500,
             )  # fmt: skip
             try:
-                consumer.subscribe([TOPIC])
+                _subscribe(consumer, [TOPIC])
                 wait_for(partial(_assigned, consumer), 30, "assignment")
                 consumer.commit({_tp(0): OffsetAndMetadata(100 + partition, "", -1)})
             finally:
@@ -392,7 +409,7 @@ def test_cluster_of_two_nodes_bridges_every_coordinator_and_survives_a_coordinat
                 producer.send("after-move", b"x", partition=0).get(30)
             finally:
                 producer.close(timeout=5)
-            consumer.subscribe(["after-move"])
+            _subscribe(consumer, ["after-move"])
             wait_for(partial(_assigned, consumer), 30, "assignment")
             consumer.commit({_tp(0): OffsetAndMetadata(160, "", -1)})
         finally:
