@@ -65,6 +65,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = cmds.add_parser("snapshot", help="snapshot both offset stores to Parquet for the divergence report")
     common(p)
     p.add_argument("--out", required=True, help="directory: zookeeper.parquet and broker.parquet are written")
+    p.add_argument(
+        "--broker-records",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="read the broker side from __consumer_offsets record logs (a `zkcoord serve` "
+        "<data-dir>/group-records, read-only; repeatable) instead of OffsetFetch through --bootstrap",
+    )
     p.set_defaults(func=_run_snapshot)
 
     p = cmds.add_parser("divergence", help="Spark: compare two snapshots for many groups")
@@ -237,6 +245,19 @@ def _run_snapshot(args: argparse.Namespace) -> int:
         groups = _groups(args, required=False) or None
         zk_rows = snapshot_zookeeper(zk, groups, out / "zookeeper.parquet")
         print(f"zookeeper: {zk_rows} offset(s) -> {out / 'zookeeper.parquet'}")
+        if args.broker_records:
+            from migration.divergence.snapshot import RecordLogError, snapshot_broker_records
+
+            if args.bootstrap:
+                print("error: give either --bootstrap or --broker-records, not both", file=sys.stderr)
+                return 2
+            try:
+                rows = snapshot_broker_records(args.broker_records, groups, out / "broker.parquet")
+            except RecordLogError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
+            print(f"broker (record logs): {rows} offset(s) -> {out / 'broker.parquet'}")
+            return 0
         broker_for, close = _broker_factory(args)
         if broker_for is not None:
             try:

@@ -73,3 +73,41 @@ def test_import_interrupted_by_session_expiry_resumes(zk: Any, tmp_path: Path) -
     report = import_offsets(records, ZooKeeperTarget(zk), journal, batch_size=10)
     assert (report.resumed_batches, report.written_batches) == (2, 3)
     assert ZooKeeperOffsetStore(zk, "g").read().offsets == {("t", p): 1000 + p for p in range(50)}
+
+
+def test_snapshot_reads_the_broker_side_from_a_record_log(
+    zk: Any, zk_connect: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow.parquet as pq
+
+    from zkcoord.cli import main
+    from zkcoord.records.offsets import OffsetCommitKey, OffsetCommitValue, encode_records
+    from zkcoord.storage import FileRecordStore
+
+    ZooKeeperOffsetStore(zk, "g1").write({("t", 0): 9, ("t", 1): 4})
+    log_dir = tmp_path / "group-records"
+    store = FileRecordStore(log_dir)
+    store.append(
+        encode_records(
+            [
+                (OffsetCommitKey("g1", "t", 0), OffsetCommitValue(12, -1, "", 0)),
+                (OffsetCommitKey("g1", "t", 1), OffsetCommitValue(4, -1, "", 0)),
+            ]
+        )
+    )
+    store.close()
+    out = tmp_path / "snap"
+    args = ["migrate", "snapshot", "--zk", zk_connect, "--broker-records", str(log_dir), "--out", str(out)]
+    assert main(args) == 0
+    assert "broker (record logs): 2 offset(s)" in capsys.readouterr().out
+
+    def rows(name: str) -> list[tuple[str, str, int, int]]:
+        table = pq.read_table(out / name).to_pylist()
+        return [(r["group"], r["topic"], r["partition"], r["offset"]) for r in table]
+
+    assert rows("zookeeper.parquet") == [("g1", "t", 0, 9), ("g1", "t", 1, 4)]
+    assert rows("broker.parquet") == [("g1", "t", 0, 12), ("g1", "t", 1, 4)]
+    assert main([*args, "--bootstrap", "127.0.0.1:1"]) == 2
+    assert "either --bootstrap or --broker-records" in capsys.readouterr().err
+    assert main([*args[:-2], "--out", str(out), "--broker-records", str(tmp_path / "nope")]) == 2
+    assert "not a record log directory" in capsys.readouterr().err
