@@ -1,6 +1,9 @@
 """`zkcoord migrate`: move consumer groups' offsets from ZooKeeper to the broker and back — plan, export,
 import, dual-commit, verify, finalize, rollback, status — plus offset-store snapshots and the Spark
 divergence report. Exit status: 0 done, 1 verify found disagreements, 2 a step was refused or failed.
+
+For broker-protocol members, the coordinator keeps ZooKeeper current itself when it runs with
+`zkcoord serve --bridge-zk-offsets` (docs/migration.md §9); `plan` and `verify` report whether one is running.
 """
 
 from __future__ import annotations
@@ -93,7 +96,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 _STEP_HELP = {
     "plan": "show what will change, which members are where, what could go wrong; mark the group planned",
-    "dual-commit": "seed the broker with ZooKeeper offsets (never lowering) and enter dual-commit",
+    "dual-commit": "seed the broker with ZooKeeper offsets (never lowering) and enter dual-commit "
+    "(broker-protocol members: run the coordinator with `serve --bridge-zk-offsets`)",
     "verify": "compare both stores within --max-lag and list every disagreement with its cause",
     "finalize": "re-verify and record the final state (then turn dual commit off)",
     "rollback": "ZooKeeper := max(zk, broker) per partition, then back to ZooKeeper storage",
