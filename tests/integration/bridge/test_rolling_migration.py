@@ -20,6 +20,7 @@ from migration.bridge.broker_store import BrokerOffsetStore
 from migration.bridge.zk_side import ZooKeeperSide
 from zkcoord.errors import ConfigError
 from zkcoord.legacy.config import LegacyConsumerConfig
+from zkcoord.legacy.topic_partition import TopicPartition as LegacyTP
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
 from zkcoord.zk import registry
@@ -247,7 +248,7 @@ def test_documented_rolling_migration_and_rollback(zk_connect: str, zk: Any, nod
         broker_now = dict(monitor.broker.read_offsets().offsets)
         ZooKeeperSide.for_group(zk, GROUP, WriteMode.NEVER_REGRESS).write_offsets(broker_now)
         zk_now = registry.read_offsets(zk, GROUP)
-        assert all(zk_now[(tp.topic, tp.partition)] >= off for tp, off in broker_now.items())
+        assert all(zk_now[LegacyTP(tp.topic, tp.partition)] >= off for tp, off in broker_now.items())
         rolling("E", "zookeeper", False)
         n = len(seen)
         wait_for(lambda: len(seen) > n + 50, 30, "progress after the rollback")
@@ -315,7 +316,7 @@ def test_dual_commit_with_the_broker_down_reports_it_and_the_next_commit_heals(
     tp = TopicPartition(topic, 0)
 
     def zk_offset(order: str) -> int | None:
-        return registry.read_offsets(zk, f"g-{order}").get((topic, 0))
+        return registry.read_offsets(zk, f"g-{order}").get(LegacyTP(topic, 0))
 
     try:
         for order, m in members.items():
