@@ -140,7 +140,11 @@ def _tp(partition: int) -> Any:
 
 
 def test_group_commits_appear_in_the_legacy_znodes(
-    node: NodeProcess, produced: dict[int, int], zkc: Any
+    node: NodeProcess,
+    produced: dict[int, int],
+    zkc: Any,
+    chroot_connect: str,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     consumer = _consumer(node, "g-commits")
     try:
@@ -155,6 +159,15 @@ def test_group_commits_appear_in_the_legacy_znodes(
         assert _znode(zkc, "g-commits", 0) == b"41"
     finally:
         consumer.close()
+
+    # The 0.8 tools that read offsets directly see them (ExportZkOffsets' format through `zkcoord legacy export`).
+    from zkcoord.cli import main
+
+    assert main(["legacy", "export", "--zk", chroot_connect, "--group", "g-commits"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"/consumers/g-commits/offsets/{TOPIC}/0:41",
+        f"/consumers/g-commits/offsets/{TOPIC}/1:40",
+    ]
 
 
 def test_offset_fetch_answers_a_higher_znode_and_znodes_never_go_back(
