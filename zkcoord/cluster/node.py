@@ -6,7 +6,9 @@ Guarantees:
   ⇒ `NodeIdInUse`, as 0.9+ `ZKCheckedEphemeral`), and re-registered after a session expiry;
 * the node serves a group only while it leads the group's offsets partition and has finished loading that
   partition's records (`group_status`: NONE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR /
-  COORDINATOR_NOT_AVAILABLE); on connection suspension or session loss it stops serving first;
+  COORDINATOR_NOT_AVAILABLE); on connection suspension or session loss it stops serving first, and a worker
+  pass that read ZooKeeper before that cannot switch serving back on (a connection generation, bumped by
+  the state listener and checked under the same lock, as in `zkcoord.zk.controller`);
 * records are written through `ZkRecordStore`, fenced by the partition state version, so a deposed leader
   cannot append, and the next leader loads everything that was acknowledged.
 
@@ -117,6 +119,7 @@ class ClusterNode:
         self.client: Any = client
         self.controller: Controller | None = None
         self._cond = threading.Condition()
+        self._gen = 0  # bumped under _cond by the state listener on every connection state change
         self._dirty = True
         self._reregister = False
         self._closing = False
@@ -235,9 +238,10 @@ class ClusterNode:
     # -- kazoo callbacks (connection thread) -------------------------------------------------------------
 
     def _on_state(self, state: Any) -> None:
-        if state in (SESSION_SUSPENDED, SESSION_LOST):
-            self._serving = False
         with self._cond:
+            self._gen += 1
+            if state in (SESSION_SUSPENDED, SESSION_LOST):
+                self._serving = False
             if state == SESSION_LOST:
                 self._reregister = True
             self._dirty = True
@@ -260,6 +264,7 @@ class ClusterNode:
                     return
                 self._dirty = False
                 reregister, self._reregister = self._reregister, False
+                gen = self._gen
             try:
                 assert self.client is not None
                 if not self.client.connected:
@@ -270,8 +275,7 @@ class ClusterNode:
                     for partition in sorted(self._owned):
                         self._resign(partition)
                     self._register()
-                self._serving = True
-                self._refresh()
+                self._refresh(gen)
             except (ZooKeeperError, MalformedZnode, NodeIdInUse) as exc:
                 log.warning("node=%d cluster refresh failed: %r; retrying", self.node_id, exc)
                 with self._cond:
@@ -284,7 +288,18 @@ class ClusterNode:
         reg = BrokerRegistration.create(cfg.host, cfg.port, version=4, timestamp_ms=self._clock_ms())
         register_node(self.client, cfg.node_id, reg.encode())
 
-    def _refresh(self) -> None:
+    def _resume_serving(self, gen: int) -> bool:
+        """Serve again only if the connection has not changed since the pass began: what this pass read
+        (registration, partition states) is then current. Otherwise the listener's stop stands and the
+        state change that bumped the generation has already scheduled another pass."""
+        with self._cond:
+            if gen == self._gen and self.client.connected and not self._closing:
+                self._serving = True
+            else:
+                self._dirty = True
+            return self._serving
+
+    def _refresh(self, gen: int) -> None:
         brokers: dict[int, tuple[str, int]] = {}
         for node, data in read_brokers(self.client, self._on_watch).items():
             try:
@@ -304,12 +319,11 @@ class ClusterNode:
             held = mine.get(partition)
             if held is None or held[1] != self._owned[partition][1].fence.state_version:
                 self._resign(partition)
+        # Only now, with moved partitions dropped, may the node answer for what it still leads.
+        if not self._resume_serving(gen):
+            return
         # Every newly led partition answers COORDINATOR_LOAD_IN_PROGRESS from now until its own load is done.
-        fresh = [
-            PartitionFence(p, mine[p][0], mine[p][1])
-            for p in sorted(mine)
-            if p not in self._owned and self._serving
-        ]
+        fresh = [PartitionFence(p, mine[p][0], mine[p][1]) for p in sorted(mine) if p not in self._owned]
         stores = {f.partition: ZkRecordStore(self.client, f) for f in fresh}
         self._owned = {**self._owned, **{p: (_Status.LOADING, st) for p, st in stores.items()}}
         for fence in fresh:

@@ -15,6 +15,12 @@ must bump that version first, so from that moment the old controller's multis fa
 suspended or its session lost (the `active` flag is cleared in the kazoo state listener and checked before
 every write); after a reconnect on the same session it resumes only if the epoch znode is still its own.
 
+Connection generations: the state listener bumps a generation counter on every connection state change, under
+the same lock that guards `active`. The worker notes the generation when a pass begins and may set `active`
+only under that lock, only while the generation is unchanged and the client connected. So a pass whose reads
+were made before a suspension can never switch a node back on after the listener switched it off (a stale
+pass is retried in the new generation and re-verifies `/controller` and the epoch first).
+
 Duties (one worker thread, coalesced events, each pass idempotent): watch `/brokers/ids`, `/brokers/topics`
 (and each topic's assignment, for partition increases) and `/admin/delete_topics`; delete marked topics;
 create `__consumer_offsets` when absent; plan leaders with `zkcoord.cluster.leadership` (balanced offsets
@@ -175,9 +181,12 @@ class Controller:
         self._on_change = on_change
         self._resync_interval_s = resync_interval_s
         self._cond = threading.Condition()
+        # Bumped (under _cond) by the state listener on every connection state change; see the module doc.
+        self._gen = 0
         self._want_elect = True
         self._want_reconcile = False
         self._want_verify = False
+        self._want_notify = False  # only to report a listener-side step-down through on_change promptly
         self._closing = False
         self._active = False
         self._fence: ControllerFence | None = None
@@ -185,6 +194,11 @@ class Controller:
         self._thread: threading.Thread | None = None
         self.reconciles = 0
         self.elections_won = 0
+        # Activations refused because the connection changed while the pass ran (a stale pass).
+        self.stale_activations = 0
+        # Test seam: called on the worker thread with the activation site ("won", "resumed", "verified")
+        # right before the worker tries to set `active`, so a test can force a state change in between.
+        self.before_activate: Callable[[str], None] | None = None
 
     # -- public --------------------------------------------------------------------------------------------
 
@@ -203,9 +217,9 @@ class Controller:
 
     def close(self, resign: bool = True) -> None:
         """Stop the worker; with `resign`, delete our `/controller` so another node takes over at once."""
-        was_active = self._active
-        self._active = False
         with self._cond:
+            was_active = self._active
+            self._active = False
             self._closing = True
             self._cond.notify_all()
         if self._thread is not None:
@@ -222,10 +236,13 @@ class Controller:
     # -- kazoo callbacks (connection thread: set flags only, never call ZooKeeper) --------------------------
 
     def _on_state(self, state: KazooState) -> None:
-        if state in (KazooState.SUSPENDED, KazooState.LOST):
-            # Stop acting first: a suspended controller may already be deposed.
-            self._active = False
         with self._cond:
+            # A new generation: whatever a running pass read before this instant no longer counts.
+            self._gen += 1
+            if state in (KazooState.SUSPENDED, KazooState.LOST):
+                # Stop acting first: a suspended controller may already be deposed.
+                self._active = False
+                self._want_notify = True
             if state == KazooState.LOST:
                 self._fence = None
                 self._want_elect = True
@@ -247,7 +264,13 @@ class Controller:
         was_active = False
         while True:
             with self._cond:
-                while not (self._closing or self._want_elect or self._want_reconcile or self._want_verify):
+                while not (
+                    self._closing
+                    or self._want_elect
+                    or self._want_reconcile
+                    or self._want_verify
+                    or self._want_notify
+                ):
                     if not self._cond.wait(timeout=self._resync_interval_s):
                         self._want_reconcile = True
                         if not self._fence:
@@ -255,12 +278,16 @@ class Controller:
                 if self._closing:
                     break
                 elect, reconcile, verify = self._want_elect, self._want_reconcile, self._want_verify
-                self._want_elect = self._want_reconcile = self._want_verify = False
+                self._want_elect = self._want_reconcile = self._want_verify = self._want_notify = False
+                gen = self._gen
+                # A fence we hold without acting on it (a stale pass, an interrupted verify) is re-verified
+                # first; otherwise a controller could keep /controller while nobody acts as controller.
+                verify = verify or (self._fence is not None and not self._active)
             try:
                 if verify:
-                    self._verify_after_reconnect()
+                    self._verify_after_reconnect(gen)
                 if elect or (verify and self._fence is None):
-                    self._elect()
+                    self._elect(gen)
                 if self._active and (reconcile or elect or verify):
                     self._reconcile()
             except ControllerMoved as exc:
@@ -291,18 +318,50 @@ class Controller:
             self._on_change(False, None)
 
     def _step_down(self) -> None:
-        self._active = False
-        self._fence = None
         with self._cond:
+            self._active = False
+            self._fence = None
             self._want_elect = True
+
+    def _activate(self, gen: int, fence: ControllerFence, site: str) -> bool:
+        """Become active with `fence` only if the connection has not changed since the pass began (`gen`):
+        checked and set under the listener's lock, so the listener's step-down cannot be overwritten by a
+        pass that read ZooKeeper before it. A refused activation keeps the fence and asks for a verify in
+        the new generation (which drops the fence if the session or the epoch is no longer ours)."""
+        if self.before_activate is not None:
+            self.before_activate(site)
+        with self._cond:
+            if gen == self._gen and self.client.state == KazooState.CONNECTED and not self._closing:
+                self._fence = fence
+                self._active = True
+                return True
+            if self._fence is not None or site == "won":
+                self._fence = fence
+                self._want_verify = True
+            self.stale_activations += 1
+            self._cond.notify_all()
+        log.info(
+            "node=%d controller activation (%s) refused: the connection changed during the pass",
+            self.node_id,
+            site,
+        )
+        return False
+
+    def _deactivate(self, *, drop_fence: bool) -> None:
+        with self._cond:
+            self._active = False
+            if drop_fence:
+                self._fence = None
 
     def _session_id(self) -> int | None:
         cid = self.client.client_id
         return None if cid is None else int(cid[0])
 
-    def _elect(self) -> None:
+    def _elect(self, gen: int) -> None:
         if not self.client.connected:
-            return
+            return  # the CONNECTED event wakes us with a verify, which elects when we hold no fence
+        # The session the create runs on; a later verify drops a fence won on a session that has since gone.
+        session = self._session_id()
         info = ControllerInfo(self.node_id, self._clock_ms())
         try:
             self.client.create(paths.CONTROLLER, info.encode(), ephemeral=True)
@@ -313,14 +372,14 @@ class Controller:
                 with self._cond:
                     self._want_elect = True
                 return
-            if stat.ephemeralOwner != self._session_id():
+            if session is None or stat.ephemeralOwner != session:
                 current = ControllerInfo.decode(paths.CONTROLLER, data)
                 log.debug("node=%d: controller is node %d", self.node_id, current.brokerid)
-                self._active = False
-                self._fence = None
+                self._deactivate(drop_fence=True)
                 return
-            if self._fence is not None:  # our own znode and we already won: a spurious wake-up
-                self._active = True
+            fence = self._fence
+            if fence is not None:  # our own znode and we already won: a spurious wake-up
+                self._activate(gen, fence, "resumed")
                 return
         # We hold /controller: watch it so a loss of it (session expiry) is seen, then take the epoch.
         self.client.exists(paths.CONTROLLER, watch=self._on_watch)
@@ -329,32 +388,33 @@ class Controller:
         except ControllerMoved:
             self._delete_own_controller_znode()
             raise
-        self._fence = fence
-        self._session = self._session_id()
-        self._active = True
+        self._session = session
         self.elections_won += 1
         log.info("node=%d elected controller, epoch %d", self.node_id, fence.epoch)
+        self._activate(gen, fence, "won")
 
-    def _verify_after_reconnect(self) -> None:
+    def _verify_after_reconnect(self, gen: int) -> None:
         """Same session back after a disconnect: resume only if /controller and the epoch are still ours."""
         fence = self._fence
+        if fence is not None and not self.client.connected:
+            return  # kazoo reports no session id while connecting; the CONNECTED event asks again
         if fence is None or self._session != self._session_id():
-            self._fence = None
+            self._deactivate(drop_fence=True)
             return
         try:
             _, stat = self.client.get(paths.CONTROLLER, watch=self._on_watch)
         except NoNodeError:
-            self._fence = None
+            self._deactivate(drop_fence=True)
             with self._cond:
                 self._want_elect = True
             return
         current = read_controller_epoch(self.client)
         if stat.ephemeralOwner != self._session or current != (fence.epoch, fence.zk_version):
-            self._fence = None
+            self._deactivate(drop_fence=True)
             with self._cond:
                 self._want_elect = True
             return
-        self._active = True
+        self._activate(gen, fence, "verified")
 
     def _delete_own_controller_znode(self) -> None:
         with contextlib.suppress(KazooException):

@@ -3,6 +3,7 @@ in-process controllers (one kazoo session each) and real server-side session exp
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -223,3 +224,79 @@ def test_rf1_data_partition_goes_offline_with_its_node_while_offsets_partitions_
     wait_for(lambda: states(zk, "d")[1].leader == 2, 10, "partition 1 back on node 2")
     back = states(zk, "d")[1]
     assert back.leader_epoch == before[1].leader_epoch + 2 and back.isr == (2,)
+
+
+def cut_connection(client: Any) -> None:
+    """Close the client's TCP connection without waiting for anything (the session survives)."""
+    sock = client._connection._socket
+    assert sock is not None
+    sock.shutdown(socket.SHUT_RDWR)
+
+
+@pytest.mark.parametrize("fault", ["suspend", "expire"])
+@pytest.mark.parametrize("site", ["won", "verified"])
+def test_a_pass_that_read_before_a_connection_change_cannot_activate(
+    zk: Any, zk_client_factory: Callable[..., Any], site: str, fault: str
+) -> None:
+    """Forces the interleaving behind the overlap flake: the worker has made every read that justifies
+    activation, then the connection is suspended (or the session expires) and the state listener steps the
+    controller down, and only then does the worker try to set `active`. It must stay off until a pass of
+    the new connection generation has verified (or re-won) the epoch; it never acts with the old one."""
+    client = zk_client_factory(session_timeout_s=SESSION_S)
+    register(client, 1)
+    seen: list[str] = []
+    changed = threading.Event()
+
+    def listener(state: Any) -> None:
+        seen.append(str(state))
+        if str(state) in ("SUSPENDED", "LOST"):
+            changed.set()
+
+    attempts: list[tuple[str, bool]] = []
+    release = threading.Event()
+
+    def before_activate(at: str) -> None:
+        attempts.append((at, ctl.active))
+        if len(attempts) == 1:
+            changed.clear()  # the suspension that triggered this verify pass must not count
+            if fault == "expire":
+                expire_session(client)  # returns once the new session is connected
+            else:
+                cut_connection(client)
+            assert changed.wait(10), "the listener never saw the connection change"
+        elif len(attempts) == 2:
+            release.wait(10)  # hold the next attempt while the test looks at the stale pass's outcome
+
+    ctl = Controller(client, 1, offsets_topic_num_partitions=NUM_OFFSETS, resync_interval_s=1.0)
+    try:
+        if site == "won":
+            client.add_listener(listener)
+            ctl.before_activate = before_activate
+            ctl.start()
+        else:
+            ctl.start()
+            wait_for(lambda: ctl.active and ctl.reconciles > 0, 10, "the first controller pass")
+            client.add_listener(listener)
+            ctl.before_activate = before_activate
+            # kazoo reconnects on the same session and the verify pass of the new generation activates;
+            # the hook then changes the connection again under it
+            cut_connection(client)
+        wait_for(lambda: len(attempts) >= 2, 15, "the worker to retry after the stale pass")
+        assert attempts[0][0] == site
+        # the stale pass is over: it must not have switched the controller back on
+        assert not ctl.active and ctl.fence is None
+        assert ctl.stale_activations >= 1
+        release.set()
+        wait_for(lambda: ctl.active, 15, "the controller to resume in the new generation")
+        epoch = read_controller_epoch(zk)
+        assert epoch is not None and ctl.fence is not None and ctl.fence.epoch == epoch[0]
+        if fault == "suspend":
+            # same session: the epoch it won stays its own (verified, not bumped again)
+            assert epoch[0] == 1 and ctl.elections_won == 1
+        else:
+            # the session was lost: the old epoch was dropped and a new one won on the new session
+            assert epoch[0] == 2 and ctl.elections_won == 2
+        assert "SUSPENDED" in seen or "LOST" in seen
+    finally:
+        release.set()
+        ctl.close()
