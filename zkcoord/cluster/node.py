@@ -47,7 +47,12 @@ from zkcoord.zk.controller import (
     read_topic_states,
     register_node,
 )
-from zkcoord.zk.record_store import PartitionFence, StoreFenced, ZkRecordStore
+from zkcoord.zk.record_store import (
+    DEFAULT_COMPACT_AFTER_BATCHES,
+    PartitionFence,
+    StoreFenced,
+    ZkRecordStore,
+)
 from zkcoord.zk.session import connect
 
 log = logging.getLogger(__name__)
@@ -66,6 +71,8 @@ class ClusterConfig:
     offsets_topic_num_partitions: int = DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS
     zookeeper_session_timeout_ms: int = 6000
     zookeeper_connection_timeout_ms: int = 15000
+    # zkcoord's own: compact an offsets partition's record store once it holds this many batch znodes.
+    offsets_compact_after_batches: int = DEFAULT_COMPACT_AFTER_BATCHES
 
     def __post_init__(self) -> None:
         if not self.zookeeper_connect:
@@ -77,6 +84,10 @@ class ClusterConfig:
         if self.offsets_topic_num_partitions < 1:
             raise ConfigError(
                 f"offsets.topic.num.partitions must be >= 1, got {self.offsets_topic_num_partitions}"
+            )
+        if self.offsets_compact_after_batches < 2:
+            raise ConfigError(
+                f"offsets.compact.after.batches must be >= 2, got {self.offsets_compact_after_batches}"
             )
         if self.zookeeper_session_timeout_ms < 1000:
             raise ConfigError(
@@ -248,6 +259,9 @@ class ClusterNode:
             self._cond.notify_all()
 
     def _on_watch(self, event: Any) -> None:
+        self._wake()
+
+    def _wake(self) -> None:
         with self._cond:
             self._dirty = True
             self._cond.notify_all()
@@ -324,10 +338,32 @@ class ClusterNode:
             return
         # Every newly led partition answers COORDINATOR_LOAD_IN_PROGRESS from now until its own load is done.
         fresh = [PartitionFence(p, mine[p][0], mine[p][1]) for p in sorted(mine) if p not in self._owned]
-        stores = {f.partition: ZkRecordStore(self.client, f) for f in fresh}
+        stores = {
+            f.partition: ZkRecordStore(
+                self.client, f, compact_after_batches=self.config.offsets_compact_after_batches
+            )
+            for f in fresh
+        }
+        for store in stores.values():
+            store.on_compaction_due = self._wake
         self._owned = {**self._owned, **{p: (_Status.LOADING, st) for p, st in stores.items()}}
         for fence in fresh:
             self._load(fence.partition, stores[fence.partition])
+        self._compact_due()
+
+    def _compact_due(self) -> None:
+        """Compact every loaded partition whose store is due (also right after a load of a long history).
+        Runs on this worker only, behind the store's leadership fence: a deposed leader's compaction fails
+        as a whole and the next refresh resigns the partition."""
+        for partition, (status, store) in sorted(self._owned.items()):
+            if status != _Status.LOADED or not self._serving or not store.compaction_due():
+                continue
+            try:
+                store.maybe_compact()
+            except StoreFenced as exc:
+                log.info("node=%d compaction of partition %d fenced: %s", self.node_id, partition, exc)
+                with self._cond:
+                    self._dirty = True
 
     def _load(self, partition: int, store: ZkRecordStore) -> None:
         log.info(

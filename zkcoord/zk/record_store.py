@@ -17,6 +17,14 @@ an append larger than one multi is atomic per multi only. `compact()` rewrites t
 (the last value per key, tombstones dropped) in a single fenced multi when that fits, so the znode count and
 the load time stay proportional to the live keys, not to the commit history.
 
+Compaction schedule: a store counts its batch znodes (from `load()`, then every committed append) and is due
+once that count reaches `compact_after_batches` (default 100: a compaction multi then deletes ~100 znodes, a
+few KiB, far below one request). Only the leader that loaded the partition runs it (`maybe_compact`, called
+by the node's worker after a load and after an append made it due, via `on_compaction_due`); it is one
+multi behind the same `check(state, V)` as every append, so a deposed leader's compaction fails as a whole
+(`StoreFenced`) and deletes nothing. A compaction refused for size (the live keys exceed one request) is
+retried only after the batch count has doubled, never on every append.
+
 Log offsets (for serving `__consumer_offsets` as a fetchable topic): record i of the batch znode with sequence
 number s has offset `s * OFFSETS_PER_BATCH + i`. ZooKeeper assigns s from the parent's child-change counter
 (`cversion`), which only grows, whoever the writer is, so offsets stay monotonic across failover and restarts
@@ -49,6 +57,7 @@ MAGIC = b"ZKR1"
 DEFAULT_MAX_BATCH_BYTES = 512 * 1024
 DEFAULT_MAX_MULTI_BYTES = 900 * 1024
 _OP_OVERHEAD = 64
+DEFAULT_COMPACT_AFTER_BATCHES = 100
 # A batch of at most 512 KiB holds fewer than 2^16 records (each costs >= 8 bytes), so 2^20 offsets per
 # sequence number never collide; with ZooKeeper's int32 sequence the largest offset stays below 2^51.
 OFFSETS_PER_BATCH = 1 << 20
@@ -172,9 +181,12 @@ class ZkRecordStore:
         *,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         max_multi_bytes: int = DEFAULT_MAX_MULTI_BYTES,
+        compact_after_batches: int = DEFAULT_COMPACT_AFTER_BATCHES,
     ) -> None:
         if max_batch_bytes > max_multi_bytes:
             raise ValueError("max_batch_bytes must not exceed max_multi_bytes")
+        if compact_after_batches < 2:
+            raise ValueError(f"compact_after_batches must be >= 2, got {compact_after_batches}")
         self.client = client
         self.fence = fence
         self.max_batch_bytes = max_batch_bytes
@@ -186,6 +198,15 @@ class ZkRecordStore:
         self._log_end = 0
         self.indexed = False
         self.on_append: Callable[[], None] | None = None  # called after each committed multi (any thread)
+        self.compact_after_batches = compact_after_batches
+        # Batch znodes as of the last load/commit; compaction is due at _compact_at (None until loaded:
+        # only a leader that has read the partition schedules compaction).
+        self._batches = 0
+        self._compact_at: int | None = None
+        self.compactions = 0
+        # Called under the store's lock, on the appending thread, when an append made compaction due: it must
+        # only signal (the node's worker then calls maybe_compact), never call back into the store.
+        self.on_compaction_due: Callable[[], None] | None = None
         self.client.ensure_path(self.path)
 
     def append(self, records: Iterable[Record]) -> None:
@@ -226,6 +247,9 @@ class ZkRecordStore:
             self._index = tuple(batches)
             self._log_end = batches[-1].next_offset if batches else cversion * OFFSETS_PER_BATCH
             self.indexed = True
+            self._batches = len(batches)
+            if self._compact_at is None:
+                self._compact_at = self.compact_after_batches
         for batch in batches:
             yield from batch.records
 
@@ -243,6 +267,22 @@ class ZkRecordStore:
 
     def batch_count(self) -> int:
         return len(self._batch_names())
+
+    def compaction_due(self) -> bool:
+        """True once the partition holds `compact_after_batches` batch znodes since it was loaded or last
+        compacted (never before `load()`)."""
+        at = self._compact_at
+        return at is not None and self._batches >= at
+
+    def maybe_compact(self) -> bool:
+        """Compact if due. True when a compaction ran; StoreFenced when this store's leadership is gone."""
+        if not self.compaction_due():
+            return False
+        if self.compact():
+            return True
+        with self._lock:  # refused for size: back off until the history has doubled
+            self._compact_at = max(self._batches * 2, self.compact_after_batches)
+        return False
 
     def compact(self) -> bool:
         """Replace every batch by one snapshot of the live keys, atomically and fenced. False when the
@@ -267,6 +307,18 @@ class ZkRecordStore:
                 )
                 return False
             self._commit(snapshot, names, chunks)
+            self._batches = len(snapshot)
+            # Due again at the same absolute count; a snapshot that alone needs many batches waits for as
+            # many new ones, so compactions never run back to back.
+            self._compact_at = max(self.compact_after_batches, 2 * len(snapshot))
+            self.compactions += 1
+            log.info(
+                "partition=%d compacted %d batches into %d (%d live keys)",
+                self.fence.partition,
+                len(names),
+                len(snapshot),
+                len(live),
+            )
             return True
 
     def _batch_names(self) -> list[str]:
@@ -289,7 +341,19 @@ class ZkRecordStore:
         results = tx.commit()
         failures = [r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)]
         if not failures:
+            due_before = self.compaction_due()
+            self._batches += len(creates) - len(deletes)
             self._index_committed(results[1 : 1 + len(creates)], records, deletes)
+            if (
+                not deletes
+                and not due_before
+                and self.compaction_due()
+                and self.on_compaction_due is not None
+            ):
+                try:
+                    self.on_compaction_due()
+                except Exception:
+                    log.exception("partition=%d on_compaction_due callback failed", self.fence.partition)
             return
         if isinstance(results[0], (BadVersionError, NoNodeError)):
             raise StoreFenced(

@@ -154,3 +154,55 @@ def test_failover_loads_every_acknowledged_record_and_fences_the_old_leader(make
     wait_for(lambda: settled(list(nodes.values())), 15, "the cluster to settle with the old node back")
     now = nodes[new.find_coordinator(group).node_id]
     assert now.loaded.records[partition] == acked  # type: ignore[attr-defined]
+
+
+def test_the_leader_compacts_after_appends_and_on_load(
+    zk_connect: str, zk_client_factory: Callable[..., Any]
+) -> None:
+    group = "compacted"
+    keys = [encode_key(OffsetCommitKey(group, "orders", p)) for p in range(3)]
+
+    def node(node_id: int, compact_after: int) -> ClusterNode:
+        cfg = ClusterConfig(
+            zk_connect,
+            node_id,
+            "127.0.0.1",
+            19000 + node_id,
+            offsets_topic_num_partitions=PARTS,
+            offsets_compact_after_batches=compact_after,
+        )
+        loaded = Loaded()  # loads each partition it leads, as the group service does
+        n = ClusterNode(
+            cfg,
+            on_become_leader=loaded.become_leader,
+            on_resign=loaded.resign,
+            client=zk_client_factory(session_timeout_s=SESSION_S),
+        )
+        n.start()
+        return n
+
+    # node 1 never compacts within this test (threshold 1000): it leaves a 12-batch history
+    first = node(1, 1000)
+    try:
+        wait_for(lambda: first.owns_group(group), 15, "node 1 to lead the group's partition")
+        for i in range(12):
+            first.record_store().append([(keys[i % 3], f"offset-{i}".encode())])
+        assert first.store_for_group(group).batch_count() == 12
+    finally:
+        first.close()
+    # node 2 takes the partition over, loads the history and compacts it right after the load
+    second = node(2, 5)
+    try:
+        wait_for(lambda: second.owns_group(group), 15, "node 2 to lead the group's partition")
+        store = second.store_for_group(group)
+        wait_for(lambda: store.compactions == 1, 10, "compaction after the load")
+        assert store.batch_count() == 1
+        last = {keys[i % 3]: f"offset-{i}".encode() for i in range(12)}
+        assert dict(store.load()) == last
+        # appends make it due again; the node's worker compacts, the acknowledged values survive
+        for i in range(4):
+            second.record_store().append([(keys[0], f"more-{i}".encode())])
+        wait_for(lambda: store.compactions == 2, 10, "compaction after appends")
+        assert dict(store.load()) == {**last, keys[0]: b"more-3"} and store.batch_count() == 1
+    finally:
+        second.close()

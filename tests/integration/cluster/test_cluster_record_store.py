@@ -140,3 +140,82 @@ def test_log_offsets_are_monotonic_across_leaders_and_compaction(zk: Any, zk_cli
     s3 = ZkRecordStore(zk_client_factory(), f2)
     list(s3.load())
     assert [b.seq for b in s3.log_batches()] == [snap.seq] and s3.log_end_offset() == s2.log_end_offset()
+
+
+def test_compaction_schedule_runs_after_n_batches_keeps_records_and_offsets_monotonic(
+    zk: Any, zk_client_factory: Any
+) -> None:
+    fence = lead(zk, 6, leader=1, epoch=0)
+    store = ZkRecordStore(zk_client_factory(), fence, compact_after_batches=10)
+    store.append([(b"early", b"x")])
+    assert not store.compaction_due()  # not before the leader has loaded the partition
+    assert list(store.load()) == [(b"early", b"x")]
+    due: list[int] = []
+    store.on_compaction_due = lambda: due.append(store.batch_count())
+    ends = [store.log_end_offset()]
+    expected: dict[bytes, bytes | None] = {b"early": b"x"}
+    for i in range(8):
+        rec = (f"k{i % 3}".encode(), str(i).encode())
+        store.append([rec])
+        expected[rec[0]] = rec[1]
+        ends.append(store.log_end_offset())
+    assert not store.compaction_due() and not store.maybe_compact() and due == []
+    store.append([(b"early", None)])  # the 10th batch: due now, signalled once
+    expected[b"early"] = None
+    assert store.compaction_due() and due == [10]
+    before = store.log_batches()
+    assert store.maybe_compact() is True
+    assert store.batch_count() == 1 and store.compactions == 1 and not store.compaction_due()
+    (snap,) = store.log_batches()
+    assert snap.base_offset >= before[-1].next_offset  # the snapshot sits above every old offset
+    ends.append(store.log_end_offset())
+    assert ends == sorted(ends)
+    live = {k: v for k, v in expected.items() if v is not None}
+    assert dict(snap.records) == live
+    # a new leader loads exactly the live records and continues above the snapshot
+    f2 = lead(zk, 6, leader=2, epoch=1)
+    s2 = ZkRecordStore(zk_client_factory(), f2, compact_after_batches=10)
+    assert dict(s2.load()) == live and s2.log_end_offset() == store.log_end_offset()
+    s2.append([(b"k0", b"new")])
+    assert s2.log_batches()[-1].base_offset >= store.log_end_offset()
+    # due again once the partition holds 10 batch znodes (the snapshot + 9 appends), not before
+    for i in range(7):
+        s2.append([(b"k1", str(i).encode())])
+    assert not s2.compaction_due()
+    s2.append([(b"k2", b"last")])
+    assert s2.compaction_due()
+
+
+def test_a_deposed_leader_cannot_compact(zk: Any, zk_client_factory: Any) -> None:
+    f1 = lead(zk, 7, leader=1, epoch=0)
+    zombie = ZkRecordStore(zk_client_factory(), f1, compact_after_batches=3)
+    list(zombie.load())
+    for i in range(4):
+        zombie.append([(b"k", str(i).encode())])
+    assert zombie.compaction_due()
+    names = sorted(zk.get_children(records_path(7)))
+    lead(zk, 7, leader=2, epoch=1)  # the controller moved the partition
+    with pytest.raises(StoreFenced):
+        zombie.maybe_compact()
+    assert sorted(zk.get_children(records_path(7))) == names  # nothing created, nothing deleted
+    assert zombie.compactions == 0
+
+
+def test_compaction_refused_for_size_backs_off(zk: Any) -> None:
+    store = ZkRecordStore(
+        zk, lead(zk, 8, 1, 0), max_batch_bytes=40 * 1024, max_multi_bytes=100 * 1024, compact_after_batches=2
+    )
+    list(store.load())
+    for i in range(3):  # three distinct 35 KiB keys: their snapshot does not fit one 100 KiB request
+        store.append([(f"k{i}".encode(), b"x" * 35 * 1024)])
+    assert store.compaction_due()
+    assert store.maybe_compact() is False and store.batch_count() == 3
+    assert not store.compaction_due()  # retried only once the history has doubled
+    for i in range(3):
+        store.append([(f"k{i}".encode(), b"y")])
+    assert store.compaction_due() and store.maybe_compact() is True and store.batch_count() == 1
+
+
+def test_store_config_is_validated(zk: Any) -> None:
+    with pytest.raises(ValueError, match="compact_after_batches"):
+        ZkRecordStore(zk, lead(zk, 9, 1, 0), compact_after_batches=1)
