@@ -139,6 +139,7 @@ def test_failover_loads_every_acknowledged_record_and_fences_the_old_leader(make
         return (
             len(answers) == 1
             and old.node_id not in answers
+            and -1 not in answers  # no leader yet (the dead node's registration gone, no new state)
             and all(n.owns_group(group) for n in survivors if n.find_coordinator(group).node_id == n.node_id)
         )
 
