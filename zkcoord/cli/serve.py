@@ -28,6 +28,12 @@ _GROUP_FLAGS = (
     ("offset.metadata.max.bytes", "offset_metadata_max_bytes"),
     ("offsets.retention.minutes", "offsets_retention_minutes"),
 )
+# (flag, ClusterConfig field) pairs for --zk mode; offsets.compact.after.batches is zkcoord's own.
+_CLUSTER_FLAGS = (
+    ("zookeeper.session.timeout.ms", "zookeeper_session_timeout_ms"),
+    ("zookeeper.connection.timeout.ms", "zookeeper_connection_timeout_ms"),
+    ("offsets.compact.after.batches", "offsets_compact_after_batches"),
+)
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -68,6 +74,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     for flag, dest in _GROUP_FLAGS:
         parser.add_argument(f"--{flag}", dest=dest, type=int, default=None)
+    for flag, dest in _CLUSTER_FLAGS:
+        parser.add_argument(f"--{flag}", dest=dest, type=int, default=None, help="with --zk only")
     parser.add_argument(
         "--bridge-zk-offsets",
         nargs="?",
@@ -106,6 +114,14 @@ def run(args: argparse.Namespace) -> int:
         group = GroupConfig(**overrides)
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc)) from exc
+    cluster = {dest: getattr(args, dest) for _flag, dest in _CLUSTER_FLAGS if getattr(args, dest) is not None}
+    if cluster and not args.zk:
+        flags = ", ".join(f"--{f}" for f, d in _CLUSTER_FLAGS if d in cluster)
+        raise ConfigError(f"{flags} only apply with --zk (a ZooKeeper-era cluster node)")
+    if args.zk:  # validate the cluster settings before anything starts
+        from zkcoord.cluster.node import ClusterConfig
+
+        ClusterConfig(zookeeper_connect=args.zk, node_id=args.node_id, host=host, port=port or 1, **cluster)
     bridge_connect = None
     if args.bridge_zk_offsets is not None:
         bridge_connect = args.bridge_zk_offsets or args.zk
@@ -114,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         if args.bridge_wait_ms < 0:
             raise ConfigError(f"--bridge-zk-offsets-wait-ms must be >= 0, got {args.bridge_wait_ms}")
     return asyncio.run(
-        _serve(Node(server, group, args.zk, args.advertise), bridge_connect, args.bridge_wait_ms)
+        _serve(Node(server, group, args.zk, args.advertise, cluster), bridge_connect, args.bridge_wait_ms)
     )
 
 

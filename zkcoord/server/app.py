@@ -37,6 +37,7 @@ class Node:
     group_config: GroupConfig = field(default_factory=GroupConfig)
     zk_connect: str | None = None
     advertise: tuple[str, int] | None = None  # advertised.listeners: what clients are told to connect to
+    cluster_overrides: dict[str, int] = field(default_factory=dict)  # ClusterConfig fields set by flags
     logs: LogManager | None = None
     broker: Broker | None = None
     wire: WireServer | None = None
@@ -78,6 +79,7 @@ class Node:
             host=cfg.host,
             port=cfg.port,
             offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
+            **self.cluster_overrides,
         )
         routing = ClusterRouting(cluster_config, self.group_config)
         self.zk = routing

@@ -1,0 +1,51 @@
+"""`zkcoord serve` cluster flags: refused without --zk, validated before anything starts, passed to ClusterConfig."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zkcoord.cli import main
+from zkcoord.cli import serve as serve_cli
+
+
+def test_cluster_flags_without_zk_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["serve", "--data-dir", str(tmp_path), "--zookeeper.session.timeout.ms", "3000"])
+    assert rc == 2
+    assert "--zookeeper.session.timeout.ms only apply with --zk" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing was started or written
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--offsets.compact.after.batches", "1", "offsets.compact.after.batches must be >= 2, got 1"),
+        ("--zookeeper.session.timeout.ms", "999", "zookeeper.session.timeout.ms must be >= 1000, got 999"),
+    ],
+)
+def test_cluster_flags_are_validated_before_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, message: str
+) -> None:
+    rc = main(["serve", "--data-dir", str(tmp_path), "--zk", "127.0.0.1:1", flag, value])
+    assert rc == 2
+    assert message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
+def test_cluster_flags_reach_the_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, Any] = {}
+
+    async def fake_serve(node: Any, *_: Any) -> int:
+        seen["node"] = node
+        return 0
+
+    monkeypatch.setattr(serve_cli, "_serve", fake_serve)
+    argv = ["serve", "--data-dir", str(tmp_path), "--zk", "127.0.0.1:1", "--offsets.compact.after.batches",
+            "7", "--zookeeper.session.timeout.ms", "4000"]  # fmt: skip
+    assert main(argv) == 0
+    assert seen["node"].cluster_overrides == {
+        "zookeeper_session_timeout_ms": 4000,
+        "offsets_compact_after_batches": 7,
+    }
