@@ -43,6 +43,9 @@ class Recorder:
             False  # set when the member starts shutting down: callbacks from close() are not rebalances
         )
         self._lock = threading.Lock()
+        # Ownership changes come from the client's callback thread and, for legacy members, kazoo's connection
+        # thread (fencing): one re-entrant lock keeps `owned` and the rows in step.
+        self._state = threading.RLock()
 
     def row(
         self,
@@ -62,6 +65,10 @@ class Recorder:
             self.out.flush()
 
     def rebalance_start(self, why: str) -> None:
+        with self._state:
+            self._rebalance_start(why)
+
+    def _rebalance_start(self, why: str) -> None:
         if not self.in_rebalance and not self.closing:
             self.rebalances += 1
             self.in_rebalance = True
@@ -69,20 +76,34 @@ class Recorder:
 
     def shutdown(self) -> None:
         """The member stops handing out records: everything it owns is released now."""
-        self.closing = True
-        self.release(set(self.owned))
+        with self._state:
+            self.closing = True
+            self.release(set(self.owned))
 
-    def release(self, tps: Iterable[tuple[str, int]]) -> None:
-        for tp in sorted(set(tps) & self.owned):
-            self.owned.discard(tp)
-            self.row("own_end", tp[0], tp[1], generation=self.rebalances)
+    def fenced(self, why: str) -> None:
+        """The member stopped handing out records without a rebalance (a legacy member fences the moment its
+        ZooKeeper connection is suspended or its session lost): its ownership ends now, not at the rebalance
+        that follows, when the server may long have given the partitions to peers."""
+        with self._state:
+            self.release(set(self.owned), reason=why)
+
+    def release(self, tps: Iterable[tuple[str, int]], reason: str | None = None) -> None:
+        with self._state:
+            for tp in sorted(set(tps) & self.owned):
+                self.owned.discard(tp)
+                detail = None if reason is None else {"reason": reason}
+                self.row("own_end", tp[0], tp[1], generation=self.rebalances, detail=detail)
 
     def install(self, tps: Iterable[tuple[str, int]], *, incremental: bool) -> None:
         """The member's ownership after a rebalance: the whole set, or (incremental) partitions added to it."""
+        with self._state:
+            self._install(tps, incremental=incremental)
+
+    def _install(self, tps: Iterable[tuple[str, int]], *, incremental: bool) -> None:
         if self.closing:
             return
         new = set(tps)
-        self.rebalance_start("assigned")  # no-op when a revoke already opened this rebalance
+        self._rebalance_start("assigned")  # no-op when a revoke already opened this rebalance
         if not incremental:
             self.release(self.owned - new)
         for tp in sorted(new - self.owned):
@@ -122,6 +143,12 @@ def trace_zk_requests(client: Any, rec: Recorder) -> None:
         return send(request, async_object)
 
     client._call = traced
+
+
+def fence_on(state: Any, rec: Recorder) -> None:
+    """A kazoo state listener: the legacy member fences on SUSPENDED and LOST (zkcoord.zk.member, Session)."""
+    if state in ("SUSPENDED", "LOST"):  # kazoo's KazooState values are these strings
+        rec.fenced(f"connection {str(state).lower()}")
 
 
 def trace_commits(storage: Any, rec: Recorder) -> None:
@@ -187,6 +214,7 @@ def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
     # The member gets a client made here, so every request it sends can be traced from its first one.
     client = connect(args.zk, session_timeout_s=args.session_timeout_ms / 1000.0)
     trace_zk_requests(client, rec)
+    client.add_listener(lambda state: fence_on(state, rec))
     consumer = LegacyConsumer(config, {t: 1 for t in args.topics}, listener=Listener(), client=client)
     consumer.start()
     assert consumer.offset_storage is not None

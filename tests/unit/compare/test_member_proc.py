@@ -99,3 +99,27 @@ def test_trace_commits_records_what_reached_zookeeper():
     assert [(r["kind"], r["partition"], r["offset"], r["detail"]) for r in rows(buf)] == [
         ("commit", 1, 10, {"how": "zookeeper"}), ("commit", 3, 42, {"how": "zookeeper"}),
     ]  # fmt: skip
+
+
+def test_a_fenced_legacy_member_ends_its_ownership_at_once():
+    from migration.compare.member_proc import fence_on
+
+    buf = io.StringIO()
+    rec = Recorder(buf, "m3")
+    rec.install([("t", 0), ("t", 1)], incremental=False)
+    n = len(rows(buf))
+    fence_on("CONNECTED", rec)
+    assert rec.owned == {("t", 0), ("t", 1)}
+    fence_on("SUSPENDED", rec)
+    fence_on("LOST", rec)  # nothing left to end
+    after = [(r["kind"], r["partition"], r["detail"]) for r in rows(buf)[n:]]
+    assert after == [
+        ("own_end", 0, {"reason": "connection suspended"}), ("own_end", 1, {"reason": "connection suspended"}),
+    ]  # fmt: skip
+    # The rebalance that follows the reconnect: nothing to release, the new share is owned again.
+    rec.rebalance_start("release")
+    rec.release([("t", 0), ("t", 1)])
+    rec.install([("t", 1)], incremental=False)
+    assert [r["kind"] for r in rows(buf)[n + 2 :]] == [
+        "rebalance_start", "own_start", "assignment", "rebalance_end",
+    ]  # fmt: skip
