@@ -1,7 +1,8 @@
 """The churn paths that need real infrastructure faults: a ZooKeeper session expiry, the ZooKeeper ensemble leader
 killed, the coordinator node killed, and a partition increase — played by legacy-fast and kafka-python members
 on a 3-node ensemble. No record is lost, every churn row says whether it was applied, and the group recovers:
-members rebalance after each fault and at the end every partition has exactly one owner."""
+members rebalance after each fault and at the end every partition has exactly one owner; two owners at once
+only where the protocol allows it (a classic member stalled past its session timeout, the zombie consumer)."""
 
 from __future__ import annotations
 
@@ -21,14 +22,14 @@ pytestmark = pytest.mark.integration
 SCENARIO = """
 name: churn-paths
 seed: 5
-duration_s: 26
+duration_s: 30
 session_timeout_ms: 3000
 topics:
   - name: orders
     partitions: 4
 producer:
   rate_per_s: 100
-  duration_s: 22
+  duration_s: 27
 protocols:
   legacy-fast:
     members: 2
@@ -40,15 +41,19 @@ churn:
   - at_s: 1.5
     event: session-expiry
     member: 0
-  - at_s: 6.5
-    event: coordinator-kill
-  - at_s: 9
-    event: zk-leader-kill
-  - at_s: 15
+  - at_s: 7.5
     event: partition-increase
     topic: orders
     partitions: 6
+  - at_s: 10
+    event: coordinator-kill
+  - at_s: 13
+    event: zk-leader-kill
 """
+# The coordinator kill keeps the node down for its ZooKeeper session timeout (6 s) plus a restart: ~10-12 s on a
+# loaded 2-core machine; the producer runs long enough to show consumption after it. The partition increase comes
+# before the kill: a partition increase after a node restart was not always served by the node (a cluster-side
+# issue seen in the mixed scenario, reported, not what this test is about).
 
 
 @pytest.fixture(scope="module")
@@ -81,15 +86,15 @@ def test_every_churn_row_says_whether_it_was_applied(played) -> None:
     legacy = [(e, a) for e, a, _ in _churn(played["legacy-fast"][2])]
     classic = [(e, a) for e, a, _ in _churn(played["classic-kafka-python"][2])]
     assert legacy == [
-        ("session-expiry", True), ("coordinator-kill", False), ("zk-leader-kill", True),
-        ("partition-increase", True),
+        ("session-expiry", True), ("partition-increase", True), ("coordinator-kill", False),
+        ("zk-leader-kill", True),
     ]  # fmt: skip
     assert classic == [
-        ("session-expiry", True), ("coordinator-kill", True), ("zk-leader-kill", True),
-        ("partition-increase", True),
+        ("session-expiry", True), ("partition-increase", True), ("coordinator-kill", True),
+        ("zk-leader-kill", True),
     ]  # fmt: skip
     reasons = [json.loads(r["detail"]) for r in played["legacy-fast"][2] if r["kind"] == "churn"]
-    assert reasons[1]["reason"] == "a legacy group has no coordinator"
+    assert reasons[2]["reason"] == "a legacy group has no coordinator"
     restarts = read_meta(played["classic-kafka-python"][0]).extra["summary"]["coordinator_restart_ms"]  # type: ignore[index]
     assert len(restarts) == 1 and 0 < restarts[0] < 30_000
 
@@ -98,7 +103,7 @@ def test_no_record_lost(played) -> None:
     for protocol, (_, result, rows) in played.items():
         produced = {(r["topic"], r["partition"], r["offset"]) for r in rows if r["kind"] == "produce"}
         consumed = {(r["topic"], r["partition"], r["offset"]) for r in rows if r["kind"] == "consume"}
-        assert len(produced) == 100 * 22, protocol
+        assert len(produced) == 100 * 27, protocol
         assert produced - consumed == set(), f"{protocol}: lost {len(produced - consumed)}"
         assert result.lost == 0 and result.owner_overlaps == 0, protocol
 
@@ -135,7 +140,25 @@ def test_group_recovers_after_every_fault(played) -> None:
             elif r["kind"] == "own_end":
                 owners[r["partition"]].discard(r["member"])
         assert {p: len(m) for p, m in owners.items()} == dict.fromkeys(range(6), 1), (protocol, dict(owners))
-        assert interval_overlaps(rows) == [], protocol
+
+
+def test_overlaps_only_where_the_protocol_allows_them(played) -> None:
+    # A legacy member fences the moment its session is lost: never two owners.
+    assert interval_overlaps(played["legacy-fast"][2]) == []
+    # A classic member stalled past its session timeout is evicted while frozen; it still believes it owns its
+    # partitions until, awake again, it learns of the eviction (kafka-python may even hand out records it had
+    # buffered first: the zombie consumer). Any overlap must have the stalled member as the old holder and end
+    # by its first revoke after the stall.
+    rows = played["classic-kafka-python"][2]
+    stalled = next(
+        r for r in rows if r["kind"] == "churn" and json.loads(r["detail"])["event"] == "session-expiry"
+    )
+    resumed_ms = stalled["ts_ms"] + int(json.loads(stalled["detail"])["stall_s"] * 1000)
+    revoked = [r["ts_ms"] for r in rows if r["kind"] == "own_end" and r["member"] == stalled["member"]]
+    first_revoke = min(ts for ts in revoked if ts >= resumed_ms - 100)
+    for _topic, _p, holder, _newcomer, ts in interval_overlaps(rows):
+        assert holder == stalled["member"], (holder, stalled["member"])
+        assert stalled["ts_ms"] <= ts <= first_revoke
 
 
 def test_legacy_members_trace_their_zookeeper_requests_and_commits(played) -> None:
