@@ -565,8 +565,13 @@ class _Play:
             for t, p in sorted(owned):
                 rows.append({"ts_ms": end, "kind": "own_end", "member": m.name, "topic": t, "partition": p,
                              "offset": None, "generation": None, "detail": {"reason": m.how or "end"}})  # fmt: skip
-        rows.sort(key=lambda r: (r["ts_ms"], r["member"] or "", r["kind"]))
-        return number_rounds(rows)
+        return number_rounds(in_trace_order(rows))
+
+
+def in_trace_order(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Rows by time, then member; rows of one member with the same ms keep the order the member wrote them in
+    (a rebalance_start and its rebalance_end often share a millisecond; sorting them by kind put the end first)."""
+    return sorted(rows, key=lambda r: (r["ts_ms"], r["member"] or ""))
 
 
 def number_rounds(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

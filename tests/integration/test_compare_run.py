@@ -13,6 +13,7 @@ import pytest
 from migration.compare.runner import (
     OWNERS_FILE,
     PlayResult,
+    in_trace_order,
     interval_overlaps,
     number_rounds,
     owner_overlaps,
@@ -147,6 +148,22 @@ def test_rounds_group_concurrent_member_rebalances() -> None:
     out = number_rounds(rows)
     assert [r["generation"] for r in out] == [1, 1, 1, 1, 2, 2]
     assert out[1]["detail"] == {"member_generation": 4}
+
+
+def test_a_rebalance_that_starts_and_ends_in_one_ms_stays_in_its_round() -> None:
+    def row(ts: int, kind: str, member: str | None, gen: int | None) -> dict[str, object]:
+        return {"ts_ms": ts, "kind": kind, "member": member, "generation": gen, "detail": None}
+
+    # as written: b's start and end share ms 5, and the runner's own row sits at the same ms
+    rows = [row(5, "rebalance_start", "b", 1), row(5, "rebalance_end", "b", 1), row(5, "produce", None, None),
+            row(3, "rebalance_start", "a", 1), row(7, "rebalance_end", "a", 1)]  # fmt: skip
+    ordered = in_trace_order(rows)
+    assert [(r["ts_ms"], r["member"], r["kind"]) for r in ordered] == [
+        (3, "a", "rebalance_start"), (5, None, "produce"), (5, "b", "rebalance_start"),
+        (5, "b", "rebalance_end"), (7, "a", "rebalance_end"),
+    ]  # fmt: skip
+    out = number_rounds(ordered)
+    assert [r["generation"] for r in out if r["member"]] == [1, 1, 1, 1]
 
 
 GIVEN_NODE_SCENARIO = """
