@@ -33,7 +33,7 @@ from zkcoord.local.zookeeper import ZooKeeper
 from zkcoord.testing import wait_for
 from zkcoord.zk import member_zk, registry
 from zkcoord.zk.member import LegacyConsumer, Message
-from zkcoord.zk.session import connect
+from zkcoord.zk.session import connect, ensure_chroot
 
 TOPIC = "bench-legacy"
 GROUP = "bench-legacy-group"
@@ -193,14 +193,7 @@ class IdsWatch:
 def rebalance_times(hosts: str, mode: str, members_n: int, partitions: int, changes: int) -> list[float]:
     """Seconds from each membership change (alternately a leave and a join) to a settled group: the owner
     znodes are exactly the range assignment of the current members."""
-    chroot = f"/bench-legacy-{mode}-{time.time_ns()}"
-    root = connect(hosts)
-    try:
-        root.ensure_path(chroot)
-    finally:
-        root.stop()
-        root.close()
-    zk_connect = hosts + chroot
+    zk_connect = ensure_chroot(hosts, f"/bench-legacy-{mode}-{time.time_ns()}")
     client = connect(zk_connect)
     members: list[MemberProcess] = []
     try:
@@ -248,14 +241,7 @@ def rebalance_times(hosts: str, mode: str, members_n: int, partitions: int, chan
 
 def commit_rate(hosts: str, partitions: int, batched: bool, rounds: int) -> float:
     """Partitions committed per second: `rounds` commits of every partition's moved offset."""
-    chroot = f"/bench-legacy-commit-{time.time_ns()}"
-    client = connect(hosts)
-    try:
-        client.ensure_path(chroot)
-    finally:
-        client.stop()
-        client.close()
-    client = connect(hosts + chroot)
+    client = connect(ensure_chroot(hosts, f"/bench-legacy-commit-{time.time_ns()}"))
     try:
         tps = [TopicPartition(TOPIC, p) for p in range(partitions)]
         budget = LegacyConsumerConfig(group_id=GROUP, zookeeper_connect=hosts).multi_budget_bytes

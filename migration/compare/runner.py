@@ -36,7 +36,7 @@ from zkcoord.errors import ZkcoordError
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.local.zookeeper import ZooKeeper
 from zkcoord.zk import registry
-from zkcoord.zk.session import connect
+from zkcoord.zk.session import connect, ensure_chroot
 
 OWNER_SAMPLE_S = 0.25
 DRAIN_TIMEOUT_S = 20.0
@@ -165,14 +165,7 @@ class _Play:
         if bootstrap is None:
             # Our own node per play, registered in a fresh chroot: nothing is shared between plays.
             self.group = f"{scenario.name}-{proto.protocol}-r{run_index}"
-            chroot = f"/zkcoord-compare/{self.run_id}"
-            root = connect(zk_hosts)
-            try:
-                root.ensure_path(chroot)
-            finally:
-                root.stop()
-                root.close()
-            self.zk_connect = zk_hosts + chroot
+            self.zk_connect = ensure_chroot(zk_hosts, f"/zkcoord-compare/{self.run_id}")
         else:
             # A given node is registered in the given ZooKeeper (connect string with its chroot, if any): legacy
             # members must see its topics there. Topics are shared between plays, so groups must not be.

@@ -11,7 +11,7 @@ from kazoo.exceptions import NoNodeError
 
 from zkcoord.local.zookeeper import server_mode
 from zkcoord.testing import drop_connection, expire_session, wait_for
-from zkcoord.zk.session import connect
+from zkcoord.zk.session import connect, ensure_chroot
 
 pytestmark = pytest.mark.integration
 
@@ -102,3 +102,18 @@ def test_failing_test_shows_server_log_and_no_process_is_left(pytester: pytest.P
     cfg = (pytester.path / "hosts.txt").read_text()
     survivors = subprocess.run(["pgrep", "-f", cfg], capture_output=True, text=True).stdout.strip()
     assert survivors == "", f"ZooKeeper processes left behind: {survivors}"
+
+
+def test_ensure_chroot_creates_parents_and_roots_the_connect_string(zk: KazooClient, zk_connect: str) -> None:
+    rooted = ensure_chroot(zk_connect, "/a/b")
+    assert rooted == zk_connect + "/a/b"
+    assert ensure_chroot(zk_connect, "/a/b") == rooted  # already there: fine
+    inner = connect(rooted)
+    try:
+        inner.create("/x", b"1")
+    finally:
+        inner.stop()
+        inner.close()
+    assert zk.get("/a/b/x")[0] == b"1"
+    with pytest.raises(ValueError, match="absolute path below /"):
+        ensure_chroot(zk_connect, "a")

@@ -37,6 +37,19 @@ def connect(
     return client
 
 
+def ensure_chroot(hosts: str, chroot: str) -> str:
+    """Create `chroot` (and its parents) on `hosts` if missing; return the connect string rooted there."""
+    if not chroot.startswith("/") or chroot == "/":
+        raise ValueError(f"a chroot is an absolute path below /, got {chroot!r}")
+    root = connect(hosts)
+    try:
+        root.ensure_path(chroot)
+    finally:
+        root.stop()
+        root.close()
+    return hosts + chroot
+
+
 def host_string(client: KazooClient) -> str:
     """The client's servers as a connect string, without its chroot."""
     return ",".join(f"{h}:{p}" for h, p in client.hosts)

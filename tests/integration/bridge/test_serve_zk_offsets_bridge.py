@@ -17,7 +17,7 @@ from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
 from zkcoord.zk.member import LegacyConsumer
-from zkcoord.zk.session import connect
+from zkcoord.zk.session import connect, ensure_chroot
 
 pytestmark = pytest.mark.integration
 
@@ -27,14 +27,7 @@ PARTITIONS = 2
 
 @pytest.fixture(scope="module")
 def chroot_connect(zk_server: Any) -> Iterator[str]:
-    root = connect(zk_server.hosts)
-    chroot = f"/bridge-serve-{uuid.uuid4().hex[:8]}"
-    try:
-        root.ensure_path(chroot)
-    finally:
-        root.stop()
-        root.close()
-    yield f"{zk_server.hosts}{chroot}"
+    yield ensure_chroot(zk_server.hosts, f"/bridge-serve-{uuid.uuid4().hex[:8]}")
 
 
 @pytest.fixture(scope="module")
