@@ -271,6 +271,9 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, flags: Flags) -> N
         # As topic.metadata.refresh.interval.ms for librdkafka below: a partition increase is seen within ~1 s
         # (the leader then asks for a rebalance), not after the 5-minute default.
         metadata_max_age_ms=1000,
+        # The Java client's default (kafka-python's is 30 s): after a coordinator outage the member reconnects,
+        # heartbeats and refreshes metadata within ~1 s instead of backing off past its session timeout.
+        reconnect_backoff_max_ms=1000,
         partition_assignment_strategy=[assignors[args.strategy]],
         default_offset_commit_callback=lambda offsets, res: _kafka_python_committed(rec, offsets, res),
     )

@@ -258,10 +258,13 @@ class _Play:
 
         total = int(self.sc.producer.rate_per_s * self.sc.producer.duration_s)
         # A short metadata age: after a partition increase the producer learns the new partitions within ~1 s,
-        # as a client of the era did on its next metadata refresh.
+        # as a client of the era did on its next metadata refresh. reconnect_backoff_max_ms=1000 is the Java
+        # client's default: kafka-python's 30 s default also backs off its metadata refreshes, so after a
+        # coordinator-kill outage it could go ~30 s without a refresh and miss a partition increase.
         producer = KafkaProducer(
-            bootstrap_servers=self.bootstrap, linger_ms=5, acks=1, retries=5, metadata_max_age_ms=1000
-        )
+            bootstrap_servers=self.bootstrap, linger_ms=5, acks=1, retries=5, metadata_max_age_ms=1000,
+            reconnect_backoff_max_ms=1000,
+        )  # fmt: skip
         try:
             for i in range(total):
                 if self._stop.is_set():
