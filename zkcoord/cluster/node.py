@@ -223,6 +223,11 @@ class ClusterNode:
         lead = self._leaders.get(partition)
         if lead is None or lead.leader == NO_LEADER:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if lead.leader == self.node_id:
+            # ZooKeeper already names this node and the current pass is opening its store (one ZooKeeper
+            # round trip per partition; many after a restart). Kafka answers LOAD_IN_PROGRESS from becomeLeader
+            # on; NOT_COORDINATOR here made clients drop the coordinator and rediscover this same node.
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NOT_COORDINATOR
 
     def owns_group(self, group_id: str) -> bool:

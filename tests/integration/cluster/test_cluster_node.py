@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 
+import zkcoord.cluster.node as node_module
 from zkcoord.cluster.node import ClusterConfig, ClusterNode
 from zkcoord.errors import ConfigError
 from zkcoord.group.errors import ErrorCode
 from zkcoord.records.offsets import OffsetCommitKey, encode_key
 from zkcoord.testing import expire_session, wait_for
 from zkcoord.zk.controller import NodeIdInUse
-from zkcoord.zk.record_store import StoreFenced
+from zkcoord.zk.record_store import StoreFenced, ZkRecordStore
 
 pytestmark = pytest.mark.integration
 
@@ -117,6 +118,32 @@ def test_load_in_progress_until_the_partition_is_loaded(make_node: Any) -> None:
     wait_for(lambda: node.owns_group("g"), 10, "the partition to finish loading")
 
 
+def test_load_in_progress_while_the_store_is_being_opened(
+    make_node: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ZooKeeper names the node leader before its pass has opened the partition's store (a ZooKeeper round trip
+    per partition, 50 after a restart): LOAD_IN_PROGRESS then, as Kafka after becomeLeader, never
+    NOT_COORDINATOR, which made clients drop the coordinator and rediscover the same node."""
+    opening = threading.Event()
+    gate = threading.Event()
+
+    class SlowStore(ZkRecordStore):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            opening.set()
+            assert gate.wait(10)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(node_module, "ZkRecordStore", SlowStore)
+    node = make_node(1)
+    try:
+        assert opening.wait(10)
+        wait_for(lambda: node.find_coordinator("g").node_id == 1, 10, "ZooKeeper naming node 1")
+        assert node.group_status("g") == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    finally:
+        gate.set()
+    wait_for(lambda: node.owns_group("g"), 10, "the partition to finish loading")
+
+
 def test_failover_loads_every_acknowledged_record_and_fences_the_old_leader(make_node: Any) -> None:
     nodes = {i: make_node(i) for i in (1, 2, 3)}
     wait_for(lambda: settled(list(nodes.values())), 15, "steady state")
@@ -145,7 +172,7 @@ def test_failover_loads_every_acknowledged_record_and_fences_the_old_leader(make
 
     wait_for(moved, 15, "a survivor to take over the group's partition")
     new = nodes[survivors[0].find_coordinator(group).node_id]
-    assert new.loaded.records[partition] == acked  # type: ignore[attr-defined]
+    assert new.loaded.records[partition] == acked
     with pytest.raises(StoreFenced):
         stale.append([(encode_key(OffsetCommitKey(group, "orders", 0)), b"from-the-deposed-leader")])
     assert list(new.store_for_group(group).load()) == acked
@@ -154,7 +181,7 @@ def test_failover_loads_every_acknowledged_record_and_fences_the_old_leader(make
     # it gets a balanced share back (offsets partitions may move, records live in ZooKeeper), loading them fresh
     wait_for(lambda: settled(list(nodes.values())), 15, "the cluster to settle with the old node back")
     now = nodes[new.find_coordinator(group).node_id]
-    assert now.loaded.records[partition] == acked  # type: ignore[attr-defined]
+    assert now.loaded.records[partition] == acked
 
 
 def test_the_leader_compacts_after_appends_and_on_load(
