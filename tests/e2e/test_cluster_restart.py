@@ -146,8 +146,9 @@ def test_restart_keeps_commits_and_serves_partition_increase(node: NodeProcess, 
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
     admin.close()
     producer = Producer(node.bootstrap)
-    member = Member(node.bootstrap)
+    member: Member | None = None
     try:
+        member = Member(node.bootstrap)
 
         def consumed_everywhere() -> bool:
             member.poll()
@@ -198,7 +199,10 @@ def test_restart_keeps_commits_and_serves_partition_increase(node: NodeProcess, 
         wait_for(drained, 20, "every acknowledged record consumed")
     finally:
         producer.stop.set()
-        member.consumer.close(autocommit=False)
+        producer.thread.join(10)
+        producer.producer.close(1)  # already closed on success; stops its I/O thread on failure
+        if member is not None:
+            member.consumer.close(autocommit=False)
     # Resumed at the committed offsets: no record delivered twice, including across the restart.
     assert len(member.consumed) == len(set(member.consumed))
     assert {p for p, _o in acked} == set(range(GROWN))
