@@ -36,6 +36,7 @@ from zkcoord.errors import ZkcoordError
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.local.zookeeper import ZooKeeper
 from zkcoord.zk import registry
+from zkcoord.zk import retry as zk_retry
 from zkcoord.zk.session import connect, ensure_chroot
 
 OWNER_SAMPLE_S = 0.25
@@ -317,7 +318,15 @@ class _Play:
             client = connect(self.zk_connect)
             try:
                 deadline = time.monotonic() + NODE_RESTART_TIMEOUT_S
-                while registry.read_broker(client, NODE_ID) is not None:
+                # A zk-leader-kill can land in this wait: ride out its ConnectionLoss (kazoo reconnects on the
+                # same session) instead of ending this thread with the node never restarted.
+                while (
+                    zk_retry.call(
+                        registry.read_broker, client, NODE_ID,
+                        policy=zk_retry.zk_operation(deadline_s=max(1.0, deadline - time.monotonic())),
+                    )
+                    is not None
+                ):  # fmt: skip
                     if time.monotonic() > deadline or self._stop.is_set():
                         raise RunnerError(f"/brokers/ids/{NODE_ID} of the killed node did not expire")
                     time.sleep(0.1)
