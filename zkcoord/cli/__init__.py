@@ -37,6 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_client_logs(args: argparse.Namespace) -> None:
+    """Commands that break connections on purpose (comparison churn) hide the client libraries' expected
+    connection warnings unless -v was given."""
+    if not getattr(args, "verbose", 0):
+        for name in ("kafka", "kazoo"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)

@@ -8,6 +8,8 @@ import random
 import sys
 from typing import Any
 
+from zkcoord.cli import quiet_client_logs
+
 DEFAULT_GROUP_SIZES = "2,5,10,25"
 DEFAULT_CHURN = "1,2,4"
 
@@ -218,6 +220,7 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    quiet_client_logs(args)
     return run_command(
         args.scenario,
         args.out,

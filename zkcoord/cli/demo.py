@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from zkcoord.cli import quiet_client_logs
+
 DEFAULT_OUT = "reports"
 
 # (summary column, heading) of the one-screen table, in order.
@@ -138,6 +140,7 @@ def run_demo(args: argparse.Namespace) -> int:
             "zkcoord demo: --bootstrap needs --zk (the ZooKeeper that node is registered in)", file=sys.stderr
         )
         return 2
+    quiet_client_logs(args)
     t0 = time.monotonic()
     out = Path(args.out or f"{DEFAULT_OUT}/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     console.print(

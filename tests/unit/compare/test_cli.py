@@ -66,3 +66,23 @@ def test_a_given_node_needs_its_zookeeper(capsys):
     assert "--bootstrap needs --zk" in capsys.readouterr().err
     assert main(["demo", "--bootstrap", "127.0.0.1:1"]) == 2
     assert "--bootstrap needs --zk" in capsys.readouterr().err
+
+
+def test_churn_commands_hide_client_connection_warnings_unless_verbose() -> None:
+    import argparse
+    import logging
+
+    from zkcoord.cli import quiet_client_logs
+
+    loggers = [logging.getLogger(n) for n in ("kafka", "kazoo")]
+    saved = [lg.level for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.NOTSET)
+        quiet_client_logs(argparse.Namespace(verbose=1))
+        assert [lg.level for lg in loggers] == [logging.NOTSET, logging.NOTSET]
+        quiet_client_logs(argparse.Namespace(verbose=0))
+        assert [lg.level for lg in loggers] == [logging.CRITICAL, logging.CRITICAL]
+    finally:
+        for lg, level in zip(loggers, saved, strict=True):
+            lg.setLevel(level)
