@@ -339,11 +339,11 @@ def run_confluent(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None
             "partition.assignment.strategy": strategies[args.strategy],
             "topic.metadata.refresh.interval.ms": 1000,
             # reconnect.backoff.max.ms stays at its default: unlike kafka-python, librdkafka kept reconnecting
-            # every ~50 ms through an 11 s coordinator outage and connected within ~50 ms of the node listening
-            # (a run with 1000 ms changed nothing). Its ~4 s to regain partitions after a restart is the reloaded
-            # group waiting for the old member ids (dropped by librdkafka's own session timeout) to expire; a
-            # group.instance.id would avoid that but also changes how a clean leave and a crash rebalance, so
-            # it is not set here (docs/comparison.md, mixed).
+            # every ~50 ms through an 11 s coordinator outage and connected within ~50 ms of the node
+            # listening (a run with 1000 ms changed nothing). Its ~4 s to regain partitions after a restart is
+            # the reloaded group waiting for the old member ids (dropped by librdkafka's own session timeout)
+            # to expire; a group.instance.id would avoid that but also changes how a clean leave and a crash
+            # rebalance, so it is not set here (docs/comparison.md, mixed).
             "on_commit": lambda err, partitions: _confluent_committed(rec, err, partitions),
         }
     )
