@@ -161,15 +161,15 @@ def _label(scenario: str, protocol: str, scenarios: int) -> str:
     return protocol if scenarios <= 1 else f"{scenario}\n{protocol}"
 
 
-def plot_distribution(
-    values: Mapping[tuple[str, str], Sequence[float]], title: str, ylabel: str, path: Path, empty_note: str
-) -> Path:
-    """Box plot (with every value drawn as a dot) per (scenario, protocol)."""
-    plt = _plt()
-    keys = sorted(values)
-    scenarios = len({k[0] for k in keys})
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * len(keys) + 2), 4.5), dpi=100)
-    data = [list(values[k]) for k in keys]
+def _box_axes(
+    ax: Any,
+    keys: Sequence[tuple[str, str]],
+    data: Sequence[Sequence[float]],
+    scenarios: int,
+    empty_note: str,
+    tick_size: float | None = None,
+) -> None:
+    """One box (5th-95th percentile whiskers) per key with every value drawn as a dot, y from 0."""
     if any(data):
         ax.boxplot(data, showfliers=False, whis=(5, 95))
         for i, vals in enumerate(data, start=1):
@@ -178,13 +178,25 @@ def plot_distribution(
         ax.set_xticks(
             range(1, len(keys) + 1),
             [f"{_label(s, p, scenarios)}\n(n={len(d)})" for (s, p), d in zip(keys, data, strict=True)],
+            fontsize=tick_size,
         )
     else:
         ax.text(0.5, 0.5, empty_note, ha="center", va="center", transform=ax.transAxes)
+    ax.set_ylim(bottom=0)
+    ax.grid(axis="y", alpha=0.3)
+
+
+def plot_distribution(
+    values: Mapping[tuple[str, str], Sequence[float]], title: str, ylabel: str, path: Path, empty_note: str
+) -> Path:
+    """Box plot (with every value drawn as a dot) per (scenario, protocol)."""
+    plt = _plt()
+    keys = sorted(values)
+    scenarios = len({k[0] for k in keys})
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.8 * len(keys) + 2), 4.5), dpi=100)
+    _box_axes(ax, keys, [list(values[k]) for k in keys], scenarios, empty_note)
     ax.set_title(title)
     ax.set_ylabel(ylabel)
-    ax.grid(axis="y", alpha=0.3)
-    ax.set_ylim(bottom=0)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -640,23 +652,9 @@ def _latency_plot(
         (axes[0], rebalances, "Rebalance duration (start → end of a generation)"),
         (axes[1], churn, "Churn event → group stable again"),
     ):
-        data = [list(values.get(k, ())) for k in keys]
-        if any(data):
-            ax.boxplot(data, showfliers=False, whis=(5, 95))
-            for i, vals in enumerate(data, start=1):
-                xs = [i + 0.18 * ((j % 7) - 3) / 3 for j in range(len(vals))]
-                ax.scatter(xs, vals, s=12, alpha=0.6, color="tab:blue", zorder=3)
-            ax.set_xticks(
-                range(1, len(keys) + 1),
-                [f"{_label(s, p, scenarios)}\n(n={len(d)})" for (s, p), d in zip(keys, data, strict=True)],
-                fontsize=8,
-            )
-        else:
-            ax.text(0.5, 0.5, "no data", ha="center", va="center", transform=ax.transAxes)
+        _box_axes(ax, keys, [list(values.get(k, ())) for k in keys], scenarios, "no data", tick_size=8)
         ax.set_title(title, fontsize=11)
         ax.set_ylabel("milliseconds")
-        ax.set_ylim(bottom=0)
-        ax.grid(axis="y", alpha=0.3)
     fig.suptitle("Rebalance latency per protocol (lower is better)")
     fig.tight_layout()
     fig.savefig(path)
