@@ -18,13 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from zkcoord.errors import ConfigError
-
-
-class TopicPartition(NamedTuple):
-    """A partition of a topic; a tuple so `(topic, partition)` pairs from any caller compare equal."""
-
-    topic: str
-    partition: int
+from zkcoord.legacy.topic_partition import TopicPartition as TopicPartition  # re-exported: the one pair type
 
 
 def as_tp(value: Any) -> TopicPartition:
