@@ -176,13 +176,7 @@ class ZooKeeperOffsetStore:
                 {(p.topic, p.partition) if hasattr(p, "topic") else (p[0], int(p[1])) for p in partitions}
             )
         result = OffsetsRead()
-        # Pipelined gets: one round trip's latency for the whole list rather than one per znode.
-        pending = [(tp, self.client.get_async(self.path(*tp))) for tp in tps]
-        for tp, async_result in pending:
-            try:
-                data, stat = async_result.get()
-            except NoNodeError:
-                continue
+        for tp, data, stat in self._get_all(tps):
             try:
                 result.offsets[tp] = parse_offset(self.path(*tp), data)
                 result.versions[tp] = stat.version
@@ -281,18 +275,24 @@ class ZooKeeperOffsetStore:
 
     def _read_raw(self, batch: Mapping[TP, int]) -> dict[TP, tuple[int, int]]:
         """Current (offset, version) per partition; a malformed node counts as -1 so any write replaces it."""
-        pending = [(tp, self.client.get_async(self.path(*tp))) for tp in sorted(batch)]
         found: dict[TP, tuple[int, int]] = {}
-        for tp, async_result in pending:
-            try:
-                data, stat = async_result.get()
-            except NoNodeError:
-                continue
+        for tp, data, stat in self._get_all(sorted(batch)):
             try:
                 found[tp] = (parse_offset(self.path(*tp), data), stat.version)
             except MalformedZnode:
                 found[tp] = (-1, stat.version)
         return found
+
+    def _get_all(self, tps: Iterable[TP]) -> Iterator[tuple[TP, bytes, Any]]:
+        """(partition, data, stat) of each existing offset znode, in `tps` order. Pipelined gets: one round
+        trip's latency for the whole list rather than one per znode."""
+        pending = [(tp, self.client.get_async(self.path(*tp))) for tp in tps]
+        for tp, async_result in pending:
+            try:
+                data, stat = async_result.get()
+            except NoNodeError:
+                continue
+            yield tp, data, stat
 
     def _await_connection(self) -> None:
         wait_for(lambda: bool(self.client.connected), self.reconnect_timeout_s, "ZooKeeper to reconnect")
