@@ -151,13 +151,7 @@ class WireServer:
         try:
             result = self.dispatch(req)
         except Exception:
-            log.exception(
-                "connection %s: %s v%d (correlation %d) failed",
-                conn.peer,
-                kp.API_NAMES.get(req.api_key, req.api_key),
-                req.api_version,
-                req.correlation_id,
-            )
+            _log_handler_failure(conn, req)
             reply = kp.error_response(req, -1)
             if reply is None:
                 return False
@@ -179,13 +173,7 @@ class WireServer:
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception(
-                "connection %s: %s v%d (correlation %d) failed",
-                conn.peer,
-                kp.API_NAMES.get(req.api_key, req.api_key),
-                req.api_version,
-                req.correlation_id,
-            )
+            _log_handler_failure(conn, req)
             return kp.error_response(req, -1)
 
     def _enqueue(self, conn: _Connection, item: bytes | asyncio.Future[bytes | None]) -> None:
@@ -222,3 +210,14 @@ class WireServer:
             pending.popleft()
             if data:
                 writer.write(data)
+
+
+def _log_handler_failure(conn: _Connection, req: kp.RequestFrame) -> None:
+    """Log the exception being handled as a failed request (the client gets an UNKNOWN_SERVER_ERROR reply)."""
+    log.exception(
+        "connection %s: %s v%d (correlation %d) failed",
+        conn.peer,
+        kp.API_NAMES.get(req.api_key, req.api_key),
+        req.api_version,
+        req.correlation_id,
+    )
