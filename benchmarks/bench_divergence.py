@@ -17,10 +17,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from benchmarks.report import write_section
-from migration.bridge import divergence_report
 from migration.divergence.job import run_divergence
 from migration.divergence.synth import write_synthetic
 from migration.workflow.states import summarize
+from zkcoord.bridge import divergence_report
 
 
 def plain_python_counts(snap: Path, groups: list[str]) -> dict[str, dict[str, int]]:
@@ -82,7 +82,7 @@ Synthetic snapshot: {args.groups:,} groups × {args.partitions} partitions ({par
 | throughput | {partitions_total / t_job:,.0f} partitions/s |
 
 Check: per-group agreement counts of {len(sample)} sampled groups against the pure bridge policy
-(`migration.bridge.divergence_report`) computed without Spark: **{status}**.
+(`zkcoord.bridge.divergence_report`) computed without Spark: **{status}**.
 
 {summary.removeprefix("# Offset divergence").strip()}
 """

@@ -182,6 +182,7 @@ def _install_signals(flags: Flags) -> None:
 
 
 def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
+    from zkcoord.bridge.member import member_offsets
     from zkcoord.legacy.config import LegacyConsumerConfig
     from zkcoord.legacy.rebalance import TopicPartition
     from zkcoord.zk.member import LegacyConsumer
@@ -215,7 +216,9 @@ def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
     client = connect(args.zk, session_timeout_s=args.session_timeout_ms / 1000.0)
     trace_zk_requests(client, rec)
     client.add_listener(lambda state: fence_on(state, rec))
-    consumer = LegacyConsumer(config, {t: 1 for t in args.topics}, listener=Listener(), client=client)
+    consumer = LegacyConsumer(
+        config, {t: 1 for t in args.topics}, listener=Listener(), client=client, offsets=member_offsets
+    )
     consumer.start()
     assert consumer.offset_storage is not None
     trace_commits(consumer.offset_storage, rec)

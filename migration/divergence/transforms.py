@@ -2,7 +2,7 @@
 stores (agreement, lag), per-group summary against a lag bound, and overall counts. No reading, no
 writing, no session creation here — the job does that — so every transform is testable on tiny frames.
 
-Agreement values match migration.bridge.policy.Agreement: agree, zookeeper-ahead, broker-ahead,
+Agreement values match zkcoord.bridge.policy.Agreement: agree, zookeeper-ahead, broker-ahead,
 missing-in-zookeeper, missing-in-broker. Negative offsets (-1: nothing committed) count as missing.
 """
 

@@ -17,15 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from migration.bridge.policy import (
-    Agreement,
-    PartitionDivergence,
-    StoreRead,
-    TopicPartition,
-    disagreements,
-    divergence_report,
-    explain,
-)
 from migration.workflow.states import (
     TARGET,
     GroupFacts,
@@ -40,9 +31,18 @@ from migration.workflow.states import (
     summarize,
     transition,
 )
+from zkcoord.bridge.policy import (
+    Agreement,
+    PartitionDivergence,
+    StoreRead,
+    TopicPartition,
+    disagreements,
+    divergence_report,
+    explain,
+)
+from zkcoord.bridge.zk_store import list_offset_bridges
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
-from zkcoord.zk.bridge_offsets import list_offset_bridges
 from zkcoord.zk.offset_store import (
     WriteMode,
     ZooKeeperOffsetStore,

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from migration.bridge.policy import (
+from zkcoord.bridge.policy import (
     Agreement,
     PartitionDivergence,
     TopicPartition,

@@ -10,10 +10,10 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from migration.bridge import divergence_report
 from migration.divergence import transforms
 from migration.divergence.job import run_divergence
 from migration.divergence.synth import write_synthetic
+from zkcoord.bridge import divergence_report
 
 pytestmark = pytest.mark.spark
 SCHEMA = "group string, topic string, partition int, offset long"

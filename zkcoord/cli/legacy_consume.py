@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import BinaryIO
 
+from zkcoord.bridge.member import member_offsets
 from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.config import LegacyConsumerConfig
@@ -165,7 +166,7 @@ def consume(
 
 def cmd_consume(args: argparse.Namespace) -> int:
     config = build_config(args)
-    consumer = LegacyConsumer(config, {args.topic: args.streams})
+    consumer = LegacyConsumer(config, {args.topic: args.streams}, offsets=member_offsets)
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:

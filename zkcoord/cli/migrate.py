@@ -137,7 +137,7 @@ def _zookeeper(connect: str) -> Iterator[Any]:
 def _broker_factory(args: argparse.Namespace) -> tuple[Callable[[str], Any] | None, Callable[[], None]]:
     if not getattr(args, "bootstrap", None):
         return None, lambda: None
-    from migration.bridge.broker_store import BrokerOffsetStore
+    from zkcoord.bridge.broker_store import BrokerOffsetStore
 
     root: list[BrokerOffsetStore] = []
 

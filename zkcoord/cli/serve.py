@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import signal
 from pathlib import Path
 
+from zkcoord.bridge.mirror import ZkOffsetBridge
+from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
 from zkcoord.server.app import Node
 from zkcoord.server.broker import ServerConfig
-from zkcoord.server.group_service import ZkOffsetBridge, install_zk_offset_bridge
-from zkcoord.zk.bridge_offsets import ZkOffsetBridgeStore
 
 # (flag, GroupConfig field) pairs: flags carry Kafka's broker property names.
 _GROUP_FLAGS = (
@@ -145,8 +146,8 @@ async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: 
         await asyncio.to_thread(zk_side.start)
         bridge = ZkOffsetBridge(zk_side, ack_wait_ms=bridge_wait_ms)
         await bridge.start()
-        # Installed before the node starts, so no service (and no commit) ever runs without it.
-        install_zk_offset_bridge(bridge)
+        # Given to the node before it starts, so no service (and no commit) ever runs without it.
+        node = dataclasses.replace(node, offset_mirror=bridge)
         print(f"zkcoord serve: bridging group offsets to ZooKeeper {bridge_connect}", flush=True)
     try:
         await node.start()
@@ -159,7 +160,6 @@ async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: 
     finally:
         if bridge is not None and zk_side is not None:
             await bridge.close()
-            install_zk_offset_bridge(None)
             await asyncio.to_thread(zk_side.close)
             st = bridge.stats
             print(

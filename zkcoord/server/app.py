@@ -13,13 +13,14 @@ from typing import Any
 
 from zkcoord.group.config import GroupConfig
 from zkcoord.server.broker import Broker, ServerConfig
+from zkcoord.server.group_service import OffsetMirror
 from zkcoord.server.log import LogManager
 from zkcoord.server.wire import WireServer
 
 log = logging.getLogger(__name__)
 
 
-def _load_group_service(config: GroupConfig, server: ServerConfig) -> Any:
+def _load_group_service(config: GroupConfig, server: ServerConfig, offset_mirror: Any = None) -> Any:
     """The GroupService over a FileRecordStore in the data dir, or None while that module is not there."""
     try:
         service_mod = importlib.import_module("zkcoord.server.group_service")
@@ -28,7 +29,7 @@ def _load_group_service(config: GroupConfig, server: ServerConfig) -> Any:
         log.warning("group coordinator not available (%s); group APIs answer COORDINATOR_NOT_AVAILABLE", exc)
         return None
     store = storage_mod.FileRecordStore(server.data_dir / "group-records")
-    return service_mod.GroupService(config, store)
+    return service_mod.GroupService(config, store, offset_mirror=offset_mirror)
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Node:
     zk_connect: str | None = None
     advertise: tuple[str, int] | None = None  # advertised.listeners: what clients are told to connect to
     cluster_overrides: dict[str, int] = field(default_factory=dict)  # ClusterConfig fields set by flags
+    offset_mirror: OffsetMirror | None = None  # the bridge's (`--bridge-zk-offsets`), for every group service
     logs: LogManager | None = None
     broker: Broker | None = None
     wire: WireServer | None = None
@@ -49,7 +51,7 @@ class Node:
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         self.logs = LogManager(cfg.data_dir, cfg.log_segment_bytes)
         if not self.zk_connect:
-            self.groups = _load_group_service(self.group_config, cfg)
+            self.groups = _load_group_service(self.group_config, cfg, self.offset_mirror)
             if self.groups is not None:
                 await self.groups.start()
         self.broker = Broker(cfg, self.logs, self.groups)
@@ -81,7 +83,7 @@ class Node:
             offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
             **self.cluster_overrides,
         )
-        routing = ClusterRouting(cluster_config, self.group_config)
+        routing = ClusterRouting(cluster_config, self.group_config, self.offset_mirror)
         self.zk = routing
         self.groups = routing
         self.broker.groups = routing

@@ -42,7 +42,7 @@ from zkcoord.group.messages import (
 )
 from zkcoord.legacy import paths
 from zkcoord.server import kafka_protocol as kp
-from zkcoord.server.group_service import GroupService
+from zkcoord.server.group_service import GroupService, OffsetMirror
 from zkcoord.server.log import OffsetsTopicLog
 from zkcoord.zk import registry
 from zkcoord.zk.controller import ZooKeeperError, create_topic_if_absent, read_topic_states
@@ -62,9 +62,12 @@ TopicLeaders = dict[str, dict[int, tuple[int, tuple[int, ...]]]]
 class ClusterRouting:
     """Start with `await start(loop_logs)` and stop with `await close()`; the group API methods mirror GroupService."""
 
-    def __init__(self, config: ClusterConfig, group_config: GroupConfig) -> None:
+    def __init__(
+        self, config: ClusterConfig, group_config: GroupConfig, offset_mirror: OffsetMirror | None = None
+    ) -> None:
         self.config = config
         self.group_config = group_config
+        self.offset_mirror = offset_mirror  # shared by every service this node starts
         self.node = ClusterNode(config, on_become_leader=self._become_leader, on_resign=self._resign)
         self.services: dict[int, GroupService] = {}
         self.offsets_logs: dict[int, OffsetsTopicLog] = {}
@@ -113,7 +116,10 @@ class ClusterRouting:
         if old is not None:
             await old.close()
         service = GroupService(
-            self.group_config, store, owns_group=lambda g: self.node.partition_for(g) == partition
+            self.group_config,
+            store,
+            owns_group=lambda g: self.node.partition_for(g) == partition,
+            offset_mirror=self.offset_mirror,
         )
         await service.start()
         self.services[partition] = service

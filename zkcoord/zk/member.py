@@ -138,6 +138,7 @@ class LegacyConsumer:
         client: KazooClient | None = None,
         listener: RebalanceListener | None = None,
         fetcher_factory: FetcherFactory | None = None,
+        offsets: member_offsets.OffsetsFactory | None = None,
         hostname: Callable[[], str] = socket.gethostname,
         wall_clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         monotonic: Callable[[], float] = time.monotonic,
@@ -148,6 +149,9 @@ class LegacyConsumer:
             raise ConfigError("give exactly one of topics={topic: streams}, whitelist=REGEX, blacklist=REGEX")
         self.config = config
         self.group = paths.validate_group(config.group_id)
+        if offsets is None:
+            member_offsets.require_zookeeper_only(config)
+        self._offsets_factory = offsets or member_offsets.for_member
         self._now = monotonic
         self._wall_ms = wall_clock_ms
         self._sleep = sleep
@@ -233,7 +237,7 @@ class LegacyConsumer:
             )
         client = self.client
         self._zk = member_zk.Deadlined(client, cfg.call_deadline_ms / 1000.0)
-        self.offset_storage = member_offsets.for_member(cfg, self._zk, self.group, batched=self._fast)
+        self.offset_storage = self._offsets_factory(cfg, self._zk, self.group, self._fast)
         client.add_listener(self._on_state)
         self._register()
         client.ChildrenWatch(paths.ids_path(self.group), self._on_ids_change, send_event=False)

@@ -13,11 +13,16 @@ import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 from kazoo.protocol.states import KazooState
 
 from zkcoord.errors import ZkcoordError
 
 DEFAULT_SESSION_TIMEOUT_S = 10.0
+
+# The names the rest of zkcoord uses for kazoo's types, so only this package imports kazoo.
+Client = KazooClient
+ZooKeeperError = KazooException  # any failure reported by the ZooKeeper client (connection, session, znode)
 
 
 class SessionFault(ZkcoordError):
@@ -33,8 +38,23 @@ def connect(
 ) -> KazooClient:
     """A started kazoo client for `hosts` (chroot allowed: 'h:p,h2:p2/chroot')."""
     client = KazooClient(hosts=hosts, timeout=session_timeout_s, read_only=read_only)
-    client.start(timeout=timeout)
+    try:
+        client.start(timeout=timeout)
+    except BaseException:
+        client.close()  # a client that never connected still holds its worker threads' resources
+        raise
     return client
+
+
+def on_session_lost(client: KazooClient, callback: Callable[[], None]) -> None:
+    """Call `callback()` (on kazoo's event thread: keep it short) each time the client's session is lost: its
+    ephemerals and watches are gone, a reconnect gets a new session."""
+
+    def listener(state: KazooState) -> None:
+        if state == KazooState.LOST:
+            callback()
+
+    client.add_listener(listener)
 
 
 def ensure_chroot(hosts: str, chroot: str) -> str:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from migration.bridge import CommitOrder, DualCommitter, Store, TopicPartition
-from migration.bridge.broker_store import BrokerOffsetStore
-from migration.bridge.zk_side import ZooKeeperSide
+from zkcoord.bridge import CommitOrder, DualCommitter, Store, TopicPartition
+from zkcoord.bridge.broker_store import BrokerOffsetStore
+from zkcoord.bridge.zk_side import ZooKeeperSide
 from zkcoord.cli import main
 from zkcoord.local.node import NodeProcess
 from zkcoord.zk.offset_store import ZooKeeperOffsetStore

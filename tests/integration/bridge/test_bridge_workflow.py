@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from migration.bridge import Store, StoreError, StoreRead, StoreReply, TopicPartition
 from migration.workflow import IllegalStep, MigrationRunner, MigrationState, StepFailed, marker_path
+from zkcoord.bridge import Store, StoreError, StoreRead, StoreReply, TopicPartition
 from zkcoord.zk.offset_store import OffsetWriteConflict, ZooKeeperOffsetStore
 
 pytestmark = pytest.mark.integration

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from migration.bridge import CommitOrder, DualCommitter, Store, StoreReply, TopicPartition
-from migration.bridge.zk_side import ZooKeeperSide
+from zkcoord.bridge import CommitOrder, DualCommitter, Store, StoreReply, TopicPartition
+from zkcoord.bridge.zk_side import ZooKeeperSide
 from zkcoord.testing import expire_session
 from zkcoord.zk.offset_store import (
     TP,
@@ -153,7 +153,7 @@ class FakeBroker:
         return StoreReply.all_ok(Store.BROKER, offsets)
 
     def read_offsets(self, partitions: Any = None) -> Any:
-        from migration.bridge import StoreRead
+        from zkcoord.bridge import StoreRead
 
         return StoreRead(Store.BROKER, offsets=dict(self.data))
 

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from migration.bridge import Store, TopicPartition
-from migration.bridge.broker_store import BrokerOffsetStore
-from migration.bridge.zk_side import ZooKeeperSide
+from zkcoord.bridge import Store, TopicPartition
+from zkcoord.bridge.broker_store import BrokerOffsetStore
+from zkcoord.bridge.member import member_offsets
+from zkcoord.bridge.zk_side import ZooKeeperSide
 from zkcoord.errors import ConfigError
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.topic_partition import TopicPartition as LegacyTP
@@ -71,7 +72,7 @@ class _Member:
     """A legacy member consuming in its own thread into a shared list of (partition, offset)."""
 
     def __init__(self, config: LegacyConsumerConfig, seen: list[tuple[int, int]], topic: str = TOPIC) -> None:
-        self.consumer = LegacyConsumer(config, {topic: 1})
+        self.consumer = LegacyConsumer(config, {topic: 1}, offsets=member_offsets)
         self.seen = seen
         self._stop = threading.Event()
         self._thread = threading.Thread(

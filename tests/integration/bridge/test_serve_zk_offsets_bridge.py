@@ -358,9 +358,9 @@ def test_cluster_of_two_nodes_bridges_every_coordinator_and_survives_a_coordinat
     one answers the max and keeps mirroring."""
     from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
 
+    from zkcoord.bridge.zk_store import list_offset_bridges
     from zkcoord.cluster.coordinator import OFFSETS_TOPIC, partition_for_group
     from zkcoord.zk import registry
-    from zkcoord.zk.bridge_offsets import list_offset_bridges
 
     groups = {partition_for_group(f"g-cluster-{i}", 2): f"g-cluster-{i}" for i in range(20)}
     assert sorted(groups) == [0, 1]

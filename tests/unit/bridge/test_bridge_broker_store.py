@@ -9,8 +9,8 @@ import kafka.errors as Errors
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KTP
 
-from migration.bridge import Store, TopicPartition
-from migration.bridge.broker_store import BrokerOffsetStore
+from zkcoord.bridge import Store, TopicPartition
+from zkcoord.bridge.broker_store import BrokerOffsetStore
 
 
 class FakeAdmin:

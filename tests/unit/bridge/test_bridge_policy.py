@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from migration.bridge import (
+from zkcoord.bridge import (
     Agreement,
     BridgeConfig,
     CommitOrder,
@@ -29,7 +29,7 @@ from migration.bridge import (
     max_merge,
     plan_commit,
 )
-from migration.bridge.policy import classify, gated_offsets
+from zkcoord.bridge.policy import classify, gated_offsets
 from zkcoord.errors import ConfigError
 
 ZK, BR = Store.ZOOKEEPER, Store.BROKER

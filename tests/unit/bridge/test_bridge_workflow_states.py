@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from migration.bridge import TopicPartition, max_merge
 from migration.workflow.states import (
     TARGET,
     VALID_FROM,
@@ -28,6 +27,7 @@ from migration.workflow.states import (
     seed_broker,
     transition,
 )
+from zkcoord.bridge import TopicPartition, max_merge
 
 S = MigrationState
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)

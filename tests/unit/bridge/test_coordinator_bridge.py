@@ -12,6 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zkcoord.bridge.mirror import TP, ZkOffsetBridge, accepted_commits, merge_fetch
+from zkcoord.bridge.zk_store import MirrorOutcome, ZkBridgeUnavailable, ZkOffsetsRead
 from zkcoord.errors import ConfigError
 from zkcoord.group.messages import (
     OffsetCommitRequest,
@@ -26,8 +28,6 @@ from zkcoord.group.messages import (
     OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
 )
-from zkcoord.server.group_service import TP, ZkOffsetBridge, accepted_commits, merge_fetch
-from zkcoord.zk.bridge_offsets import MirrorOutcome, ZkBridgeUnavailable, ZkOffsetsRead
 
 LOAD_IN_PROGRESS = 14
 
@@ -308,7 +308,7 @@ def test_group_service_mirrors_member_commits_fetches_the_max_and_remirrors_on_l
     async def first_life(zk: FakeZk) -> tuple[int, int]:
         bridge = ZkOffsetBridge(zk)
         await bridge.start()
-        svc = GroupService(cfg, store, zk_bridge=bridge, new_uuid=lambda: "u1")
+        svc = GroupService(cfg, store, offset_mirror=bridge, new_uuid=lambda: "u1")
         await svc.start()
         join = JoinGroupRequest(
             5, "g", 10_000, 20_000, "", None, "consumer", (("range", b""),), client_id="c"
@@ -338,7 +338,7 @@ def test_group_service_mirrors_member_commits_fetches_the_max_and_remirrors_on_l
     async def second_life(zk: FakeZk) -> None:
         bridge = ZkOffsetBridge(zk)
         await bridge.start()
-        svc = GroupService(cfg, store, zk_bridge=bridge)
+        svc = GroupService(cfg, store, offset_mirror=bridge)
         await svc.start()  # loads the log: the broker-managed group's offsets are mirrored again
         assert await bridge.flush()
         await svc.close()

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from migration.bridge.policy import (
+from zkcoord.bridge.policy import (
     BridgeConfig,
     CommitOrder,
     CommitResult,

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from migration.bridge.policy import Store, StoreError, StoreRead, StoreReply, TopicPartition, as_tp
+from zkcoord.bridge.policy import Store, StoreError, StoreRead, StoreReply, TopicPartition, as_tp
 
 log = logging.getLogger(__name__)
 

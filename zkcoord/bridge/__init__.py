@@ -1,7 +1,7 @@
 """The bridge between ZooKeeper offsets and broker offsets: pure policy, the dual committer, the stores."""
 
-from migration.bridge.committer import DualCommitter, OffsetStore
-from migration.bridge.policy import (
+from zkcoord.bridge.committer import DualCommitter, OffsetStore
+from zkcoord.bridge.policy import (
     Agreement,
     BridgeConfig,
     CommitOrder,

@@ -1,4 +1,4 @@
-"""The ZooKeeper side of the coordinator's offset bridge (`zkcoord serve --bridge-zk-offsets`): reads a group's
+"""The ZooKeeper side of the coordinator's offset mirror (`zkcoord serve --bridge-zk-offsets`): reads a group's
 legacy offset znodes and mirrors acknowledged commits into them, never moving one backwards.
 
 Guarantees: znodes are `/consumers/[group]/offsets/[topic]/[partition]` holding the decimal next offset, exactly
@@ -19,13 +19,11 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
-from kazoo.protocol.states import KazooState
-
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
+from zkcoord.zk import registrations
 from zkcoord.zk.offset_store import TP, WriteMode, ZooKeeperOffsetStore
+from zkcoord.zk.session import Client, ZooKeeperError, connect, on_session_lost
 
 log = logging.getLogger(__name__)
 
@@ -34,20 +32,13 @@ log = logging.getLogger(__name__)
 BRIDGES_PATH = "/zkcoord/offset-bridges"
 
 
-def list_offset_bridges(client: KazooClient) -> list[dict[str, object]]:
+def list_offset_bridges(client: Client) -> list[dict[str, object]]:
     """The registrations of the running offset bridges (sorted by name); unreadable ones are named as such."""
-    try:
-        names = sorted(client.get_children(BRIDGES_PATH))
-    except NoNodeError:
-        return []
     found: list[dict[str, object]] = []
-    for name in names:
+    for name, data in registrations.read_children(client, BRIDGES_PATH):
         try:
-            data, _ = client.get(f"{BRIDGES_PATH}/{name}")
             info = json.loads(data)
             found.append({"name": name, **(info if isinstance(info, dict) else {})})
-        except NoNodeError:
-            continue
         except ValueError:
             found.append({"name": name, "error": "unreadable registration"})
     return found
@@ -89,7 +80,7 @@ class ZkOffsetBridgeStore:
         session_timeout_s: float = 10.0,
         connect_timeout_s: float = 15.0,
         max_batch_bytes: int = 512 * 1024,
-        client: KazooClient | None = None,
+        client: Client | None = None,
     ) -> None:
         if not hosts and client is None:
             raise ZkcoordError("the offset bridge needs a ZooKeeper connect string")
@@ -106,21 +97,20 @@ class ZkOffsetBridgeStore:
         """Connect; raises when ZooKeeper cannot be reached within `connect_timeout_s` (a startup error is
         clearer than a bridge that silently never mirrors). Later outages are retried by kazoo's reconnects."""
         if self.client is None:
-            client = KazooClient(hosts=self.hosts, timeout=self.session_timeout_s)
             try:
-                client.start(timeout=self.connect_timeout_s)
+                client = connect(
+                    self.hosts, timeout=self.connect_timeout_s, session_timeout_s=self.session_timeout_s
+                )
             except Exception as exc:
-                client.close()
                 raise ZkBridgeUnavailable(
                     f"cannot reach ZooKeeper {self.hosts!r} for the offset bridge: {exc}"
                 ) from exc
             self.client = client
-        self.client.add_listener(self._on_state)
+        on_session_lost(self.client, self._on_session_lost)
         self._register()
 
-    def _on_state(self, state: KazooState) -> None:
-        if state == KazooState.LOST:
-            self._registered = False  # the ephemeral went with the session; re-created on the next call
+    def _on_session_lost(self) -> None:
+        self._registered = False  # the ephemeral went with the session; re-created on the next call
 
     def _register(self) -> None:
         assert self.client is not None
@@ -131,15 +121,11 @@ class ZkOffsetBridgeStore:
             "started_ms": int(time.time() * 1000),
         }
         try:
-            self.client.ensure_path(BRIDGES_PATH)
-            self.registration = self.client.create(
-                f"{BRIDGES_PATH}/bridge-",
-                json.dumps(info, sort_keys=True).encode(),
-                ephemeral=True,
-                sequence=True,
+            self.registration = registrations.announce(
+                self.client, f"{BRIDGES_PATH}/bridge-", json.dumps(info, sort_keys=True).encode()
             )
             self._registered = True
-        except KazooException as exc:
+        except ZooKeeperError as exc:
             log.warning("offset bridge: could not register under %s: %r (retried later)", BRIDGES_PATH, exc)
 
     def close(self) -> None:
@@ -182,7 +168,7 @@ class ZkOffsetBridgeStore:
             wanted = legal
         try:
             result = self._store(group).read(wanted)
-        except KazooException as exc:
+        except ZooKeeperError as exc:
             raise ZkBridgeUnavailable(f"reading offsets of group {group!r}: {type(exc).__name__}") from exc
         errors.update({tp: str(exc) for tp, exc in result.errors.items()})
         return ZkOffsetsRead(dict(result.offsets), errors)
@@ -210,7 +196,7 @@ class ZkOffsetBridgeStore:
             report = self._store(group).write(writable, WriteMode.NEVER_REGRESS)
         except ZkBridgeUnavailable:
             raise
-        except (KazooException, ZkcoordError) as exc:
+        except (ZooKeeperError, ZkcoordError) as exc:
             raise ZkBridgeUnavailable(
                 f"mirroring offsets of group {group!r}: {type(exc).__name__}: {exc}"
             ) from exc

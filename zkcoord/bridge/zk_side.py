@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from migration.bridge.policy import Store, StoreError, StoreRead, StoreReply, TopicPartition, as_tp
+from zkcoord.bridge.policy import Store, StoreError, StoreRead, StoreReply, TopicPartition, as_tp
 from zkcoord.zk.offset_store import WriteMode, ZooKeeperOffsetStore
 
 

@@ -1,0 +1,31 @@
+"""Ephemeral announcements of running zkcoord processes (under `/zkcoord/...`, outside every path a legacy
+reader looks at): create one for this session, list the live ones. An announcement goes with its session."""
+
+from __future__ import annotations
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+
+def announce(client: KazooClient, prefix: str, data: bytes) -> str:
+    """Create an ephemeral sequential znode `prefix<seq>` (parents made as needed); returns its path."""
+    client.ensure_path(prefix.rsplit("/", 1)[0])
+    path: str = client.create(prefix, data, ephemeral=True, sequence=True)
+    return path
+
+
+def read_children(client: KazooClient, parent: str) -> list[tuple[str, bytes]]:
+    """(name, data) of each child of `parent`, sorted by name; none when `parent` is missing. A child that
+    vanishes while it is read (its session ended) is left out."""
+    try:
+        names = sorted(client.get_children(parent))
+    except NoNodeError:
+        return []
+    found: list[tuple[str, bytes]] = []
+    for name in names:
+        try:
+            data, _ = client.get(f"{parent}/{name}")
+        except NoNodeError:
+            continue
+        found.append((name, data))
+    return found
