@@ -19,9 +19,9 @@ from typing import Any
 from kafka import KafkaConsumer, KafkaProducer
 
 from benchmarks.report import write_section
-from zkcoord.cluster.coordinator import OFFSETS_TOPIC, partition_for_group
 from zkcoord.local.node import NodeProcess
 from zkcoord.local.zookeeper import ZooKeeper
+from zkcoord.placement.coordinator import OFFSETS_TOPIC, partition_for_group
 from zkcoord.testing import wait_for
 from zkcoord.zk import registry
 from zkcoord.zk.session import connect

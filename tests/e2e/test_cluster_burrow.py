@@ -19,8 +19,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from zkcoord.cluster.coordinator import OFFSETS_TOPIC, partition_for_group
 from zkcoord.local.node import NodeProcess
+from zkcoord.placement.coordinator import OFFSETS_TOPIC, partition_for_group
 from zkcoord.records.offsets import OffsetCommitKey, OffsetCommitValue, decode_record
 from zkcoord.testing import free_port, wait_for
 from zkcoord.zk import registry

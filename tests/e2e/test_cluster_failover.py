@@ -13,8 +13,8 @@ import confluent_kafka
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
-from zkcoord.cluster.coordinator import OFFSETS_TOPIC, partition_for_group
 from zkcoord.local.node import NodeProcess
+from zkcoord.placement.coordinator import OFFSETS_TOPIC, partition_for_group
 from zkcoord.testing import wait_for
 from zkcoord.zk import registry
 

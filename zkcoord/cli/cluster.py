@@ -7,10 +7,10 @@ import argparse
 import json
 from typing import Any
 
-from zkcoord.cluster.coordinator import OFFSETS_TOPIC
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import BrokerRegistration
+from zkcoord.placement.coordinator import OFFSETS_TOPIC
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -26,17 +26,17 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zkcoord.cluster.coordinator import (
+from zkcoord.errors import ConfigError, MalformedZnode
+from zkcoord.group.errors import ErrorCode
+from zkcoord.legacy import paths
+from zkcoord.legacy.codecs import BrokerRegistration
+from zkcoord.placement.coordinator import (
     DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS,
     OFFSETS_TOPIC,
     group_of_record_key,
     partition_for_group,
 )
-from zkcoord.cluster.leadership import NO_LEADER, Leadership
-from zkcoord.errors import ConfigError, MalformedZnode
-from zkcoord.group.errors import ErrorCode
-from zkcoord.legacy import paths
-from zkcoord.legacy.codecs import BrokerRegistration
+from zkcoord.placement.leadership import NO_LEADER, Leadership
 from zkcoord.zk.controller import (
     SESSION_LOST,
     SESSION_SUSPENDED,

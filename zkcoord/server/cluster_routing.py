@@ -25,8 +25,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from zkcoord.cluster.coordinator import OFFSETS_TOPIC
-from zkcoord.cluster.leadership import NO_LEADER, single_replica_assignment
 from zkcoord.cluster.node import ClusterConfig, ClusterNode
 from zkcoord.errors import MalformedZnode
 from zkcoord.group import handlers as h
@@ -41,6 +39,8 @@ from zkcoord.group.messages import (
     ListGroupsResponse,
 )
 from zkcoord.legacy import paths
+from zkcoord.placement.coordinator import OFFSETS_TOPIC
+from zkcoord.placement.leadership import NO_LEADER, single_replica_assignment
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.group_service import GroupService, OffsetMirror
 from zkcoord.server.log import OffsetsTopicLog

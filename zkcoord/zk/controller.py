@@ -23,7 +23,7 @@ pass is retried in the new generation and re-verifies `/controller` and the epoc
 
 Duties (one worker thread, coalesced events, each pass idempotent): watch `/brokers/ids`, `/brokers/topics`
 (and each topic's assignment, for partition increases) and `/admin/delete_topics`; delete marked topics;
-create `__consumer_offsets` when absent; plan leaders with `zkcoord.cluster.leadership` (balanced offsets
+create `__consumer_offsets` when absent; plan leaders with `zkcoord.placement.leadership` (balanced offsets
 partitions, sticky data partitions) and write partition state `{"controller_epoch","leader","version",
 "leader_epoch","isr"}` for every partition whose leader changed.
 """
@@ -49,15 +49,6 @@ from kazoo.exceptions import (
 )
 from kazoo.protocol.states import KazooState
 
-from zkcoord.cluster.coordinator import DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS, OFFSETS_TOPIC
-from zkcoord.cluster.leadership import (
-    NO_LEADER,
-    Leadership,
-    Placement,
-    TopicSpec,
-    plan_leadership,
-    single_replica_assignment,
-)
 from zkcoord.errors import MalformedZnode, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import (
@@ -66,6 +57,15 @@ from zkcoord.legacy.codecs import (
     TopicAssignment,
     decode_controller_epoch,
     encode_controller_epoch,
+)
+from zkcoord.placement.coordinator import DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS, OFFSETS_TOPIC
+from zkcoord.placement.leadership import (
+    NO_LEADER,
+    Leadership,
+    Placement,
+    TopicSpec,
+    plan_leadership,
+    single_replica_assignment,
 )
 
 log = logging.getLogger(__name__)

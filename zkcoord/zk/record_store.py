@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
 
-from zkcoord.cluster.coordinator import OFFSETS_TOPIC
 from zkcoord.errors import MalformedZnode, ZkcoordError
 from zkcoord.legacy import paths
+from zkcoord.placement.coordinator import OFFSETS_TOPIC
 
 log = logging.getLogger(__name__)
 

@@ -359,7 +359,7 @@ def test_cluster_of_two_nodes_bridges_every_coordinator_and_survives_a_coordinat
     from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
 
     from zkcoord.bridge.zk_store import list_offset_bridges
-    from zkcoord.cluster.coordinator import OFFSETS_TOPIC, partition_for_group
+    from zkcoord.placement.coordinator import OFFSETS_TOPIC, partition_for_group
     from zkcoord.zk import registry
 
     groups = {partition_for_group(f"g-cluster-{i}", 2): f"g-cluster-{i}" for i in range(20)}

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from zkcoord.cli import main
-from zkcoord.cluster.coordinator import OFFSETS_TOPIC
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import BrokerRegistration
+from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.testing import wait_for
 from zkcoord.zk.controller import Controller
 

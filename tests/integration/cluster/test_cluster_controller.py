@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from zkcoord.cluster.coordinator import OFFSETS_TOPIC
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import BrokerRegistration, ControllerInfo, PartitionState, TopicAssignment
+from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.testing import expire_session, wait_for
 from zkcoord.zk.controller import Controller, ControllerMoved, fenced_commit, read_controller_epoch
 

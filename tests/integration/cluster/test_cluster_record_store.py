@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from zkcoord.cluster.coordinator import OFFSETS_TOPIC
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import PartitionState
+from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.zk.record_store import (
     PartitionFence,
     StoreFenced,

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zkcoord.cluster.coordinator import (
+from zkcoord.legacy.ids import java_hash
+from zkcoord.placement.coordinator import (
     INT_MIN,
     coordinator_for_group,
     has_coordinator,
@@ -14,8 +15,7 @@ from zkcoord.cluster.coordinator import (
     masked_abs,
     partition_for_group,
 )
-from zkcoord.cluster.leadership import NO_LEADER, Leadership
-from zkcoord.legacy.ids import java_hash
+from zkcoord.placement.leadership import NO_LEADER, Leadership
 
 VECTORS = [
     ("my-group", -1906497762, 12),
@@ -72,7 +72,7 @@ def test_coordinator_lookup() -> None:
 
 
 def test_group_of_record_key() -> None:
-    from zkcoord.cluster.coordinator import group_of_record_key
+    from zkcoord.placement.coordinator import group_of_record_key
     from zkcoord.records.offsets import GroupMetadataKey, OffsetCommitKey, encode_key
 
     assert group_of_record_key(encode_key(GroupMetadataKey("my-group"))) == "my-group"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zkcoord.cluster.leadership import (
+from zkcoord.placement.leadership import (
     NO_LEADER,
     Leadership,
     Placement,

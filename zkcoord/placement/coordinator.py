@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from zkcoord.cluster.leadership import NO_LEADER, Leadership
 from zkcoord.legacy.ids import java_hash
+from zkcoord.placement.leadership import NO_LEADER, Leadership
 
 OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS = 50
