@@ -31,7 +31,7 @@ from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.rebalance import TopicPartition, plan_offset_commit
 from zkcoord.local.zookeeper import ZooKeeper
 from zkcoord.testing import wait_for
-from zkcoord.zk import member_zk, registry
+from zkcoord.zk import offset_store, registry
 from zkcoord.zk.member import LegacyConsumer, Message
 from zkcoord.zk.session import connect, ensure_chroot
 
@@ -248,12 +248,14 @@ def commit_rate(hosts: str, partitions: int, batched: bool, rounds: int) -> floa
         # Create every offset znode first (a batch), so both variants measure versioned sets only.
         versions: dict[TopicPartition, int] = {}
         first = plan_offset_commit(GROUP, dict.fromkeys(tps, 0), {})
-        versions.update(member_zk.write_offsets(client, first, versions, batched=True, budget=budget).written)
+        versions.update(
+            offset_store.write_fenced(client, first, versions, batched=True, budget=budget).written
+        )
         elapsed = 0.0
         for r in range(1, rounds + 1):
             writes = plan_offset_commit(GROUP, {tp: 100 * r + tp.partition for tp in tps}, {})
             t0 = time.perf_counter()
-            result = member_zk.write_offsets(client, writes, versions, batched=batched, budget=budget)
+            result = offset_store.write_fenced(client, writes, versions, batched=batched, budget=budget)
             elapsed += time.perf_counter() - t0
             if len(result.written) != partitions or result.stale:
                 raise AssertionError(f"commit round {r} wrote {len(result.written)} of {partitions}")

@@ -1,16 +1,20 @@
-"""Offset export and import in three formats — ExportZkOffsets lines (`<znode path>:<value>`), JSON lines and
-Parquet — with an import that validates the whole input before writing anything, writes in batches, keeps a
-journal so an interrupted import resumes where it stopped, and can refuse to lower any stored offset.
+"""Offset export and import, the one implementation behind `zkcoord migrate export|import` and `zkcoord legacy
+export|import`: three formats — ExportZkOffsets lines (`<znode path>:<value>`), JSON lines and Parquet — and an
+import that validates the whole input before writing anything, writes in batches through the ZooKeeper offset
+store (or the broker), keeps a journal so an interrupted import resumes where it stopped, and can refuse to
+lower any stored offset.
 
-Differences from kafka.tools.ImportZkOffsets, all on purpose: values must be decimal offsets and paths must
-be /consumers/G/offsets/T/P (the original wrote anything verbatim); the value is split at the last ':' so a
-group id containing ':' survives; an empty line in the middle is an error, not a silent end of input;
-a path given twice with different values is an error, not "the last one wins"; writes follow sorted
-(group, topic, partition) order, not hash order.
+Two dialects of input. `STRICT` (migrate): offsets in [0, 2^63), a partition given twice with different values
+is an error. `KAFKA` (the legacy tools, as kafka.tools.ImportZkOffsets): any signed 64-bit value (-1 is what the
+0.8 consumer stores for "no offset"), and the last of two values wins. Both, on purpose unlike the original:
+paths must be /consumers/G/offsets/T/P with a canonical partition id (the original wrote anything verbatim);
+the value is split at the last ':' so a group id containing ':' survives; an empty line in the middle is an
+error, not a silent end of input; writes follow sorted (group, topic, partition) order, not hash order.
 """
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import logging
@@ -23,13 +27,38 @@ from typing import Any, NamedTuple, Protocol
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
+from zkcoord.legacy.ids import utf16_key
 
 log = logging.getLogger(__name__)
 
 FORMATS = ("zk", "jsonl", "parquet")
 _PATH_RE = re.compile(r"/consumers/(?P<group>[^/]+)/offsets/(?P<topic>[^/]+)/(?P<partition>[0-9]+)")
-_VALUE_RE = re.compile(r"[0-9]{1,19}")
+_VALUE_RE = re.compile(r"[+-]?[0-9]+")
 MAX_OFFSET = 2**63 - 1
+MIN_LONG = -(2**63)
+
+
+class Dialect(enum.Enum):
+    """Which offsets an input may hold and what a repeated partition means (module docstring)."""
+
+    STRICT = "strict"
+    KAFKA = "kafka"
+
+    @property
+    def min_offset(self) -> int:
+        return 0 if self is Dialect.STRICT else MIN_LONG
+
+    @property
+    def syntax(self) -> str:
+        """How the line format is named in errors: the migrate tool's quoted form, the JVM tool's plain one."""
+        return "'<znode path>:<offset>'" if self is Dialect.STRICT else "<znode path>:<offset>"
+
+    def value_error(self, value: str) -> str:
+        if self is Dialect.STRICT:
+            return f"offset {value[:40]!r} is not a non-negative decimal integer below 2^63"
+        if _VALUE_RE.fullmatch(value):
+            return f"offset {value[:40]} does not fit a 64-bit long"
+        return f"offset {value[:40]!r} is not a decimal integer"
 
 
 class OffsetRecord(NamedTuple):
@@ -74,20 +103,31 @@ def detect_format(path: str | os.PathLike[str]) -> str:
 # ------------------------------------------------------------------------------------------- writing
 
 
+def _order(r: OffsetRecord) -> tuple[bytes, bytes, int]:
+    """Groups and topics in Java String order (as the JVM tools list znodes), partitions ascending."""
+    return utf16_key(r.group), utf16_key(r.topic), r.partition
+
+
+def format_lines(records: Iterable[OffsetRecord], fmt: str) -> Iterator[str]:
+    """The lines (with their newline) of a text format, records in `_order`."""
+    if fmt not in ("zk", "jsonl"):
+        raise ValueError(f"{fmt!r} is not a line format; valid: zk, jsonl")
+    for r in sorted(records, key=_order):
+        if fmt == "zk":
+            yield f"{r.path}:{r.offset}\n"
+        else:
+            yield json.dumps(r._asdict(), separators=(",", ":")) + "\n"
+
+
 def write_offsets_file(
     records: Iterable[OffsetRecord], path: str | os.PathLike[str], fmt: str | None = None
 ) -> int:
-    """Write records sorted by (group, topic, partition); returns how many."""
+    """Write records in (group, topic, partition) order; returns how many."""
     fmt = fmt or detect_format(path)
-    rows = sorted(records)
-    if fmt == "zk":
+    rows = sorted(records, key=_order)
+    if fmt in ("zk", "jsonl"):
         with open(path, "w", encoding="utf-8") as out:
-            for r in rows:
-                out.write(f"{r.path}:{r.offset}\n")
-    elif fmt == "jsonl":
-        with open(path, "w", encoding="utf-8") as out:
-            for r in rows:
-                out.write(json.dumps(r._asdict(), separators=(",", ":")) + "\n")
+            out.writelines(format_lines(rows, fmt))
     elif fmt == "parquet":
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -110,19 +150,29 @@ def write_offsets_file(
 
 
 def _check_record(
-    source: str, line: int, group: Any, topic: Any, partition: Any, offset: Any
+    source: str,
+    line: int,
+    group: Any,
+    topic: Any,
+    partition: Any,
+    offset: Any,
+    dialect: Dialect = Dialect.STRICT,
 ) -> OffsetRecord:
     # The znode path rules are zkcoord.legacy.paths' (one source of truth); its InvalidName names the rule.
     try:
         paths.offset_path(group, topic, partition)
     except paths.InvalidName as exc:
         raise OffsetFileError(source, line, str(exc)) from None
-    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_OFFSET:
-        raise OffsetFileError(source, line, f"offset must be an int in [0, 2^63), not {offset!r}")
+    low = dialect.min_offset
+    if isinstance(offset, bool) or not isinstance(offset, int) or not low <= offset <= MAX_OFFSET:
+        bounds = "[0, 2^63)" if low == 0 else "[-2^63, 2^63)"
+        raise OffsetFileError(source, line, f"offset must be an int in {bounds}, not {offset!r}")
     return OffsetRecord(group, topic, partition, offset)
 
 
-def _parse_zk_lines(source: str, lines: Iterable[str]) -> Iterator[tuple[int, OffsetRecord]]:
+def _parse_zk_lines(
+    source: str, lines: Iterable[str], dialect: Dialect = Dialect.STRICT
+) -> Iterator[tuple[int, OffsetRecord]]:
     blank_at = 0
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
@@ -133,11 +183,12 @@ def _parse_zk_lines(source: str, lines: Iterable[str]) -> Iterator[tuple[int, Of
             raise OffsetFileError(
                 source,
                 blank_at,
-                "empty line before the end of the input (ImportZkOffsets would silently stop reading here)",
+                "empty line before the end of the input (ImportZkOffsets would silently skip the content "
+                f"after the empty line {blank_at})",
             )
         path, sep, value = line.rpartition(":")
         if not sep:
-            raise OffsetFileError(source, number, f"expected '<znode path>:<offset>', got {line[:120]!r}")
+            raise OffsetFileError(source, number, f"expected {dialect.syntax}, got {line[:120]!r}")
         match = _PATH_RE.fullmatch(path)
         if not match:
             raise OffsetFileError(
@@ -145,19 +196,19 @@ def _parse_zk_lines(source: str, lines: Iterable[str]) -> Iterator[tuple[int, Of
                 number,
                 f"{path[:120]!r} is not an offsets path /consumers/<group>/offsets/<topic>/<partition>",
             )
-        if not _VALUE_RE.fullmatch(value):
-            raise OffsetFileError(
-                source, number, f"offset {value[:40]!r} is not a non-negative decimal integer"
-            )
-        yield (
-            number,
-            _check_record(
-                source, number, match["group"], match["topic"], int(match["partition"]), int(value)
-            ),
-        )
+        if not _VALUE_RE.fullmatch(value) or not dialect.min_offset <= int(value) <= MAX_OFFSET:
+            raise OffsetFileError(source, number, dialect.value_error(value))
+        try:  # a canonical id only: '01' names no partition the 0.8 consumer would read
+            partition = paths.parse_partition(path.rsplit("/", 1)[0], match["partition"])
+        except paths.InvalidName as exc:
+            raise OffsetFileError(source, number, str(exc)) from None
+        record = _check_record(source, number, match["group"], match["topic"], partition, int(value), dialect)
+        yield number, record
 
 
-def _parse_jsonl(source: str, lines: Iterable[str]) -> Iterator[tuple[int, OffsetRecord]]:
+def _parse_jsonl(
+    source: str, lines: Iterable[str], dialect: Dialect = Dialect.STRICT
+) -> Iterator[tuple[int, OffsetRecord]]:
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
@@ -172,7 +223,9 @@ def _parse_jsonl(source: str, lines: Iterable[str]) -> Iterator[tuple[int, Offse
             raise OffsetFileError(source, number, f"missing field(s) {', '.join(missing)}")
         yield (
             number,
-            _check_record(source, number, obj["group"], obj["topic"], obj["partition"], obj["offset"]),
+            _check_record(
+                source, number, obj["group"], obj["topic"], obj["partition"], obj["offset"], dialect
+            ),
         )
 
 
@@ -188,24 +241,38 @@ def _parse_parquet(source: str) -> Iterator[tuple[int, OffsetRecord]]:
         yield row, _check_record(source, row, *values)
 
 
-def read_offsets_file(path: str | os.PathLike[str], fmt: str | None = None) -> list[OffsetRecord]:
+def read_offsets_file(
+    path: str | os.PathLike[str], fmt: str | None = None, dialect: Dialect = Dialect.STRICT
+) -> list[OffsetRecord]:
     """Parse and validate the whole file; raise OffsetFileError at the first bad line. Sorted output."""
     source = str(path)
     fmt = fmt or detect_format(path)
     if fmt == "parquet":
         parsed: Iterable[tuple[int, OffsetRecord]] = _parse_parquet(source)
-        return _dedupe(source, parsed)
+        return _dedupe(source, parsed, dialect)
+    with open(source, encoding="utf-8", newline="") as handle:
+        return parse_offsets(handle, source, fmt, dialect)
+
+
+def parse_offsets(
+    lines: Iterable[str], source: str, fmt: str, dialect: Dialect = Dialect.STRICT
+) -> list[OffsetRecord]:
+    """The records of a text format (`zk` or `jsonl`) read from `lines`; `source` names the input in errors."""
     if fmt not in ("zk", "jsonl"):
         raise ValueError(f"unknown offsets format {fmt!r}; valid: {', '.join(FORMATS)}")
-    with open(source, encoding="utf-8", newline="") as handle:
-        parser = _parse_zk_lines if fmt == "zk" else _parse_jsonl
-        return _dedupe(source, parser(source, handle))
+    parser = _parse_zk_lines if fmt == "zk" else _parse_jsonl
+    return _dedupe(source, parser(source, lines, dialect), dialect)
 
 
-def _dedupe(source: str, parsed: Iterable[tuple[int, OffsetRecord]]) -> list[OffsetRecord]:
+def _dedupe(
+    source: str, parsed: Iterable[tuple[int, OffsetRecord]], dialect: Dialect = Dialect.STRICT
+) -> list[OffsetRecord]:
     seen: dict[tuple[str, str, int], tuple[int, int]] = {}
     for line, record in parsed:
         key = (record.group, record.topic, record.partition)
+        if dialect is Dialect.KAFKA:
+            seen[key] = (line, record.offset)  # ImportZkOffsets: the last value given wins
+            continue
         if key in seen and seen[key][1] != record.offset:
             first_line, first_value = seen[key]
             raise OffsetFileError(
@@ -221,14 +288,22 @@ def _dedupe(source: str, parsed: Iterable[tuple[int, OffsetRecord]]) -> list[Off
 # ------------------------------------------------------------------------------------------- export
 
 
+def zookeeper_records(
+    client: Any, groups: Sequence[str] | None, *, skip_malformed: bool = True
+) -> list[OffsetRecord]:
+    """Every offset znode of `groups` (all groups under /consumers when None). A malformed znode is logged and
+    skipped, or with `skip_malformed=False` stops the export with a MalformedZnode naming it."""
+    from zkcoord.zk.offset_store import walk_offsets
+
+    found = walk_offsets(client, groups, skip_malformed=skip_malformed)
+    return sorted((OffsetRecord(g, t, p, o) for g, t, p, o in found), key=_order)
+
+
 def export_zookeeper(
     client: Any, groups: Sequence[str] | None, path: str | os.PathLike[str], fmt: str | None = None
 ) -> int:
-    """ExportZkOffsets: every offset znode of `groups` (all groups under /consumers when None)."""
-    from zkcoord.zk.offset_store import walk_offsets
-
-    records = [OffsetRecord(g, t, p, o) for g, t, p, o in walk_offsets(client, groups)]
-    return write_offsets_file(records, path, fmt)
+    """ExportZkOffsets: every offset znode of `groups` (all groups under /consumers when None) to a file."""
+    return write_offsets_file(zookeeper_records(client, groups), path, fmt)
 
 
 # ------------------------------------------------------------------------------------------- import

@@ -13,7 +13,7 @@ import pytest
 from zkcoord.cli import legacy as legacy_cli
 from zkcoord.cli import main
 from zkcoord.legacy.codecs import ConsumerRegistration, PartitionState, SubscriptionPattern
-from zkcoord.zk import registry
+from zkcoord.zk import group_admin, registry
 
 pytestmark = pytest.mark.integration
 
@@ -192,7 +192,7 @@ def test_delete(zk: Any, zk_connect: str, capsys: Any) -> None:
 def test_delete_transaction_fails_if_a_member_registers(zk: Any, monkeypatch: Any) -> None:
     zk.create("/consumers/g/offsets/t/0", b"1", makepath=True)
     zk.create("/consumers/g/ids", b"")
-    real = legacy_cli._delete_ops
+    real = group_admin.delete_ops
 
     def racing(client: Any, path: str) -> list[str]:
         found = real(client, path)
@@ -200,8 +200,8 @@ def test_delete_transaction_fails_if_a_member_registers(zk: Any, monkeypatch: An
             client.create("/consumers/g/ids/late", b"{}", ephemeral=True)  # a member joins after the check
         return found
 
-    monkeypatch.setattr(legacy_cli, "_delete_ops", racing)
-    code, message = legacy_cli.delete_group(zk, "g", None)
+    monkeypatch.setattr(group_admin, "delete_ops", racing)
+    code, message = group_admin.delete_group(zk, "g", None)
     assert code == 1 and "still active" in message
     assert zk.exists("/consumers/g/offsets/t/0") is not None
 

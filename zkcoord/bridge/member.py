@@ -30,7 +30,7 @@ from zkcoord.bridge.policy import (
 from zkcoord.bridge.policy import TopicPartition as BridgeTP
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.rebalance import TopicPartition, plan_offset_commit
-from zkcoord.zk import member_zk
+from zkcoord.zk import member_zk, offset_store
 from zkcoord.zk.member_offsets import (
     CommitOutcome,
     Fetched,
@@ -75,7 +75,7 @@ class _MemberZkSide:
     def write_offsets(self, offsets: Mapping[Any, int]) -> StoreReply:
         wanted = {TopicPartition(*as_tp(k)): int(v) for k, v in offsets.items()}
         writes = plan_offset_commit(self.group, wanted, {})
-        result = member_zk.write_offsets(
+        result = offset_store.write_fenced(
             self.client, writes, self.versions, batched=self.batched, budget=self.budget
         )
         errors: dict[BridgeTP, StoreError | None] = {}
@@ -91,7 +91,7 @@ class _MemberZkSide:
 
     def read_offsets(self, partitions: Iterable[Any] | None = None) -> StoreRead:
         tps = [TopicPartition(*as_tp(p)) for p in partitions or ()]
-        stored = member_zk.read_offsets(self.client, self.group, tps)
+        stored = offset_store.read_versioned(self.client, self.group, tps)
         for tp, s in stored.items():
             self.versions[tp] = s.version
         return StoreRead(

@@ -10,26 +10,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import logging
-import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TextIO
-
-from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError, NotEmptyError
+from typing import TextIO
 
 from zkcoord.cli import legacy_consume
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
-from zkcoord.legacy.codecs import INT64_MAX, INT64_MIN, encode_offset
 from zkcoord.legacy.filters import TopicFilter
 from zkcoord.legacy.ids import consumer_of_thread, java_sorted
 from zkcoord.legacy.topic_partition import TopicPartition
-from zkcoord.zk import registry
-from zkcoord.zk.session import connect
+from zkcoord.zk import group_admin, registry
+from zkcoord.zk.session import Client, connect
 
 log = logging.getLogger(__name__)
 
@@ -38,11 +32,10 @@ ZOOKEEPER_NOTE = (
     "(not those using the Java consumer API)."
 )
 ROW_FORMAT = "%-30s %-10s %-15s %-15s %-10s %-50s"
-MAX_OPS_PER_TRANSACTION = 1000
 
 
 class OffsetsFileError(ZkcoordError):
-    """A line of an offsets file is malformed; nothing has been written."""
+    """A line of an offsets file is malformed (`<input>: line N: why`); nothing has been written."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -89,7 +82,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 @contextlib.contextmanager
-def _client(args: argparse.Namespace) -> Iterator[KazooClient]:
+def _client(args: argparse.Namespace) -> Iterator[Client]:
     client = connect(args.zk, timeout=args.zk_timeout)
     try:
         yield client
@@ -110,11 +103,11 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 # --- describe ---------------------------------------------------------------------------------------------------
 
-EndOffsets = Callable[[KazooClient, Sequence[TopicPartition], int], dict[TopicPartition, int]]
+EndOffsets = Callable[[Client, Sequence[TopicPartition], int], dict[TopicPartition, int]]
 
 
 def log_end_offsets(
-    client: KazooClient, tps: Sequence[TopicPartition], timeout_ms: int
+    client: Client, tps: Sequence[TopicPartition], timeout_ms: int
 ) -> dict[TopicPartition, int]:
     """Log end offsets from each partition's leader as the registry names it; partitions whose leader is
     unknown or unreachable within `timeout_ms` are left out."""
@@ -187,7 +180,7 @@ class DescribeRow:
 
 
 def describe_group(
-    client: KazooClient, group: str, *, end_offsets: EndOffsets, timeout_ms: int, out: TextIO
+    client: Client, group: str, *, end_offsets: EndOffsets, timeout_ms: int, out: TextIO
 ) -> list[DescribeRow]:
     """The rows of 0.10.2's `kafka-consumer-groups --zookeeper --describe`; prints missing-offset errors."""
     owners = registry.read_owners(client, group)
@@ -252,211 +245,46 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return 0
 
 
-# --- export -----------------------------------------------------------------------------------------------------
+# --- export and import (migration.offsets_io, in the dialect of Kafka's ExportZkOffsets/ImportZkOffsets) ---------
 
-
-def export_lines(client: KazooClient, groups: Sequence[str], fmt: str) -> Iterator[str]:
-    """ExportZkOffsets lines `<znode path>:<offset>` or JSON lines, groups/topics in Java order, partitions
-    ascending. A group without an offsets node is skipped (the JVM tool throws there)."""
-    for group in groups or registry.list_groups(client):
-        for (topic, partition), offset in registry.read_offsets(client, group).items():
-            if fmt == "kafka":
-                yield f"{paths.offset_path(group, topic, partition)}:{offset}"
-            else:
-                yield json.dumps({"group": group, "topic": topic, "partition": partition, "offset": offset})
+_FORMATS = {"kafka": "zk", "jsonl": "jsonl"}  # this tool's format names -> offsets_io's
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    groups = [paths.validate_group(g) for g in args.group]
+    from migration.offsets_io import format_lines, zookeeper_records
+
+    groups = [paths.validate_group(g) for g in args.group] or None
     with _client(args) as client:
-        lines = list(export_lines(client, groups, args.format))
-    text = "".join(line + "\n" for line in lines)
+        records = zookeeper_records(client, groups, skip_malformed=False)
+    text = "".join(format_lines(records, _FORMATS[args.format]))
     if args.output == "-":
         sys.stdout.write(text)
     else:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
-        print(f"exported {len(lines)} offsets to {args.output}", file=sys.stderr)
+        print(f"exported {len(records)} offsets to {args.output}", file=sys.stderr)
     return 0
 
 
-# --- import -----------------------------------------------------------------------------------------------------
-
-_OFFSET_PATH = re.compile(r"/consumers/([^/]+)/offsets/([^/]+)/([^/]+)")
-_DECIMAL = re.compile(r"[+-]?[0-9]+")
-
-
-def parse_offsets_file(lines: Sequence[str], fmt: str) -> dict[tuple[str, str, int], int]:
-    """(group, topic, partition) -> offset from an export; later duplicates win (as in ImportZkOffsets).
-    Raises `OffsetsFileError` naming the line for anything that is not a valid offsets entry."""
-    entries: dict[tuple[str, str, int], int] = {}
-    blank_at: int | None = None
-    for number, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\r\n")
-        if line.strip() == "":
-            blank_at = blank_at or number
-            continue
-        if blank_at is not None:
-            raise OffsetsFileError(
-                f"line {number}: content after the empty line {blank_at} (Kafka's ImportZkOffsets stops at the "
-                "first empty line and would silently skip the rest)"
-            )
-        try:
-            key, offset = _parse_line(line, fmt)
-        except (ValueError, paths.InvalidName) as exc:
-            raise OffsetsFileError(f"line {number}: {exc}: {line[:200]!r}") from None
-        entries[key] = offset
-    return entries
-
-
-def _parse_line(line: str, fmt: str) -> tuple[tuple[str, str, int], int]:
-    if fmt == "jsonl":
-        obj = json.loads(line)
-        if not isinstance(obj, dict) or set(obj) != {"group", "topic", "partition", "offset"}:
-            raise ValueError("expected an object with exactly group, topic, partition, offset")
-        group, topic, partition, offset = obj["group"], obj["topic"], obj["partition"], obj["offset"]
-        for name, value in (("partition", partition), ("offset", offset)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValueError(f"{name} must be an integer")
-        if not isinstance(group, str) or not isinstance(topic, str):
-            raise ValueError("group and topic must be strings")
-    else:
-        path, sep, value = line.rpartition(":")
-        if not sep:
-            raise ValueError("expected <znode path>:<offset>")
-        m = _OFFSET_PATH.fullmatch(path)
-        if m is None:
-            raise ValueError(
-                f"{path!r} is not an offsets znode /consumers/<group>/offsets/<topic>/<partition>"
-            )
-        if not _DECIMAL.fullmatch(value):
-            raise ValueError(f"offset {value!r} is not a decimal integer")
-        group, topic = m.group(1), m.group(2)
-        partition = paths.parse_partition(f"/consumers/{group}/offsets/{topic}", m.group(3))
-        offset = int(value)
-    if not INT64_MIN <= offset <= INT64_MAX:
-        raise ValueError(f"offset {offset} does not fit a 64-bit long")
-    # the builder validates group, topic and partition
-    paths.offset_path(group, topic, partition)
-    return (group, topic, partition), offset
-
-
-def write_offsets(client: KazooClient, entries: dict[tuple[str, str, int], int]) -> int:
-    """Write every entry with multi-op transactions (creating missing parents); returns the znodes written.
-    Each transaction of up to MAX_OPS_PER_TRANSACTION operations is all-or-nothing."""
-    ops: list[tuple[str, str, bytes]] = []
-    planned: set[str] = set()
-    for (group, topic, partition), offset in sorted(entries.items()):
-        path = paths.offset_path(group, topic, partition)
-        parents = [paths.CONSUMERS, paths.group_path(group), paths.offsets_path(group)]
-        parents.append(paths.offsets_topic_path(group, topic))
-        for parent in parents:
-            if parent not in planned and client.exists(parent) is None:
-                ops.append(("create", parent, b""))
-            planned.add(parent)
-        ops.append(("set" if client.exists(path) is not None else "create", path, encode_offset(offset)))
-    for start in range(0, len(ops), MAX_OPS_PER_TRANSACTION):
-        tx = client.transaction()
-        for kind, path, data in ops[start : start + MAX_OPS_PER_TRANSACTION]:
-            if kind == "create":
-                tx.create(path, data)
-            else:
-                tx.set_data(path, data)
-        results = tx.commit()
-        failures = [r for r in results if isinstance(r, Exception)]
-        if failures:
-            raise ZkcoordError(
-                f"offsets import transaction {start // MAX_OPS_PER_TRANSACTION + 1} failed and wrote nothing: "
-                f"{failures[0]!r} (the tree changed while importing; run it again)"
-            )
-    return len(entries)
-
-
 def cmd_import(args: argparse.Namespace) -> int:
-    if args.input == "-":
-        lines = sys.stdin.readlines()
-    else:
-        with open(args.input, encoding="utf-8") as f:
-            lines = f.readlines()
-    entries = parse_offsets_file(lines, args.format)
+    from migration.offsets_io import Dialect, OffsetFileError, ZooKeeperTarget, import_offsets, parse_offsets
+
+    source = "stdin" if args.input == "-" else args.input
+    try:
+        if args.input == "-":
+            records = parse_offsets(sys.stdin, source, _FORMATS[args.format], Dialect.KAFKA)
+        else:
+            with open(args.input, encoding="utf-8", newline="") as f:
+                records = parse_offsets(f, source, _FORMATS[args.format], Dialect.KAFKA)
+    except OffsetFileError as exc:
+        raise OffsetsFileError(f"{exc.source}: line {exc.line}: {exc.reason}") from None
     with _client(args) as client:
-        written = write_offsets(client, entries)
-    print(f"imported {written} offsets")
+        report = import_offsets(records, ZooKeeperTarget(client))
+    print(f"imported {report.total} offsets")
     return 0
 
 
 # --- delete -----------------------------------------------------------------------------------------------------
-
-
-def _delete_ops(client: KazooClient, path: str) -> list[str]:
-    """`path` and all descendants, children before parents."""
-    try:
-        children = client.get_children(path)
-    except NoNodeError:
-        return []
-    out: list[str] = []
-    for child in children:
-        out.extend(_delete_ops(client, f"{path}/{child}"))
-    out.append(path)
-    return out
-
-
-def _delete_atomically(client: KazooClient, roots: Sequence[str], guard_ids: str | None) -> bool:
-    """Delete `roots` recursively in one transaction. `guard_ids`, if given, is the (empty) ids node whose
-    deletion in the same transaction fails if a member registered meanwhile. Returns False in that case."""
-    doomed: list[str] = []
-    for root in roots:
-        doomed.extend(_delete_ops(client, root))
-    if guard_ids is not None and guard_ids not in doomed and client.exists(guard_ids) is not None:
-        doomed.insert(0, guard_ids)
-    if not doomed:
-        return True
-    tx = client.transaction()
-    for path in doomed:
-        tx.delete(path)
-    results: list[Any] = tx.commit()
-    failures = [r for r in results if isinstance(r, Exception)]
-    if not failures:
-        return True
-    if any(isinstance(r, NotEmptyError) for r in failures):
-        return False
-    raise ZkcoordError(f"delete transaction failed and deleted nothing: {failures[0]!r}")
-
-
-def _active(client: KazooClient, group: str) -> bool:
-    try:
-        return bool(client.get_children(paths.ids_path(group)))
-    except NoNodeError:
-        return False
-
-
-def _group_topics(client: KazooClient, group: str) -> set[str]:
-    return set(registry.children(client, paths.owners_path(group))) | set(
-        registry.children(client, paths.offsets_path(group))
-    )
-
-
-def delete_group(client: KazooClient, group: str, topic: str | None) -> tuple[int, str]:
-    """(exit code, message) with the wording of 0.10.2's `kafka-consumer-groups --zookeeper --delete`."""
-    what = f"group '{group}'" if topic is None else f"group '{group}' topic '{topic}'"
-    if not registry.group_exists(client, group):
-        return 1, f"Error: Delete for {what} failed because group does not exist."
-    if _active(client, group):
-        return 1, f"Error: Delete for {what} failed because its consumers are still active."
-    ids = paths.ids_path(group)
-    if topic is None or _group_topics(client, group) <= {topic}:
-        # (Kafka decides "only topic" from the owners children alone; counting offsets too never deletes another
-        # topic's offsets.)
-        ok = _delete_atomically(client, [paths.group_path(group)], None)
-    else:
-        ok = _delete_atomically(
-            client, [paths.owners_topic_path(group, topic), paths.offsets_topic_path(group, topic)], ids
-        )
-    if not ok:
-        return 1, f"Error: Delete for {what} failed because its consumers are still active."
-    if topic is None:
-        return 0, f"Deleted all consumer group information for group '{group}' in zookeeper."
-    return 0, f"Deleted consumer group information for group '{group}' topic '{topic}' in zookeeper."
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -470,13 +298,13 @@ def cmd_delete(args: argparse.Namespace) -> int:
     )
     with _client(args) as client:
         if args.group is not None:
-            code, message = delete_group(client, paths.validate_group(args.group), topic)
+            code, message = group_admin.delete_group(client, paths.validate_group(args.group), topic)
             print(message)
             return code
         assert topic is not None
         for group in registry.list_groups(client):
-            if topic in _group_topics(client, group) and not _active(client, group):
-                delete_group(client, group, topic)
+            if topic in group_admin.group_topics(client, group) and not group_admin.active(client, group):
+                group_admin.delete_group(client, group, topic)
         print(
             f"Deleted consumer group information for all inactive consumer groups for topic '{topic}' in zookeeper."
         )

@@ -15,7 +15,7 @@ from typing import Protocol
 from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.rebalance import TopicPartition, plan_offset_commit
-from zkcoord.zk import member_zk
+from zkcoord.zk import member_zk, offset_store
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class ZooKeeperOffsets:
         if not writes:
             return CommitOutcome()
         check_session()
-        result = member_zk.write_offsets(
+        result = offset_store.write_fenced(
             self.client, writes, versions, batched=self.batched, budget=self.budget
         )
         if result.stale:
@@ -129,7 +129,7 @@ class ZooKeeperOffsets:
         return CommitOutcome(landed, len(landed))
 
     def fetch(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, Fetched]:
-        stored = member_zk.read_offsets(self.client, self.group, tps)
+        stored = offset_store.read_versioned(self.client, self.group, tps)
         return {tp: Fetched(s.offset, s.offset, s.version) for tp, s in stored.items()}
 
     def close(self) -> None:

@@ -1,6 +1,6 @@
 """The legacy member's ZooKeeper operations: checked registration, group snapshot reads (pipelined), owner release and
-claim (one by one with rollback, or one multi-op), waiting on an owner znode's deletion, and fenced offset
-writes batched under ZooKeeper's request limit. Stateless functions over a kazoo client; the runtime in
+claim (one by one with rollback, or one multi-op) and waiting on an owner znode's deletion (its offsets are
+written by zkcoord.zk.offset_store, the one writer of offset znodes). Stateless functions over a kazoo client; the runtime in
 `zkcoord.zk.member` decides when to call them, through `Deadlined` so that every call has a deadline
 (kazoo queues requests while the connection is suspended and its blocking calls would wait forever):
 an unanswered call raises `ZooKeeperCallTimeout` naming the operation, the znode and the connection state.
@@ -12,7 +12,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -28,11 +28,10 @@ from kazoo.exceptions import (
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
-from zkcoord.legacy.codecs import ConsumerRegistration, TopicAssignment, decode_offset
+from zkcoord.legacy.codecs import ConsumerRegistration, TopicAssignment
 from zkcoord.legacy.rebalance import (
     Claim,
     GroupSnapshot,
-    OffsetWrite,
     TopicPartition,
     batch_by_size,
     claim_payloads,
@@ -422,106 +421,6 @@ def wait_deleted(
             # Wake on either the deletion or a new group event; re-check both every 50 ms at most.
             gone.wait(min(remaining, 0.05))
     return True
-
-
-# --- offsets ------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StoredOffset:
-    offset: int  # -1 when none is stored
-    version: int  # znode version, -1 when the znode does not exist
-
-
-def read_offsets(
-    client: Client, group: str, tps: Sequence[TopicPartition]
-) -> dict[TopicPartition, StoredOffset]:
-    out = {}
-    offset_paths = [paths.offset_path(group, tp.topic, tp.partition) for tp in tps]
-    for tp, path, got in zip(
-        tps, offset_paths, _gather(client, [(p, client.get_async(p)) for p in offset_paths]), strict=True
-    ):
-        if isinstance(got, NoNodeError):
-            out[tp] = StoredOffset(-1, -1)
-        else:
-            data, stat = got
-            out[tp] = StoredOffset(decode_offset(path, data), stat.version)
-    return out
-
-
-@dataclass(frozen=True, slots=True)
-class CommitResult:
-    written: dict[TopicPartition, int]  # tp -> new znode version
-    stale: tuple[TopicPartition, ...]  # refused: someone else wrote the znode since I read it
-    requests: int
-
-
-def write_offsets(
-    client: Client,
-    writes: Sequence[OffsetWrite],
-    versions: Mapping[TopicPartition, int],
-    *,
-    batched: bool,
-    budget: int,
-) -> CommitResult:
-    """Write offsets fenced by znode version: a write succeeds only if nobody else wrote the znode since this
-    member read or last wrote it (so a member that lost a partition cannot move a newer owner's offset
-    back). `versions[tp]` = -1 means the znode did not exist: it is created. Batched: multi-ops within
-    `budget` bytes; a batch that fails is redone one by one so every good write lands."""
-    written: dict[TopicPartition, int] = {}
-    stale: list[TopicPartition] = []
-    requests = 0
-    parents = sorted({w.path.rsplit("/", 1)[0] for w in writes if versions.get(w.tp, -1) < 0})
-    for parent in parents:
-        client.ensure_path(parent)
-        requests += 1
-    if batched:
-        for batch in batch_by_size(writes, lambda w: op_size(w.path, w.data), budget):
-            tx = client.transaction()
-            for w in batch:
-                v = versions.get(w.tp, -1)
-                if v < 0:
-                    tx.create(w.path, w.data)
-                else:
-                    tx.set_data(w.path, w.data, version=v)
-            results = tx.commit()
-            requests += 1
-            if not any(isinstance(r, Exception) for r in results):
-                for w in batch:
-                    v = versions.get(w.tp, -1)
-                    written[w.tp] = v + 1 if v >= 0 else 0
-                continue
-            one = write_offsets(client, batch, versions, batched=False, budget=budget)
-            written.update(one.written)
-            stale.extend(one.stale)
-            requests += one.requests
-        return CommitResult(written, tuple(stale), requests)
-    for w in writes:
-        v = versions.get(w.tp, -1)
-        requests += 1
-        try:
-            if v < 0:
-                client.create(w.path, w.data)
-                written[w.tp] = 0
-            else:
-                stat = client.set(w.path, w.data, version=v)
-                written[w.tp] = stat.version
-        except (BadVersionError, NodeExistsError, NoNodeError):
-            stale.append(w.tp)
-    return CommitResult(written, tuple(stale), requests)
-
-
-def write_offsets_unfenced(client: Client, writes: Sequence[OffsetWrite]) -> int:
-    """`updatePersistentPath` one by one (the original's write, no version): used by tools and benchmarks."""
-    for w in writes:
-        try:
-            client.set(w.path, w.data)
-        except NoNodeError:
-            try:
-                client.create(w.path, w.data, makepath=True)
-            except NodeExistsError:
-                client.set(w.path, w.data)
-    return len(writes)
 
 
 def delete_registration(client: Client, group: str, consumer_id: str, session: int) -> None:

@@ -1,7 +1,13 @@
-"""The ZooKeeper offset store of a legacy group: reads and writes /consumers/[group]/offsets/[topic]/[partition]
-(decimal string of the next offset to consume), byte-compatible with the 0.8-era consumer and tools.
+"""The one writer of legacy offset znodes /consumers/[group]/offsets/[topic]/[partition] (decimal string of the
+next offset to consume), byte-compatible with the 0.8-era consumer and tools. Two ways to write:
 
-Guarantees: writes go in multi-ops kept under the 1 MB jute.maxbuffer limit; every set is versioned
+* `ZooKeeperOffsetStore.write` (tools, import, the bridge): OVERWRITE or NEVER_REGRESS, deciding on what it
+  reads itself and retrying a batch that lost to a concurrent writer.
+* `write_fenced` (a group member's commit): versioned against what the member itself read or last wrote, and
+  refused (reported `stale`, never retried) when anyone else wrote since, so a member that lost a partition
+  cannot move the new owner's offset back.
+
+Guarantees of the store: writes go in multi-ops kept under the 1 MB jute.maxbuffer limit; every set is versioned
 (`set_data(version=...)`, `create` for new nodes), so a concurrent writer is detected and the batch is
 re-read and re-decided instead of overwritten blindly; in NEVER_REGRESS mode no stored offset ever
 goes down; a retried batch after ConnectionLoss is idempotent (a node already at its target is left alone).
@@ -12,7 +18,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +36,10 @@ from kazoo.exceptions import (
 
 from zkcoord.errors import MalformedZnode, ZkcoordError
 from zkcoord.legacy import codecs, paths
+from zkcoord.legacy.codecs import decode_offset
 from zkcoord.legacy.paths import CONSUMERS, InvalidName, group_path, offset_path, offsets_path
+from zkcoord.legacy.rebalance import OffsetWrite, TopicPartition, batch_by_size, op_size
+from zkcoord.zk.member_zk import Client, _gather
 from zkcoord.zk.session import wait_for
 
 log = logging.getLogger(__name__)
@@ -361,13 +370,102 @@ def list_owners(client: KazooClient, group: str) -> dict[TP, str]:
 
 
 def walk_offsets(
-    client: KazooClient, groups: Iterable[str] | None = None
+    client: KazooClient, groups: Iterable[str] | None = None, *, skip_malformed: bool = True
 ) -> Iterator[tuple[str, str, int, int]]:
     """(group, topic, partition, offset) for every readable offset znode of `groups` (default: all);
-    malformed znodes are logged and skipped, as ExportZkOffsets skips unreadable nodes."""
+    malformed znodes are logged and skipped, or with `skip_malformed=False` the first one is raised."""
     for group in list_groups(client) if groups is None else groups:
         read = ZooKeeperOffsetStore(client, group).read()
         for (topic, partition), error in sorted(read.errors.items()):
+            if not skip_malformed:
+                raise error
             log.error("skipping %s/%d of group %s: %s", topic, partition, group, error)
         for (topic, partition), offset in sorted(read.offsets.items()):
             yield group, topic, partition, offset
+
+
+# --- a member's fenced offsets ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class StoredOffset:
+    offset: int  # -1 when none is stored
+    version: int  # znode version, -1 when the znode does not exist
+
+
+def read_versioned(
+    client: Client, group: str, tps: Sequence[TopicPartition]
+) -> dict[TopicPartition, StoredOffset]:
+    out = {}
+    offset_paths = [paths.offset_path(group, tp.topic, tp.partition) for tp in tps]
+    for tp, path, got in zip(
+        tps, offset_paths, _gather(client, [(p, client.get_async(p)) for p in offset_paths]), strict=True
+    ):
+        if isinstance(got, NoNodeError):
+            out[tp] = StoredOffset(-1, -1)
+        else:
+            data, stat = got
+            out[tp] = StoredOffset(decode_offset(path, data), stat.version)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class FencedWrite:
+    written: dict[TopicPartition, int]  # tp -> new znode version
+    stale: tuple[TopicPartition, ...]  # refused: someone else wrote the znode since I read it
+    requests: int
+
+
+def write_fenced(
+    client: Client,
+    writes: Sequence[OffsetWrite],
+    versions: Mapping[TopicPartition, int],
+    *,
+    batched: bool,
+    budget: int,
+) -> FencedWrite:
+    """Write offsets fenced by znode version: a write succeeds only if nobody else wrote the znode since this
+    member read or last wrote it (so a member that lost a partition cannot move a newer owner's offset
+    back). `versions[tp]` = -1 means the znode did not exist: it is created. Batched: multi-ops within
+    `budget` bytes; a batch that fails is redone one by one so every good write lands."""
+    written: dict[TopicPartition, int] = {}
+    stale: list[TopicPartition] = []
+    requests = 0
+    parents = sorted({w.path.rsplit("/", 1)[0] for w in writes if versions.get(w.tp, -1) < 0})
+    for parent in parents:
+        client.ensure_path(parent)
+        requests += 1
+    if batched:
+        for batch in batch_by_size(writes, lambda w: op_size(w.path, w.data), budget):
+            tx = client.transaction()
+            for w in batch:
+                v = versions.get(w.tp, -1)
+                if v < 0:
+                    tx.create(w.path, w.data)
+                else:
+                    tx.set_data(w.path, w.data, version=v)
+            results = tx.commit()
+            requests += 1
+            if not any(isinstance(r, Exception) for r in results):
+                for w in batch:
+                    v = versions.get(w.tp, -1)
+                    written[w.tp] = v + 1 if v >= 0 else 0
+                continue
+            one = write_fenced(client, batch, versions, batched=False, budget=budget)
+            written.update(one.written)
+            stale.extend(one.stale)
+            requests += one.requests
+        return FencedWrite(written, tuple(stale), requests)
+    for w in writes:
+        v = versions.get(w.tp, -1)
+        requests += 1
+        try:
+            if v < 0:
+                client.create(w.path, w.data)
+                written[w.tp] = 0
+            else:
+                stat = client.set(w.path, w.data, version=v)
+                written[w.tp] = stat.version
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            stale.append(w.tp)
+    return FencedWrite(written, tuple(stale), requests)
