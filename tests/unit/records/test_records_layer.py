@@ -1,4 +1,4 @@
-"""zkcoord.records sits below the group coordinator: it loads nothing from it, and shares its one error class."""
+"""zkcoord.records sits below the group coordinator: it loads nothing from it and shares its error class."""
 
 from __future__ import annotations
 
