@@ -10,9 +10,9 @@ in the same order. How the pieces fit:
 3. `Result.responses` answer tokens: usually the request's own token, but a delayed JoinGroup/SyncGroup stays
    parked and is answered by the Result of whichever later event completes it (last member joined, join timer,
    leader's SyncGroup, member removed, ...).
-4. `Result.timers` arm or cancel `TimerKey`s; when one fires the edge calls `on_timer`. Heartbeats never emit timer
-   operations: a member's deadline moves in memory and the heartbeat timer re-arms itself lazily when it fires
-   early, so a heartbeat costs a dict lookup and two assignments.
+4. `Result.timers` arm or cancel `TimerKey`s; when one fires the edge calls `on_timer`. A heartbeat moves the
+   member's deadline in memory and the heartbeat timer re-arms itself lazily when it fires early, so a heartbeat
+   emits a timer operation only when none is armed or the armed one is later than the new deadline.
 
 Determinism: the only inputs are state, request, now_ms, token and uuid; no clock, randomness or set iteration.
 
