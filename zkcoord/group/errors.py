@@ -5,6 +5,10 @@ from __future__ import annotations
 from enum import IntEnum
 
 from zkcoord.errors import ZkcoordError
+from zkcoord.records.errors import MalformedRecord
+
+# Re-exported: the codecs below the coordinator raise it, and coordinator code catches it under this name too.
+__all__ = ["ErrorCode", "IllegalStateTransition", "MalformedRecord"]
 
 
 class ErrorCode(IntEnum):
@@ -62,16 +66,3 @@ class IllegalStateTransition(ZkcoordError):
         self.group_id = group_id
         self.from_state = from_state
         self.to_state = to_state
-
-
-class MalformedRecord(ZkcoordError, ValueError):
-    """A `__consumer_offsets` key or value does not decode; says which part and why."""
-
-    code = 2  # CORRUPT_MESSAGE
-
-    def __init__(self, what: str, reason: str, data: bytes | None = None) -> None:
-        shown = "" if data is None else f" (bytes {data[:64].hex()}{'...' if len(data) > 64 else ''})"
-        super().__init__(f"malformed {what}: {reason}{shown}")
-        self.what = what
-        self.reason = reason
-        self.data = data

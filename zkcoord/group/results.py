@@ -10,7 +10,7 @@ from zkcoord.records.offsets import Record
 
 
 class TimerKind(Enum):
-    HEARTBEAT = "heartbeat"  # a member's session deadline (lazily re-armed: see handlers.on_timer)
+    HEARTBEAT = "heartbeat"  # a member's session deadline (lazily re-armed: see membership.on_member_timer)
     PENDING_MEMBER = "pending-member"  # KIP-394 member id handed out, JoinGroup not yet re-sent
     JOIN = "join"  # DelayedJoin / InitialDelayedJoin of a group
     SYNC = "sync"  # DelayedSync: members that must send SyncGroup after the join completed

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
-from zkcoord.group.errors import MalformedRecord
+from zkcoord.records.errors import MalformedRecord
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from zkcoord.group.errors import MalformedRecord
+from zkcoord.records.errors import MalformedRecord
 from zkcoord.records.offsets import (
     GroupMetadataKey,
     GroupMetadataValue,

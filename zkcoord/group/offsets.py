@@ -1,0 +1,203 @@
+"""Committed offsets (Kafka's `OffsetMetadataManager`): OffsetCommit, OffsetFetch, retention and expiry.
+
+Commits and expiry return records (offsets and their tombstones, and the tombstone of an Empty group that
+expiry leaves without offsets); nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from zkcoord.group.common import (
+    COMPLETING,
+    DEAD,
+    EMPTY,
+    STABLE,
+    E,
+    Effects,
+    commit_errors,
+    touch,
+    validate_current_member,
+)
+from zkcoord.group.errors import ErrorCode
+from zkcoord.group.messages import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
+from zkcoord.group.model import CONSUMER_PROTOCOL_TYPE, ClassicGroup, CoordinatorState
+from zkcoord.group.results import Result, Schedule, TimerKey
+from zkcoord.records.offsets import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
+
+# ----------------------------------------------------------------------------------------------- OffsetCommit
+
+
+def handle_offset_commit(st: CoordinatorState, req: OffsetCommitRequest, now_ms: int, token: int) -> Result:
+    out = Effects(st)
+    group = st.groups.get(req.group_id)
+    if group is None:
+        if req.generation_id < 0:
+            # Not using group management: an Empty "simple" group holds the offsets.
+            group = st.groups[req.group_id] = ClassicGroup(req.group_id, now_ms)
+        else:
+            out.respond(token, commit_errors(req, E.ILLEGAL_GENERATION))
+            return out.result()
+    err = _validate_offset_commit(group, req)
+    if err is None and group.state is COMPLETING:
+        err = E.REBALANCE_IN_PROGRESS
+    if err is not None:
+        out.respond(token, commit_errors(req, err))
+        return out.result()
+    if group.state is not EMPTY:
+        member = group.members[req.member_id]
+        touch(out, group, member, now_ms, member.session_timeout_ms)
+    max_meta = st.config.offset_metadata_max_bytes
+    expire = now_ms + req.retention_time_ms if req.retention_time_ms != -1 else -1
+    gid = req.group_id
+    records: list[Record] = []
+    topics = []
+    for t in req.topics:
+        parts = []
+        name = t.name
+        for p in t.partitions:
+            meta = p.committed_metadata if p.committed_metadata is not None else ""
+            if len(meta) > max_meta:
+                parts.append(
+                    OffsetCommitResponsePartition(p.partition_index, int(E.OFFSET_METADATA_TOO_LARGE))
+                )
+                continue
+            records.append(
+                (
+                    OffsetCommitKey(gid, name, p.partition_index),
+                    OffsetCommitValue(
+                        p.committed_offset,
+                        p.committed_leader_epoch,
+                        meta,
+                        p.commit_timestamp if p.commit_timestamp != -1 else now_ms,
+                        expire,
+                    ),
+                )
+            )
+            parts.append(_ok_partition(p.partition_index))
+        topics.append(OffsetCommitResponseTopic(name, tuple(parts)))
+    out.records_batch(records)
+    out.respond(token, OffsetCommitResponse(tuple(topics)))
+    return out.result()
+
+
+_OK_PARTITIONS: dict[int, OffsetCommitResponsePartition] = {}
+
+
+def _ok_partition(index: int) -> OffsetCommitResponsePartition:
+    # Responses are immutable, so one "partition N: NONE" object can answer every commit.
+    cached = _OK_PARTITIONS.get(index)
+    if cached is None:
+        cached = OffsetCommitResponsePartition(index, 0)
+        if len(_OK_PARTITIONS) < 65536:
+            _OK_PARTITIONS[index] = cached
+    return cached
+
+
+def _validate_offset_commit(group: ClassicGroup, req: OffsetCommitRequest) -> ErrorCode | None:
+    if group.state is DEAD:
+        return E.COORDINATOR_NOT_AVAILABLE
+    if req.generation_id < 0 and group.state is EMPTY:
+        # Admin tools and manually assigned consumers: member id and instance id are not checked.
+        return None
+    if req.generation_id >= 0 or req.member_id != "" or req.group_instance_id is not None:
+        err = validate_current_member(group, req.member_id, req.group_instance_id)
+        if err is not None:
+            return err
+        if req.generation_id != group.generation:
+            return E.ILLEGAL_GENERATION
+        return None
+    if group.state is not EMPTY:
+        # A non-empty group takes commits only from its members.
+        return E.UNKNOWN_MEMBER_ID
+    return None
+
+
+# ------------------------------------------------------------------------------------------------ OffsetFetch
+
+
+def handle_offset_fetch(st: CoordinatorState, req: OffsetFetchRequest, now_ms: int, token: int) -> Result:
+    group = st.groups.get(req.group_id)
+    stored = st.view.offsets.get(req.group_id) if group is not None and group.state is not DEAD else None
+    topics: list[OffsetFetchResponseTopic] = []
+    if req.topics is None:
+        by_topic: dict[str, list[OffsetFetchResponsePartition]] = {}
+        for (topic, partition), found in sorted((stored or {}).items()):
+            by_topic.setdefault(topic, []).append(
+                OffsetFetchResponsePartition(partition, found.offset, found.leader_epoch, found.metadata, 0)
+            )
+        topics = [OffsetFetchResponseTopic(t, tuple(ps)) for t, ps in by_topic.items()]
+    else:
+        for t in req.topics:
+            parts = []
+            for p in t.partition_indexes:
+                value = stored.get((t.name, p)) if stored else None
+                if value is None:
+                    parts.append(OffsetFetchResponsePartition(p, -1, -1, "", 0))
+                else:
+                    parts.append(
+                        OffsetFetchResponsePartition(p, value.offset, value.leader_epoch, value.metadata, 0)
+                    )
+            topics.append(OffsetFetchResponseTopic(t.name, tuple(parts)))
+    return Result(responses=((token, OffsetFetchResponse(0, tuple(topics))),))
+
+
+# --------------------------------------------------------------------------------------- retention and expiry
+
+
+def expire_offsets(st: CoordinatorState, now_ms: int) -> Result:
+    """Kafka's `cleanupGroupMetadata(removeExpiredOffsets)`: tombstone expired offsets; an Empty group left with
+    no offsets becomes Dead and is tombstoned too."""
+    out = Effects(st)
+    retention = st.config.offsets_retention_ms
+    for gid, group in list(st.groups.items()):
+        stored = st.view.offsets.get(gid, {})
+        expired = [tp for tp, value in stored.items() if _is_expired(group, tp[0], value, now_ms, retention)]
+        for topic, partition in sorted(expired):
+            out.record((OffsetCommitKey(gid, topic, partition), None))
+        if group.state is EMPTY and not st.view.offsets.get(gid):
+            group.transition(DEAD, now_ms)
+            tombstone_group(out, gid, everything=False)
+    return out.result()
+
+
+def _is_expired(
+    group: ClassicGroup, topic: str, value: OffsetCommitValue, now_ms: int, retention: int
+) -> bool:
+    ptype = group.protocol_type
+    if ptype is not None and group.state is EMPTY:
+        base = group.state_timestamp if group.state_timestamp is not None else value.commit_timestamp
+    elif ptype == CONSUMER_PROTOCOL_TYPE and group.subscribed_topics is not None and group.state is STABLE:
+        if topic in group.subscribed_topics:
+            return False
+        base = value.commit_timestamp
+    elif ptype is None:
+        base = value.commit_timestamp
+    else:
+        return False
+    if value.expire_timestamp >= 0:
+        return now_ms >= value.expire_timestamp
+    return now_ms - base >= retention
+
+
+def tombstone_group(out: Effects, gid: str, *, everything: bool) -> None:
+    """Tombstone a group gone Dead, with all its offsets when `everything`, and drop it from memory."""
+    if everything:
+        for topic, partition in sorted(out.st.view.offsets.get(gid, {})):
+            out.record((OffsetCommitKey(gid, topic, partition), None))
+    out.record((GroupMetadataKey(gid), None))
+    out.st.groups.pop(gid, None)
+
+
+def on_retention_timer(st: CoordinatorState, key: TimerKey, now_ms: int) -> Result:
+    """The periodic expiry pass fired: expire what is due, then arm the next pass."""
+    result = expire_offsets(st, now_ms)
+    nxt = Schedule(key, now_ms + st.config.offsets_retention_check_interval_ms)
+    return Result(result.records, result.responses, (*result.timers, nxt))
