@@ -8,4 +8,5 @@ VENV=${ZKCOORD_VENV:-.venv}
 echo "== ruff"; "$VENV/bin/ruff" check zkcoord migration tests benchmarks
 "$VENV/bin/ruff" format --check -q zkcoord migration tests benchmarks
 echo "== mypy"; "$VENV/bin/mypy" --no-error-summary
+echo "== import contract"; "$VENV/bin/lint-imports" --no-cache | sed -n '/^Contracts/,$p'  # fails the run if broken
 echo "== pytest"; exec "$VENV/bin/pytest" "$@"
