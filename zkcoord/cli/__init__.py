@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 from collections.abc import Sequence
 
 from zkcoord import __version__
+from zkcoord.cli import cluster, compare, demo, legacy, migrate, replay, serve, zk
 from zkcoord.errors import ZkcoordError
 
-# Each module defines `register(subparsers)`; the parser it adds sets `func(args) -> int`.
-COMMAND_MODULES = (
-    "zkcoord.cli.demo",
-    "zkcoord.cli.zk",
-    "zkcoord.cli.legacy",
-    "zkcoord.cli.serve",
-    "zkcoord.cli.replay",
-    "zkcoord.cli.cluster",
-    "zkcoord.cli.migrate",
-    "zkcoord.cli.compare",
-)
+# Each module defines `register(subparsers)`; the parser it adds sets `func(args) -> int`. In help order.
+COMMAND_MODULES = (demo, zk, legacy, serve, replay, cluster, migrate, compare)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,17 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"zkcoord {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for module in COMMAND_MODULES:
+        module.register(sub)
     return parser
-
-
-def quiet_client_logs(args: argparse.Namespace) -> None:
-    """Commands that break connections on purpose (comparison churn) hide the client libraries' expected
-    connection warnings unless -v was given."""
-    if not getattr(args, "verbose", 0):
-        for name in ("kafka", "kazoo"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

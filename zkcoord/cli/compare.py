@@ -8,7 +8,7 @@ import random
 import sys
 from typing import Any
 
-from zkcoord.cli import quiet_client_logs
+from zkcoord.cli.logs import quiet_client_logs
 
 DEFAULT_GROUP_SIZES = "2,5,10,25"
 DEFAULT_CHURN = "1,2,4"

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zkcoord.cli import quiet_client_logs
+from zkcoord.cli.logs import quiet_client_logs
 
 DEFAULT_OUT = "reports"
 

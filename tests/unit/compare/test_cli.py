@@ -72,7 +72,7 @@ def test_churn_commands_hide_client_connection_warnings_unless_verbose() -> None
     import argparse
     import logging
 
-    from zkcoord.cli import quiet_client_logs
+    from zkcoord.cli.logs import quiet_client_logs
 
     loggers = [logging.getLogger(n) for n in ("kafka", "kazoo")]
     saved = [lg.level for lg in loggers]
