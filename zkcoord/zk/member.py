@@ -12,11 +12,11 @@ How it runs (numbered as the original's `ZookeeperConsumerConnector`):
    rebalance due; one thread (`<consumerId>_watcher_executor`, as in the original) runs rebalances, so a burst
    of events coalesces into one run. The state alone says whether records may be handed out (the fence),
    whether the member is stable, and whether it stops; this module carries out what the table decides.
-3. A rebalance attempt, one named step each (`_attempt`): fence (stop handing out records) → commit consumed offsets (auto-commit) →
-   `before_release` → delete every owner znode I hold → read the group → plan (`zkcoord.legacy.rebalance`) →
-   claim my owner znodes (faithful: one by one with rollback; fast: multi-op, and on a conflict wait for the
-   conflicting znode's deletion) → read my offsets (after the claim, so no previous owner can commit after
-   the read) → install and unfence → `after_claim`.
+3. A rebalance attempt, one named step each (`_attempt`): fence (stop handing out records) → commit consumed
+   offsets (auto-commit) → `before_release` → delete every owner znode I hold → read the group → plan
+   (`zkcoord.legacy.rebalance`) → claim my owner znodes (faithful: one by one with rollback; fast: multi-op,
+   and on a conflict wait for the conflicting znode's deletion) → read my offsets (after the claim, so no
+   previous owner can commit after the read) → install and unfence → `after_claim`.
 4. Retries: faithful = `rebalance.max.retries` attempts `rebalance.backoff.ms` apart, then RebalanceFailed is
    reported and the member idles until the next event (as the original); fast = retry until the share is
    owned. Both leave the same znodes.

@@ -146,8 +146,8 @@ FOREIGN = st.sampled_from([E.REQUEST, E.SUSPEND, E.RECONNECT, E.SESSION_LOST])
 
 
 class Model:
-    """The runtime's use of the table, reduced to its decisions: a rebalance-due latch, a generation that session
-    events bump, and one attempt walked step by step (a step may be overtaken by kazoo's events)."""
+    """The runtime's use of the table, reduced to its decisions: a rebalance-due latch, a generation that
+    session events bump, and one attempt walked step by step (a step may be overtaken by kazoo's events)."""
 
     def __init__(self) -> None:
         self.state = S.CREATED
