@@ -8,13 +8,15 @@ How it runs (numbered as the original's `ZookeeperConsumerConnector`):
    the JVM's exact JSON; a node held by another session is a duplicate consumer id and is refused at once),
    watches the ids children and `/brokers/topics/T` data of subscribed topics (plus `/brokers/topics`
    children for wildcards and `/brokers/ids` children while no broker exists), and asks for a rebalance.
-2. Every watch and session event only sets a flag; one thread (`<consumerId>_watcher_executor`, as in the
-   original) runs rebalances, so a burst of events coalesces into one run.
-3. A rebalance attempt: fence (stop handing out records) → commit consumed offsets (auto-commit) →
-   `before_release` → delete every owner znode I hold → read the group → plan (`zkcoord.legacy.rebalance`) →
-   claim my owner znodes (faithful: one by one with rollback; fast: multi-op, and on a conflict wait for the
-   conflicting znode's deletion) → read my offsets (after the claim, so no previous owner can commit after
-   the read) → install and unfence → `after_claim`.
+2. Every watch and session event only feeds the state table (`zkcoord.legacy.member_state`) and marks a
+   rebalance due; one thread (`<consumerId>_watcher_executor`, as in the original) runs rebalances, so a burst
+   of events coalesces into one run. The state alone says whether records may be handed out (the fence),
+   whether the member is stable, and whether it stops; this module carries out what the table decides.
+3. A rebalance attempt, one named step each (`_attempt`): fence (stop handing out records) → commit consumed
+   offsets (auto-commit) → `before_release` → delete every owner znode I hold → read the group → plan
+   (`zkcoord.legacy.rebalance`) → claim my owner znodes (faithful: one by one with rollback; fast: multi-op,
+   and on a conflict wait for the conflicting znode's deletion) → read my offsets (after the claim, so no
+   previous owner can commit after the read) → install and unfence → `after_claim`.
 4. Retries: faithful = `rebalance.max.retries` attempts `rebalance.backoff.ms` apart, then RebalanceFailed is
    reported and the member idles until the next event (as the original); fast = retry until the share is
    owned. Both leave the same znodes.
@@ -47,20 +49,35 @@ from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.legacy import ids, paths
 from zkcoord.legacy.codecs import ConsumerRegistration, SubscriptionPattern
 from zkcoord.legacy.config import LegacyConsumerConfig
+from zkcoord.legacy.filters import TopicFilter
+from zkcoord.legacy.member_state import (
+    MUST_REGISTER,
+    SETTLED,
+    STOPPING,
+    MemberEvent,
+    MemberState,
+    hands_out,
+    transition,
+)
 from zkcoord.legacy.rebalance import (
     RebalancePlan,
     TopicPartition,
     plan_rebalance,
 )
 from zkcoord.zk import member_offsets, member_zk, retry
+from zkcoord.zk.member_fetch import Fetcher, KafkaFetcher, Message
 from zkcoord.zk.member_zk import DuplicateConsumerId
+from zkcoord.zk.registry import leader_endpoint
 from zkcoord.zk.retry import RebalanceFailed, RebalanceStopped, SessionMoved
+from zkcoord.zk.session import connect
 
 log = logging.getLogger(__name__)
 
 __all__ = [
     "DuplicateConsumerId",
+    "Fetcher",
     "LegacyConsumer",
+    "MemberState",
     "Message",
     "RebalanceFailed",
     "RebalanceListener",
@@ -73,15 +90,6 @@ class RebalanceListener(Protocol):
     def before_release(self, consumer_id: str, partitions: Mapping[str, frozenset[int]]) -> None: ...
 
     def after_claim(self, consumer_id: str, assignment: Mapping[TopicPartition, str]) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
 
 
 @dataclass(slots=True)
@@ -105,20 +113,6 @@ class MemberStats:
     # offsets.storage=kafka / dual commit: the bridge result of the last commit (every per-store failure)
     last_commit_result: Any = None
     commit_failures: int = 0  # partition-store outcomes that failed or were skipped, summed over commits
-
-
-class Fetcher(Protocol):
-    """The data path. `assign` positions of -1 mean "no stored offset: apply auto.offset.reset"; the
-    position each such reset resolved to is reported once by `reset_positions` (before any record of that
-    partition is returned by `poll`), and becomes the member's consume position."""
-
-    def assign(self, positions: Mapping[TopicPartition, int]) -> None: ...
-
-    def poll(self, timeout_ms: int) -> list[Message]: ...
-
-    def reset_positions(self) -> Mapping[TopicPartition, int]: ...
-
-    def close(self) -> None: ...
 
 
 FetcherFactory = Callable[["LegacyConsumer"], Fetcher]
@@ -172,8 +166,6 @@ class LegacyConsumer:
                 paths.validate_topic(t, max_length=paths.TOPIC_MAX_LENGTH_0_8_2)
             self.registration = ConsumerRegistration.static(dict(topics), timestamp_ms=ts)
         else:
-            from zkcoord.legacy.filters import TopicFilter
-
             pattern = (
                 SubscriptionPattern.WHITE_LIST if whitelist is not None else SubscriptionPattern.BLACK_LIST
             )
@@ -191,24 +183,21 @@ class LegacyConsumer:
         self.stats = MemberStats()
         self.offset_storage: member_offsets.MemberOffsets | None = None
 
+        # One lock for the state and the ownership, which change together; its condition wakes the rebalance
+        # thread, the fetch path and `wait_stable` on every change.
         self._lock = threading.RLock()
         self._changed = threading.Condition(self._lock)
+        self._state = MemberState.CREATED
         self._owned: dict[TopicPartition, _Owned] = {}
-        self._fenced = True
         self._assign_version = 0  # bumped on every change of what the fetch path may hand out
         self._generation = 0  # bumped on every session change and every rebalance start
         self._session = -1  # the session my registration belongs to
-        self._need_register = True
-        self._reconnected = False
-        self._pending = False
-        self._stable = threading.Event()
-        self._wake = threading.Event()
-        self._stopping = False
-        self._closed = False
+        # A rebalance is due: set by every watch and session event (and by close), cleared when an attempt
+        # starts. It coalesces bursts into one rebalance and cuts a fast-mode claim wait short
+        # (`member_zk.wait_deleted` watches it), so it stays an Event rather than a state of the table.
+        self._due = threading.Event()
         self._thread: threading.Thread | None = None
-        self._watched_topics: set[str] = set()
-        self._watching_brokers = False
-        self._watching_topic_list = False
+        self._watched: set[str] = set()  # paths with a watch installed (each watch is set once)
         self._last_plan: RebalancePlan | None = None
         self._next_auto_commit = 0.0
         # Fetch-path state, touched only by the iterating thread.
@@ -226,10 +215,9 @@ class LegacyConsumer:
         self.close()
 
     def start(self) -> LegacyConsumer:
+        self._feed(MemberEvent.START)
         cfg = self.config
         if self.client is None:
-            from zkcoord.zk.session import connect
-
             self.client = connect(
                 cfg.zookeeper_connect,
                 timeout=cfg.connection_timeout_ms / 1000.0,
@@ -239,7 +227,11 @@ class LegacyConsumer:
         self._zk = member_zk.Deadlined(client, cfg.call_deadline_ms / 1000.0)
         self.offset_storage = self._offsets_factory(cfg, self._zk, self.group, self._fast)
         client.add_listener(self._on_state)
-        self._register()
+        try:
+            self._register()
+        except DuplicateConsumerId:
+            self._feed(MemberEvent.DUPLICATE)
+            raise
         client.ChildrenWatch(paths.ids_path(self.group), self._on_ids_change, send_event=False)
         if self.registration.is_wildcard:
             self._watch_topic_list()
@@ -253,13 +245,11 @@ class LegacyConsumer:
 
     def close(self, *, commit: bool | None = None) -> None:
         """Stop rebalancing, commit (auto-commit or `commit=True`), release owners, deregister, disconnect."""
-        if self._closed:
-            return
-        self._closed = True
         with self._lock:
-            self._stopping = True
-            self._changed.notify_all()
-        self._wake.set()
+            if self._state in (MemberState.CLOSING, MemberState.CLOSED):
+                return
+            self._feed(MemberEvent.CLOSE)
+        self._due.set()  # ends a claim wait at once
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=30)
         client = self._zk
@@ -267,10 +257,10 @@ class LegacyConsumer:
         try:
             if client is not None and client.connected:
                 if do_commit:
-                    self._commit(fence_first=True)
+                    self._commit()
                 with self._lock:
                     owned = list(self._owned)
-                    self._fence_locked(clear=True)
+                    self._drop_ownership_locked()
                     session = self._session
                 if member_zk.session_id(client) == session:
                     member_zk.release(
@@ -284,7 +274,8 @@ class LegacyConsumer:
                     member_zk.delete_registration(client, self.group, self.consumer_id, session)
         finally:
             with self._lock:
-                self._fence_locked(clear=True)
+                self._drop_ownership_locked()
+                self._feed(MemberEvent.CLOSED)
             if self.client is not None:
                 self.client.remove_listener(self._on_state)
                 if self._own_client:
@@ -298,12 +289,52 @@ class LegacyConsumer:
     def _fast(self) -> bool:
         return self.config.mode == "fast"
 
+    # --- state -----------------------------------------------------------------------------------------------
+
+    def _feed(self, event: MemberEvent) -> MemberState:
+        """Move to the state the table gives for `event`; a move that raises or lowers the fence changes the
+        assignment version, so the fetch path and observers see it."""
+        with self._lock:
+            before = self._state
+            self._state = transition(before, event)
+            if hands_out(before) != hands_out(self._state):
+                self._assign_version += 1
+            if self._state is not before:
+                log.debug(
+                    "group=%s member=%s %s: %s -> %s",
+                    self.group,
+                    self.consumer_id,
+                    event,
+                    before,
+                    self._state,
+                )
+            self._changed.notify_all()
+            return self._state
+
+    def _drop_ownership_locked(self) -> None:
+        self._owned.clear()
+        self._assign_version += 1
+        self._changed.notify_all()
+
+    @property
+    def state(self) -> MemberState:
+        return self._state
+
+    @property
+    def _stopping(self) -> bool:
+        return self._state in STOPPING
+
+    @property
+    def _closed(self) -> bool:
+        """close() was called (tests and observers tell live members by it)."""
+        return self._state in (MemberState.CLOSING, MemberState.CLOSED)
+
     # --- views -----------------------------------------------------------------------------------------------
 
     def owned(self) -> dict[TopicPartition, str]:
         """What this member believes it owns (and may hand out records from): empty while fenced."""
         with self._lock:
-            if self._fenced:
+            if self.fenced:
                 return {}
             return {tp: o.thread_id for tp, o in self._owned.items()}
 
@@ -311,12 +342,12 @@ class LegacyConsumer:
         """(assignment version, believed ownership) read atomically: while the version is unchanged the
         member has not fenced, released or claimed anything, so observers can check it against znodes."""
         with self._lock:
-            owned = {} if self._fenced else {tp: o.thread_id for tp, o in self._owned.items()}
+            owned = {} if self.fenced else {tp: o.thread_id for tp, o in self._owned.items()}
             return self._assign_version, owned
 
     @property
     def fenced(self) -> bool:
-        return self._fenced
+        return not hands_out(self._state)
 
     @property
     def session(self) -> int:
@@ -324,10 +355,11 @@ class LegacyConsumer:
 
     def is_stable(self) -> bool:
         """No rebalance pending or running and the last one succeeded."""
-        return self._stable.is_set()
+        return self._state in SETTLED
 
     def wait_stable(self, timeout: float) -> bool:
-        return self._stable.wait(timeout)
+        with self._changed:
+            return self._changed.wait_for(lambda: self._state in SETTLED, timeout)
 
     def positions(self) -> dict[TopicPartition, int]:
         with self._lock:
@@ -337,10 +369,8 @@ class LegacyConsumer:
 
     def _signal(self) -> None:
         with self._lock:
-            self._pending = True
-            self._stable.clear()
-            self._changed.notify_all()
-        self._wake.set()
+            self._due.set()
+            self._feed(MemberEvent.REQUEST)
 
     def _on_ids_change(self, _children: list[str]) -> bool:
         if self._stopping:
@@ -350,7 +380,7 @@ class LegacyConsumer:
 
     def _on_topic_data(self, topic: str) -> Callable[[Any, Any], bool]:
         def fire(_data: Any, _stat: Any) -> bool:
-            if self._stopping or topic not in self._watched_topics:
+            if self._stopping or paths.topic_path(topic) not in self._watched:
                 return False
             self._signal()
             return True
@@ -365,47 +395,37 @@ class LegacyConsumer:
         return True
 
     def _on_state(self, state: KazooState) -> None:
-        # Runs on kazoo's connection thread: never block here, only fence and flag.
+        # Runs on kazoo's connection thread: never block here, only feed the table and mark a rebalance due.
         with self._lock:
             if state == KazooState.SUSPENDED:
                 log.info("group=%s member=%s connection suspended: fencing", self.group, self.consumer_id)
-                self._fence_locked(clear=False)
+                self._feed(MemberEvent.SUSPEND)
             elif state == KazooState.LOST:
                 log.info("group=%s member=%s session lost: dropping ownership", self.group, self.consumer_id)
-                self._fence_locked(clear=True)
-                self._need_register = True
+                self._feed(MemberEvent.SESSION_LOST)
+                self._drop_ownership_locked()
             else:
-                self._reconnected = True
+                self._feed(MemberEvent.RECONNECT)
             self._generation += 1
-            self._pending = True
-            self._stable.clear()
-            self._changed.notify_all()
-        self._wake.set()
-
-    def _fence_locked(self, *, clear: bool) -> None:
-        self._fenced = True
-        self._assign_version += 1
-        if clear:
-            self._owned.clear()
-        self._changed.notify_all()
+            self._due.set()
 
     # --- watcher thread --------------------------------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
             with self._lock:
-                while not self._pending and not self._stopping:
+                while not self._due.is_set() and not self._stopping:
                     timeout = self._next_auto_commit - self._now()
                     if self.config.auto_commit_enable and timeout <= 0:
                         break
                     self._changed.wait(timeout=min(1.0, max(timeout, 0.01)))
                 if self._stopping:
                     return
-                pending = self._pending
+                due = self._due.is_set()
             if self.config.auto_commit_enable and self._now() >= self._next_auto_commit:
                 self._next_auto_commit = self._now() + self.config.auto_commit_interval_ms / 1000.0
                 try:
-                    self._commit(fence_first=False)
+                    self._commit()
                 except Exception:
                     log.warning(
                         "group=%s member=%s exception during autoCommit",
@@ -413,7 +433,7 @@ class LegacyConsumer:
                         self.consumer_id,
                         exc_info=True,
                     )
-            if pending:
+            if due:
                 self._synced_rebalance()
 
     def _synced_rebalance(self) -> None:
@@ -423,8 +443,7 @@ class LegacyConsumer:
             with self._lock:
                 if self._stopping:
                     raise RebalanceStopped("stopping")
-                self._pending = False
-                self._wake.clear()
+                self._due.clear()
             self.stats.attempts += 1
             return self._attempt()
 
@@ -460,6 +479,7 @@ class LegacyConsumer:
             log.error(
                 "group=%s member=%s error during syncedRebalance: %s", self.group, self.consumer_id, exc
             )
+            self._settle(MemberEvent.GIVE_UP)
             return
         except (SessionMoved, ConnectionClosedError) as exc:
             log.info("group=%s member=%s rebalance dropped: %s", self.group, self.consumer_id, exc)
@@ -470,19 +490,26 @@ class LegacyConsumer:
         except DuplicateConsumerId as exc:
             self.stats.last_error = str(exc)
             log.error("%s", exc)
-            with self._lock:
-                self._stopping = True
+            self._feed(MemberEvent.DUPLICATE)
             return
         except Exception as exc:
             self.stats.last_error = f"{type(exc).__name__}: {exc}"
             log.exception("group=%s member=%s rebalance error", self.group, self.consumer_id)
             if retry.classify(exc) is retry.ErrorClass.RETRY:
                 self._signal()
+            else:
+                self._settle(MemberEvent.GIVE_UP)
             return
+        if self._settle(MemberEvent.DONE):
+            self.stats.last_stable_at = self._now()
+
+    def _settle(self, event: MemberEvent) -> bool:
+        """End a rebalance with DONE or GIVE_UP unless another became due meanwhile (it runs next)."""
         with self._lock:
-            if not self._pending:
-                self._stable.set()
-                self.stats.last_stable_at = self._now()
+            if self._due.is_set():
+                return False
+            self._feed(event)
+            return True
 
     def _register(self) -> None:
         # Never under self._lock: kazoo's connection thread takes that lock in _on_state, and it must stay
@@ -491,59 +518,80 @@ class LegacyConsumer:
         session = member_zk.register(self._zk, self.group, self.consumer_id, self.registration)
         with self._lock:
             self._session = session
-            self._need_register = False
-        log.info("group=%s member=%s registered (session 0x%x)", self.group, self.consumer_id, self._session)
+            self._feed(MemberEvent.REGISTERED)
+        log.info("group=%s member=%s registered (session 0x%x)", self.group, self.consumer_id, session)
+
+    # --- one rebalance attempt -------------------------------------------------------------------------------
 
     def _attempt(self) -> bool:
         """One rebalance attempt (§3.5, with the fixes). True when done. Every ZooKeeper call in it has a
         deadline (`zkcoord.zk.call.timeout.ms`): a call blocked on a suspended connection fails the
         attempt with ZooKeeperCallTimeout and the retry policy takes over."""
+        session, generation = self._check_registration()
+        assert self._zk is not None
+        if not member_zk.broker_ids(self._zk):
+            # As the original: nothing to fetch from; wait for a broker to appear.
+            self._watch_brokers()
+            log.warning("group=%s member=%s no broker is available; waiting", self.group, self.consumer_id)
+            return True
+        self._fence_commit_release(session)
+        plan = self._read_and_plan()
+        if not self._claim(plan, session):
+            return False
+        return self._install(plan, session, generation)
+
+    def _check_registration(self) -> tuple[int, int]:
+        """Register again if the session moved (or was lost), capture (session, generation) for the fences
+        of the later steps, and check that my ids znode belongs to my session."""
         client = self._zk
         assert client is not None
-        cfg = self.config
         with self._lock:
-            reregister = self._need_register or member_zk.session_id(client) != self._session
+            reregister = self._state in MUST_REGISTER or member_zk.session_id(client) != self._session
             if reregister:
-                self._fence_locked(clear=True)
+                self._feed(MemberEvent.REREGISTER)
+                self._drop_ownership_locked()
         if reregister:
             self._register()
         with self._lock:
             self._generation += 1
             generation = self._generation
             session = self._session
-            self._reconnected = False
         owner = member_zk.registration_owner(client, self.group, self.consumer_id)
         if owner is None:
+            self._feed(MemberEvent.REREGISTER)
             self._register()
             with self._lock:
                 session = self._session
         elif owner != session:
             raise DuplicateConsumerId(paths.id_path(self.group, self.consumer_id), owner, session)
+        return session, generation
 
-        if not member_zk.broker_ids(client):
-            # As the original: nothing to fetch from; wait for a broker to appear.
-            self._watch_brokers()
-            log.warning("group=%s member=%s no broker is available; waiting", self.group, self.consumer_id)
-            return True
-
-        # Fence before anything else, then commit what was consumed, then release.
+    def _fence_commit_release(self, session: int) -> None:
+        """Fence before anything else, then commit what was consumed, tell the listener, release every owner
+        znode I hold (eager release-all, as the original)."""
+        client = self._zk
+        assert client is not None
         with self._lock:
-            self._fence_locked(clear=False)
+            self._feed(MemberEvent.FENCE)
             owned_now = sorted(self._owned)
-        if cfg.auto_commit_enable and owned_now:
-            self._commit(fence_first=False, session=session)
+        if self.config.auto_commit_enable and owned_now:
+            self._commit(session=session)
         if self._listener is not None and owned_now:
             by_topic: dict[str, set[int]] = {}
             for tp in owned_now:
                 by_topic.setdefault(tp.topic, set()).add(tp.partition)
             self._listener.before_release(self.consumer_id, {t: frozenset(ps) for t, ps in by_topic.items()})
         member_zk.release(
-            client, self.group, owned_now, session, batched=self._fast, budget=cfg.multi_budget_bytes
+            client, self.group, owned_now, session, batched=self._fast, budget=self.config.multi_budget_bytes
         )
         with self._lock:
-            self._owned.clear()
-            self._assign_version += 1
+            self._drop_ownership_locked()
 
+    def _read_and_plan(self) -> RebalancePlan:
+        """Read the group and plan my share (`zkcoord.legacy.rebalance`); watch the topics it covers."""
+        client = self._zk
+        assert client is not None
+        cfg = self.config
         snapshot = member_zk.read_snapshot(client, self.group, need_all_topics=self.registration.is_wildcard)
         plan = plan_rebalance(
             consumer_id=self.consumer_id,
@@ -557,33 +605,46 @@ class LegacyConsumer:
         if not any(cid == self.consumer_id for cid, _reg in snapshot.registrations):
             # My registration vanished between the check and the read (session moving): try again.
             raise SessionMoved("own registration missing from the group snapshot")
+        return plan
 
-        if plan.claims:
-            try:
-                if self._fast:
-                    result = member_zk.claim_batched(
-                        client, self.group, plan.claims, session, budget=cfg.multi_budget_bytes
-                    )
-                else:
-                    result = member_zk.claim_one_by_one(client, self.group, plan.claims, session)
-            except member_zk.ZooKeeperCallTimeout:
-                # A create that timed out may still be applied when the connection comes back: remember
-                # the claims as possibly mine (fenced, nothing handed out) so the next attempt releases
-                # whichever of them exist under my session.
-                with self._lock:
-                    self._owned = {c.tp: _Owned(c.thread_id, -2, -2, -2) for c in plan.claims}
-                raise
-            if not result.ok:
-                if self._fast:
-                    others = member_zk.delete_stale_own(client, result.conflicts, session)
-                    if others:
-                        self.stats.claim_waits += 1
-                        member_zk.wait_deleted(
-                            client, others, cfg.claim_deadline_ms / 1000.0, self._wake, clock=self._now
-                        )
-                return False
+    def _claim(self, plan: RebalancePlan, session: int) -> bool:
+        """Create my owner znodes (faithful: one by one with rollback; fast: multi-op, and on a conflict wait
+        for the conflicting znode's deletion). False on a conflict: the attempt failed."""
+        client = self._zk
+        assert client is not None
+        cfg = self.config
+        if not plan.claims:
+            return True
+        try:
+            if self._fast:
+                result = member_zk.claim_batched(
+                    client, self.group, plan.claims, session, budget=cfg.multi_budget_bytes
+                )
+            else:
+                result = member_zk.claim_one_by_one(client, self.group, plan.claims, session)
+        except member_zk.ZooKeeperCallTimeout:
+            # A create that timed out may still be applied when the connection comes back: remember
+            # the claims as possibly mine (fenced, nothing handed out) so the next attempt releases
+            # whichever of them exist under my session.
+            with self._lock:
+                self._owned = {c.tp: _Owned(c.thread_id, -2, -2, -2) for c in plan.claims}
+            raise
+        if result.ok:
+            return True
+        if self._fast:
+            others = member_zk.delete_stale_own(client, result.conflicts, session)
+            if others:
+                self.stats.claim_waits += 1
+                member_zk.wait_deleted(
+                    client, others, cfg.claim_deadline_ms / 1000.0, self._due, clock=self._now
+                )
+        return False
 
-        assert self.offset_storage is not None
+    def _install(self, plan: RebalancePlan, session: int, generation: int) -> bool:
+        """Read my offsets (after the claim, so no previous owner can commit after the read), then install
+        the ownership and lower the fence, unless the session or generation moved meanwhile."""
+        client = self._zk
+        assert client is not None and self.offset_storage is not None
         offsets = self.offset_storage.fetch(plan.fetch_offsets)
         with self._lock:
             if member_zk.session_id(client) != session or self._session != session:
@@ -609,12 +670,10 @@ class LegacyConsumer:
                 )
                 for c in plan.claims
             }
-            self._fenced = False
-            self._assign_version += 1
+            self._feed(MemberEvent.INSTALL)
             self._last_plan = plan
             self.stats.rebalances += 1
             self.stats.history.append((self._now(), len(plan.claims)))
-            self._changed.notify_all()
         log.info(
             "group=%s member=%s gen=%d owns %d partitions",
             self.group,
@@ -631,22 +690,23 @@ class LegacyConsumer:
     def _watch_topics(self, topics: tuple[str, ...]) -> None:
         assert self.client is not None
         for topic in topics:
-            if topic not in self._watched_topics:
-                self._watched_topics.add(topic)
-                self.client.DataWatch(paths.topic_path(topic), self._on_topic_data(topic))
+            path = paths.topic_path(topic)
+            if path not in self._watched:
+                self._watched.add(path)
+                self.client.DataWatch(path, self._on_topic_data(topic))
 
     def _watch_brokers(self) -> None:
         assert self.client is not None
-        if not self._watching_brokers:
-            self._watching_brokers = True
+        if paths.BROKER_IDS not in self._watched:
+            self._watched.add(paths.BROKER_IDS)
             assert self._zk is not None
             self._zk.ensure_path(paths.BROKER_IDS)
             self.client.ChildrenWatch(paths.BROKER_IDS, self._on_broker_list)
 
     def _watch_topic_list(self) -> None:
         assert self.client is not None
-        if not self._watching_topic_list:
-            self._watching_topic_list = True
+        if paths.BROKER_TOPICS not in self._watched:
+            self._watched.add(paths.BROKER_TOPICS)
             assert self._zk is not None
             self._zk.ensure_path(paths.BROKER_TOPICS)
             self.client.ChildrenWatch(paths.BROKER_TOPICS, self._on_ids_change, send_event=False)
@@ -655,16 +715,14 @@ class LegacyConsumer:
 
     def commit_offsets(self) -> int:
         """Commit every consumed offset that moved; returns how many were written."""
-        return self._commit(fence_first=False)
+        return self._commit()
 
-    def _commit(self, *, fence_first: bool, session: int | None = None) -> int:
+    def _commit(self, *, session: int | None = None) -> int:
         client = self._zk
         storage = self.offset_storage
         if client is None or storage is None:
             return 0
         with self._lock:
-            if fence_first:
-                self._fence_locked(clear=False)
             expected = self._session if session is None else session
             consumed = {tp: o.consumed for tp, o in self._owned.items() if o.consumed >= 0}
             checkpoints = {tp: o.checkpoint for tp, o in self._owned.items()}
@@ -698,7 +756,7 @@ class LegacyConsumer:
 
     def __iter__(self) -> Iterator[Message]:
         timeout = None if self.config.consumer_timeout_ms < 0 else self.config.consumer_timeout_ms / 1000.0
-        while not self._closed and not self._stopping:
+        while not self._stopping:
             msg = self.next_message(timeout)
             if msg is None:
                 return
@@ -708,10 +766,10 @@ class LegacyConsumer:
         """The next record from an owned partition, or None after `timeout` seconds (None = forever) or on
         close. The fence is checked, under the ownership lock, right before a record is handed out."""
         deadline = None if timeout is None else self._now() + timeout
-        while not self._closed and not self._stopping:
+        while not self._stopping:
             with self._lock:
                 version = self._assign_version
-                fenced = self._fenced
+                fenced = self.fenced
                 positions = {} if fenced else {tp: o.consumed for tp, o in self._owned.items()}
             if version != self._fetcher_version:
                 self._buffer.clear()
@@ -724,7 +782,7 @@ class LegacyConsumer:
             while self._buffer:
                 msg = self._buffer.popleft()
                 with self._lock:
-                    if self._fenced or self._assign_version != version:
+                    if self.fenced or self._assign_version != version:
                         break
                     o = self._owned.get(TopicPartition(msg.topic, msg.partition))
                     if o is None or (o.consumed >= 0 and msg.offset < o.consumed):
@@ -767,8 +825,6 @@ class LegacyConsumer:
             if self._fetcher_factory is not None:
                 self._fetcher = self._fetcher_factory(self)
             else:
-                from zkcoord.zk.member_fetch import KafkaFetcher
-
                 self._fetcher = KafkaFetcher(self)
         return self._fetcher
 
@@ -781,8 +837,6 @@ class LegacyConsumer:
 
     def leader_endpoints(self, tps: list[TopicPartition]) -> list[str]:
         """`host:port` of the leaders ZooKeeper names for `tps` (partition state -> broker registration)."""
-        from zkcoord.zk.registry import leader_endpoint
-
         assert self.client is not None
         out = []
         for tp in tps:

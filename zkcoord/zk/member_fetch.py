@@ -5,21 +5,59 @@ partition is not fetched until its reset position is known and reported to the m
 so the member can commit that position even before it hands out a record.
 
 Used only from the thread that iterates the member; the member checks its fence before handing a record out.
+This module owns the data path's types (`Message`, the `Fetcher` protocol) and needs of the member only what
+`FetchSource` names, so it does not import the member (which imports it).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Protocol
+
+from kazoo.client import KazooClient
 
 from zkcoord.errors import ZkcoordError
+from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.rebalance import TopicPartition
 
-if TYPE_CHECKING:
-    from zkcoord.zk.member import LegacyConsumer, Message
-
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+class Fetcher(Protocol):
+    """The data path. `assign` positions of -1 mean "no stored offset: apply auto.offset.reset"; the
+    position each such reset resolved to is reported once by `reset_positions` (before any record of that
+    partition is returned by `poll`), and becomes the member's consume position."""
+
+    def assign(self, positions: Mapping[TopicPartition, int]) -> None: ...
+
+    def poll(self, timeout_ms: int) -> list[Message]: ...
+
+    def reset_positions(self) -> Mapping[TopicPartition, int]: ...
+
+    def close(self) -> None: ...
+
+
+class FetchSource(Protocol):
+    """What the data path needs of its member: its config, its ZooKeeper client, and where the leaders are."""
+
+    @property
+    def config(self) -> LegacyConsumerConfig: ...
+
+    @property
+    def client(self) -> KazooClient | None: ...
+
+    def leader_endpoints(self, tps: list[TopicPartition]) -> list[str]: ...
 
 
 class NoLeaderAvailable(ZkcoordError):
@@ -29,7 +67,7 @@ class NoLeaderAvailable(ZkcoordError):
 class KafkaFetcher:
     """One KafkaConsumer per member, re-assigned on every ownership change."""
 
-    def __init__(self, member: LegacyConsumer) -> None:
+    def __init__(self, member: FetchSource) -> None:
         self._member = member
         self._consumer = None
         self._assigned: dict[TopicPartition, int] = {}
@@ -139,8 +177,6 @@ class KafkaFetcher:
         return taken
 
     def poll(self, timeout_ms: int) -> list[Message]:
-        from zkcoord.zk.member import Message
-
         if self._consumer is None or not self._assigned:
             return []
         if self._unresolved:
