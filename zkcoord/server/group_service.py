@@ -56,6 +56,7 @@ from zkcoord.group.messages import (
 from zkcoord.group.model import CoordinatorState
 from zkcoord.group.results import Cancel, Result, TimerKey
 from zkcoord.records.offsets import decode_record, encode_records
+from zkcoord.server.seams import GroupCoordinator
 from zkcoord.storage.store import RawRecord, RecordStore
 from zkcoord.zk.bridge_offsets import MirrorOutcome, ZkBridgeUnavailable, ZkOffsetsRead
 
@@ -406,8 +407,8 @@ def install_zk_offset_bridge(bridge: ZkOffsetBridge | None) -> None:
     _process_bridge = bridge
 
 
-class GroupService:
-    """One per node. `clock()` returns seconds (like `time.time`); the core sees `int(clock() * 1000)`."""
+class GroupService(GroupCoordinator):
+    """One per node (one per led offsets partition in cluster mode). `clock()` returns seconds (like `time.time`); the core sees `int(clock() * 1000)`."""
 
     def __init__(
         self,
