@@ -2,34 +2,26 @@
 
 With a ZooKeeper connect string the node is a cluster member (zkcoord.server.cluster_routing): it registers,
 takes part in controller election, and serves the groups of the offsets partitions the controller gives it.
+Every collaborator is handed to the broker at construction; nothing is attached afterwards.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Awaitable
+from dataclasses import dataclass, field, replace
 
+from zkcoord.cluster.node import ClusterConfig
 from zkcoord.group.config import GroupConfig
-from zkcoord.server.broker import Broker, ServerConfig
-from zkcoord.server.group_service import OffsetMirror
+from zkcoord.server.broker import Broker, NewData, Response, ServerConfig
+from zkcoord.server.cluster_routing import ClusterRouting
+from zkcoord.server.group_service import GroupService, OffsetMirror
+from zkcoord.server.kafka_protocol import RequestFrame
 from zkcoord.server.log import LogManager
 from zkcoord.server.wire import WireServer
+from zkcoord.storage import FileRecordStore
 
 log = logging.getLogger(__name__)
-
-
-def _load_group_service(config: GroupConfig, server: ServerConfig, offset_mirror: Any = None) -> Any:
-    """The GroupService over a FileRecordStore in the data dir, or None while that module is not there."""
-    try:
-        service_mod = importlib.import_module("zkcoord.server.group_service")
-        storage_mod = importlib.import_module("zkcoord.storage")
-    except ImportError as exc:
-        log.warning("group coordinator not available (%s); group APIs answer COORDINATOR_NOT_AVAILABLE", exc)
-        return None
-    store = storage_mod.FileRecordStore(server.data_dir / "group-records")
-    return service_mod.GroupService(config, store, offset_mirror=offset_mirror)
 
 
 @dataclass
@@ -43,64 +35,55 @@ class Node:
     logs: LogManager | None = None
     broker: Broker | None = None
     wire: WireServer | None = None
-    groups: Any = None
-    zk: Any = None
+    groups: GroupService | None = None  # a single node's group coordinator, over a file in the data dir
+    cluster: ClusterRouting | None = None  # a cluster node's: groups routed by offsets partition
 
     async def start(self) -> None:
         cfg = self.server_config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        self.logs = LogManager(cfg.data_dir, cfg.log_segment_bytes)
+        logs = self.logs = LogManager(cfg.data_dir, cfg.log_segment_bytes)
         if not self.zk_connect:
-            self.groups = _load_group_service(self.group_config, cfg, self.offset_mirror)
-            if self.groups is not None:
-                await self.groups.start()
-        self.broker = Broker(cfg, self.logs, self.groups)
-        if self.groups is not None:
-            from zkcoord.server.groups import GroupDispatch
-
-            self.broker.groups_dispatch = GroupDispatch(self.groups).dispatch
-        self.wire = WireServer(self.broker.dispatch, cfg.host, cfg.port, cfg.socket_request_max_bytes)
+            store = FileRecordStore(cfg.data_dir / "group-records")
+            self.groups = GroupService(self.group_config, store, offset_mirror=self.offset_mirror)
+            await self.groups.start()
+        self.wire = WireServer(self._dispatch, cfg.host, cfg.port, cfg.socket_request_max_bytes)
         await self.wire.start()
         if cfg.port == 0 or self.advertise is not None:
             # the advertised endpoint: the bound port unless advertised.listeners says otherwise
             host, port = self.advertise or (cfg.host, self.wire.port)
-            self.server_config = cfg = ServerConfig(**{**_asdict(cfg), "host": host, "port": port})
-            self.broker.config = cfg
+            self.server_config = cfg = replace(cfg, host=host, port=port)
+        # No await from the listener's start to the broker's construction, so no request can arrive before it.
+        new_data = NewData()
         if self.zk_connect:
-            await self._join_cluster(self.zk_connect, cfg)
+            self.cluster = ClusterRouting(
+                self._cluster_config(cfg), self.group_config, logs, new_data.notify, self.offset_mirror
+            )
+            self.broker = Broker(cfg, logs, groups=self.cluster, cluster=self.cluster, new_data=new_data)
+            await self.cluster.start()
+        else:
+            self.broker = Broker(cfg, logs, groups=self.groups, new_data=new_data)
 
-    async def _join_cluster(self, zk_connect: str, cfg: ServerConfig) -> None:
-        from zkcoord.cluster.node import ClusterConfig
-        from zkcoord.server.cluster_routing import ClusterRouting
-        from zkcoord.server.groups import GroupDispatch
+    def _dispatch(self, req: RequestFrame) -> Response | Awaitable[Response]:
+        assert self.broker is not None, "the broker is built before the listener can hand over a request"
+        return self.broker.dispatch(req)
 
-        assert self.broker is not None and self.logs is not None
-        cluster_config = ClusterConfig(
-            zookeeper_connect=zk_connect,
+    def _cluster_config(self, cfg: ServerConfig) -> ClusterConfig:
+        assert self.zk_connect is not None
+        return ClusterConfig(
+            zookeeper_connect=self.zk_connect,
             node_id=cfg.node_id,
             host=cfg.host,
             port=cfg.port,
             offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
             **self.cluster_overrides,
         )
-        routing = ClusterRouting(cluster_config, self.group_config, self.offset_mirror)
-        self.zk = routing
-        self.groups = routing
-        self.broker.groups = routing
-        self.broker.cluster = routing
-        self.broker.groups_dispatch = GroupDispatch(routing).dispatch
-        self.broker.on_topic_created.append(routing.topic_created)
-        routing.on_new_data = self.broker.notify_new_data
-        await routing.start(self.logs)
 
     async def close(self) -> None:
         if self.wire is not None:
             await self.wire.close()
+        if self.cluster is not None:
+            await self.cluster.close()
         if self.groups is not None:
             await self.groups.close()
         if self.logs is not None:
             self.logs.close()
-
-
-def _asdict(cfg: ServerConfig) -> dict[str, Any]:
-    return {name: getattr(cfg, name) for name in cfg.__dataclass_fields__}

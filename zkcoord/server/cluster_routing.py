@@ -21,9 +21,9 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from typing import TypeVar, cast
 
 from zkcoord.cluster.node import ClusterConfig, ClusterNode
 from zkcoord.errors import MalformedZnode
@@ -35,35 +35,58 @@ from zkcoord.group.messages import (
     DeleteGroupsResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    GroupRequest,
+    GroupResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
     ListGroupsRequest,
     ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
 )
 from zkcoord.legacy import paths
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.placement.leadership import NO_LEADER, single_replica_assignment
-from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.group_service import GroupService, OffsetMirror
-from zkcoord.server.log import OffsetsTopicLog
+from zkcoord.server.log import LogManager, OffsetsTopicLog
+from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
+from zkcoord.server.seams import ClusterSide, GroupCoordinator
 from zkcoord.zk import registry
 from zkcoord.zk.controller import ZooKeeperError, create_topic_if_absent, read_topic_states
 from zkcoord.zk.record_store import ZkRecordStore
 
 log = logging.getLogger(__name__)
 
-NOT_LEADER_OR_FOLLOWER = 6
-LEADER_NOT_AVAILABLE = 5
 REFRESH_INTERVAL_S = 0.5
 CALLBACK_TIMEOUT_S = 60.0
 
 # topic -> partition -> (leader, replicas); replaced whole by the refresher, read by handlers on the loop
 TopicLeaders = dict[str, dict[int, tuple[int, tuple[int, ...]]]]
 
+_Resp = TypeVar("_Resp", bound=GroupResponse)
 
-class ClusterRouting:
-    """Start with `await start(loop_logs)` and stop with `await close()`; the group API methods mirror GroupService."""
+
+class ClusterRouting(GroupCoordinator, ClusterSide):
+    """Start with `await start(logs)` and stop with `await close()`. As a GroupCoordinator it routes each group
+    to the GroupService of its offsets partition; as the broker's ClusterSide it answers who leads what.
+
+    `on_new_data` is called on the loop when an offsets partition's store grows (it wakes waiting Fetches)."""
 
     def __init__(
-        self, config: ClusterConfig, group_config: GroupConfig, offset_mirror: OffsetMirror | None = None
+        self,
+        config: ClusterConfig,
+        group_config: GroupConfig,
+        logs: LogManager,
+        on_new_data: Callable[[], None] | None = None,
+        offset_mirror: OffsetMirror | None = None,
     ) -> None:
         self.config = config
         self.group_config = group_config
@@ -71,10 +94,10 @@ class ClusterRouting:
         self.node = ClusterNode(config, on_become_leader=self._become_leader, on_resign=self._resign)
         self.services: dict[int, GroupService] = {}
         self.offsets_logs: dict[int, OffsetsTopicLog] = {}
-        self.on_new_data: Callable[[], None] | None = None  # Broker.notify_new_data: wakes waiting Fetches
+        self.on_new_data = on_new_data
         self.topics: TopicLeaders = {}
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._logs: Any = None
+        self._logs = logs
         self._refresher: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
         self._closing = False
@@ -82,9 +105,9 @@ class ClusterRouting:
 
     # -- lifecycle ----------------------------------------------------------------------------------------
 
-    async def start(self, logs: Any) -> None:
+    async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._logs = logs
+        logs = self._logs
         await asyncio.to_thread(self.node.start)
         for name in sorted(logs.topics):
             await asyncio.to_thread(self._publish_topic, name, len(logs.topics[name]))
@@ -234,11 +257,12 @@ class ClusterRouting:
     def partition_meta(self, topic: str, count: int) -> list[tuple[int, int, tuple[int, ...], int]]:
         """(partition, leader, replicas, error) for Metadata; LEADER_NOT_AVAILABLE until the controller acts."""
         parts = self.topics.get(topic, {})
-        out = []
+        out: list[tuple[int, int, tuple[int, ...], int]] = []
         for p in range(max(count, len(parts))):  # ZooKeeper's count wins while local logs catch up
             leader, replicas = parts.get(p, (NO_LEADER, ()))
             alive = leader != NO_LEADER and any(n == leader for n, _h, _p in self.node.brokers())
-            out.append((p, leader if alive else -1, replicas or (-1,), 0 if alive else LEADER_NOT_AVAILABLE))
+            error = ErrorCode.NONE if alive else ErrorCode.LEADER_NOT_AVAILABLE
+            out.append((p, leader if alive else -1, replicas or (-1,), error))
         return out
 
     def offsets_partition_count(self) -> int:
@@ -250,7 +274,7 @@ class ClusterRouting:
             return None
         return self.offsets_logs.get(partition)
 
-    def offsets_topic_meta(self) -> kp.TopicMeta:
+    def offsets_topic_meta(self) -> TopicMeta:
         """`__consumer_offsets` as Kafka lists it: internal, every offsets partition with its leader (replicas
         and ISR = the leader: the records live in ZooKeeper, not on a replica's disk)."""
         count = self.node.offsets_partition_count()
@@ -260,9 +284,9 @@ class ClusterRouting:
         for p in range(count):
             lead = leaders.get(p)
             leader = lead.leader if lead is not None and lead.leader in live else -1
-            error = 0 if leader != -1 else LEADER_NOT_AVAILABLE
-            parts.append(kp.PartitionMeta(p, leader, (leader,), error))
-        return kp.TopicMeta(OFFSETS_TOPIC, 0, tuple(parts), internal=True)
+            error = ErrorCode.NONE if leader != -1 else ErrorCode.LEADER_NOT_AVAILABLE
+            parts.append(PartitionMeta(p, leader, (leader,), error))
+        return TopicMeta(OFFSETS_TOPIC, ErrorCode.NONE, tuple(parts), internal=True)
 
     def brokers(self) -> list[tuple[int, str, int]]:
         return self.node.brokers()
@@ -273,50 +297,57 @@ class ClusterRouting:
             info = registry.read_controller(self.node.client)
         return info.brokerid if info is not None else -1
 
-    def find_coordinator(self, key: str) -> tuple[int, str | None, int, str, int]:
-        answer = self.node.find_coordinator(key)
+    def find_coordinator(self, group_id: str) -> Coordinator:
+        answer = self.node.find_coordinator(group_id)
         message = None if answer.error == ErrorCode.NONE else answer.error.name
-        return int(answer.error), message, answer.node_id, answer.host, answer.port
+        return Coordinator(group_id, answer.error, message, answer.node_id, answer.host, answer.port)
 
     # -- group APIs ----------------------------------------------------------------------------------------
 
-    async def _route(self, req: Any, group_id: str, method: str) -> Any:
+    async def _route(
+        self, req: GroupRequest, group_id: str, call: Callable[[GroupService], Awaitable[_Resp]]
+    ) -> _Resp:
         status = self.node.group_status(group_id)
         service = self.services.get(self.node.partition_for(group_id))
         if status == ErrorCode.NONE and service is None:
             status = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if status != ErrorCode.NONE or service is None:
-            return h.error_response(req, status)
-        return await getattr(service, method)(req)
+            # error_response answers each request type with its own response type
+            return cast(_Resp, h.error_response(req, status))
+        return await call(service)
 
-    async def join_group(self, req: Any) -> Any:
-        return await self._route(req, req.group_id, "join_group")
+    async def join_group(self, req: JoinGroupRequest) -> JoinGroupResponse:
+        return await self._route(req, req.group_id, lambda s: s.join_group(req))
 
-    async def sync_group(self, req: Any) -> Any:
-        return await self._route(req, req.group_id, "sync_group")
+    async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResponse:
+        return await self._route(req, req.group_id, lambda s: s.sync_group(req))
 
-    async def heartbeat(self, req: Any) -> Any:
-        return await self._route(req, req.group_id, "heartbeat")
+    async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
+        return await self._route(req, req.group_id, lambda s: s.heartbeat(req))
 
-    async def leave_group(self, req: Any) -> Any:
-        return await self._route(req, req.group_id, "leave_group")
+    async def leave_group(self, req: LeaveGroupRequest) -> LeaveGroupResponse:
+        return await self._route(req, req.group_id, lambda s: s.leave_group(req))
 
-    async def offset_commit(self, req: Any) -> Any:
-        return await self._route(req, req.group_id, "offset_commit")
+    async def offset_commit(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
+        return await self._route(req, req.group_id, lambda s: s.offset_commit(req))
 
-    async def offset_fetch(self, req: Any) -> Any:
-        return await self._route(req, req.group_id, "offset_fetch")
+    async def offset_fetch(self, req: OffsetFetchRequest) -> OffsetFetchResponse:
+        return await self._route(req, req.group_id, lambda s: s.offset_fetch(req))
+
+    async def _describe_one(self, req: DescribeGroupsRequest, group_id: str) -> DescribeGroupsResponse:
+        one = replace(req, groups=(group_id,))
+        return await self._route(one, group_id, lambda s: s.describe_groups(one))
+
+    async def _delete_one(self, req: DeleteGroupsRequest, group_id: str) -> DeleteGroupsResponse:
+        one = replace(req, groups_names=(group_id,))
+        return await self._route(one, group_id, lambda s: s.delete_groups(one))
 
     async def describe_groups(self, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
-        parts = await asyncio.gather(
-            *(self._route(replace(req, groups=(g,)), g, "describe_groups") for g in req.groups)
-        )
+        parts = await asyncio.gather(*(self._describe_one(req, g) for g in req.groups))
         return DescribeGroupsResponse(tuple(g for r in parts for g in r.groups))
 
     async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
-        parts = await asyncio.gather(
-            *(self._route(replace(req, groups_names=(g,)), g, "delete_groups") for g in req.groups_names)
-        )
+        parts = await asyncio.gather(*(self._delete_one(req, g) for g in req.groups_names))
         return DeleteGroupsResponse(tuple(r for p in parts for r in p.results))
 
     async def list_groups(self, req: ListGroupsRequest) -> ListGroupsResponse:

@@ -50,6 +50,7 @@ from zkcoord.group.messages import (
 from zkcoord.group.model import CoordinatorState
 from zkcoord.group.results import Cancel, Result, TimerKey
 from zkcoord.records.offsets import decode_record, encode_records
+from zkcoord.server.seams import GroupCoordinator
 from zkcoord.storage.store import RawRecord, RecordStore
 
 log = logging.getLogger(__name__)
@@ -72,8 +73,8 @@ class OffsetMirror(Protocol):
     ) -> OffsetFetchResponse: ...
 
 
-class GroupService:
-    """One per node. `clock()` returns seconds (like `time.time`); the core sees `int(clock() * 1000)`."""
+class GroupService(GroupCoordinator):
+    """One per node (one per led offsets partition in cluster mode). `clock()` returns seconds (like `time.time`); the core sees `int(clock() * 1000)`."""
 
     def __init__(
         self,

@@ -1,40 +1,51 @@
-"""Routes group-API frames to the GroupService: adapter request dataclasses in, encoded responses out."""
+"""Routes group-API frames to a group coordinator: adapter request dataclasses in, encoded responses out."""
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Awaitable
 
+from zkcoord.group import messages as gm
+from zkcoord.group.errors import ErrorCode
 from zkcoord.server import kafka_protocol as kp
+from zkcoord.server.seams import GroupCoordinator
 
 
 class GroupDispatch:
     """`dispatch(req)` -> awaitable response frame for JoinGroup ... DeleteGroups."""
 
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: GroupCoordinator) -> None:
         self.service = service
-        self._methods = {
-            kp.JOIN_GROUP: service.join_group,
-            kp.SYNC_GROUP: service.sync_group,
-            kp.HEARTBEAT: service.heartbeat,
-            kp.LEAVE_GROUP: service.leave_group,
-            kp.OFFSET_COMMIT: service.offset_commit,
-            kp.OFFSET_FETCH: service.offset_fetch,
-            kp.DESCRIBE_GROUPS: service.describe_groups,
-            kp.LIST_GROUPS: service.list_groups,
-            kp.DELETE_GROUPS: service.delete_groups,
-        }
 
-    def dispatch(self, req: kp.RequestFrame) -> Any:
-        method = self._methods.get(req.api_key)
-        if method is None:
-            return kp.error_response(req, 35)
-        return self._call(req, method)
+    def dispatch(self, req: kp.RequestFrame) -> Awaitable[bytes] | bytes | None:
+        if req.api_key not in kp.GROUP_APIS:
+            return kp.error_response(req, ErrorCode.UNSUPPORTED_VERSION)
+        return self._call(req)
 
-    async def _call(self, req: kp.RequestFrame, method: Any) -> bytes:
+    async def _call(self, req: kp.RequestFrame) -> bytes:
         requests = kp.group_requests(req)
         if len(requests) == 1:
-            responses = [await method(requests[0])]
+            responses = [await self._one(requests[0])]
         else:
-            responses = list(await asyncio.gather(*(method(r) for r in requests)))
+            responses = list(await asyncio.gather(*(self._one(r) for r in requests)))
         return kp.group_response(req, responses)
+
+    async def _one(self, r: gm.GroupRequest) -> gm.GroupResponse:
+        s = self.service
+        if isinstance(r, gm.JoinGroupRequest):
+            return await s.join_group(r)
+        if isinstance(r, gm.SyncGroupRequest):
+            return await s.sync_group(r)
+        if isinstance(r, gm.HeartbeatRequest):
+            return await s.heartbeat(r)
+        if isinstance(r, gm.LeaveGroupRequest):
+            return await s.leave_group(r)
+        if isinstance(r, gm.OffsetCommitRequest):
+            return await s.offset_commit(r)
+        if isinstance(r, gm.OffsetFetchRequest):
+            return await s.offset_fetch(r)
+        if isinstance(r, gm.DescribeGroupsRequest):
+            return await s.describe_groups(r)
+        if isinstance(r, gm.ListGroupsRequest):
+            return await s.list_groups(r)
+        return await s.delete_groups(r)

@@ -1,7 +1,8 @@
 """The one adapter over kafka-python 3.x protocol classes: decode request frames, encode response frames.
 
 Nothing else in zkcoord imports `kafka.protocol`. Requests come out as a `RequestFrame` whose `body` is the
-kafka-python request object (read by attribute); responses are built here from plain values. Every way a frame
+kafka-python request object, read only here: the group APIs are decoded into `zkcoord.group.messages` and the
+data-plane APIs into `zkcoord.server.messages`, and responses are encoded here from those values. Every way a frame
 can be wrong raises a `ProtocolError` subclass naming what was wrong; the wire layer decides whether it can
 answer (UNSUPPORTED_VERSION, ApiVersions v0 fallback) or must close the connection.
 
@@ -61,6 +62,12 @@ from kafka.protocol.producer import (
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.group import messages as gm
+from zkcoord.group.errors import ErrorCode
+from zkcoord.server import messages as dm
+
+# Re-exported: the Metadata values predate `zkcoord.server.messages` and callers know them as kp.TopicMeta.
+PartitionMeta = dm.PartitionMeta
+TopicMeta = dm.TopicMeta
 
 # -- API keys and the advertised table ---------------------------------------------------------------------------
 
@@ -159,9 +166,9 @@ _CLASSES: dict[int, tuple[Any, Any]] = {
     DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
 }
 
-# Error codes the wire layer itself produces.
-UNSUPPORTED_VERSION = 35
-INVALID_REQUEST = 42
+# Error codes the wire layer itself produces (from the one enum).
+UNSUPPORTED_VERSION = ErrorCode.UNSUPPORTED_VERSION
+INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
 # -- errors ---------------------------------------------------------------------------------------------------
 
@@ -410,243 +417,6 @@ def unsupported_version_response(api_key: int, api_version: int, correlation_id:
     if flexible:
         return _RESP_HEAD_FLEX.pack(len(body) + 5, correlation_id, 0) + bytes(body)
     return _frame_v0(correlation_id, body)
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionMeta:
-    index: int
-    leader: int
-    replicas: tuple[int, ...]
-    error_code: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class TopicMeta:
-    name: str
-    error_code: int
-    partitions: tuple[PartitionMeta, ...]
-    internal: bool = False
-
-
-def metadata_request_topics(req: RequestFrame) -> list[str] | None:
-    """Requested topic names, or None for "all topics" (null list v1+, empty list v0)."""
-    topics = req.body.topics
-    if topics is None or (req.api_version == 0 and not topics):
-        return None
-    return [t.name for t in topics if t.name is not None]
-
-
-def metadata_response(
-    req: RequestFrame,
-    brokers: Sequence[tuple[int, str, int]],
-    cluster_id: str,
-    controller_id: int,
-    topics: Sequence[TopicMeta],
-) -> bytes:
-    cls = MetadataResponse
-    B, T = cls.MetadataResponseBroker, cls.MetadataResponseTopic
-    P = T.MetadataResponsePartition
-    resp = cls(
-        version=req.api_version,
-        throttle_time_ms=0,
-        brokers=[B(node_id=n, host=h, port=p, rack=None) for n, h, p in brokers],
-        cluster_id=cluster_id,
-        controller_id=controller_id,
-        topics=[
-            T(
-                error_code=t.error_code,
-                name=t.name,
-                is_internal=t.internal,
-                partitions=[
-                    P(
-                        error_code=p.error_code,
-                        partition_index=p.index,
-                        leader_id=p.leader,
-                        leader_epoch=0,
-                        replica_nodes=list(p.replicas),
-                        isr_nodes=list(p.replicas),
-                        offline_replicas=[],
-                    )
-                    for p in t.partitions
-                ],
-            )
-            for t in topics
-        ],
-    )
-    return _encode(req, resp)
-
-
-def find_coordinator_keys(req: RequestFrame) -> tuple[int, list[str]]:
-    """(key_type, keys): v0-3 carry one key, v4+ a batch (KIP-699)."""
-    key_type = req.body.key_type if req.api_version >= 1 else 0
-    if req.api_version >= 4:
-        return key_type, list(req.body.coordinator_keys or [])
-    return key_type, [req.body.key]
-
-
-def find_coordinator_response(
-    req: RequestFrame, results: Sequence[tuple[str, int, str | None, int, str, int]]
-) -> bytes:
-    """results: (key, error_code, error_message, node_id, host, port) per key."""
-    cls = FindCoordinatorResponse
-    if req.api_version >= 4:
-        C = cls.Coordinator
-        resp = cls(
-            version=req.api_version,
-            throttle_time_ms=0,
-            coordinators=[
-                C(key=k, node_id=n, host=h, port=p, error_code=e, error_message=m)
-                for k, e, m, n, h, p in results
-            ],
-        )
-    else:
-        _k, e, m, n, h, p = results[0]
-        resp = cls(
-            version=req.api_version,
-            throttle_time_ms=0,
-            error_code=e,
-            error_message=m,
-            node_id=n,
-            host=h,
-            port=p,
-        )
-    return _encode(req, resp)
-
-
-def create_topics_response(req: RequestFrame, results: Sequence[tuple[str, int, str | None, int]]) -> bytes:
-    """results: (name, error_code, error_message, num_partitions)."""
-    cls = CreateTopicsResponse
-    R = cls.CreatableTopicResult
-    resp = cls(
-        version=req.api_version,
-        throttle_time_ms=0,
-        topics=[
-            R(
-                name=n,
-                error_code=e,
-                error_message=m,
-                num_partitions=np if e == 0 else -1,
-                replication_factor=1 if e == 0 else -1,
-                configs=[],
-            )
-            for n, e, m, np in results
-        ],
-    )
-    return _encode(req, resp)
-
-
-def produce_response(
-    req: RequestFrame, topics: Sequence[tuple[str, Sequence[tuple[int, int, int, int, str | None]]]]
-) -> bytes:
-    """topics: (name, [(partition, error_code, base_offset, log_start_offset, error_message)])."""
-    cls = ProduceResponse
-    T = cls.TopicProduceResponse
-    P = T.PartitionProduceResponse
-    resp = cls(
-        version=req.api_version,
-        throttle_time_ms=0,
-        responses=[
-            T(
-                name=name,
-                partition_responses=[
-                    P(
-                        index=p,
-                        error_code=e,
-                        base_offset=b,
-                        log_append_time_ms=-1,
-                        log_start_offset=s,
-                        record_errors=[],
-                        error_message=m,
-                    )
-                    for p, e, b, s, m in parts
-                ],
-            )
-            for name, parts in topics
-        ],
-    )
-    return _encode(req, resp)
-
-
-def list_offsets_response(
-    req: RequestFrame, topics: Sequence[tuple[str, Sequence[tuple[int, int, int, int]]]]
-) -> bytes:
-    """topics: (name, [(partition, error_code, timestamp, offset)])."""
-    cls = ListOffsetsResponse
-    T = cls.ListOffsetsTopicResponse
-    P = T.ListOffsetsPartitionResponse
-    v0 = req.api_version == 0
-    resp = cls(
-        version=req.api_version,
-        throttle_time_ms=0,
-        topics=[
-            T(
-                name=name,
-                partitions=[
-                    P(
-                        partition_index=p,
-                        error_code=e,
-                        old_style_offsets=[o] if v0 and o >= 0 else [],
-                        timestamp=ts,
-                        offset=o,
-                        leader_epoch=-1 if o < 0 else 0,
-                    )
-                    for p, e, ts, o in parts
-                ],
-            )
-            for name, parts in topics
-        ],
-    )
-    return _encode(req, resp)
-
-
-def fetch_response(
-    req: RequestFrame,
-    error_code: int,
-    topics: Sequence[tuple[str, Sequence[tuple[int, int, int, int, bytes]]]],
-) -> bytes:
-    """topics: (name, [(partition, error_code, high_watermark, log_start_offset, records)]). No fetch sessions."""
-    cls = FetchResponse
-    T = cls.FetchableTopicResponse
-    P = T.PartitionData
-    resp = cls(
-        version=req.api_version,
-        throttle_time_ms=0,
-        error_code=error_code,
-        session_id=0,
-        responses=[
-            T(
-                topic=name,
-                partitions=[
-                    P(
-                        partition_index=p,
-                        error_code=e,
-                        high_watermark=hw,
-                        last_stable_offset=hw,
-                        log_start_offset=ls,
-                        aborted_transactions=None,
-                        preferred_read_replica=-1,
-                        records=recs,
-                    )
-                    for p, e, hw, ls, recs in parts
-                ],
-            )
-            for name, parts in topics
-        ],
-    )
-    return _encode(req, resp)
-
-
-def init_producer_id_response(
-    req: RequestFrame, error_code: int, producer_id: int, producer_epoch: int
-) -> bytes:
-    resp = InitProducerIdResponse(
-        version=req.api_version,
-        throttle_time_ms=0,
-        error_code=error_code,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-    )
-    return _encode(req, resp)
 
 
 def encode_request(
@@ -1015,3 +785,261 @@ def _bitfield(value: int) -> set[int] | None:
     if value == -(2**31):
         return None
     return {bit for bit in range(32) if value >> bit & 1}
+
+
+# -- data-plane APIs: kafka-python objects <-> zkcoord.server.messages ------------------------------------------
+# One decoder per request and one encoder per response, as for the group APIs above: the broker reads and
+# writes only `zkcoord.server.messages` values. Version differences are settled here.
+
+
+def metadata_request(req: RequestFrame) -> dm.MetadataRequest:
+    b = req.body
+    v = req.api_version
+    names: tuple[str, ...] | None = None
+    if b.topics is not None and not (v == 0 and not b.topics):  # v0 asks for every topic by an empty list
+        names = tuple(t.name for t in b.topics if t.name is not None)
+    return dm.MetadataRequest(v, names, v < 4 or bool(b.allow_auto_topic_creation))
+
+
+def metadata_response(req: RequestFrame, r: dm.MetadataResponse) -> bytes:
+    cls = MetadataResponse
+    B, T = cls.MetadataResponseBroker, cls.MetadataResponseTopic
+    P = T.MetadataResponsePartition
+    resp = cls(
+        version=req.api_version,
+        throttle_time_ms=0,
+        brokers=[B(node_id=b.node_id, host=b.host, port=b.port, rack=None) for b in r.brokers],
+        cluster_id=r.cluster_id,
+        controller_id=r.controller_id,
+        topics=[
+            T(
+                error_code=t.error_code,
+                name=t.name,
+                is_internal=t.internal,
+                partitions=[
+                    P(
+                        error_code=p.error_code,
+                        partition_index=p.index,
+                        leader_id=p.leader,
+                        leader_epoch=0,
+                        replica_nodes=list(p.replicas),
+                        isr_nodes=list(p.replicas),
+                        offline_replicas=[],
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in r.topics
+        ],
+    )
+    return _encode(req, resp)
+
+
+def find_coordinator_request(req: RequestFrame) -> dm.FindCoordinatorRequest:
+    b = req.body
+    v = req.api_version
+    keys = tuple(b.coordinator_keys or ()) if v >= 4 else (b.key,)
+    return dm.FindCoordinatorRequest(v, b.key_type if v >= 1 else 0, keys)
+
+
+def find_coordinator_response(req: RequestFrame, r: dm.FindCoordinatorResponse) -> bytes:
+    cls = FindCoordinatorResponse
+    if req.api_version >= 4:
+        C = cls.Coordinator
+        resp = cls(
+            version=req.api_version,
+            throttle_time_ms=0,
+            coordinators=[
+                C(
+                    key=c.key,
+                    node_id=c.node_id,
+                    host=c.host,
+                    port=c.port,
+                    error_code=c.error_code,
+                    error_message=c.error_message,
+                )
+                for c in r.coordinators
+            ],
+        )
+    else:
+        c = r.coordinators[0]
+        resp = cls(
+            version=req.api_version,
+            throttle_time_ms=0,
+            error_code=c.error_code,
+            error_message=c.error_message,
+            node_id=c.node_id,
+            host=c.host,
+            port=c.port,
+        )
+    return _encode(req, resp)
+
+
+def create_topics_request(req: RequestFrame) -> dm.CreateTopicsRequest:
+    b = req.body
+    v = req.api_version
+    topics = tuple(
+        dm.CreatableTopic(t.name, t.num_partitions, t.replication_factor, len(t.assignments or ()))
+        for t in b.topics
+    )
+    return dm.CreateTopicsRequest(v, topics, bool(b.validate_only) if v >= 1 else False)
+
+
+def create_topics_response(req: RequestFrame, r: dm.CreateTopicsResponse) -> bytes:
+    cls = CreateTopicsResponse
+    R = cls.CreatableTopicResult
+    resp = cls(
+        version=req.api_version,
+        throttle_time_ms=0,
+        topics=[
+            R(
+                name=t.name,
+                error_code=t.error_code,
+                error_message=t.error_message,
+                num_partitions=t.num_partitions if t.error_code == 0 else -1,
+                replication_factor=1 if t.error_code == 0 else -1,
+                configs=[],
+            )
+            for t in r.topics
+        ],
+    )
+    return _encode(req, resp)
+
+
+def produce_request(req: RequestFrame) -> dm.ProduceRequest:
+    b = req.body
+    topics = tuple(
+        dm.ProduceTopic(t.name, tuple(dm.ProducePartition(p.index, p.records) for p in t.partition_data))
+        for t in b.topic_data
+    )
+    return dm.ProduceRequest(req.api_version, b.acks, topics)
+
+
+def produce_response(req: RequestFrame, r: dm.ProduceResponse) -> bytes:
+    cls = ProduceResponse
+    T = cls.TopicProduceResponse
+    P = T.PartitionProduceResponse
+    resp = cls(
+        version=req.api_version,
+        throttle_time_ms=0,
+        responses=[
+            T(
+                name=t.name,
+                partition_responses=[
+                    P(
+                        index=p.index,
+                        error_code=p.error_code,
+                        base_offset=p.base_offset,
+                        log_append_time_ms=-1,
+                        log_start_offset=p.log_start_offset,
+                        record_errors=[],
+                        error_message=p.error_message,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in r.topics
+        ],
+    )
+    return _encode(req, resp)
+
+
+def list_offsets_request(req: RequestFrame) -> dm.ListOffsetsRequest:
+    topics = tuple(
+        dm.ListOffsetsTopic(
+            t.name, tuple(dm.ListOffsetsPartition(p.partition_index, p.timestamp) for p in t.partitions)
+        )
+        for t in req.body.topics
+    )
+    return dm.ListOffsetsRequest(req.api_version, topics)
+
+
+def list_offsets_response(req: RequestFrame, r: dm.ListOffsetsResponse) -> bytes:
+    cls = ListOffsetsResponse
+    T = cls.ListOffsetsTopicResponse
+    P = T.ListOffsetsPartitionResponse
+    v0 = req.api_version == 0
+    resp = cls(
+        version=req.api_version,
+        throttle_time_ms=0,
+        topics=[
+            T(
+                name=t.name,
+                partitions=[
+                    P(
+                        partition_index=p.partition_index,
+                        error_code=p.error_code,
+                        old_style_offsets=[p.offset] if v0 and p.offset >= 0 else [],
+                        timestamp=p.timestamp,
+                        offset=p.offset,
+                        leader_epoch=-1 if p.offset < 0 else 0,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in r.topics
+        ],
+    )
+    return _encode(req, resp)
+
+
+def fetch_request(req: RequestFrame) -> dm.FetchRequest:
+    b = req.body
+    v = req.api_version
+    topics = tuple(
+        dm.FetchTopic(
+            t.topic,
+            tuple(
+                dm.FetchPartition(p.partition, p.fetch_offset, p.partition_max_bytes) for p in t.partitions
+            ),
+        )
+        for t in b.topics
+    )
+    return dm.FetchRequest(v, b.max_wait_ms, b.min_bytes, b.max_bytes if v >= 3 else 2**31 - 1, topics)
+
+
+def fetch_response(req: RequestFrame, r: dm.FetchResponse) -> bytes:
+    cls = FetchResponse
+    T = cls.FetchableTopicResponse
+    P = T.PartitionData
+    resp = cls(
+        version=req.api_version,
+        throttle_time_ms=0,
+        error_code=r.error_code,
+        session_id=0,
+        responses=[
+            T(
+                topic=t.topic,
+                partitions=[
+                    P(
+                        partition_index=p.partition_index,
+                        error_code=p.error_code,
+                        high_watermark=p.high_watermark,
+                        last_stable_offset=p.high_watermark,
+                        log_start_offset=p.log_start_offset,
+                        aborted_transactions=None,
+                        preferred_read_replica=-1,
+                        records=p.records,
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in r.topics
+        ],
+    )
+    return _encode(req, resp)
+
+
+def init_producer_id_request(req: RequestFrame) -> dm.InitProducerIdRequest:
+    return dm.InitProducerIdRequest(req.api_version, req.body.transactional_id)
+
+
+def init_producer_id_response(req: RequestFrame, r: dm.InitProducerIdResponse) -> bytes:
+    resp = InitProducerIdResponse(
+        version=req.api_version,
+        throttle_time_ms=0,
+        error_code=r.error_code,
+        producer_id=r.producer_id,
+        producer_epoch=r.producer_epoch,
+    )
+    return _encode(req, resp)

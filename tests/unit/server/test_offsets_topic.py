@@ -135,9 +135,7 @@ def _call(broker: Broker, api_key: int, version: int, **fields: Any) -> Any:
 
 
 def _broker(tmp_path: Path, cluster: Any) -> Broker:
-    broker = Broker(ServerConfig(data_dir=tmp_path, node_id=1), LogManager(tmp_path))
-    broker.cluster = cluster
-    return broker
+    return Broker(ServerConfig(data_dir=tmp_path, node_id=1), LogManager(tmp_path), cluster=cluster)
 
 
 def _metadata(broker: Broker, names: list[str] | None) -> Any:

@@ -1,0 +1,91 @@
+"""What the broker needs of its collaborators, as Protocols: a group coordinator (one node's `GroupService` or a
+cluster node's `ClusterRouting`) and the cluster side of a ZooKeeper-era node; mypy checks both implementations.
+
+Why Protocols and not base classes: the broker and the wire server are written against these few methods only,
+so a reader (and mypy) sees the whole contract here, and tests pass small fakes without inheriting anything.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from zkcoord.group.messages import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from zkcoord.server.log import OffsetsTopicLog
+from zkcoord.server.messages import Coordinator, TopicMeta
+
+
+class GroupCoordinator(Protocol):
+    """The nine group APIs, one zkcoord request in, its response out (parked until the coordinator answers)."""
+
+    async def join_group(self, req: JoinGroupRequest) -> JoinGroupResponse: ...
+
+    async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResponse: ...
+
+    async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse: ...
+
+    async def leave_group(self, req: LeaveGroupRequest) -> LeaveGroupResponse: ...
+
+    async def offset_commit(self, req: OffsetCommitRequest) -> OffsetCommitResponse: ...
+
+    async def offset_fetch(self, req: OffsetFetchRequest) -> OffsetFetchResponse: ...
+
+    async def describe_groups(self, req: DescribeGroupsRequest) -> DescribeGroupsResponse: ...
+
+    async def list_groups(self, req: ListGroupsRequest) -> ListGroupsResponse: ...
+
+    async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse: ...
+
+
+class ClusterSide(Protocol):
+    """What the broker asks a cluster node: who is alive, who leads what, where a group's coordinator is, and
+    the `__consumer_offsets` partitions it serves. Absent (None) on a single node, which leads everything."""
+
+    def brokers(self) -> list[tuple[int, str, int]]:
+        """Live nodes with a PLAINTEXT endpoint, by id: (node id, host, port)."""
+        ...
+
+    def controller_id(self) -> int: ...
+
+    def leads(self, topic: str, partition: int) -> bool: ...
+
+    def partition_meta(self, topic: str, count: int) -> list[tuple[int, int, tuple[int, ...], int]]:
+        """(partition, leader, replicas, error) of a data topic's partitions (ZooKeeper's count wins while
+        local logs catch up)."""
+        ...
+
+    def topic_created(self, topic: str, partitions: int) -> None:
+        """Auto-create: publish the topic to ZooKeeper in the background (answered LEADER_NOT_AVAILABLE)."""
+        ...
+
+    async def publish_topic(self, topic: str, partitions: int) -> tuple[bool, int]:
+        """CreateTopics: (created by this call, partition count in ZooKeeper); raises when ZooKeeper is away."""
+        ...
+
+    def find_coordinator(self, group_id: str) -> Coordinator: ...
+
+    def offsets_partition_count(self) -> int: ...
+
+    def offsets_log(self, partition: int) -> OffsetsTopicLog | None:
+        """The readable `__consumer_offsets` partition, or None unless this node leads and has loaded it."""
+        ...
+
+    def offsets_topic_meta(self) -> TopicMeta: ...
