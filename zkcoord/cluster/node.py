@@ -24,7 +24,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from zkcoord.errors import ConfigError, MalformedZnode
 from zkcoord.group.errors import ErrorCode
@@ -53,7 +52,7 @@ from zkcoord.zk.record_store import (
     StoreFenced,
     ZkRecordStore,
 )
-from zkcoord.zk.session import connect
+from zkcoord.zk.session import Client, connect
 
 log = logging.getLogger(__name__)
 
@@ -120,14 +119,14 @@ class ClusterNode:
         on_become_leader: Callable[[int, ZkRecordStore], None] | None = None,
         on_resign: Callable[[int], None] | None = None,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
-        client: Any = None,
+        client: Client | None = None,
     ) -> None:
         self.config = config
         self._on_become_leader = on_become_leader
         self._on_resign = on_resign
         self._clock_ms = clock_ms
         self._given_client = client
-        self.client: Any = client
+        self.client: Client | None = client
         self.controller: Controller | None = None
         self._cond = threading.Condition()
         self._gen = 0  # bumped under _cond by the state listener on every connection state change
@@ -253,7 +252,7 @@ class ClusterNode:
 
     # -- kazoo callbacks (connection thread) -------------------------------------------------------------
 
-    def _on_state(self, state: Any) -> None:
+    def _on_state(self, state: object) -> None:
         with self._cond:
             self._gen += 1
             if state in (SESSION_SUSPENDED, SESSION_LOST):
@@ -263,7 +262,7 @@ class ClusterNode:
             self._dirty = True
             self._cond.notify_all()
 
-    def _on_watch(self, event: Any) -> None:
+    def _on_watch(self, event: object) -> None:
         self._wake()
 
     def _wake(self) -> None:
@@ -312,7 +311,8 @@ class ClusterNode:
         (registration, partition states) is then current. Otherwise the listener's stop stands and the
         state change that bumped the generation has already scheduled another pass."""
         with self._cond:
-            if gen == self._gen and self.client.connected and not self._closing:
+            connected = self.client is not None and self.client.connected
+            if gen == self._gen and connected and not self._closing:
                 self._serving = True
             else:
                 self._dirty = True

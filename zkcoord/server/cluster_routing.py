@@ -210,6 +210,7 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
 
     def _read_topics(self) -> TopicLeaders:
         client = self.node.client
+        assert client is not None, "topics are read only once the node has started"
         out: TopicLeaders = {}
         for topic in sorted(client.get_children(paths.BROKER_TOPICS)):
             if topic == OFFSETS_TOPIC:
