@@ -61,6 +61,7 @@ from kafka.protocol.producer import (
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.group import messages as gm
+from zkcoord.server import prescan
 
 # -- API keys and the advertised table ---------------------------------------------------------------------------
 
@@ -221,6 +222,7 @@ class _Codec:
     decode: Callable[[memoryview, int], tuple[Any, int]]
     flexible: bool
     response_flexible: bool
+    plan: prescan.Plan
 
 
 def _build_codecs() -> dict[tuple[int, int], _Codec]:
@@ -234,7 +236,8 @@ def _build_codecs() -> dict[tuple[int, int], _Codec]:
                 version, compact=flexible, tagged=flexible, data_class=req_cls
             )
             resp_flexible = bool(resp_cls.flexible_version_q(version)) and key != API_VERSIONS
-            codecs[(key, version)] = _Codec(req_cls, resp_cls, dec, flexible, resp_flexible)
+            plan = prescan.Plan(req_cls, version, flexible)
+            codecs[(key, version)] = _Codec(req_cls, resp_cls, dec, flexible, resp_flexible, plan)
     return codecs
 
 
@@ -305,6 +308,14 @@ def decode_request(frame: bytes | bytearray | memoryview) -> RequestFrame:
                 raise IndexError("header tagged fields run past the frame end")
     except (IndexError, ValueError, UnicodeDecodeError) as exc:
         raise MalformedFrame(f"bad request header: {exc}", key, version, corr) from exc
+    try:
+        # Bounded before the generic decoder runs: lengths against bytes left, forbidden nulls, and nested
+        # unknown tagged fields dropped (kafka-python copies the rest of the frame per non-empty section).
+        unknown_tags = codec.plan.scan(buf, pos)
+    except prescan.PrescanError as exc:
+        raise MalformedBody(f"body does not decode: {exc}", key, version, corr) from exc
+    if unknown_tags:
+        buf = memoryview(prescan.strip_unknown_tags(buf, unknown_tags))
     try:
         body, end = codec.decode(buf, pos)
     except Exception as exc:  # kafka-python raises struct.error, IndexError, ValueError, ... on bad input

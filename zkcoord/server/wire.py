@@ -27,6 +27,10 @@ _SIZE = struct.Struct(">i")
 Dispatch = Callable[[kp.RequestFrame], "bytes | Awaitable[bytes | None] | None"]
 
 
+class _CloseConnection(Exception):
+    """Raised by a response future whose request can get no answer: the writer closes the connection there."""
+
+
 class _Connection:
     __slots__ = ("closed", "peer", "pending", "wakeup", "writer")
 
@@ -174,7 +178,11 @@ class WireServer:
             raise
         except Exception:
             _log_handler_failure(conn, req)
-            return kp.error_response(req, -1)
+            reply = kp.error_response(req, -1)
+            if reply is None and kp.expects_response(req):
+                log.warning("connection %s: no error answer exists at that version, closing", conn.peer)
+                raise _CloseConnection from None
+            return reply
 
     def _enqueue(self, conn: _Connection, item: bytes | asyncio.Future[bytes | None]) -> None:
         if not conn.pending and isinstance(item, bytes):
@@ -202,8 +210,9 @@ class WireServer:
                     return
                 try:
                     data = await item
-                except asyncio.CancelledError:
+                except (asyncio.CancelledError, _CloseConnection):
                     pending.clear()
+                    writer.close()  # the reader loop sees the close and ends the connection
                     return
             else:
                 data = item
