@@ -31,22 +31,36 @@ def _flex_head(key: int, version: int) -> bytes:
     return struct.pack(">hhih", key, version, 1, 1) + b"c" + b"\x00"
 
 
-def _join_v7_with_tagged_protocols(n: int) -> bytes:
-    """A valid JoinGroup v7 whose n protocol entries each carry one unknown tagged field (tag 9, 1 byte)."""
+def _join_v7_with_tagged_protocols(n: int, tagged: bool = True) -> bytes:
+    """A valid JoinGroup v7 whose n protocol entries each carry one unknown tagged field (tag 9, 1 byte), or
+    (tagged=False) the same frame length with an unused byte of metadata instead."""
     body = _cstr("g") + struct.pack(">ii", 10000, 10000) + _cstr("") + _uv(0) + _cstr("consumer")
-    entry = _cstr("r") + _uv(1) + _uv(1) + _uv(9) + _uv(1) + b"x"
+    if tagged:
+        entry = _cstr("r") + _uv(1) + _uv(1) + _uv(9) + _uv(1) + b"x"
+    else:
+        entry = _cstr("r") + _uv(4) + b"xyz" + _uv(0)
     return _flex_head(kp.JOIN_GROUP, 7) + body + _uv(n + 1) + entry * n + b"\x00"
 
 
-def test_unknown_tagged_fields_in_every_array_entry_decode_in_linear_time() -> None:
-    # Before: kafka-python copied the rest of the frame per tagged section; 1.4 MB took ~16 s here.
-    frame = _join_v7_with_tagged_protocols(200_000)
+def _decode_seconds(frame: bytes) -> float:
     started = time.perf_counter()
+    kp.decode_request(frame)
+    return time.perf_counter() - started
+
+
+def test_unknown_tagged_fields_in_every_array_entry_decode_in_linear_time() -> None:
+    # Before: kafka-python copied the rest of the frame per tagged section; 0.7 MB took ~4 s here against
+    # ~0.2 s for the same length without tags. Measured against that reference so machine load cancels out.
+    frame = _join_v7_with_tagged_protocols(100_000)
+    plain = _join_v7_with_tagged_protocols(100_000, tagged=False)
+    assert len(frame) == len(plain)
     req = kp.decode_request(frame)
-    elapsed = time.perf_counter() - started
-    assert len(req.body.protocols) == 200_000
+    assert len(req.body.protocols) == 100_000
     assert req.body.protocols[0].name == "r" and req.body.protocols[-1].metadata == b""
-    assert elapsed < 4.0, f"{len(frame)} bytes took {elapsed:.1f} s"
+    tagged_s, plain_s = _decode_seconds(frame), _decode_seconds(plain)
+    assert tagged_s < 5 * plain_s + 0.5, (
+        f"{len(frame)} bytes: {tagged_s:.2f} s with tags, {plain_s:.2f} s without"
+    )
 
 
 def test_known_top_level_tagged_field_still_decodes() -> None:
