@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from zkcoord.errors import ConfigError
-from zkcoord.records.batch import CorruptBatch, split_batches
+from zkcoord.records.batch import AppendRules, CorruptBatch, validate_for_append
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.log import LEGAL_TOPIC, InvalidTopic, LogManager, OffsetsTopicLog, PartitionLog
 
@@ -56,6 +57,9 @@ class ServerConfig:
     cluster_id: str = "zkcoord"
     fetch_max_wait_cap_ms: int = 1000  # bound on a Fetch's wait for new data, whatever the client asks
     log_segment_bytes: int = 64 * 1024 * 1024
+    append_rules: AppendRules = (
+        AppendRules()
+    )  # message.max.bytes, timestamp bounds: what a produced batch obeys
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -343,12 +347,12 @@ class Broker:
                     continue
                 mv = memoryview(records)
                 try:
-                    headers = split_batches(mv)
+                    headers = validate_for_append(mv, int(time.time() * 1000), self.config.append_rules)
                 except CorruptBatch as exc:
                     log.warning(
                         "produce %s-%d from %s: rejected: %s", topic.name, pd.index, req.client_id, exc
                     )
-                    parts.append((pd.index, CORRUPT_MESSAGE, -1, plog.log_start_offset, str(exc)))
+                    parts.append((pd.index, exc.code, -1, plog.log_start_offset, str(exc)))
                     continue
                 error, dup_offset = NONE, None
                 for h in headers:
