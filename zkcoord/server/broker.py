@@ -11,7 +11,7 @@ import logging
 import os
 import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -57,9 +57,8 @@ class ServerConfig:
     cluster_id: str = "zkcoord"
     fetch_max_wait_cap_ms: int = 1000  # bound on a Fetch's wait for new data, whatever the client asks
     log_segment_bytes: int = 64 * 1024 * 1024
-    append_rules: AppendRules = (
-        AppendRules()
-    )  # message.max.bytes, timestamp bounds: what a produced batch obeys
+    # message.max.bytes and the timestamp bounds a produced batch obeys
+    append_rules: AppendRules = field(default_factory=AppendRules)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
