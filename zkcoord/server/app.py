@@ -47,7 +47,7 @@ class Node:
     async def start(self) -> None:
         cfg = self.server_config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        self.logs = LogManager(cfg.data_dir, cfg.log_segment_bytes)
+        self.logs = LogManager(cfg.data_dir, cfg.log_segment_bytes, cfg.log_limits)
         if not self.zk_connect:
             self.groups = _load_group_service(self.group_config, cfg)
             if self.groups is not None:
@@ -57,7 +57,9 @@ class Node:
             from zkcoord.server.groups import GroupDispatch
 
             self.broker.groups_dispatch = GroupDispatch(self.groups).dispatch
-        self.wire = WireServer(self.broker.dispatch, cfg.host, cfg.port, cfg.socket_request_max_bytes)
+        self.wire = WireServer(
+            self.broker.dispatch, cfg.host, cfg.port, cfg.socket_request_max_bytes, cfg.connection_limits
+        )
         await self.wire.start()
         if cfg.port == 0 or self.advertise is not None:
             # the advertised endpoint: the bound port unless advertised.listeners says otherwise

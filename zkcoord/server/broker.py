@@ -18,6 +18,7 @@ from typing import Any
 from zkcoord.errors import ConfigError
 from zkcoord.records.batch import AppendRules, CorruptBatch, validate_for_append
 from zkcoord.server import kafka_protocol as kp
+from zkcoord.server.limits import ConnectionLimits, LogLimits
 from zkcoord.server.log import LEGAL_TOPIC, InvalidTopic, LogManager, OffsetsTopicLog, PartitionLog
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,8 @@ class ServerConfig:
     log_segment_bytes: int = 64 * 1024 * 1024
     # message.max.bytes and the timestamp bounds a produced batch obeys
     append_rules: AppendRules = field(default_factory=AppendRules)
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    log_limits: LogLimits = field(default_factory=LogLimits)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -232,7 +235,11 @@ class Broker:
                         self.cluster.topic_created(name, self.config.num_partitions)
                         topics.append(kp.TopicMeta(name, LEADER_NOT_AVAILABLE, ()))
                         continue
-                    logs = self._create(name, self.config.num_partitions)
+                    try:
+                        logs = self._create(name, self.config.num_partitions)
+                    except InvalidTopic as exc:  # a partition limit: the topic's error, as for CreateTopics
+                        topics.append(kp.TopicMeta(name, exc.code, ()))
+                        continue
                 topics.append(self._topic_meta(name, logs))
         controller = self.cluster.controller_id() if self.cluster is not None else self.config.node_id
         return kp.metadata_response(req, self.brokers, self.config.cluster_id, controller, topics)
@@ -273,6 +280,8 @@ class Broker:
                 results.append((t.name, INVALID_TOPIC_EXCEPTION, f"illegal topic name {t.name!r}", n))
             elif n < 1:
                 results.append((t.name, INVALID_PARTITIONS, f"num_partitions must be >= 1, got {n}", n))
+            elif (refused := self.logs.partition_limit_error(t.name, n)) is not None:
+                results.append((t.name, INVALID_PARTITIONS, refused, n))
             elif t.replication_factor not in (-1, 1):
                 results.append(
                     (
@@ -293,7 +302,7 @@ class Broker:
             try:
                 self._create(name, n)
             except InvalidTopic as exc:
-                results[i] = (name, INVALID_TOPIC_EXCEPTION, str(exc), n)
+                results[i] = (name, exc.code, str(exc), n)
         return kp.create_topics_response(req, results)
 
     async def _create_topics_in_cluster(

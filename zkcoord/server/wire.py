@@ -6,6 +6,11 @@ other unsupported versions get UNSUPPORTED_VERSION where the response has a top-
 garbled headers and undecodable bodies close the connection. Bad input is logged with its peer and never takes
 the server down. Responses are written in request order even when some (Fetch waits, group barriers) complete
 later than requests pipelined behind them.
+
+Limits (zkcoord.server.limits.ConnectionLimits): connections beyond max.connections / max.connections.per.ip
+are closed on accept; a connection silent for connections.max.idle.ms with nothing owed to it, or whose frame
+is not complete request.read.timeout.ms after its size arrived, is closed; frames being read by all connections
+together hold at most queued.max.request.bytes (a reader waits for room instead of allocating).
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ import contextlib
 import inspect
 import logging
 import struct
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 
+from zkcoord.errors import ConfigError
 from zkcoord.server import kafka_protocol as kp
+from zkcoord.server.limits import ConnectionLimits
 
 log = logging.getLogger(__name__)
 
@@ -32,39 +39,65 @@ class _CloseConnection(Exception):
 
 
 class _Connection:
-    __slots__ = ("closed", "peer", "pending", "wakeup", "writer")
+    __slots__ = ("closed", "ip", "last_active", "peer", "pending", "reading_since", "wakeup", "writer")
 
-    def __init__(self, writer: asyncio.StreamWriter, peer: str) -> None:
+    def __init__(self, writer: asyncio.StreamWriter, peer: str, ip: str, now: float) -> None:
         self.writer = writer
         self.peer = peer
+        self.ip = ip
         # Items in request order: a ready response (bytes/None) or a future still being computed.
         self.pending: deque[bytes | asyncio.Future[bytes | None] | None] = deque()
         self.wakeup = asyncio.Event()
         self.closed = False
+        self.last_active = now  # loop time of the last complete frame (or of the accept)
+        self.reading_since: float | None = None  # loop time a frame's size arrived, until its body has
 
 
 class WireServer:
     """Serves `dispatch` on host:port. `start()` binds (port 0 picks a free one, see `.port`)."""
 
     def __init__(
-        self, dispatch: Dispatch, host: str, port: int, max_request_bytes: int = 100 * 1024 * 1024
+        self,
+        dispatch: Dispatch,
+        host: str,
+        port: int,
+        max_request_bytes: int = 100 * 1024 * 1024,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self.dispatch = dispatch
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
+        self.limits = limits if limits is not None else ConnectionLimits()
+        if self.limits.queued_max_request_bytes < max_request_bytes:
+            raise ConfigError(
+                f"queued.max.request.bytes {self.limits.queued_max_request_bytes} is below "
+                f"socket.request.max.bytes {max_request_bytes}: a largest frame could never be read"
+            )
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._live: set[_Connection] = set()
+        self._per_ip: Counter[str] = Counter()
+        self._queued_bytes = 0
+        self._room = asyncio.Event()
         self.connections = 0
         self.requests = 0
         self.rejected = 0
+        # Why connections ended early, by reason: refused_total, refused_per_ip, idle, slow_frame.
+        self.closed_by_limit: Counter[str] = Counter()
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=1 << 20)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
+        self._sweeper = asyncio.create_task(self._sweep())
 
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -74,13 +107,68 @@ class WireServer:
             with contextlib.suppress(BaseException):
                 await task
 
+    def _refuse(self, writer: asyncio.StreamWriter, peer: str, ip: str) -> bool:
+        """Close a new connection over max.connections / max.connections.per.ip; True when refused."""
+        lim = self.limits
+        if len(self._live) >= lim.max_connections:
+            reason, what = "refused_total", f"max.connections {lim.max_connections}"
+        elif self._per_ip[ip] >= lim.max_connections_per_ip:
+            reason, what = "refused_per_ip", f"max.connections.per.ip {lim.max_connections_per_ip}"
+        else:
+            return False
+        self.closed_by_limit[reason] += 1
+        log.warning("connection %s: %s reached, closing", peer, what)
+        writer.close()
+        return True
+
+    async def _sweep(self) -> None:
+        """Close idle connections and slow senders; runs every quarter of the shorter timeout."""
+        lim = self.limits
+        idle_s = lim.connections_max_idle_ms / 1000
+        slow_s = lim.request_read_timeout_ms / 1000
+        tick = min(max(min(idle_s, slow_s) / 4, 0.01), 1.0)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(tick)
+            now = loop.time()
+            for conn in list(self._live):
+                if conn.reading_since is not None and now - conn.reading_since > slow_s:
+                    reason = "slow_frame"
+                    what = f"frame not complete after request.read.timeout.ms {lim.request_read_timeout_ms}"
+                elif conn.reading_since is None and not conn.pending and now - conn.last_active > idle_s:
+                    reason = "idle"
+                    what = f"idle for connections.max.idle.ms {lim.connections_max_idle_ms}"
+                else:
+                    continue
+                self.closed_by_limit[reason] += 1
+                log.warning("connection %s: %s, closing", conn.peer, what)
+                conn.closed = True
+                conn.writer.close()
+
+    async def _reserve(self, size: int) -> None:
+        """Wait until `size` more request bytes fit in queued.max.request.bytes (always room for one frame)."""
+        limit = self.limits.queued_max_request_bytes
+        while self._queued_bytes and self._queued_bytes + size > limit:
+            self._room.clear()
+            await self._room.wait()
+        self._queued_bytes += size
+
+    def _release(self, size: int) -> None:
+        self._queued_bytes -= size
+        self._room.set()
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peername = writer.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
+        ip = str(peername[0]) if isinstance(peername, tuple) else peer
+        if self._refuse(writer, peer, ip):
+            return
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
-        peername = writer.get_extra_info("peername")
-        peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
-        conn = _Connection(writer, peer)
+        conn = _Connection(writer, peer, ip, asyncio.get_running_loop().time())
+        self._live.add(conn)
+        self._per_ip[ip] += 1
         self.connections += 1
         writer_task = asyncio.create_task(self._write_loop(conn))
         try:
@@ -101,13 +189,19 @@ class WireServer:
             except Exception:
                 log.exception("connection %s: writer failed", peer)
             writer.close()
+            self._live.discard(conn)
+            self._per_ip[ip] -= 1
+            if not self._per_ip[ip]:
+                del self._per_ip[ip]
             if task is not None:
                 self._tasks.discard(task)
 
     async def _read_loop(self, reader: asyncio.StreamReader, conn: _Connection) -> None:
         max_bytes = self.max_request_bytes
+        loop = asyncio.get_running_loop()
         while not conn.closed:
             head = await reader.readexactly(4)
+            conn.last_active = loop.time()
             (size,) = _SIZE.unpack(head)
             if size < 0 or size > max_bytes:
                 self.rejected += 1
@@ -118,7 +212,14 @@ class WireServer:
                     max_bytes,
                 )
                 return
-            frame = await reader.readexactly(size)
+            await self._reserve(size)
+            try:
+                conn.reading_since = loop.time()
+                frame = await reader.readexactly(size)
+            finally:
+                conn.reading_since = None
+                self._release(size)
+            conn.last_active = loop.time()
             self.requests += 1
             transport = conn.writer.transport
             if transport.get_write_buffer_size() > 4 * 1024 * 1024:
