@@ -30,6 +30,9 @@ from zkcoord.server.limits import ConnectionLimits
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+# Frames one connection may handle before letting the others read (round-robin across ready connections):
+# small enough that a pipelining client cannot hold the loop, large enough that the yield costs little.
+_FRAMES_PER_TURN = 8
 
 Dispatch = Callable[[kp.RequestFrame], "bytes | Awaitable[bytes | None] | None"]
 
@@ -39,7 +42,18 @@ class _CloseConnection(Exception):
 
 
 class _Connection:
-    __slots__ = ("closed", "ip", "last_active", "peer", "pending", "reading_since", "wakeup", "writer")
+    __slots__ = (
+        "burst",
+        "closed",
+        "ip",
+        "last_active",
+        "peer",
+        "pending",
+        "reading_since",
+        "room",
+        "wakeup",
+        "writer",
+    )
 
     def __init__(self, writer: asyncio.StreamWriter, peer: str, ip: str, now: float) -> None:
         self.writer = writer
@@ -51,6 +65,8 @@ class _Connection:
         self.closed = False
         self.last_active = now  # loop time of the last complete frame (or of the accept)
         self.reading_since: float | None = None  # loop time a frame's size arrived, until its body has
+        self.burst = 0  # frames handled since this connection last let the others read
+        self.room = asyncio.Event()  # set when pending drops below max.in.flight.per.connection
 
 
 class WireServer:
@@ -182,6 +198,7 @@ class WireServer:
         finally:
             conn.closed = True
             conn.wakeup.set()
+            conn.room.set()
             try:
                 await asyncio.wait_for(writer_task, 5.0)
             except (TimeoutError, asyncio.CancelledError, ConnectionError):
@@ -228,6 +245,19 @@ class WireServer:
                 )  # a client that pipelines but does not read must not grow our buffer
             if not self._handle_frame(frame, conn):
                 return
+            await self._take_turns(conn)
+
+    async def _take_turns(self, conn: _Connection) -> None:
+        """Fairness: pause reading while this connection has max.in.flight.per.connection answers owed, and
+        let the other connections read every _FRAMES_PER_TURN frames."""
+        bound = self.limits.max_in_flight_per_connection
+        while len(conn.pending) >= bound and not conn.closed:
+            conn.room.clear()
+            await conn.room.wait()
+        conn.burst += 1
+        if conn.burst >= _FRAMES_PER_TURN:
+            conn.burst = 0
+            await asyncio.sleep(0)
 
     def _handle_frame(self, frame: bytes, conn: _Connection) -> bool:
         """Queue the response to one frame; False when the connection must be closed."""
@@ -318,6 +348,7 @@ class WireServer:
             else:
                 data = item
             pending.popleft()
+            conn.room.set()
             if data:
                 writer.write(data)
 

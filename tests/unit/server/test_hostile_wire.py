@@ -227,3 +227,40 @@ def test_many_partitions_open_lazily_within_a_descriptor_budget(tmp_path: Path) 
         assert _open_fds() - before <= 16
     finally:
         again.close()
+
+
+# -- fairness ------------------------------------------------------------------------------------------------
+
+
+def test_a_pipelining_connection_does_not_hold_up_another(tmp_path: Path) -> None:
+    # Before: one connection pipelining 100,000 requests delayed another client's answer by 2.2 s: the reader
+    # handled every frame already buffered before yielding. Counted in requests, not seconds, so load cancels.
+    hog_requests = 30_000
+
+    async def scenario(node: Node) -> None:
+        assert node.wire is not None
+        wire = node.wire
+        hog_r, hog_w = await _connect(node)
+        victim_r, victim_w = await _connect(node)
+        one = kp.encode_request(kp.API_VERSIONS, 0, 1, None)
+
+        async def drain_hog() -> int:
+            got = 0
+            while got < hog_requests:
+                head = await hog_r.readexactly(4)
+                await hog_r.readexactly(struct.unpack(">i", head)[0])
+                got += 1
+            return got
+
+        hog_reader = asyncio.create_task(drain_hog())
+        hog_w.write(one * hog_requests)
+        await _wait_until(lambda: wire.requests > 1)  # the hog is being served
+        victim_w.write(kp.encode_request(kp.API_VERSIONS, 0, 99, None))
+        assert struct.unpack(">i", (await _answer_or_close(victim_r))[:4])[0] == 99
+        served_when_victim_answered = wire.requests
+        assert await asyncio.wait_for(hog_reader, 60) == hog_requests
+        assert served_when_victim_answered < hog_requests / 2, served_when_victim_answered
+        hog_w.close()
+        victim_w.close()
+
+    _with_node(tmp_path, scenario)
