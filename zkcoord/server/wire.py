@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from zkcoord.errors import ConfigError
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.limits import ConnectionLimits
+from zkcoord.server.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +103,10 @@ class WireServer:
         self.rejected = 0
         # Why connections ended early, by reason: refused_total, refused_per_ip, idle, slow_frame.
         self.closed_by_limit: Counter[str] = Counter()
+        # Client-caused events, each kind at most 10 lines a minute; errors/log_suppressed count them all.
+        self._say = RateLimitedLog(log, burst=10, window_s=60.0)
+        self.errors = self._say.events
+        self.log_suppressed = self._say.suppressed
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=1 << 20)
@@ -133,7 +138,7 @@ class WireServer:
         else:
             return False
         self.closed_by_limit[reason] += 1
-        log.warning("connection %s: %s reached, closing", peer, what)
+        self._say.log(logging.WARNING, reason, "connection %s: %s reached, closing", peer, what)
         writer.close()
         return True
 
@@ -157,7 +162,7 @@ class WireServer:
                 else:
                     continue
                 self.closed_by_limit[reason] += 1
-                log.warning("connection %s: %s, closing", conn.peer, what)
+                self._say.log(logging.WARNING, reason, "connection %s: %s, closing", conn.peer, what)
                 conn.closed = True
                 conn.writer.close()
 
@@ -194,7 +199,9 @@ class WireServer:
         except asyncio.CancelledError:
             pass  # server shutdown: end this connection quietly (asyncio would log a cancelled handler task)
         except Exception:
-            log.exception("connection %s: unexpected error, closing", peer)
+            self._say.log(
+                logging.ERROR, "unexpected", "connection %s: unexpected error, closing", peer, exc_info=True
+            )
         finally:
             conn.closed = True
             conn.wakeup.set()
@@ -204,7 +211,9 @@ class WireServer:
             except (TimeoutError, asyncio.CancelledError, ConnectionError):
                 writer_task.cancel()
             except Exception:
-                log.exception("connection %s: writer failed", peer)
+                self._say.log(
+                    logging.ERROR, "unexpected", "connection %s: writer failed", peer, exc_info=True
+                )
             writer.close()
             self._live.discard(conn)
             self._per_ip[ip] -= 1
@@ -222,7 +231,9 @@ class WireServer:
             (size,) = _SIZE.unpack(head)
             if size < 0 or size > max_bytes:
                 self.rejected += 1
-                log.warning(
+                self._say.log(
+                    logging.WARNING,
+                    "frame_size",
                     "connection %s: frame of %d bytes is outside 0..%d (socket.request.max.bytes), closing",
                     conn.peer,
                     size,
@@ -267,26 +278,34 @@ class WireServer:
             self.rejected += 1
             assert exc.correlation_id is not None
             if exc.api_key == kp.API_VERSIONS:
-                log.info("connection %s: %s; answering with the v0 fallback", conn.peer, exc)
+                self._say.log(
+                    logging.INFO, "api_versions_fallback", "connection %s: %s; answering v0", conn.peer, exc
+                )
                 self._enqueue(conn, kp.api_versions_fallback(exc.correlation_id))
                 return True
             reply = kp.unsupported_version_response(exc.api_key, exc.api_version, exc.correlation_id)
             if reply is None:
-                log.warning(
-                    "connection %s: %s; cannot encode an error at that version, closing", conn.peer, exc
+                self._say.log(
+                    logging.WARNING,
+                    "unsupported_version",
+                    "connection %s: %s; cannot encode an error at that version, closing",
+                    conn.peer,
+                    exc,
                 )
                 return False
-            log.warning("connection %s: %s; answered UNSUPPORTED_VERSION", conn.peer, exc)
+            self._say.log(
+                logging.WARNING, "unsupported_version", "connection %s: %s; answered error 35", conn.peer, exc
+            )
             self._enqueue(conn, reply)
             return True
         except kp.ProtocolError as exc:
             self.rejected += 1
-            log.warning("connection %s: %s; closing", conn.peer, exc)
+            self._say.log(logging.WARNING, "malformed", "connection %s: %s; closing", conn.peer, exc)
             return False
         try:
             result = self.dispatch(req)
         except Exception:
-            _log_handler_failure(conn, req)
+            self._log_handler_failure(conn, req)
             reply = kp.error_response(req, -1)
             if reply is None:
                 return False
@@ -296,7 +315,13 @@ class WireServer:
         elif result is not None:
             self._enqueue(conn, result)
         elif kp.expects_response(req):
-            log.error("connection %s: handler for api %d gave no response", conn.peer, req.api_key)
+            self._say.log(
+                logging.ERROR,
+                "no_response",
+                "connection %s: handler for api %d gave no response",
+                conn.peer,
+                req.api_key,
+            )
             return False
         return True
 
@@ -308,12 +333,30 @@ class WireServer:
         except asyncio.CancelledError:
             raise
         except Exception:
-            _log_handler_failure(conn, req)
+            self._log_handler_failure(conn, req)
             reply = kp.error_response(req, -1)
             if reply is None and kp.expects_response(req):
-                log.warning("connection %s: no error answer exists at that version, closing", conn.peer)
+                self._say.log(
+                    logging.WARNING,
+                    "no_response",
+                    "connection %s: no error answer exists at that version, closing",
+                    conn.peer,
+                )
                 raise _CloseConnection from None
             return reply
+
+    def _log_handler_failure(self, conn: _Connection, req: kp.RequestFrame) -> None:
+        """Log the exception being handled as a failed request (the client gets UNKNOWN_SERVER_ERROR or a close)."""
+        self._say.log(
+            logging.ERROR,
+            "handler_failure",
+            "connection %s: %s v%d (correlation %d) failed",
+            conn.peer,
+            kp.API_NAMES.get(req.api_key, req.api_key),
+            req.api_version,
+            req.correlation_id,
+            exc_info=True,
+        )
 
     def _enqueue(self, conn: _Connection, item: bytes | asyncio.Future[bytes | None]) -> None:
         if not conn.pending and isinstance(item, bytes):
@@ -351,14 +394,3 @@ class WireServer:
             conn.room.set()
             if data:
                 writer.write(data)
-
-
-def _log_handler_failure(conn: _Connection, req: kp.RequestFrame) -> None:
-    """Log the exception being handled as a failed request (the client gets an UNKNOWN_SERVER_ERROR reply)."""
-    log.exception(
-        "connection %s: %s v%d (correlation %d) failed",
-        conn.peer,
-        kp.API_NAMES.get(req.api_key, req.api_key),
-        req.api_version,
-        req.correlation_id,
-    )

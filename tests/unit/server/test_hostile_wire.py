@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import struct
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+
+import pytest
 
 from zkcoord.records.batch import AppendRules, validate_for_append
 from zkcoord.server import kafka_protocol as kp
@@ -264,3 +267,28 @@ def test_a_pipelining_connection_does_not_hold_up_another(tmp_path: Path) -> Non
         victim_w.close()
 
     _with_node(tmp_path, scenario)
+
+
+# -- log rate limits -----------------------------------------------------------------------------------------
+
+
+def test_repeated_connection_errors_are_rate_limited_and_counted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: one warning per bad connection (256,000 lines in 218 s under fuzzing).
+    bad = 200
+
+    async def scenario(node: Node) -> None:
+        assert node.wire is not None
+        for _ in range(bad):
+            r, w = await _connect(node)
+            w.write(struct.pack(">i", 6) + b"\xff" * 6)
+            assert await _closed_within(r, 10)
+            w.close()
+        assert node.wire.errors["malformed"] == bad
+        assert node.wire.log_suppressed["malformed"] >= bad - 20
+
+    with caplog.at_level(logging.INFO, logger="zkcoord.server.wire"):
+        _with_node(tmp_path, scenario)
+    lines = [r for r in caplog.records if r.name == "zkcoord.server.wire"]
+    assert 1 <= len(lines) <= 20, len(lines)
