@@ -5,7 +5,9 @@ before anything of its declared size is allocated; an unknown ApiVersions versio
 other unsupported versions get UNSUPPORTED_VERSION where the response has a top-level error code; unknown APIs,
 garbled headers and undecodable bodies close the connection. Bad input is logged with its peer and never takes
 the server down. Responses are written in request order even when some (Fetch waits, group barriers) complete
-later than requests pipelined behind them.
+later than requests pipelined behind them; when the server closes a connection over a bad frame, the answers
+owed to the requests before it are written first (at most 5 s), as in Kafka, which reads a connection's next
+request only after answering the last.
 
 Limits (zkcoord.server.limits.ConnectionLimits): connections beyond max.connections / max.connections.per.ip
 are closed on accept; a connection silent for connections.max.idle.ms with nothing owed to it, or whose frame
@@ -46,6 +48,7 @@ class _Connection:
     __slots__ = (
         "burst",
         "closed",
+        "flush",
         "ip",
         "last_active",
         "peer",
@@ -64,6 +67,7 @@ class _Connection:
         self.pending: deque[bytes | asyncio.Future[bytes | None] | None] = deque()
         self.wakeup = asyncio.Event()
         self.closed = False
+        self.flush = False  # on close, send the answers still owed first (the server chose to close)
         self.last_active = now  # loop time of the last complete frame (or of the accept)
         self.reading_since: float | None = None  # loop time a frame's size arrived, until its body has
         self.burst = 0  # frames handled since this connection last let the others read
@@ -194,6 +198,9 @@ class WireServer:
         writer_task = asyncio.create_task(self._write_loop(conn))
         try:
             await self._read_loop(reader, conn)
+            # The server chose to close (a bad frame): as in Kafka, which reads a connection's next request only
+            # after answering the last, the requests before it still get their answers (bounded below).
+            conn.flush = True
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -378,7 +385,7 @@ class WireServer:
                 continue
             item = pending[0]
             if isinstance(item, asyncio.Future):
-                if conn.closed and not item.done():
+                if conn.closed and not conn.flush and not item.done():
                     item.cancel()
                     pending.clear()
                     return

@@ -292,3 +292,22 @@ def test_repeated_connection_errors_are_rate_limited_and_counted(
         _with_node(tmp_path, scenario)
     lines = [r for r in caplog.records if r.name == "zkcoord.server.wire"]
     assert 1 <= len(lines) <= 20, len(lines)
+
+
+def test_answers_owed_before_a_bad_frame_are_sent_before_the_close(tmp_path: Path) -> None:
+    # Kafka reads a connection's next request only after answering the previous one, so a bad frame never
+    # costs the answers to the requests before it. Before: pending group answers were dropped at the close.
+    async def scenario(node: Node) -> None:
+        r, w = await _connect(node)
+        beats = [
+            kp.encode_request(kp.HEARTBEAT, 3, c, "c", group_id="g", generation_id=1, member_id="m")
+            for c in range(1, 6)
+        ]
+        w.write(b"".join(beats) + struct.pack(">i", 6) + b"\xff" * 6)
+        got = []
+        while (answer := await _answer_or_close(r)) != b"":
+            got.append(struct.unpack(">i", answer[:4])[0])
+        assert got == [1, 2, 3, 4, 5]
+        w.close()
+
+    _with_node(tmp_path, scenario)
