@@ -111,10 +111,15 @@ def accepted_versions() -> list[tuple[int, int]]:
     return sorted(kp._CODECS)
 
 
-def random_request(rng: random.Random, api_key: int, version: int, correlation_id: int) -> tuple[bytes, Any]:
-    """(framed request, its body object): every field present at `version`, values at the edges."""
+def random_request(
+    rng: random.Random, api_key: int, version: int, correlation_id: int, **overrides: Any
+) -> tuple[bytes, Any]:
+    """(framed request, its body object): every field present at `version`, values at the edges, except the
+    top-level `overrides` present at that version (a benchmark pins Fetch's max_wait_ms so windows keep moving)."""
     req_cls = kp._CLASSES[api_key][0]
-    fields = {f.name: _value(rng, f, version, 0) for f in req_cls._struct.untagged_fields(version)}
+    untagged = req_cls._struct.untagged_fields(version)
+    fields = {f.name: _value(rng, f, version, 0) for f in untagged}
+    fields.update({k: v for k, v in overrides.items() if k in fields})
     obj = req_cls(version=version, **fields)
     obj.with_header(correlation_id=correlation_id, client_id=rng.choice(("fuzz", None, "")))
     return bytes(obj.encode(header=True, framed=True)), obj
