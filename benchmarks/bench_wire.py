@@ -94,7 +94,7 @@ class CpuMeter:
 class Server:
     """`python -m zkcoord serve` on a free loopback port; optionally under cProfile."""
 
-    def __init__(self, data_dir: Path, profile: Path | None) -> None:
+    def __init__(self, data_dir: Path, profile: Path | None, extra_args: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         cmd = [sys.executable]
         if profile is not None:
@@ -108,6 +108,7 @@ class Server:
             "--data-dir",
             str(data_dir),
             f"--group.initial.rebalance.delay.ms={INITIAL_DELAY_MS}",
+            *extra_args,
         ]
         self.proc = subprocess.Popen(
             cmd,

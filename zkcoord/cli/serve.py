@@ -1,6 +1,6 @@
 """`zkcoord serve`: run one Kafka wire-protocol node (topic logs + classic group coordinator) until SIGTERM/SIGINT.
 
-`--bridge-zk-offsets` adds the coordinator-side offset bridge (zkcoord.server.group_service.ZkOffsetBridge):
+`--bridge-zk-offsets` adds the coordinator-side offset bridge (zkcoord.bridge.mirror.ZkOffsetBridge):
 OffsetFetch answers max(coordinator, /consumers/G/offsets) and acknowledged commits are mirrored there.
 """
 
@@ -11,13 +11,63 @@ import asyncio
 import dataclasses
 import signal
 from pathlib import Path
+from typing import Any
 
 from zkcoord.bridge.mirror import ZkOffsetBridge
 from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
+from zkcoord.records.batch import AppendRules
 from zkcoord.server.app import Node
 from zkcoord.server.broker import ServerConfig
+from zkcoord.server.limits import ConnectionLimits, LogLimits
+
+# (flag, limits class, field, help) for the node's resource limits (docs/operations.md); Kafka's names where Kafka
+# has the limit, defaults from the classes.
+_LIMIT_FLAGS: tuple[tuple[str, type[Any], str, str], ...] = (
+    ("max.connections", ConnectionLimits, "max_connections", "connections beyond it are closed on accept"),
+    ("max.connections.per.ip", ConnectionLimits, "max_connections_per_ip", "the same, per client address"),
+    ("connections.max.idle.ms", ConnectionLimits, "connections_max_idle_ms", "close a silent connection"),
+    (
+        "request.read.timeout.ms",
+        ConnectionLimits,
+        "request_read_timeout_ms",
+        "close a connection whose frame is not complete this long after its size arrived",
+    ),
+    (
+        "queued.max.request.bytes",
+        ConnectionLimits,
+        "queued_max_request_bytes",
+        "request bytes being read, all connections together; readers wait for room",
+    ),
+    (
+        "max.in.flight.per.connection",
+        ConnectionLimits,
+        "max_in_flight_per_connection",
+        "requests of one connection queued or being answered; its reading pauses at the bound",
+    ),
+    ("max.partitions.per.topic", LogLimits, "max_partitions_per_topic", "INVALID_PARTITIONS beyond it"),
+    (
+        "max.broker.partitions",
+        LogLimits,
+        "max_broker_partitions",
+        "partitions on this node; INVALID_PARTITIONS",
+    ),
+    ("log.max.open.files", LogLimits, "log_max_open_files", "segment files open at once (LRU closed beyond)"),
+    ("message.max.bytes", AppendRules, "message_max_bytes", "largest produced batch; MESSAGE_TOO_LARGE"),
+    (
+        "log.message.timestamp.after.max.ms",
+        AppendRules,
+        "timestamp_after_max_ms",
+        "a record's CreateTime may be this far ahead of the node's clock; INVALID_TIMESTAMP",
+    ),
+    (
+        "log.message.timestamp.before.max.ms",
+        AppendRules,
+        "timestamp_before_max_ms",
+        "and this far behind it",
+    ),
+)
 
 # (flag, GroupConfig field) pairs: flags carry Kafka's broker property names.
 _GROUP_FLAGS = (
@@ -35,6 +85,21 @@ _CLUSTER_FLAGS = (
     ("zookeeper.connection.timeout.ms", "zookeeper_connection_timeout_ms"),
     ("offsets.compact.after.batches", "offsets_compact_after_batches"),
 )
+
+
+_GROUP_HELP = {
+    "group.max.size": "members per group; a JoinGroup beyond it gets GROUP_MAX_SIZE_REACHED (default 2147483647)",
+}
+
+
+def _limits(args: argparse.Namespace, cls: type[Any]) -> Any:
+    """The `cls` limits with the flags given on the command line (validated by the class)."""
+    given = {
+        name: getattr(args, f"limit_{name}")
+        for _flag, owner, name, _text in _LIMIT_FLAGS
+        if owner is cls and getattr(args, f"limit_{name}") is not None
+    }
+    return dataclasses.replace(cls(), **given)
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -71,10 +136,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--auto.create.topics.enable", dest="auto_create", choices=("true", "false"), default="true"
     )
     parser.add_argument(
-        "--socket.request.max.bytes", dest="max_request_bytes", type=int, default=100 * 1024 * 1024
+        "--socket.request.max.bytes",
+        dest="max_request_bytes",
+        type=int,
+        default=100 * 1024 * 1024,
+        help="largest request frame; a larger size header closes the connection (default %(default)s)",
     )
+    for flag, cls, name, text in _LIMIT_FLAGS:
+        default = cls.__dataclass_fields__[name].default
+        parser.add_argument(
+            f"--{flag}",
+            dest=f"limit_{name}",
+            type=int,
+            default=None,
+            metavar="N",
+            help=f"{text} (default {default})",
+        )
     for flag, dest in _GROUP_FLAGS:
-        parser.add_argument(f"--{flag}", dest=dest, type=int, default=None)
+        parser.add_argument(f"--{flag}", dest=dest, type=int, default=None, help=_GROUP_HELP.get(flag))
     for flag, dest in _CLUSTER_FLAGS:
         parser.add_argument(f"--{flag}", dest=dest, type=int, default=None, help="with --zk only")
     parser.add_argument(
@@ -108,6 +187,9 @@ def run(args: argparse.Namespace) -> int:
             num_partitions=args.num_partitions,
             auto_create_topics_enable=args.auto_create == "true",
             socket_request_max_bytes=args.max_request_bytes,
+            connection_limits=_limits(args, ConnectionLimits),
+            log_limits=_limits(args, LogLimits),
+            append_rules=_limits(args, AppendRules),
         )
         overrides = {
             dest: getattr(args, dest) for _flag, dest in _GROUP_FLAGS if getattr(args, dest) is not None

@@ -5,6 +5,10 @@ crc uint32 (CRC-32C over attributes..end) | attributes int16 | lastOffsetDelta i
 maxTimestamp int64 | producerId int64 | producerEpoch int16 | baseSequence int32 | recordsCount int32 | records.
 baseOffset, batchLength, partitionLeaderEpoch and magic are NOT covered by the CRC, so a log may rewrite the base
 offset without recomputing it. Every malformed input raises `CorruptBatch` naming what was wrong.
+
+`validate_for_append` is the broker's LogValidator: a batch a client produced is stored only when its CRC,
+record count, offset deltas, codec, record framing, timestamps and decompressed size all agree; otherwise it
+raises the subclass carrying Kafka's per-partition error code.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import struct
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.records.crc32c import crc32c
@@ -40,6 +45,25 @@ class CorruptBatch(ZkcoordError, ValueError):
         super().__init__(f"corrupt record batch at byte {position}: {reason}")
         self.reason = reason
         self.position = position
+
+
+class InvalidRecord(CorruptBatch):
+    """A batch that parses but breaks a LogValidator rule (count vs offsets, control batch from a client);
+    Kafka's INVALID_RECORD (87)."""
+
+    code = 87
+
+
+class InvalidTimestamp(CorruptBatch):
+    """A record timestamp outside log.message.timestamp.before/after.max.ms; Kafka's INVALID_TIMESTAMP (32)."""
+
+    code = 32
+
+
+class BatchTooLarge(CorruptBatch):
+    """A batch larger than message.max.bytes; Kafka's MESSAGE_TOO_LARGE (10)."""
+
+    code = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,21 +209,66 @@ def _take(buf: bytes, pos: int, length: int) -> tuple[bytes | None, int]:
     return buf[pos : pos + length], pos + length
 
 
-def _decompress(codec: int, data: bytes) -> bytes:
-    if codec == 0:
+NO_COMPRESSION: Final = 0
+GZIP: Final = 1
+SNAPPY: Final = 2
+LZ4: Final = 3
+ZSTD: Final = 4
+# Codecs whose records the server can read (and so validate record by record); snappy and lz4 batches are
+# checked at the header level only (no decompressor is installed for them) and stored as sent.
+READABLE_CODECS: Final = frozenset({NO_COMPRESSION, GZIP, ZSTD})
+
+
+def _decompress(codec: int, data: bytes, max_bytes: int = -1) -> bytes:
+    """The decompressed records; more than `max_bytes` (when >= 0) is a CorruptBatch, found without
+    inflating past the bound."""
+    if codec == NO_COMPRESSION:
         return data
-    if codec == 1:
-        return zlib.decompress(data, 16 + zlib.MAX_WBITS)
-    raise CorruptBatch(
-        f"compression codec {codec} is not supported for record iteration (only none and gzip)"
-    )
+    limit = max_bytes + 1 if max_bytes >= 0 else -1
+    try:
+        if codec == GZIP:
+            out = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, max(limit, 0))
+        elif codec == ZSTD:
+            out = _zstd_read(data, limit)
+        else:
+            raise CorruptBatch(f"compression codec {codec} cannot be read here (none, gzip, zstd)")
+    except (zlib.error, _ZstdError) as exc:
+        raise CorruptBatch(f"records do not decompress: {exc}") from exc
+    if max_bytes >= 0 and len(out) > max_bytes:
+        raise CorruptBatch(f"records inflate past {max_bytes} bytes")
+    return out
 
 
-def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
-    """The records of one (validated) batch, in order."""
+class _ZstdError(Exception):
+    pass
+
+
+def _zstd_read(data: bytes, limit: int) -> bytes:
+    import zstandard  # kafka-python's zstd codec; imported on the first zstd batch only
+
+    try:
+        reader = zstandard.ZstdDecompressor().stream_reader(data)
+        chunks: list[bytes] = []
+        got = 0
+        while limit < 0 or got < limit:
+            chunk = reader.read(65536 if limit < 0 else min(65536, limit - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+    except zstandard.ZstdError as exc:
+        raise _ZstdError(str(exc)) from exc
+
+
+def iter_records(batch: bytes | bytearray | memoryview, max_decompressed: int = -1) -> Iterator[Record]:
+    """The records of one (validated) batch, in order. Anything after the last declared record is a
+    CorruptBatch (Kafka: "Incorrect declared batch size")."""
     header = parse_header(batch)
     raw = bytes(memoryview(batch)[HEADER_SIZE : header.size])
-    body = _decompress(header.compression, raw)
+    body = _decompress(header.compression, raw, max_decompressed)
+    if header.records_count > len(body):  # every record takes at least one byte: refuse before looping
+        raise CorruptBatch(f"recordsCount {header.records_count} cannot fit in {len(body)} bytes", 0)
     pos = 0
     for _ in range(header.records_count):
         length, pos = decode_varint(body, pos)
@@ -226,6 +295,74 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
         yield Record(
             header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value, tuple(headers)
         )
+    if pos != len(body):
+        raise CorruptBatch(
+            f"{len(body) - pos} bytes remain after the {header.records_count} declared records"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AppendRules:
+    """What a produced batch must satisfy, with Kafka's names (`message.max.bytes`,
+    `log.message.timestamp.before.max.ms` / `after.max.ms`, Kafka 4.0 defaults)."""
+
+    message_max_bytes: int = 1_048_588
+    timestamp_before_max_ms: int = 2**63 - 1
+    timestamp_after_max_ms: int = 3_600_000
+    max_decompressed_bytes: int = 64 * 1024 * 1024  # zkcoord's bound on one batch's inflated records
+
+
+NO_TIMESTAMP: Final = -1
+
+
+def validate_for_append(
+    buf: bytes | bytearray | memoryview, now_ms: int, rules: AppendRules = AppendRules()
+) -> list[BatchHeader]:
+    """Kafka's LogValidator for a client's Produce: every batch's CRC, size, count against its offset range,
+    codec, record framing, offset deltas 0..n-1 and timestamps. All or nothing; raises a CorruptBatch subclass
+    whose `code` is the partition's error."""
+    headers = split_batches(buf)
+    view = memoryview(buf)
+    for h in headers:
+        where = h.position
+        if h.size > rules.message_max_bytes:
+            raise BatchTooLarge(
+                f"batch of {h.size} bytes exceeds message.max.bytes {rules.message_max_bytes}", where
+            )
+        if h.records_count <= 0:
+            raise InvalidRecord(f"invalid reported count for record batch: {h.records_count}", where)
+        if h.last_offset_delta + 1 != h.records_count:
+            raise InvalidRecord(
+                f"inconsistent batch offset range [0, {h.last_offset_delta}] and count of records "
+                f"{h.records_count}",
+                where,
+            )
+        if h.is_control:
+            raise InvalidRecord("clients are not allowed to write control records", where)
+        if h.compression > ZSTD:
+            raise CorruptBatch(f"unknown compression codec {h.compression}", where)
+        if h.compression not in READABLE_CODECS:
+            continue
+        create_time = not h.attributes & TIMESTAMP_TYPE_BIT
+        for index, record in enumerate(
+            iter_records(view[h.position : h.position + h.size], rules.max_decompressed_bytes)
+        ):
+            if record.offset - h.base_offset != index:
+                raise InvalidRecord(f"record {index} has offset delta {record.offset - h.base_offset}", where)
+            if create_time and record.timestamp != NO_TIMESTAMP:
+                if record.timestamp < now_ms - rules.timestamp_before_max_ms:
+                    raise InvalidTimestamp(
+                        f"timestamp {record.timestamp} is more than {rules.timestamp_before_max_ms} ms "
+                        f"before the broker's {now_ms}",
+                        where,
+                    )
+                if record.timestamp > now_ms + rules.timestamp_after_max_ms:
+                    raise InvalidTimestamp(
+                        f"timestamp {record.timestamp} is more than {rules.timestamp_after_max_ms} ms "
+                        f"after the broker's {now_ms}",
+                        where,
+                    )
+    return headers
 
 
 def _encode_record(

@@ -41,12 +41,14 @@ class Node:
     async def start(self) -> None:
         cfg = self.server_config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        logs = self.logs = LogManager(cfg.data_dir, cfg.log_segment_bytes)
+        logs = self.logs = LogManager(cfg.data_dir, cfg.log_segment_bytes, cfg.log_limits)
         if not self.zk_connect:
             store = FileRecordStore(cfg.data_dir / "group-records")
             self.groups = GroupService(self.group_config, store, offset_mirror=self.offset_mirror)
             await self.groups.start()
-        self.wire = WireServer(self._dispatch, cfg.host, cfg.port, cfg.socket_request_max_bytes)
+        self.wire = WireServer(
+            self._dispatch, cfg.host, cfg.port, cfg.socket_request_max_bytes, cfg.connection_limits
+        )
         await self.wire.start()
         if cfg.port == 0 or self.advertise is not None:
             # the advertised endpoint: the bound port unless advertised.listeners says otherwise

@@ -9,16 +9,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from zkcoord.errors import ConfigError
 from zkcoord.group.errors import ErrorCode as E
-from zkcoord.records.batch import CorruptBatch, split_batches
+from zkcoord.records.batch import AppendRules, CorruptBatch, validate_for_append
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server import messages as dm
 from zkcoord.server.groups import GroupDispatch
+from zkcoord.server.limits import ConnectionLimits, LogLimits
 from zkcoord.server.log import LEGAL_TOPIC, InvalidTopic, LogManager, OffsetsTopicLog, PartitionLog
 from zkcoord.server.seams import ClusterSide, GroupCoordinator
 
@@ -51,6 +53,10 @@ class ServerConfig:
     cluster_id: str = "zkcoord"
     fetch_max_wait_cap_ms: int = 1000  # bound on a Fetch's wait for new data, whatever the client asks
     log_segment_bytes: int = 64 * 1024 * 1024
+    # message.max.bytes and the timestamp bounds a produced batch obeys
+    append_rules: AppendRules = field(default_factory=AppendRules)
+    connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
+    log_limits: LogLimits = field(default_factory=LogLimits)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -234,7 +240,11 @@ class Broker:
                         self.cluster.topic_created(name, self.config.num_partitions)
                         topics.append(dm.TopicMeta(name, E.LEADER_NOT_AVAILABLE, ()))
                         continue
-                    logs = self._create(name, self.config.num_partitions)
+                    try:
+                        logs = self._create(name, self.config.num_partitions)
+                    except InvalidTopic as exc:  # a partition limit: the topic's error, as for CreateTopics
+                        topics.append(dm.TopicMeta(name, exc.code, ()))
+                        continue
                 topics.append(self._topic_meta(name, logs))
         controller = self.cluster.controller_id() if self.cluster is not None else self.config.node_id
         resp = dm.MetadataResponse(tuple(self.brokers), self.config.cluster_id, controller, tuple(topics))
@@ -286,6 +296,8 @@ class Broker:
                 results.append(
                     Created(t.name, E.INVALID_PARTITIONS, f"num_partitions must be >= 1, got {n}", n)
                 )
+            elif (refused := self.logs.partition_limit_error(t.name or "", n)) is not None:
+                results.append(Created(t.name, E.INVALID_PARTITIONS, refused, n))
             elif t.replication_factor not in (-1, 1):
                 why = f"replication factor {t.replication_factor} > 1 broker"
                 results.append(Created(t.name, E.INVALID_REPLICATION_FACTOR, why, n))
@@ -301,7 +313,7 @@ class Broker:
             try:
                 self._create(name, n)
             except InvalidTopic as exc:
-                results[i] = Created(name, E.INVALID_TOPIC_EXCEPTION, str(exc), n)
+                results[i] = Created(name, exc.code, str(exc), n)
         return kp.create_topics_response(req, dm.CreateTopicsResponse(tuple(results)))
 
     async def _create_topics_in_cluster(
@@ -362,12 +374,12 @@ class Broker:
                     continue
                 mv = memoryview(records)
                 try:
-                    headers = split_batches(mv)
+                    headers = validate_for_append(mv, int(time.time() * 1000), self.config.append_rules)
                 except CorruptBatch as exc:
                     log.warning(
                         "produce %s-%d from %s: rejected: %s", topic.name, pd.index, req.client_id, exc
                     )
-                    parts.append(Produced(pd.index, E.CORRUPT_MESSAGE, -1, plog.log_start_offset, str(exc)))
+                    parts.append(Produced(pd.index, exc.code, -1, plog.log_start_offset, str(exc)))
                     continue
                 error, dup_offset = int(E.NONE), None
                 for h in headers:

@@ -64,6 +64,7 @@ from zkcoord.errors import ZkcoordError
 from zkcoord.group import messages as gm
 from zkcoord.group.errors import ErrorCode
 from zkcoord.server import messages as dm
+from zkcoord.server import prescan
 
 # Re-exported: the Metadata values predate `zkcoord.server.messages` and callers know them as kp.TopicMeta.
 PartitionMeta = dm.PartitionMeta
@@ -228,6 +229,7 @@ class _Codec:
     decode: Callable[[memoryview, int], tuple[Any, int]]
     flexible: bool
     response_flexible: bool
+    plan: prescan.Plan
 
 
 def _build_codecs() -> dict[tuple[int, int], _Codec]:
@@ -241,7 +243,8 @@ def _build_codecs() -> dict[tuple[int, int], _Codec]:
                 version, compact=flexible, tagged=flexible, data_class=req_cls
             )
             resp_flexible = bool(resp_cls.flexible_version_q(version)) and key != API_VERSIONS
-            codecs[(key, version)] = _Codec(req_cls, resp_cls, dec, flexible, resp_flexible)
+            plan = prescan.Plan(req_cls, version, flexible)
+            codecs[(key, version)] = _Codec(req_cls, resp_cls, dec, flexible, resp_flexible, plan)
     return codecs
 
 
@@ -312,6 +315,14 @@ def decode_request(frame: bytes | bytearray | memoryview) -> RequestFrame:
                 raise IndexError("header tagged fields run past the frame end")
     except (IndexError, ValueError, UnicodeDecodeError) as exc:
         raise MalformedFrame(f"bad request header: {exc}", key, version, corr) from exc
+    try:
+        # Bounded before the generic decoder runs: lengths against bytes left, forbidden nulls, and nested
+        # unknown tagged fields dropped (kafka-python copies the rest of the frame per non-empty section).
+        unknown_tags = codec.plan.scan(buf, pos)
+    except prescan.PrescanError as exc:
+        raise MalformedBody(f"body does not decode: {exc}", key, version, corr) from exc
+    if unknown_tags:
+        buf = memoryview(prescan.strip_unknown_tags(buf, unknown_tags))
     try:
         body, end = codec.decode(buf, pos)
     except Exception as exc:  # kafka-python raises struct.error, IndexError, ValueError, ... on bad input

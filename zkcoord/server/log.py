@@ -6,6 +6,10 @@ offset, file position, max timestamp per batch) is rebuilt on open by a header s
 also CRC-checked and a torn tail (a batch cut short or garbled by a crash mid-write) is truncated away, so after a
 restart the log holds exactly the batches whose write completed. Producer-id sequence state is rebuilt from the
 same headers so idempotent producers keep deduplicating across restarts.
+
+Partition logs open lazily (a node with many partitions starts without touching them) and their segment files
+share one descriptor budget (`log.max.open.files`, least recently used closed first); topic creation is bounded
+by `max.partitions.per.topic` and `max.broker.partitions`.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import logging
 import os
 import re
 import struct
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +33,7 @@ from zkcoord.records.batch import (
     parse_header,
     validate_batch,
 )
+from zkcoord.server.limits import LogLimits
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +50,40 @@ class InvalidTopic(ZkcoordError, ValueError):
     code = 17
 
 
+class PartitionLimitExceeded(InvalidTopic):
+    """A topic creation or growth past max.partitions.per.topic / max.broker.partitions; INVALID_PARTITIONS."""
+
+    code = 37
+
+
+class OpenFiles:
+    """The segment descriptors open at once, at most `budget`; the least recently used is closed for a new one
+    (it reopens on its next use: segments are append-only files, so nothing is lost)."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._open: OrderedDict[Segment, None] = OrderedDict()
+        self.reopened = 0
+
+    def fd(self, seg: Segment) -> int:
+        if seg._fd is not None:
+            self._open.move_to_end(seg)
+            return seg._fd
+        while len(self._open) >= self.budget:
+            old, _ = self._open.popitem(last=False)
+            old._release()
+        seg._fd = os.open(seg.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._open[seg] = None
+        self.reopened += 1
+        return seg._fd
+
+    def forget(self, seg: Segment) -> None:
+        self._open.pop(seg, None)
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+
 @dataclass(slots=True)
 class _ProducerState:
     epoch: int
@@ -53,41 +93,101 @@ class _ProducerState:
 
 
 class Segment:
-    """One segment file and its batch index (parallel lists, ordered by offset)."""
+    """One segment file and its batch index (parallel lists, ordered by offset); its descriptor comes from the
+    shared `OpenFiles` budget on use."""
 
-    __slots__ = ("base_offset", "fd", "last_offsets", "max_timestamps", "path", "positions", "size")
+    __slots__ = (
+        "_fd",
+        "_files",
+        "base_offset",
+        "last_offsets",
+        "max_timestamps",
+        "path",
+        "positions",
+        "size",
+    )
 
-    def __init__(self, path: Path, base_offset: int) -> None:
+    def __init__(self, path: Path, base_offset: int, files: OpenFiles) -> None:
         self.path = path
         self.base_offset = base_offset
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._files = files
+        self._fd: int | None = None
         self.size = 0
         self.positions: list[int] = []
         self.last_offsets: list[int] = []
         self.max_timestamps: list[int] = []
 
+    @property
+    def fd(self) -> int:
+        return self._files.fd(self)
+
+    def _release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     def close(self) -> None:
-        os.close(self.fd)
+        self._files.forget(self)
+        self._release()
 
 
 class PartitionLog:
-    """The log of one topic partition."""
+    """The log of one topic partition. Recovered (scanned, torn tail truncated) at construction, or with
+    `lazy` on first use, which is how LogManager opens them so a node with many partitions starts at once."""
 
     def __init__(
-        self, directory: Path, topic: str, partition: int, segment_bytes: int = 64 * 1024 * 1024
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        segment_bytes: int = 64 * 1024 * 1024,
+        files: OpenFiles | None = None,
+        lazy: bool = False,
     ) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
         self.segment_bytes = segment_bytes
-        self.segments: list[Segment] = []
-        self.log_start_offset = 0
-        self.next_offset = 0
-        self.producers: dict[int, _ProducerState] = {}
+        self._files = files if files is not None else OpenFiles(64)
+        self._segments: list[Segment] = []
+        self._log_start_offset = 0
+        self._next_offset = 0
+        self._producers: dict[int, _ProducerState] = {}
+        self._recovered = False
         directory.mkdir(parents=True, exist_ok=True)
-        self._recover()
+        if not lazy:
+            self._ready()
 
     # -- opening --------------------------------------------------------------------------------------------
+
+    def _ready(self) -> None:
+        if not self._recovered:
+            self._recovered = True
+            self._recover()
+
+    @property
+    def segments(self) -> list[Segment]:
+        self._ready()
+        return self._segments
+
+    @property
+    def producers(self) -> dict[int, _ProducerState]:
+        self._ready()
+        return self._producers
+
+    @property
+    def log_start_offset(self) -> int:
+        self._ready()
+        return self._log_start_offset
+
+    @property
+    def next_offset(self) -> int:
+        self._ready()
+        return self._next_offset
+
+    @next_offset.setter
+    def next_offset(self, value: int) -> None:
+        self._next_offset = value
 
     def _recover(self) -> None:
         files = sorted(self.directory.glob("*.log"))
@@ -97,15 +197,15 @@ class PartitionLog:
             except ValueError:
                 log.warning("log %s-%d: ignoring stray file %s", self.topic, self.partition, path)
                 continue
-            seg = Segment(path, base)
+            seg = Segment(path, base, self._files)
             self._scan(seg, check_crc=i == len(files) - 1)
-            self.segments.append(seg)
-        if self.segments:
-            self.log_start_offset = self.segments[0].base_offset
-            last = self.segments[-1]
-            self.next_offset = last.last_offsets[-1] + 1 if last.last_offsets else last.base_offset
+            self._segments.append(seg)
+        if self._segments:
+            self._log_start_offset = self._segments[0].base_offset
+            last = self._segments[-1]
+            self._next_offset = last.last_offsets[-1] + 1 if last.last_offsets else last.base_offset
         else:
-            self.segments.append(Segment(self.directory / f"{0:020d}.log", 0))
+            self._segments.append(Segment(self.directory / f"{0:020d}.log", 0, self._files))
 
     def _scan(self, seg: Segment, check_crc: bool) -> None:
         file_size = os.fstat(seg.fd).st_size
@@ -142,17 +242,17 @@ class PartitionLog:
             self._remember_producer(header, header.base_offset)
 
     def _remember_producer(self, header: BatchHeader, base_offset: int) -> None:
-        state = self.producers.get(header.producer_id)
+        state = self._producers.get(header.producer_id)
         last_seq = header.base_sequence + header.last_offset_delta
         if state is None or header.producer_epoch != state.epoch:
             state = _ProducerState(header.producer_epoch, last_seq)
-            self.producers[header.producer_id] = state
+            self._producers[header.producer_id] = state
         state.last_seq = last_seq
         state.recent.append((header.base_sequence, last_seq, base_offset))
         del state.recent[:-5]
 
     def close(self) -> None:
-        for seg in self.segments:
+        for seg in self._segments:
             seg.close()
 
     # -- writing --------------------------------------------------------------------------------------------
@@ -181,7 +281,7 @@ class PartitionLog:
         first = self.next_offset
         seg = self.segments[-1]
         if seg.size >= self.segment_bytes:
-            seg = Segment(self.directory / f"{self.next_offset:020d}.log", self.next_offset)
+            seg = Segment(self.directory / f"{self.next_offset:020d}.log", self.next_offset, self._files)
             self.segments.append(seg)
         chunks: list[bytes | memoryview] = []
         pos = seg.size
@@ -252,10 +352,14 @@ class PartitionLog:
 class LogManager:
     """All partition logs under one data directory; topics are discovered from the directory names."""
 
-    def __init__(self, data_dir: Path, segment_bytes: int = 64 * 1024 * 1024) -> None:
+    def __init__(
+        self, data_dir: Path, segment_bytes: int = 64 * 1024 * 1024, limits: LogLimits | None = None
+    ) -> None:
         self.root = data_dir / "logs"
         self.root.mkdir(parents=True, exist_ok=True)
         self.segment_bytes = segment_bytes
+        self.limits = limits if limits is not None else LogLimits()
+        self.files = OpenFiles(self.limits.log_max_open_files)
         self.topics: dict[str, list[PartitionLog]] = {}
         found: dict[str, set[int]] = {}
         for d in sorted(self.root.iterdir()):
@@ -265,9 +369,29 @@ class LogManager:
             found.setdefault(name, set()).add(int(part))
         for name in sorted(found):
             count = max(found[name]) + 1
-            self.topics[name] = [
-                PartitionLog(self.root / f"{name}-{p}", name, p, segment_bytes) for p in range(count)
-            ]
+            self.topics[name] = [self._log(name, p) for p in range(count)]
+
+    def _log(self, name: str, partition: int) -> PartitionLog:
+        return PartitionLog(
+            self.root / f"{name}-{partition}", name, partition, self.segment_bytes, self.files, lazy=True
+        )
+
+    def partition_count(self) -> int:
+        return sum(len(logs) for logs in self.topics.values())
+
+    def partition_limit_error(self, name: str, partitions: int) -> str | None:
+        """Why `name` may not have `partitions` partitions (max.partitions.per.topic, max.broker.partitions),
+        or None when it may."""
+        lim = self.limits
+        if partitions > lim.max_partitions_per_topic:
+            return (
+                f"topic {name!r}: {partitions} partitions exceed max.partitions.per.topic "
+                f"{lim.max_partitions_per_topic}"
+            )
+        total = self.partition_count() - len(self.topics.get(name, ())) + partitions
+        if total > lim.max_broker_partitions:
+            return f"topic {name!r}: {total} partitions on this node would exceed max.broker.partitions {lim.max_broker_partitions}"
+        return None
 
     def create_topic(self, name: str, partitions: int) -> list[PartitionLog]:
         if not LEGAL_TOPIC.match(name) or name in (".", ".."):
@@ -276,9 +400,10 @@ class LogManager:
             raise InvalidTopic(f"topic {name!r}: partitions must be >= 1, got {partitions}")
         if name in self.topics:
             return self.topics[name]
-        logs = [
-            PartitionLog(self.root / f"{name}-{p}", name, p, self.segment_bytes) for p in range(partitions)
-        ]
+        refused = self.partition_limit_error(name, partitions)
+        if refused is not None:
+            raise PartitionLimitExceeded(refused)
+        logs = [self._log(name, p) for p in range(partitions)]
         self.topics[name] = logs
         log.info("created topic %s with %d partitions", name, partitions)
         return logs
@@ -288,10 +413,10 @@ class LogManager:
         the partition count in ZooKeeper even when it auto-created the topic locally first."""
         logs = self.create_topic(name, partitions)
         if len(logs) < partitions:
-            logs = logs + [
-                PartitionLog(self.root / f"{name}-{p}", name, p, self.segment_bytes)
-                for p in range(len(logs), partitions)
-            ]
+            refused = self.partition_limit_error(name, partitions)
+            if refused is not None:
+                raise PartitionLimitExceeded(refused)
+            logs = logs + [self._log(name, p) for p in range(len(logs), partitions)]
             self.topics[name] = logs
             log.info("topic %s now has %d partitions", name, partitions)
         return logs

@@ -5,7 +5,14 @@ before anything of its declared size is allocated; an unknown ApiVersions versio
 other unsupported versions get UNSUPPORTED_VERSION where the response has a top-level error code; unknown APIs,
 garbled headers and undecodable bodies close the connection. Bad input is logged with its peer and never takes
 the server down. Responses are written in request order even when some (Fetch waits, group barriers) complete
-later than requests pipelined behind them.
+later than requests pipelined behind them; when the server closes a connection over a bad frame, the answers
+owed to the requests before it are written first (at most 5 s), as in Kafka, which reads a connection's next
+request only after answering the last.
+
+Limits (zkcoord.server.limits.ConnectionLimits): connections beyond max.connections / max.connections.per.ip
+are closed on accept; a connection silent for connections.max.idle.ms with nothing owed to it, or whose frame
+is not complete request.read.timeout.ms after its size arrived, is closed; frames being read by all connections
+together hold at most queued.max.request.bytes (a reader waits for room instead of allocating).
 """
 
 from __future__ import annotations
@@ -15,52 +22,107 @@ import contextlib
 import inspect
 import logging
 import struct
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 
+from zkcoord.errors import ConfigError
 from zkcoord.server import kafka_protocol as kp
+from zkcoord.server.limits import ConnectionLimits
+from zkcoord.server.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
+# Frames one connection may handle before letting the others read (round-robin across ready connections):
+# small enough that a pipelining client cannot hold the loop, large enough that the yield costs little.
+_FRAMES_PER_TURN = 8
 
 Dispatch = Callable[[kp.RequestFrame], "bytes | Awaitable[bytes | None] | None"]
 
 
-class _Connection:
-    __slots__ = ("closed", "peer", "pending", "wakeup", "writer")
+class _CloseConnection(Exception):
+    """Raised by a response future whose request can get no answer: the writer closes the connection there."""
 
-    def __init__(self, writer: asyncio.StreamWriter, peer: str) -> None:
+
+class _Connection:
+    __slots__ = (
+        "burst",
+        "closed",
+        "flush",
+        "ip",
+        "last_active",
+        "peer",
+        "pending",
+        "reading_since",
+        "room",
+        "wakeup",
+        "writer",
+    )
+
+    def __init__(self, writer: asyncio.StreamWriter, peer: str, ip: str, now: float) -> None:
         self.writer = writer
         self.peer = peer
+        self.ip = ip
         # Items in request order: a ready response (bytes/None) or a future still being computed.
         self.pending: deque[bytes | asyncio.Future[bytes | None] | None] = deque()
         self.wakeup = asyncio.Event()
         self.closed = False
+        self.flush = False  # on close, send the answers still owed first (the server chose to close)
+        self.last_active = now  # loop time of the last complete frame (or of the accept)
+        self.reading_since: float | None = None  # loop time a frame's size arrived, until its body has
+        self.burst = 0  # frames handled since this connection last let the others read
+        self.room = asyncio.Event()  # set when pending drops below max.in.flight.per.connection
 
 
 class WireServer:
     """Serves `dispatch` on host:port. `start()` binds (port 0 picks a free one, see `.port`)."""
 
     def __init__(
-        self, dispatch: Dispatch, host: str, port: int, max_request_bytes: int = 100 * 1024 * 1024
+        self,
+        dispatch: Dispatch,
+        host: str,
+        port: int,
+        max_request_bytes: int = 100 * 1024 * 1024,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self.dispatch = dispatch
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
+        self.limits = limits if limits is not None else ConnectionLimits()
+        if self.limits.queued_max_request_bytes < max_request_bytes:
+            raise ConfigError(
+                f"queued.max.request.bytes {self.limits.queued_max_request_bytes} is below "
+                f"socket.request.max.bytes {max_request_bytes}: a largest frame could never be read"
+            )
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._sweeper: asyncio.Task[None] | None = None
+        self._live: set[_Connection] = set()
+        self._per_ip: Counter[str] = Counter()
+        self._queued_bytes = 0
+        self._room = asyncio.Event()
         self.connections = 0
         self.requests = 0
         self.rejected = 0
+        # Why connections ended early, by reason: refused_total, refused_per_ip, idle, slow_frame.
+        self.closed_by_limit: Counter[str] = Counter()
+        # Client-caused events, each kind at most 10 lines a minute; errors/log_suppressed count them all.
+        self._say = RateLimitedLog(log, burst=10, window_s=60.0)
+        self.errors = self._say.events
+        self.log_suppressed = self._say.suppressed
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=1 << 20)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
+        self._sweeper = asyncio.create_task(self._sweep())
 
     async def close(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
@@ -70,51 +132,129 @@ class WireServer:
             with contextlib.suppress(BaseException):
                 await task
 
+    def _refuse(self, writer: asyncio.StreamWriter, peer: str, ip: str) -> bool:
+        """Close a new connection over max.connections / max.connections.per.ip; True when refused."""
+        lim = self.limits
+        if len(self._live) >= lim.max_connections:
+            reason, what = "refused_total", f"max.connections {lim.max_connections}"
+        elif self._per_ip[ip] >= lim.max_connections_per_ip:
+            reason, what = "refused_per_ip", f"max.connections.per.ip {lim.max_connections_per_ip}"
+        else:
+            return False
+        self.closed_by_limit[reason] += 1
+        self._say.log(logging.WARNING, reason, "connection %s: %s reached, closing", peer, what)
+        writer.close()
+        return True
+
+    async def _sweep(self) -> None:
+        """Close idle connections and slow senders; runs every quarter of the shorter timeout."""
+        lim = self.limits
+        idle_s = lim.connections_max_idle_ms / 1000
+        slow_s = lim.request_read_timeout_ms / 1000
+        tick = min(max(min(idle_s, slow_s) / 4, 0.01), 1.0)
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(tick)
+            now = loop.time()
+            for conn in list(self._live):
+                if conn.reading_since is not None and now - conn.reading_since > slow_s:
+                    reason = "slow_frame"
+                    what = f"frame not complete after request.read.timeout.ms {lim.request_read_timeout_ms}"
+                elif conn.reading_since is None and not conn.pending and now - conn.last_active > idle_s:
+                    reason = "idle"
+                    what = f"idle for connections.max.idle.ms {lim.connections_max_idle_ms}"
+                else:
+                    continue
+                self.closed_by_limit[reason] += 1
+                self._say.log(logging.WARNING, reason, "connection %s: %s, closing", conn.peer, what)
+                conn.closed = True
+                conn.writer.close()
+
+    async def _reserve(self, size: int) -> None:
+        """Wait until `size` more request bytes fit in queued.max.request.bytes (always room for one frame)."""
+        limit = self.limits.queued_max_request_bytes
+        while self._queued_bytes and self._queued_bytes + size > limit:
+            self._room.clear()
+            await self._room.wait()
+        self._queued_bytes += size
+
+    def _release(self, size: int) -> None:
+        self._queued_bytes -= size
+        self._room.set()
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peername = writer.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
+        ip = str(peername[0]) if isinstance(peername, tuple) else peer
+        if self._refuse(writer, peer, ip):
+            return
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
-        peername = writer.get_extra_info("peername")
-        peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
-        conn = _Connection(writer, peer)
+        conn = _Connection(writer, peer, ip, asyncio.get_running_loop().time())
+        self._live.add(conn)
+        self._per_ip[ip] += 1
         self.connections += 1
         writer_task = asyncio.create_task(self._write_loop(conn))
         try:
             await self._read_loop(reader, conn)
+            # The server chose to close (a bad frame): as in Kafka, which reads a connection's next request only
+            # after answering the last, the requests before it still get their answers (bounded below).
+            conn.flush = True
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
             pass  # server shutdown: end this connection quietly (asyncio would log a cancelled handler task)
         except Exception:
-            log.exception("connection %s: unexpected error, closing", peer)
+            self._say.log(
+                logging.ERROR, "unexpected", "connection %s: unexpected error, closing", peer, exc_info=True
+            )
         finally:
             conn.closed = True
             conn.wakeup.set()
+            conn.room.set()
             try:
                 await asyncio.wait_for(writer_task, 5.0)
             except (TimeoutError, asyncio.CancelledError, ConnectionError):
                 writer_task.cancel()
             except Exception:
-                log.exception("connection %s: writer failed", peer)
+                self._say.log(
+                    logging.ERROR, "unexpected", "connection %s: writer failed", peer, exc_info=True
+                )
             writer.close()
+            self._live.discard(conn)
+            self._per_ip[ip] -= 1
+            if not self._per_ip[ip]:
+                del self._per_ip[ip]
             if task is not None:
                 self._tasks.discard(task)
 
     async def _read_loop(self, reader: asyncio.StreamReader, conn: _Connection) -> None:
         max_bytes = self.max_request_bytes
+        loop = asyncio.get_running_loop()
         while not conn.closed:
             head = await reader.readexactly(4)
+            conn.last_active = loop.time()
             (size,) = _SIZE.unpack(head)
             if size < 0 or size > max_bytes:
                 self.rejected += 1
-                log.warning(
+                self._say.log(
+                    logging.WARNING,
+                    "frame_size",
                     "connection %s: frame of %d bytes is outside 0..%d (socket.request.max.bytes), closing",
                     conn.peer,
                     size,
                     max_bytes,
                 )
                 return
-            frame = await reader.readexactly(size)
+            await self._reserve(size)
+            try:
+                conn.reading_since = loop.time()
+                frame = await reader.readexactly(size)
+            finally:
+                conn.reading_since = None
+                self._release(size)
+            conn.last_active = loop.time()
             self.requests += 1
             transport = conn.writer.transport
             if transport.get_write_buffer_size() > 4 * 1024 * 1024:
@@ -123,6 +263,19 @@ class WireServer:
                 )  # a client that pipelines but does not read must not grow our buffer
             if not self._handle_frame(frame, conn):
                 return
+            await self._take_turns(conn)
+
+    async def _take_turns(self, conn: _Connection) -> None:
+        """Fairness: pause reading while this connection has max.in.flight.per.connection answers owed, and
+        let the other connections read every _FRAMES_PER_TURN frames."""
+        bound = self.limits.max_in_flight_per_connection
+        while len(conn.pending) >= bound and not conn.closed:
+            conn.room.clear()
+            await conn.room.wait()
+        conn.burst += 1
+        if conn.burst >= _FRAMES_PER_TURN:
+            conn.burst = 0
+            await asyncio.sleep(0)
 
     def _handle_frame(self, frame: bytes, conn: _Connection) -> bool:
         """Queue the response to one frame; False when the connection must be closed."""
@@ -132,26 +285,34 @@ class WireServer:
             self.rejected += 1
             assert exc.correlation_id is not None
             if exc.api_key == kp.API_VERSIONS:
-                log.info("connection %s: %s; answering with the v0 fallback", conn.peer, exc)
+                self._say.log(
+                    logging.INFO, "api_versions_fallback", "connection %s: %s; answering v0", conn.peer, exc
+                )
                 self._enqueue(conn, kp.api_versions_fallback(exc.correlation_id))
                 return True
             reply = kp.unsupported_version_response(exc.api_key, exc.api_version, exc.correlation_id)
             if reply is None:
-                log.warning(
-                    "connection %s: %s; cannot encode an error at that version, closing", conn.peer, exc
+                self._say.log(
+                    logging.WARNING,
+                    "unsupported_version",
+                    "connection %s: %s; cannot encode an error at that version, closing",
+                    conn.peer,
+                    exc,
                 )
                 return False
-            log.warning("connection %s: %s; answered UNSUPPORTED_VERSION", conn.peer, exc)
+            self._say.log(
+                logging.WARNING, "unsupported_version", "connection %s: %s; answered error 35", conn.peer, exc
+            )
             self._enqueue(conn, reply)
             return True
         except kp.ProtocolError as exc:
             self.rejected += 1
-            log.warning("connection %s: %s; closing", conn.peer, exc)
+            self._say.log(logging.WARNING, "malformed", "connection %s: %s; closing", conn.peer, exc)
             return False
         try:
             result = self.dispatch(req)
         except Exception:
-            _log_handler_failure(conn, req)
+            self._log_handler_failure(conn, req)
             reply = kp.error_response(req, -1)
             if reply is None:
                 return False
@@ -161,7 +322,13 @@ class WireServer:
         elif result is not None:
             self._enqueue(conn, result)
         elif kp.expects_response(req):
-            log.error("connection %s: handler for api %d gave no response", conn.peer, req.api_key)
+            self._say.log(
+                logging.ERROR,
+                "no_response",
+                "connection %s: handler for api %d gave no response",
+                conn.peer,
+                req.api_key,
+            )
             return False
         return True
 
@@ -173,8 +340,30 @@ class WireServer:
         except asyncio.CancelledError:
             raise
         except Exception:
-            _log_handler_failure(conn, req)
-            return kp.error_response(req, -1)
+            self._log_handler_failure(conn, req)
+            reply = kp.error_response(req, -1)
+            if reply is None and kp.expects_response(req):
+                self._say.log(
+                    logging.WARNING,
+                    "no_response",
+                    "connection %s: no error answer exists at that version, closing",
+                    conn.peer,
+                )
+                raise _CloseConnection from None
+            return reply
+
+    def _log_handler_failure(self, conn: _Connection, req: kp.RequestFrame) -> None:
+        """Log the exception being handled as a failed request (the client gets UNKNOWN_SERVER_ERROR or a close)."""
+        self._say.log(
+            logging.ERROR,
+            "handler_failure",
+            "connection %s: %s v%d (correlation %d) failed",
+            conn.peer,
+            kp.API_NAMES.get(req.api_key, req.api_key),
+            req.api_version,
+            req.correlation_id,
+            exc_info=True,
+        )
 
     def _enqueue(self, conn: _Connection, item: bytes | asyncio.Future[bytes | None]) -> None:
         if not conn.pending and isinstance(item, bytes):
@@ -196,28 +385,19 @@ class WireServer:
                 continue
             item = pending[0]
             if isinstance(item, asyncio.Future):
-                if conn.closed and not item.done():
+                if conn.closed and not conn.flush and not item.done():
                     item.cancel()
                     pending.clear()
                     return
                 try:
                     data = await item
-                except asyncio.CancelledError:
+                except (asyncio.CancelledError, _CloseConnection):
                     pending.clear()
+                    writer.close()  # the reader loop sees the close and ends the connection
                     return
             else:
                 data = item
             pending.popleft()
+            conn.room.set()
             if data:
                 writer.write(data)
-
-
-def _log_handler_failure(conn: _Connection, req: kp.RequestFrame) -> None:
-    """Log the exception being handled as a failed request (the client gets an UNKNOWN_SERVER_ERROR reply)."""
-    log.exception(
-        "connection %s: %s v%d (correlation %d) failed",
-        conn.peer,
-        kp.API_NAMES.get(req.api_key, req.api_key),
-        req.api_version,
-        req.correlation_id,
-    )

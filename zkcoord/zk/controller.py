@@ -26,6 +26,12 @@ Duties (one worker thread, coalesced events, each pass idempotent): watch `/brok
 create `__consumer_offsets` when absent; plan leaders with `zkcoord.placement.leadership` (balanced offsets
 partitions, sticky data partitions) and write partition state `{"controller_epoch","leader","version",
 "leader_epoch","isr"}` for every partition whose leader changed.
+
+Malformed znodes are their own problem (each logged once per version, counted in `malformed_seen`): a broker
+registration that does not parse is not live; a topic whose assignment or any partition state does not parse
+is left out of planning (and left intact) while every other topic is served, and is still deleted when marked;
+a `/controller` that parses neither as JSON nor as the pre-0.8.2 plain id is deleted (version-checked) and the
+election runs again, as Kafka's ZookeeperLeaderElector resigns (deleting `/controller`) when it cannot parse it.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ from kazoo.protocol.states import KazooState
 from zkcoord.errors import MalformedZnode, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import (
+    BrokerRegistration,
     ControllerInfo,
     PartitionState,
     TopicAssignment,
@@ -155,6 +162,8 @@ class ClusterView:
     partitions_parents: frozenset[str]  # topics whose /partitions znode exists
     partition_nodes: frozenset[tuple[str, int]]  # partitions whose /partitions/p znode exists
     delete_marks: tuple[str, ...]
+    state_nodes: frozenset[tuple[str, int]] = frozenset()  # partitions whose state znode exists (even if bad)
+    malformed: frozenset[str] = frozenset()  # topics left out of planning: assignment or a state unparsable
 
 
 class Controller:
@@ -194,6 +203,8 @@ class Controller:
         self._thread: threading.Thread | None = None
         self.reconciles = 0
         self.elections_won = 0
+        # Malformed znodes seen: path -> the modification zxid last reported (one log line per version).
+        self.malformed_seen: dict[str, int] = {}
         # Activations refused because the connection changed while the pass ran (a stale pass).
         self.stale_activations = 0
         # Test seam: called on the worker thread with the activation site ("won", "resumed", "verified")
@@ -373,7 +384,11 @@ class Controller:
                     self._want_elect = True
                 return
             if session is None or stat.ephemeralOwner != session:
-                current = ControllerInfo.decode(paths.CONTROLLER, data)
+                try:
+                    current = ControllerInfo.decode(paths.CONTROLLER, data)
+                except MalformedZnode as exc:
+                    self._remove_malformed_controller(exc, stat.version)
+                    return
                 log.debug("node=%d: controller is node %d", self.node_id, current.brokerid)
                 self._deactivate(drop_fence=True)
                 return
@@ -416,6 +431,22 @@ class Controller:
             return
         self._activate(gen, fence, "verified")
 
+    def _remove_malformed_controller(self, exc: MalformedZnode, version: int) -> None:
+        """Kafka resigns (deletes /controller) when it cannot parse it; the delete is version-checked so only
+        the malformed data we read goes, and its watch wakes every node into a new election."""
+        log.error("node=%d /controller is malformed, deleting it to re-elect: %s", self.node_id, exc)
+        self.malformed_seen[paths.CONTROLLER] = version
+        self._deactivate(drop_fence=True)
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            self.client.delete(paths.CONTROLLER, version=version)
+        with self._cond:
+            self._want_elect = True
+
+    def _report_malformed(self, path: str, zxid: int, exc: MalformedZnode) -> None:
+        if self.malformed_seen.get(path) != zxid:
+            self.malformed_seen[path] = zxid
+            log.error("node=%d ignoring malformed znode (left intact): %s", self.node_id, exc)
+
     def _delete_own_controller_znode(self) -> None:
         with contextlib.suppress(KazooException):
             _, stat = self.client.get(paths.CONTROLLER)
@@ -436,36 +467,76 @@ class Controller:
     def read_view(self) -> ClusterView:
         c = self.client
         w = self._on_watch
-        live = tuple(sorted(int(n) for n in c.get_children(paths.BROKER_IDS, watch=w) if n.isdigit()))
+        live: list[int] = []
+        for name in c.get_children(paths.BROKER_IDS, watch=w):
+            if not name.isdigit():
+                continue
+            bpath = paths.broker_path(int(name))
+            try:
+                bdata, bstat = c.get(bpath, watch=w)  # a repaired registration wakes a pass
+                BrokerRegistration.decode(bpath, bdata)
+            except NoNodeError:
+                continue
+            except MalformedZnode as exc:
+                self._report_malformed(bpath, bstat.mzxid, exc)
+                continue
+            live.append(int(name))
         topics: dict[str, TopicAssignment] = {}
         states: dict[tuple[str, int], tuple[PartitionState, int]] = {}
         parents: set[str] = set()
         part_nodes: set[tuple[str, int]] = set()
+        state_nodes: set[tuple[str, int]] = set()
+        malformed: set[str] = set()
         for topic in sorted(c.get_children(paths.BROKER_TOPICS, watch=w)):
             tpath = paths.topic_path(topic)
             try:
-                data, _ = c.get(tpath, watch=w)
+                data, tstat = c.get(tpath, watch=w)
             except NoNodeError:
                 continue
-            topics[topic] = TopicAssignment.decode(tpath, data)
+            assignment: TopicAssignment | None = None
+            try:
+                assignment = TopicAssignment.decode(tpath, data)
+            except MalformedZnode as exc:
+                self._report_malformed(tpath, tstat.mzxid, exc)
+                malformed.add(topic)
+            topic_states: dict[tuple[str, int], tuple[PartitionState, int]] = {}
             try:
                 existing = c.get_children(paths.topic_partitions_path(topic))
             except NoNodeError:
+                existing = None
+            if existing is not None:
+                parents.add(topic)
+                for name in existing:
+                    if not name.isdigit():
+                        continue
+                    p = int(name)
+                    part_nodes.add((topic, p))
+                    spath = paths.partition_state_path(topic, p)
+                    try:
+                        sdata, sstat = c.get(spath)
+                    except NoNodeError:
+                        continue
+                    state_nodes.add((topic, p))
+                    try:
+                        topic_states[(topic, p)] = (PartitionState.decode(spath, sdata), sstat.version)
+                    except MalformedZnode as exc:
+                        self._report_malformed(spath, sstat.mzxid, exc)
+                        malformed.add(topic)
+            if topic in malformed or assignment is None:
                 continue
-            parents.add(topic)
-            for name in existing:
-                if not name.isdigit():
-                    continue
-                p = int(name)
-                part_nodes.add((topic, p))
-                spath = paths.partition_state_path(topic, p)
-                try:
-                    sdata, sstat = c.get(spath)
-                except NoNodeError:
-                    continue
-                states[(topic, p)] = (PartitionState.decode(spath, sdata), sstat.version)
+            topics[topic] = assignment
+            states.update(topic_states)
         marks = tuple(sorted(c.get_children(paths.ADMIN_DELETE_TOPICS, watch=w)))
-        return ClusterView(live, topics, states, frozenset(parents), frozenset(part_nodes), marks)
+        return ClusterView(
+            tuple(sorted(live)),
+            topics,
+            states,
+            frozenset(parents),
+            frozenset(part_nodes),
+            marks,
+            frozenset(state_nodes),
+            frozenset(malformed),
+        )
 
     def _reconcile(self) -> None:
         self.client.ensure_path(paths.BROKER_IDS)
@@ -475,7 +546,7 @@ class Controller:
         if view.delete_marks:
             self._delete_topics(view)
             view = self.read_view()
-        if OFFSETS_TOPIC not in view.topics and view.live:
+        if OFFSETS_TOPIC not in view.topics and OFFSETS_TOPIC not in view.malformed and view.live:
             assignment = TopicAssignment.of(
                 single_replica_assignment(self.offsets_topic_num_partitions, view.live)
             )
@@ -491,9 +562,9 @@ class Controller:
             ops: list[Callable[[Any], None]] = []
             if topic == OFFSETS_TOPIC:
                 log.warning("node=%d refusing to delete the internal topic %s", self.node_id, topic)
-            elif topic in view.topics:
+            elif topic in view.topics or topic in view.malformed:
                 for tp in sorted(p for p in view.partition_nodes if p[0] == topic):
-                    if tp in view.states:
+                    if tp in view.state_nodes:
                         ops.append(_delete_op(paths.partition_state_path(*tp)))
                     ops.append(_delete_op(paths.partition_path(*tp)))
                 if topic in view.partitions_parents:

@@ -49,3 +49,25 @@ def test_cluster_flags_reach_the_node(tmp_path: Path, monkeypatch: pytest.Monkey
         "zookeeper_session_timeout_ms": 4000,
         "offsets_compact_after_batches": 7,
     }
+
+
+def test_limit_flags_reach_the_node_and_are_validated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: dict[str, Any] = {}
+
+    async def fake_serve(node: Any, *_: Any) -> int:
+        seen["node"] = node
+        return 0
+
+    monkeypatch.setattr(serve_cli, "_serve", fake_serve)
+    argv = ["serve", "--data-dir", str(tmp_path), "--max.connections", "7", "--connections.max.idle.ms", "5000",
+            "--max.partitions.per.topic", "12", "--message.max.bytes", "2048", "--group.max.size", "3"]  # fmt: skip
+    assert main(argv) == 0
+    cfg = seen["node"].server_config
+    assert (cfg.connection_limits.max_connections, cfg.connection_limits.connections_max_idle_ms) == (7, 5000)
+    assert cfg.connection_limits.max_connections_per_ip == 2**31 - 1  # Kafka's default where not given
+    assert (cfg.log_limits.max_partitions_per_topic, cfg.append_rules.message_max_bytes) == (12, 2048)
+    assert seen["node"].group_config.group_max_size == 3
+    assert main(["serve", "--data-dir", str(tmp_path), "--max.connections", "0"]) == 2
+    assert "max.connections must be >= 1, got 0" in capsys.readouterr().err

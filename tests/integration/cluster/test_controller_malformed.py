@@ -1,0 +1,91 @@
+"""A malformed znode is that znode's problem: the controller keeps electing and assigning everything else."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from zkcoord.legacy import paths
+from zkcoord.legacy.codecs import BrokerRegistration, ControllerInfo, PartitionState, TopicAssignment
+from zkcoord.placement.coordinator import OFFSETS_TOPIC
+from zkcoord.testing import wait_for
+from zkcoord.zk.controller import Controller
+
+pytestmark = pytest.mark.integration
+
+NUM_OFFSETS = 4
+
+
+def _register(client: Any, node_id: int) -> None:
+    reg = BrokerRegistration.create("127.0.0.1", 9000 + node_id, timestamp_ms=int(time.time() * 1000))
+    client.create(paths.broker_path(node_id), reg.encode(), ephemeral=True, makepath=True)
+
+
+def _leaders(zk: Any, topic: str) -> dict[int, int]:
+    out: dict[int, int] = {}
+    if not zk.exists(paths.topic_partitions_path(topic)):
+        return out
+    for name in zk.get_children(paths.topic_partitions_path(topic)):
+        got = zk.exists(paths.partition_state_path(topic, int(name)))
+        if got is not None:
+            data, _ = zk.get(paths.partition_state_path(topic, int(name)))
+            out[int(name)] = PartitionState.decode("state", data).leader
+    return out
+
+
+@pytest.fixture
+def controllers(
+    zk_client_factory: Callable[..., Any],
+) -> Iterator[Callable[[tuple[int, ...]], list[Controller]]]:
+    started: list[Controller] = []
+
+    def start(ids: tuple[int, ...]) -> list[Controller]:
+        for n in ids:
+            client = zk_client_factory(session_timeout_s=4.0)
+            _register(client, n)
+            ctl = Controller(client, n, offsets_topic_num_partitions=NUM_OFFSETS, resync_interval_s=0.5)
+            ctl.start()
+            started.append(ctl)
+        return started
+
+    yield start
+    for ctl in started:
+        ctl.close()
+
+
+def test_unparsable_broker_registration_is_not_live(zk: Any, controllers: Any) -> None:
+    # Before: /brokers/ids/99 with garbage counted as a live broker and led offsets partitions.
+    zk.create(paths.broker_path(99), b"not json", makepath=True)
+    controllers((1, 2))
+    wait_for(lambda: len(_leaders(zk, OFFSETS_TOPIC)) == NUM_OFFSETS, 15, "offsets partitions led")
+    assert set(_leaders(zk, OFFSETS_TOPIC).values()) == {1, 2}
+
+
+def test_malformed_topic_or_state_affects_that_topic_only(zk: Any, controllers: Any) -> None:
+    # Before: one malformed /brokers/topics/X or partition state aborted every controller pass.
+    zk.create(paths.topic_path("bad-assignment"), b"{garbage", makepath=True)
+    zk.create(paths.topic_path("bad-state"), TopicAssignment.of({0: [1], 1: [1]}).encode(), makepath=True)
+    zk.create(paths.partition_state_path("bad-state", 0), b"not a state", makepath=True)
+    controllers((1,))
+    wait_for(lambda: len(_leaders(zk, OFFSETS_TOPIC)) == NUM_OFFSETS, 15, "offsets partitions led")
+    zk.create(paths.topic_path("good"), TopicAssignment.of({0: [1], 1: [1]}).encode(), makepath=True)
+    wait_for(lambda: _leaders(zk, "good") == {0: 1, 1: 1}, 15, "the new topic's leaders")
+    assert zk.get(paths.partition_state_path("bad-state", 0))[0] == b"not a state"  # left intact
+    assert zk.get(paths.topic_path("bad-assignment"))[0] == b"{garbage"
+    # A malformed topic marked for deletion is still deleted.
+    zk.create(paths.delete_topic_path("bad-state"), b"", makepath=True)
+    wait_for(lambda: zk.exists(paths.topic_path("bad-state")) is None, 15, "bad-state deleted")
+
+
+def test_malformed_controller_znode_is_removed_and_a_controller_elected(zk: Any, controllers: Any) -> None:
+    # Before: a persistent malformed /controller (e.g. left by an operator or a broken tool) prevented any
+    # election. Kafka's ZookeeperLeaderElector fails to parse it and resigns, deleting /controller.
+    zk.create(paths.CONTROLLER, b"garbage", makepath=True)
+    started = controllers((1, 2))
+    wait_for(lambda: sum(c.active for c in started) == 1, 15, "one active controller")
+    data, stat = zk.get(paths.CONTROLLER)
+    assert ControllerInfo.decode(paths.CONTROLLER, data).brokerid in (1, 2)
+    assert stat.ephemeralOwner != 0
