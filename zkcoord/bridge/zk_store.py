@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from zkcoord.errors import ZkcoordError
+from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.zk import registrations
 from zkcoord.zk.offset_store import TP, WriteMode, ZooKeeperOffsetStore
@@ -47,7 +47,7 @@ def list_offset_bridges(client: Client) -> list[dict[str, object]]:
 class ZkBridgeUnavailable(ZkcoordError):
     """ZooKeeper did not answer (not connected, connection lost, session expired): nothing is known."""
 
-    code = 14  # COORDINATOR_LOAD_IN_PROGRESS: what a Kafka client retries on OffsetFetch
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # what a Kafka client retries on OffsetFetch
     retriable = True
 
 

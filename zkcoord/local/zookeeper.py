@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zkcoord.errors import ZkcoordError
+from zkcoord.errors import ErrorCode, ZkcoordError
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ READY_MODES = ("standalone", "leader", "follower")
 class ZooKeeperUnavailable(ZkcoordError):
     """No ZooKeeper can be started here (no jars, no java) or it did not come up in time."""
 
-    code = -1
+    code = ErrorCode.UNKNOWN_SERVER_ERROR
     retriable = False
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from zkcoord.errors import ZkcoordError
+from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.records.crc32c import crc32c
 
 HEADER_SIZE = 61
@@ -39,7 +39,7 @@ _BASE_OFFSET = struct.Struct(">q")
 class CorruptBatch(ZkcoordError, ValueError):
     """A record batch does not parse or fails its CRC; Kafka's CORRUPT_MESSAGE (2)."""
 
-    code = 2
+    code = ErrorCode.CORRUPT_MESSAGE
 
     def __init__(self, reason: str, position: int = 0) -> None:
         super().__init__(f"corrupt record batch at byte {position}: {reason}")
@@ -51,19 +51,19 @@ class InvalidRecord(CorruptBatch):
     """A batch that parses but breaks a LogValidator rule (count vs offsets, control batch from a client);
     Kafka's INVALID_RECORD (87)."""
 
-    code = 87
+    code = ErrorCode.INVALID_RECORD
 
 
 class InvalidTimestamp(CorruptBatch):
     """A record timestamp outside log.message.timestamp.before/after.max.ms; Kafka's INVALID_TIMESTAMP (32)."""
 
-    code = 32
+    code = ErrorCode.INVALID_TIMESTAMP
 
 
 class BatchTooLarge(CorruptBatch):
     """A batch larger than message.max.bytes; Kafka's MESSAGE_TOO_LARGE (10)."""
 
-    code = 10
+    code = ErrorCode.MESSAGE_TOO_LARGE
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,13 +6,13 @@ It lives here, below `zkcoord.group`, so the codecs import nothing from the coor
 
 from __future__ import annotations
 
-from zkcoord.errors import ZkcoordError
+from zkcoord.errors import ErrorCode, ZkcoordError
 
 
 class MalformedRecord(ZkcoordError, ValueError):
     """A `__consumer_offsets` key or value does not decode; says which part and why."""
 
-    code = 2  # CORRUPT_MESSAGE
+    code = ErrorCode.CORRUPT_MESSAGE
 
     def __init__(self, what: str, reason: str, data: bytes | None = None) -> None:
         shown = "" if data is None else f" (bytes {data[:64].hex()}{'...' if len(data) > 64 else ''})"

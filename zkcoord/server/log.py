@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from zkcoord.errors import ZkcoordError
+from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.records.batch import (
     HEADER_SIZE,
     BatchHeader,
@@ -40,20 +40,15 @@ log = logging.getLogger(__name__)
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 _BASE_OFFSET = struct.Struct(">q")
 
-# Kafka error codes used by the log.
-NONE = 0
-OUT_OF_ORDER_SEQUENCE_NUMBER = 45
-INVALID_PRODUCER_EPOCH = 47
-
 
 class InvalidTopic(ZkcoordError, ValueError):
-    code = 17
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
 class PartitionLimitExceeded(InvalidTopic):
     """A topic creation or growth past max.partitions.per.topic / max.broker.partitions; INVALID_PARTITIONS."""
 
-    code = 37
+    code = ErrorCode.INVALID_PARTITIONS
 
 
 class OpenFiles:
@@ -260,21 +255,21 @@ class PartitionLog:
     def check_sequence(self, header: BatchHeader) -> tuple[int, int | None]:
         """(error code, duplicate's original base offset or None) for an idempotent producer's batch."""
         if header.producer_id < 0 or header.base_sequence < 0:
-            return NONE, None
+            return ErrorCode.NONE, None
         state = self.producers.get(header.producer_id)
         if state is None:
-            return NONE, None
+            return ErrorCode.NONE, None
         if header.producer_epoch < state.epoch:
-            return INVALID_PRODUCER_EPOCH, None
+            return ErrorCode.INVALID_PRODUCER_EPOCH, None
         if header.producer_epoch > state.epoch:
-            return NONE, None
+            return ErrorCode.NONE, None
         for base_seq, _last_seq, base_offset in state.recent:
             if base_seq == header.base_sequence:
-                return NONE, base_offset
+                return ErrorCode.NONE, base_offset
         expected = (state.last_seq + 1) & 0x7FFFFFFF
         if header.base_sequence != expected:
-            return OUT_OF_ORDER_SEQUENCE_NUMBER, None
-        return NONE, None
+            return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None
+        return ErrorCode.NONE, None
 
     def append(self, batches: list[tuple[BatchHeader, memoryview]]) -> int:
         """Append validated batches, assigning offsets; returns the first batch's base offset."""

@@ -20,7 +20,7 @@ import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from zkcoord.errors import ConfigError, ZkcoordError
+from zkcoord.errors import ConfigError, ErrorCode, ZkcoordError
 from zkcoord.storage.store import RawRecord
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ FSYNC_POLICIES = ("always", "interval", "never")
 class CorruptLog(ZkcoordError):
     """A record log is damaged somewhere a crash cannot explain; names the file and byte position."""
 
-    code = 2
+    code = ErrorCode.CORRUPT_MESSAGE
 
     def __init__(self, path: Path, position: int, reason: str) -> None:
         super().__init__(f"corrupt record log {path} at byte {position}: {reason}")

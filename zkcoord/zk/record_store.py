@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
 
-from zkcoord.errors import MalformedZnode, ZkcoordError
+from zkcoord.errors import ErrorCode, MalformedZnode, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 
@@ -90,7 +90,7 @@ def seq_of(name: str) -> int:
 class StoreFenced(ZkcoordError):
     """The partition's leadership moved since this store was opened: the append was refused as a whole."""
 
-    code = 16  # NOT_COORDINATOR: the client rediscovers the coordinator and retries there.
+    code = ErrorCode.NOT_COORDINATOR  # the client rediscovers the coordinator and retries there
     retriable = True
 
 

@@ -5,8 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from zkcoord.errors import ErrorCode
 from zkcoord.records.batch import build_batch, iter_records, split_batches
-from zkcoord.server.log import OUT_OF_ORDER_SEQUENCE_NUMBER, LogManager, PartitionLog
+from zkcoord.server.log import LogManager, PartitionLog
+
+OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
 
 def _append(plog: PartitionLog, batch: bytes) -> int:
