@@ -62,7 +62,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     r.add_argument("traces", nargs="+", help="run directories, or folders searched for them")
     r.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    r.add_argument("--master", default=None, metavar="URL", help="Spark master (default local[2])")
+    r.add_argument(
+        "--master",
+        default=None,
+        metavar="URL",
+        help="Spark master: local[N], spark://host:7077, yarn... (default local[2])",
+    )
+    r.add_argument(
+        "--remote",
+        default=None,
+        metavar="URL",
+        help="Spark Connect server instead of a master, e.g. sc://host:15002 (default: none)",
+    )
     r.add_argument(
         "--timeline-run", default=None, metavar="RUN_ID", help="draw the ownership timeline of this run"
     )
@@ -196,7 +207,7 @@ def _report(args: argparse.Namespace) -> int:
         result = run_report(
             args.traces,
             args.out,
-            master=args.master,
+            master=args.remote or args.master,
             timeline_run=args.timeline_run,
             console=console,
             progress=not args.no_progress,

@@ -82,7 +82,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--zk-snapshot", required=True)
     p.add_argument("--broker-snapshot", required=True)
     p.add_argument("--out", required=True, help="output directory (Parquet + summary.md)")
-    p.add_argument("--master", help="Spark master (default local[2])")
+    p.add_argument("--master", help="Spark master: local[N], spark://host:7077, yarn... (default local[2])")
+    p.add_argument(
+        "--remote", metavar="URL", help="Spark Connect server instead of a master, e.g. sc://host:15002"
+    )
     p.add_argument("--max-lag", type=int, default=0)
     p.set_defaults(func=_run_divergence)
 
@@ -282,7 +285,7 @@ def _run_divergence(args: argparse.Namespace) -> int:
     from migration.divergence.job import run_divergence
 
     summary = run_divergence(
-        args.zk_snapshot, args.broker_snapshot, args.out, master=args.master, max_lag=args.max_lag
+        args.zk_snapshot, args.broker_snapshot, args.out, master=args.remote or args.master, max_lag=args.max_lag
     )
     print(summary)
     return 0
