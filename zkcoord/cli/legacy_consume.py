@@ -70,7 +70,21 @@ def register(legacy_sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="KEY=VALUE",
         help="a legacy consumer property, e.g. auto.commit.interval.ms=200 (repeatable)",
     )
+    p.add_argument(
+        "--metrics-listen",
+        type=_listen,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (port 0 = any free; default: off)",
+    )
     p.set_defaults(func=cmd_consume)
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"wants HOST:PORT, got {value!r}")
+    return host or "127.0.0.1", int(port)
 
 
 def parse_properties(items: Sequence[str]) -> dict[str, str]:
@@ -174,6 +188,12 @@ def cmd_consume(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     printed = 0
     reason = "error"
+    endpoint = None
+    if args.metrics_listen is not None:
+        from zkcoord.metrics import MemberMetrics
+
+        endpoint = MemberMetrics(consumer).serve(*args.metrics_listen)
+        print(f"metrics on http://{endpoint.host}:{endpoint.port}/metrics", file=sys.stderr, flush=True)
     try:
         try:
             consumer.start()
@@ -191,6 +211,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
     finally:
         # close() commits consumed offsets (auto.commit.enable), releases owner znodes and deregisters.
         consumer.close()
+        if endpoint is not None:
+            endpoint.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print(f"Processed a total of {printed} messages ({reason})", file=sys.stderr)

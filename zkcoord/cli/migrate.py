@@ -285,7 +285,11 @@ def _run_divergence(args: argparse.Namespace) -> int:
     from migration.divergence.job import run_divergence
 
     summary = run_divergence(
-        args.zk_snapshot, args.broker_snapshot, args.out, master=args.remote or args.master, max_lag=args.max_lag
+        args.zk_snapshot,
+        args.broker_snapshot,
+        args.out,
+        master=args.remote or args.master,
+        max_lag=args.max_lag,
     )
     print(summary)
     return 0

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
+from zkcoord.metrics import ServeMetrics
 from zkcoord.server.app import Node
 from zkcoord.server.broker import ServerConfig
 from zkcoord.server.group_service import ZkOffsetBridge, install_zk_offset_bridge
@@ -93,6 +94,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=1000,
         help="how long a commit response waits for its offsets to land in ZooKeeper (0: never; default 1000)",
     )
+    parser.add_argument(
+        "--metrics-listen",
+        type=_listen,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (port 0 = any free; default: off)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -129,12 +137,17 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--bridge-zk-offsets needs a ZooKeeper connect string: give one, or use --zk")
         if args.bridge_wait_ms < 0:
             raise ConfigError(f"--bridge-zk-offsets-wait-ms must be >= 0, got {args.bridge_wait_ms}")
-    return asyncio.run(
-        _serve(Node(server, group, args.zk, args.advertise, cluster), bridge_connect, args.bridge_wait_ms)
-    )
+    metrics = ServeMetrics() if args.metrics_listen is not None else None
+    node = Node(server, group, args.zk, args.advertise, cluster, metrics=metrics)
+    return asyncio.run(_serve(node, bridge_connect, args.bridge_wait_ms, args.metrics_listen))
 
 
-async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: int = 1000) -> int:
+async def _serve(
+    node: Node,
+    bridge_connect: str | None = None,
+    bridge_wait_ms: int = 1000,
+    metrics_listen: tuple[str, int] | None = None,
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -148,6 +161,11 @@ async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: 
         # Installed before the node starts, so no service (and no commit) ever runs without it.
         install_zk_offset_bridge(bridge)
         print(f"zkcoord serve: bridging group offsets to ZooKeeper {bridge_connect}", flush=True)
+    endpoint = None
+    if node.metrics is not None and metrics_listen is not None:
+        node.metrics.bind(node, bridge)
+        endpoint = node.metrics.serve(*metrics_listen)
+        print(f"zkcoord serve: metrics on http://{endpoint.host}:{endpoint.port}/metrics", flush=True)
     try:
         await node.start()
         cfg = node.server_config
@@ -157,6 +175,8 @@ async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: 
         finally:
             await node.close()
     finally:
+        if endpoint is not None:
+            endpoint.stop()
         if bridge is not None and zk_side is not None:
             await bridge.close()
             install_zk_offset_bridge(None)

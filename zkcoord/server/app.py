@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from zkcoord.group.config import GroupConfig
+from zkcoord.metrics import ServeMetrics
 from zkcoord.server.broker import Broker, ServerConfig
 from zkcoord.server.log import LogManager
 from zkcoord.server.wire import WireServer
@@ -43,6 +44,7 @@ class Node:
     wire: WireServer | None = None
     groups: Any = None
     zk: Any = None
+    metrics: ServeMetrics | None = None  # fed by the wire server and the group dispatcher, read at scrape
 
     async def start(self) -> None:
         cfg = self.server_config
@@ -56,8 +58,14 @@ class Node:
         if self.groups is not None:
             from zkcoord.server.groups import GroupDispatch
 
-            self.broker.groups_dispatch = GroupDispatch(self.groups).dispatch
-        self.wire = WireServer(self.broker.dispatch, cfg.host, cfg.port, cfg.socket_request_max_bytes)
+            self.broker.groups_dispatch = GroupDispatch(self.groups, self._observe_group()).dispatch
+        self.wire = WireServer(
+            self.broker.dispatch,
+            cfg.host,
+            cfg.port,
+            cfg.socket_request_max_bytes,
+            observe=self.metrics.observe_request if self.metrics is not None else None,
+        )
         await self.wire.start()
         if cfg.port == 0 or self.advertise is not None:
             # the advertised endpoint: the bound port unless advertised.listeners says otherwise
@@ -86,10 +94,13 @@ class Node:
         self.groups = routing
         self.broker.groups = routing
         self.broker.cluster = routing
-        self.broker.groups_dispatch = GroupDispatch(routing).dispatch
+        self.broker.groups_dispatch = GroupDispatch(routing, self._observe_group()).dispatch
         self.broker.on_topic_created.append(routing.topic_created)
         routing.on_new_data = self.broker.notify_new_data
         await routing.start(self.logs)
+
+    def _observe_group(self) -> Any:
+        return self.metrics.observe_group_response if self.metrics is not None else None
 
     async def close(self) -> None:
         if self.wire is not None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from zkcoord.server import kafka_protocol as kp
@@ -11,8 +12,9 @@ from zkcoord.server import kafka_protocol as kp
 class GroupDispatch:
     """`dispatch(req)` -> awaitable response frame for JoinGroup ... DeleteGroups."""
 
-    def __init__(self, service: Any) -> None:
+    def __init__(self, service: Any, observe: Callable[[int, Any], None] | None = None) -> None:
         self.service = service
+        self.observe = observe  # (api_key, typed response): the metrics hook, one call per answered group
         self._methods = {
             kp.JOIN_GROUP: service.join_group,
             kp.SYNC_GROUP: service.sync_group,
@@ -37,4 +39,7 @@ class GroupDispatch:
             responses = [await method(requests[0])]
         else:
             responses = list(await asyncio.gather(*(method(r) for r in requests)))
+        if self.observe is not None:
+            for response in responses:
+                self.observe(req.api_key, response)
         return kp.group_response(req, responses)

@@ -15,6 +15,7 @@ import contextlib
 import inspect
 import logging
 import struct
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 
 Dispatch = Callable[[kp.RequestFrame], "bytes | Awaitable[bytes | None] | None"]
+# (api_key, api_version, seconds from decoded request to ready response): the metrics hook.
+RequestObserver = Callable[[int, int, float], None]
 
 
 class _Connection:
@@ -43,9 +46,15 @@ class WireServer:
     """Serves `dispatch` on host:port. `start()` binds (port 0 picks a free one, see `.port`)."""
 
     def __init__(
-        self, dispatch: Dispatch, host: str, port: int, max_request_bytes: int = 100 * 1024 * 1024
+        self,
+        dispatch: Dispatch,
+        host: str,
+        port: int,
+        max_request_bytes: int = 100 * 1024 * 1024,
+        observe: RequestObserver | None = None,
     ) -> None:
         self.dispatch = dispatch
+        self.observe = observe
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
@@ -148,6 +157,7 @@ class WireServer:
             self.rejected += 1
             log.warning("connection %s: %s; closing", conn.peer, exc)
             return False
+        started = time.perf_counter()
         try:
             result = self.dispatch(req)
         except Exception:
@@ -157,8 +167,11 @@ class WireServer:
                 return False
             result = reply
         if inspect.isawaitable(result):
-            self._enqueue(conn, asyncio.ensure_future(self._guard(req, result, conn)))
-        elif result is not None:
+            self._enqueue(conn, asyncio.ensure_future(self._guard(req, result, conn, started)))
+            return True
+        if self.observe is not None:
+            self.observe(req.api_key, req.api_version, time.perf_counter() - started)
+        if result is not None:
             self._enqueue(conn, result)
         elif kp.expects_response(req):
             log.error("connection %s: handler for api %d gave no response", conn.peer, req.api_key)
@@ -166,7 +179,7 @@ class WireServer:
         return True
 
     async def _guard(
-        self, req: kp.RequestFrame, aw: Awaitable[bytes | None], conn: _Connection
+        self, req: kp.RequestFrame, aw: Awaitable[bytes | None], conn: _Connection, started: float
     ) -> bytes | None:
         try:
             return await aw
@@ -175,6 +188,9 @@ class WireServer:
         except Exception:
             _log_handler_failure(conn, req)
             return kp.error_response(req, -1)
+        finally:
+            if self.observe is not None:
+                self.observe(req.api_key, req.api_version, time.perf_counter() - started)
 
     def _enqueue(self, conn: _Connection, item: bytes | asyncio.Future[bytes | None]) -> None:
         if not conn.pending and isinstance(item, bytes):

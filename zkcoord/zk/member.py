@@ -105,6 +105,9 @@ class MemberStats:
     # offsets.storage=kafka / dual commit: the bridge result of the last commit (every per-store failure)
     last_commit_result: Any = None
     commit_failures: int = 0  # partition-store outcomes that failed or were skipped, summed over commits
+    # Completed rebalances and their summed duration (first attempt to stable): a scrape-time summary metric.
+    rebalance_count: int = 0
+    rebalance_seconds: float = 0.0
 
 
 class Fetcher(Protocol):
@@ -414,6 +417,7 @@ class LegacyConsumer:
 
     def _synced_rebalance(self) -> None:
         cfg = self.config
+        started = self._now()
 
         def attempt() -> bool:
             with self._lock:
@@ -476,6 +480,8 @@ class LegacyConsumer:
                 self._signal()
             return
         with self._lock:
+            self.stats.rebalance_count += 1
+            self.stats.rebalance_seconds += self._now() - started
             if not self._pending:
                 self._stable.set()
                 self.stats.last_stable_at = self._now()
