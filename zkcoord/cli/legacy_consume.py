@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import BinaryIO
 
+from zkcoord.cli.options import add_config_option, examples
 from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.config import LegacyConsumerConfig
@@ -38,11 +39,18 @@ def register(legacy_sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Joins group G as a ZooKeeper-era high-level consumer, prints each record value on one line, "
             "commits offsets to /consumers/G/offsets and leaves the group on SIGTERM/SIGINT, "
-            "--max-messages or --timeout-ms."
+            "--max-messages or --timeout-ms. With --config, names that are not flags are legacy consumer "
+            "properties (as --property)."
+        ),
+        epilog=examples(
+            "zkcoord legacy consume --zk 127.0.0.1:2181 --group g --topic t --from-beginning --max-messages 10",
+            "zkcoord legacy consume --config consumer.properties --topic t   # zk=..., group=..., "
+            "auto.commit.interval.ms=...",
         ),
     )
+    add_config_option(p)
     p.add_argument("--zk", required=True, metavar="CONNECT", help="ZooKeeper connect string (chroot allowed)")
-    p.add_argument("--group", required=True, help="consumer group id (group.id)")
+    p.add_argument("--group", required=True, metavar="G", help="consumer group id (group.id)")
     p.add_argument("--topic", required=True, help="topic to consume")
     p.add_argument(
         "--streams", type=int, default=1, metavar="N", help="streams (consumer threads) registered"
@@ -55,13 +63,15 @@ def register(legacy_sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="without a committed offset start at the earliest record (auto.offset.reset=smallest)",
     )
-    p.add_argument("--max-messages", type=int, default=None, metavar="N", help="exit after N records")
+    p.add_argument(
+        "--max-messages", type=int, default=None, metavar="N", help="exit after N records (default: no limit)"
+    )
     p.add_argument(
         "--timeout-ms",
         type=int,
         default=None,
         metavar="MS",
-        help="exit when no record arrives for MS milliseconds (consumer.timeout.ms)",
+        help="exit when no record arrives for MS milliseconds (consumer.timeout.ms; default: wait forever)",
     )
     p.add_argument(
         "--property",

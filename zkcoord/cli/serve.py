@@ -11,6 +11,7 @@ import asyncio
 import signal
 from pathlib import Path
 
+from zkcoord.cli.options import add_config_option, examples
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
 from zkcoord.metrics import ServeMetrics
@@ -29,6 +30,17 @@ _GROUP_FLAGS = (
     ("offset.metadata.max.bytes", "offset_metadata_max_bytes"),
     ("offsets.retention.minutes", "offsets_retention_minutes"),
 )
+# Help for each: what it bounds, its unit, and Kafka's default (GroupConfig's, which these flags override).
+_GROUP_HELP = {
+    "group_min_session_timeout_ms": "smallest session.timeout.ms a member may ask for, in ms",
+    "group_max_session_timeout_ms": "largest session.timeout.ms a member may ask for, in ms",
+    "group_initial_rebalance_delay_ms": "how long a new group waits for more members before its first "
+    "rebalance, in ms",
+    "group_max_size": "most members one group may have",
+    "offsets_topic_num_partitions": "partitions of __consumer_offsets (groups are spread over them)",
+    "offset_metadata_max_bytes": "largest metadata string an offset commit may carry, in bytes",
+    "offsets_retention_minutes": "how long offsets of an empty group are kept, in minutes",
+}
 # (flag, ClusterConfig field) pairs for --zk mode; offsets.compact.after.batches is zkcoord's own.
 _CLUSTER_FLAGS = (
     ("zookeeper.session.timeout.ms", "zookeeper_session_timeout_ms"),
@@ -46,18 +58,35 @@ def _listen(value: str) -> tuple[str, int]:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
-        "serve", help="run a Kafka wire-protocol node: topics, produce/fetch, group coordinator"
+        "serve",
+        help="run a Kafka wire-protocol node: topics, produce/fetch, group coordinator",
+        description=__doc__,
+        epilog=examples(
+            "zkcoord serve --data-dir /var/lib/zkcoord --listen 0.0.0.0:9092 --metrics-listen 0.0.0.0:9404",
+            "zkcoord serve --config node.properties   # data-dir=..., zk=..., group.max.size=100 ...",
+        ),
+    )
+    add_config_option(parser)
+    parser.add_argument(
+        "--listen",
+        type=_listen,
+        default=("127.0.0.1", 9092),
+        metavar="HOST:PORT",
+        help="address to accept Kafka clients on (port 0 = any free)",
     )
     parser.add_argument(
-        "--listen", type=_listen, default=("127.0.0.1", 9092), help="HOST:PORT (port 0 = any free)"
-    )
-    parser.add_argument(
-        "--data-dir", type=Path, required=True, help="directory for partition logs and group records"
+        "--data-dir",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="directory for partition logs and group records",
     )
     parser.add_argument(
         "--zk",
         default=None,
-        help="ZooKeeper connect string: join that cluster as broker N (controller election, offsets partitions)",
+        metavar="CONNECT",
+        help="ZooKeeper connect string: join that cluster as broker N (controller election, offsets partitions)"
+        " (default: none, a standalone node)",
     )
     parser.add_argument("--node-id", type=int, default=0, help="broker id (default 0)")
     parser.add_argument(
@@ -66,17 +95,56 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="HOST:PORT clients are told to connect to (advertised.listeners; default: the --listen address)",
     )
-    parser.add_argument("--num.partitions", dest="num_partitions", type=int, default=1)
     parser.add_argument(
-        "--auto.create.topics.enable", dest="auto_create", choices=("true", "false"), default="true"
+        "--num.partitions",
+        dest="num_partitions",
+        type=int,
+        default=1,
+        metavar="N",
+        help="partitions of an auto-created topic",
     )
     parser.add_argument(
-        "--socket.request.max.bytes", dest="max_request_bytes", type=int, default=100 * 1024 * 1024
+        "--auto.create.topics.enable",
+        dest="auto_create",
+        choices=("true", "false"),
+        default="true",
+        help="create a topic when a client first asks for it",
     )
+    parser.add_argument(
+        "--socket.request.max.bytes",
+        dest="max_request_bytes",
+        type=int,
+        default=100 * 1024 * 1024,
+        metavar="BYTES",
+        help="largest request frame accepted, in bytes; a larger one closes the connection",
+    )
+    group_defaults = GroupConfig()
     for flag, dest in _GROUP_FLAGS:
-        parser.add_argument(f"--{flag}", dest=dest, type=int, default=None)
+        parser.add_argument(
+            f"--{flag}",
+            dest=dest,
+            type=int,
+            default=None,
+            metavar="N",
+            help=f"{_GROUP_HELP[dest]} (default: {getattr(group_defaults, dest)})",
+        )
+    from zkcoord.cluster.node import ClusterConfig
+
+    cluster_fields = ClusterConfig.__dataclass_fields__
+    cluster_help = {
+        "zookeeper_session_timeout_ms": "the node's ZooKeeper session timeout, in ms",
+        "zookeeper_connection_timeout_ms": "how long to wait for ZooKeeper at start, in ms",
+        "offsets_compact_after_batches": "compact an offsets partition's records after this many batch znodes",
+    }
     for flag, dest in _CLUSTER_FLAGS:
-        parser.add_argument(f"--{flag}", dest=dest, type=int, default=None, help="with --zk only")
+        parser.add_argument(
+            f"--{flag}",
+            dest=dest,
+            type=int,
+            default=None,
+            metavar="N",
+            help=f"with --zk only: {cluster_help[dest]} (default: {cluster_fields[dest].default})",
+        )
     parser.add_argument(
         "--bridge-zk-offsets",
         nargs="?",
@@ -92,7 +160,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         dest="bridge_wait_ms",
         type=int,
         default=1000,
-        help="how long a commit response waits for its offsets to land in ZooKeeper (0: never; default 1000)",
+        metavar="MS",
+        help="how long a commit response waits for its offsets to land in ZooKeeper, in ms (0: never; default 1000)",
     )
     parser.add_argument(
         "--metrics-listen",
