@@ -87,6 +87,16 @@ def _worker_hosted(cluster: Any, app_id: str) -> list[set[str]]:
     ]
 
 
+def assert_ran_on_workers(cluster: Any, app_id: str, tasks: dict[str, int]) -> None:
+    """Each worker hosts an executor of the application (its /json/), and every completed task of the
+    application ran on one of those executors, none on the driver (the application's REST API)."""
+    hosted = [{str(e) for e in executors} for executors in _worker_hosted(cluster, app_id)]
+    assert len(hosted) == 2 and all(hosted), hosted
+    on_workers = set().union(*hosted)
+    assert sum(tasks.values()) > 0, tasks
+    assert all(n == 0 or executor in on_workers for executor, n in tasks.items()), (hosted, tasks)
+
+
 def test_both_jobs_on_a_standalone_cluster(spark_cluster, inputs, local_outputs, tmp_path) -> None:
     out = tmp_path / "cluster"
     # Inputs as file:// URIs and outputs as a relative path (resolved by the driver, not by each executor).
@@ -111,11 +121,7 @@ def test_both_jobs_on_a_standalone_cluster(spark_cluster, inputs, local_outputs,
     assert proc.returncode == 0, proc.stderr[-4000:] + spark_cluster.log_tails()
     stats = json.loads(proc.stdout.strip().splitlines()[-1])
     tasks = stats["tasks"]
-    assert tasks.get("driver", 0) == 0
-    hosted = _worker_hosted(spark_cluster, stats["app_id"])
-    assert len(hosted) == 2 and all(hosted), hosted  # one executor on each worker
-    for executors in hosted:
-        assert sum(tasks.get(str(e), 0) for e in executors) > 0, (hosted, tasks)
+    assert_ran_on_workers(spark_cluster, stats["app_id"], tasks)
     assert_same_outputs(local_outputs, out)
 
 
@@ -154,9 +160,5 @@ def test_both_commands_on_spark_connect(
         )
         assert proc.returncode == 0, proc.stderr[-4000:] + spark_cluster.log_tails()
     app_id = spark_connect.app_id()
-    tasks = executor_tasks(spark_connect.ui_url, app_id)
-    hosted = _worker_hosted(spark_cluster, app_id)
-    assert len(hosted) == 2 and all(hosted), hosted
-    assert sum(tasks.get(str(e), 0) for executors in hosted for e in executors) > 0, (hosted, tasks)
-    assert tasks.get("driver", 0) == 0
+    assert_ran_on_workers(spark_cluster, app_id, executor_tasks(spark_connect.ui_url, app_id))
     assert_same_outputs(local_outputs, out)
