@@ -1,6 +1,7 @@
 """A real Prometheus scrapes a live `zkcoord serve` (with the ZooKeeper offset bridge): after two kafka-python
-members form a group, commit, and one leaves, the scraped series say so (groups by state, rebalances, commits,
-mirrored offsets, requests by API and error code, latency histograms, the bridge's ZooKeeper session)."""
+members form a group, commit, commit again while the bridge's ZooKeeper is down, and one leaves, the scraped
+series say so (groups by state, rebalances, commits, mirrored offsets, mirror failures and lag, the bridge's
+ZooKeeper session, requests by API and error code, latency histograms)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer
 
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
-from zkcoord.local.zookeeper import free_port
+from zkcoord.local.zookeeper import ZooKeeper, free_port
 from zkcoord.testing.prometheus import PrometheusServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -21,10 +22,24 @@ TOPIC = "metered"
 
 
 @pytest.fixture
-def node(tmp_path, zk_connect) -> Iterator[tuple[NodeProcess, str]]:
+def zookeeper(tmp_path) -> Iterator[ZooKeeper]:
+    """The bridge's own ZooKeeper: the test takes it down for a while (the shared server must stay up)."""
+    with ZooKeeper.start(1, base_dir=tmp_path / "zk") as server:
+        yield server
+
+
+@pytest.fixture
+def node(tmp_path, zookeeper) -> Iterator[tuple[NodeProcess, str]]:
     metrics = f"127.0.0.1:{free_port()}"
-    proc = NodeProcess(tmp_path / "serve", (*FAST_GROUP_FLAGS, "--num.partitions=2",
-                                            f"--bridge-zk-offsets={zk_connect}", f"--metrics-listen={metrics}"))  # fmt: skip
+    proc = NodeProcess(
+        tmp_path / "serve",
+        (
+            *FAST_GROUP_FLAGS,
+            "--num.partitions=2",
+            f"--bridge-zk-offsets={zookeeper.hosts}",
+            f"--metrics-listen={metrics}",
+        ),
+    )
     proc.start()
     try:
         yield proc, metrics
@@ -47,9 +62,15 @@ class Member:
 
     def __init__(self, bootstrap: str, group: str) -> None:
         self.consumer = KafkaConsumer(
-            TOPIC, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-            enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
-        )  # fmt: skip
+            TOPIC,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+            fetch_max_wait_ms=100,
+        )
         self.consumed = 0
         self.halt = threading.Event()
         self.commit_now = threading.Event()
@@ -76,18 +97,24 @@ class Member:
         assert not self.errors, self.errors
 
 
-def test_prometheus_sees_a_group_form_commit_and_lose_a_member(node, prometheus: PrometheusServer) -> None:
+def produce(bootstrap: str, count: int) -> None:
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(count):
+        producer.send(TOPIC, f"r{i}".encode(), partition=i % 2)
+    producer.flush()
+    producer.close()
+
+
+def test_prometheus_sees_a_group_form_commit_and_lose_a_member(
+    node, zookeeper: ZooKeeper, prometheus: PrometheusServer
+) -> None:
     proc, _metrics = node
     prom = prometheus
     prom.wait_for('up{job="zkcoord"}', lambda v: v == 1.0)
     assert prom.value('sum(zkcoord_groups{state="Stable"})') == 0
     assert prom.value('zkcoord_bridge_zookeeper_session{state="CONNECTED"}') == 1
 
-    producer = KafkaProducer(bootstrap_servers=proc.bootstrap)
-    for i in range(20):
-        producer.send(TOPIC, f"r{i}".encode(), partition=i % 2)
-    producer.flush()
-    producer.close()
+    produce(proc.bootstrap, 20)
 
     group = f"g-{uuid.uuid4().hex[:6]}"
     members = [Member(proc.bootstrap, group), Member(proc.bootstrap, group)]
@@ -109,6 +136,20 @@ def test_prometheus_sees_a_group_form_commit_and_lose_a_member(node, prometheus:
         prom.wait_for("zkcoord_bridge_mirrored_partitions_total", lambda v: v is not None and v >= 1)
         prom.wait_for("zkcoord_bridge_mirror_lag_partitions", lambda v: v == 0)
         assert prom.value("zkcoord_bridge_mirror_failures_total") == 0
+
+        # The bridge's ZooKeeper goes away: a commit is still acknowledged, its mirror fails and waits (lag),
+        # and the session gauge leaves CONNECTED; once ZooKeeper is back the mirror catches up.
+        zookeeper.kill_node(0)
+        prom.wait_for('zkcoord_bridge_zookeeper_session{state="CONNECTED"}', lambda v: v == 0)
+        produce(proc.bootstrap, 10)
+        members[0].committed.clear()
+        members[0].commit_now.set()
+        assert members[0].committed.wait(30)
+        prom.wait_for("zkcoord_bridge_mirror_failures_total", lambda v: v is not None and v >= 1)
+        prom.wait_for("zkcoord_bridge_mirror_lag_partitions", lambda v: v is not None and v >= 1)
+        zookeeper.restart_node(0)
+        prom.wait_for('zkcoord_bridge_zookeeper_session{state="CONNECTED"}', lambda v: v == 1)
+        prom.wait_for("zkcoord_bridge_mirror_lag_partitions", lambda v: v == 0)
 
         # A member leaves: LeaveGroup answered, the group rebalances once more and is Stable with one member.
         members.pop().leave()
