@@ -1,5 +1,5 @@
 """The one place a SparkSession is built and a job path becomes a URI every executor can read: local[2] by
-default, a cluster by `spark://...` (or any master), Spark Connect by `sc://...`; loopback-bound only when local."""
+default, a cluster by `spark://...` (or any master), Spark Connect by `sc://...`; on loopback only when local."""
 
 from __future__ import annotations
 

@@ -63,7 +63,8 @@ def _error_codes(response: Any) -> list[int]:
 
 class ServeMetrics:
     """The metrics of one `zkcoord serve` node. Feed: `observe_request` (wire server, every request),
-    `observe_group_response` (group dispatcher, every group-API answer). Read at scrape: `bind(node, bridge)`."""
+    `observe_group_response` (group dispatcher, every group-API answer). Read at scrape time: what
+    `bind(node, bridge)` names."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -105,7 +106,7 @@ class ServeMetrics:
         self.registry.register(_NodeCollector(self))
 
     def bind(self, node: Any, bridge: Any = None) -> None:
-        """What the scrape-time collector reads: the node (group services, cluster side) and the offset bridge."""
+        """What the scrape-time collector reads: the node (group services, cluster side), the bridge."""
         self._node = node
         self._bridge = bridge
 

@@ -109,7 +109,7 @@ def runs_frame(spark: Any, metas: Sequence[RunMeta]) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class FoundRun:
-    """One run directory as the executors will read it (`uri`), its metadata, and its events' size in bytes."""
+    """One run directory as the executors will read it (`uri`), its metadata, its events' size in bytes."""
 
     uri: str
     meta: RunMeta

@@ -1,8 +1,8 @@
 """The divergence job: read two snapshots, run the pure transforms, write per-partition disagreements and
 per-group summaries as Parquet plus a summary.md, and show Spark's progress on stderr while it runs.
 
-Inputs and the output are paths or URIs (file://, hdfs://, s3a://...): the executors read and write them, so the
-job runs unchanged on local[2], a standalone or YARN cluster, or a Spark Connect server (`sc://`)."""
+Inputs and the output are paths or URIs (file://, hdfs://, s3a://...): the executors read and write them, so
+the job runs unchanged on local[2], a standalone or YARN cluster, or a Spark Connect server (`sc://`)."""
 
 from __future__ import annotations
 

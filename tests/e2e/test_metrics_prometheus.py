@@ -119,7 +119,7 @@ def test_prometheus_sees_a_group_form_commit_and_lose_a_member(
     group = f"g-{uuid.uuid4().hex[:6]}"
     members = [Member(proc.bootstrap, group), Member(proc.bootstrap, group)]
     try:
-        # The group forms: one Stable group, a completed rebalance, JoinGroup and SyncGroup answered without error.
+        # The group forms: one Stable group, a completed rebalance, JoinGroup and SyncGroup without error.
         prom.wait_for('sum(zkcoord_groups{state="Stable"})', lambda v: v == 1)
         rebalances = prom.wait_for("zkcoord_group_rebalances_total", lambda v: v is not None and v >= 1)
         assert rebalances is not None

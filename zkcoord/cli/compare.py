@@ -80,7 +80,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "may be URIs (file://, hdfs://, s3a://...) that the Spark executors can read.",
         epilog=examples(
             "zkcoord compare report traces/ --out report",
-            "zkcoord compare report hdfs:///traces --out hdfs:///reports/r1 --master spark://spark-master:7077",
+            "zkcoord compare report hdfs:///traces --out hdfs:///reports/r1 --master spark://master:7077",
         ),
     )
     r.add_argument("traces", nargs="+", help="run directories, or folders searched for them (paths or URIs)")

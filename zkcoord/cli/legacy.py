@@ -101,7 +101,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--format",
         choices=("kafka", "jsonl"),
         default="kafka",
-        help="kafka: ExportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: one JSON object per line",
+        help="kafka: ExportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: a JSON object per line",
     )
 
     p = add(
@@ -116,7 +116,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--format",
         choices=("kafka", "jsonl"),
         default="kafka",
-        help="kafka: ImportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: one JSON object per line",
+        help="kafka: ImportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: a JSON object per line",
     )
 
     p = add(

@@ -43,7 +43,7 @@ def register(legacy_sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             "properties (as --property)."
         ),
         epilog=examples(
-            "zkcoord legacy consume --zk 127.0.0.1:2181 --group g --topic t --from-beginning --max-messages 10",
+            "zkcoord legacy consume --zk 127.0.0.1:2181 --group g --topic t --from-beginning --max-messages 9",
             "zkcoord legacy consume --config consumer.properties --topic t   # zk=..., group=..., "
             "auto.commit.interval.ms=...",
         ),

@@ -97,7 +97,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="validate a whole offsets file, then write it in journaled batches",
         epilog=examples(
             "zkcoord migrate import --zk 127.0.0.1:2181 --in orders.offsets --never-regress",
-            "zkcoord migrate import --zk 127.0.0.1:2181 --bootstrap 127.0.0.1:9092 --in all.parquet --target broker",
+            "zkcoord migrate import --zk zk:2181 --bootstrap 127.0.0.1:9092 --in all.parquet --target broker",
         ),
     )
     common(p, groups=False)
@@ -127,7 +127,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "snapshot",
         help="snapshot both offset stores to Parquet for the divergence report",
         epilog=examples(
-            "zkcoord migrate snapshot --zk 127.0.0.1:2181 --bootstrap 127.0.0.1:9092 --groups-file g.txt --out snap",
+            "zkcoord migrate snapshot --zk zk:2181 --bootstrap 127.0.0.1:9092 --groups-file g.txt --out snap",
             "zkcoord migrate snapshot --zk 127.0.0.1:2181 --broker-records /data/n1/group-records --out snap",
         ),
     )
@@ -154,7 +154,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=examples(
             "zkcoord migrate divergence --zk-snapshot snap/zookeeper.parquet --broker-snapshot "
             "snap/broker.parquet --out div",
-            "zkcoord migrate divergence --zk-snapshot hdfs:///m/zk.parquet --broker-snapshot hdfs:///m/b.parquet "
+            "zkcoord migrate divergence --zk-snapshot hdfs:///m/zk.parquet "
+            "--broker-snapshot hdfs:///m/b.parquet "
             "--out hdfs:///m/div --master spark://spark-master:7077",
         ),
     )
@@ -191,7 +192,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="generate synthetic snapshots (for trying or benchmarking divergence)",
         epilog=examples(
             "zkcoord migrate synth --groups 100 --partitions 10 --out snap",
-            "zkcoord migrate synth --out snap && zkcoord migrate divergence --zk-snapshot snap/zookeeper.parquet "
+            "zkcoord migrate synth --out snap && zkcoord migrate divergence "
+            "--zk-snapshot snap/zookeeper.parquet "
             "--broker-snapshot snap/broker.parquet --out div",
         ),
     )

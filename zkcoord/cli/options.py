@@ -53,7 +53,7 @@ def add_config_option(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         default=None,
         help="read options from a properties file: one name=value per line, names as the long flags without "
-        "'--' (e.g. data-dir=/var/lib/zkcoord); '#' and '!' start comments; flags given on the command line win",
+        "'--' (e.g. data-dir=/var/lib/zkcoord); '#' and '!' start comments; flags on the command line win",
     )
 
 

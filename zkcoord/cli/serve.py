@@ -85,8 +85,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--zk",
         default=None,
         metavar="CONNECT",
-        help="ZooKeeper connect string: join that cluster as broker N (controller election, offsets partitions)"
-        " (default: none, a standalone node)",
+        help="ZooKeeper connect string: join that cluster as broker N (controller election, offsets "
+        "partitions) (default: none, a standalone node)",
     )
     parser.add_argument("--node-id", type=int, default=0, help="broker id (default 0)")
     parser.add_argument(
@@ -134,7 +134,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cluster_help = {
         "zookeeper_session_timeout_ms": "the node's ZooKeeper session timeout, in ms",
         "zookeeper_connection_timeout_ms": "how long to wait for ZooKeeper at start, in ms",
-        "offsets_compact_after_batches": "compact an offsets partition's records after this many batch znodes",
+        "offsets_compact_after_batches": "compact an offsets partition's records after N batch znodes",
     }
     for flag, dest in _CLUSTER_FLAGS:
         parser.add_argument(
@@ -161,7 +161,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         type=int,
         default=1000,
         metavar="MS",
-        help="how long a commit response waits for its offsets to land in ZooKeeper, in ms (0: never; default 1000)",
+        help="how long a commit response waits for its offsets to land in ZooKeeper, in ms "
+        "(0: never; default 1000)",
     )
     parser.add_argument(
         "--metrics-listen",

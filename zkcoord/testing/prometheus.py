@@ -16,7 +16,7 @@ from zkcoord.local.zookeeper import free_port
 
 
 class PrometheusServer:
-    """`query(expr)` -> {labels-as-sorted-tuple: value}; `wait_for(expr, check)` polls until `check(result)`."""
+    """`query(expr)` -> {sorted label pairs: value}; `wait_for(expr, check)` polls until `check(value)`."""
 
     def __init__(self, proc: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
         self.proc = proc

@@ -72,7 +72,7 @@ def _wait(what: str, check: Any, deadline_s: float, procs: list[subprocess.Popen
 @dataclass
 class SparkCluster:
     """A running standalone cluster: `master_url` (spark://127.0.0.1:P), `ui_url` (the master's web UI, whose
-    /json/ lists workers and applications), and `worker_ui_urls` (each worker's /json/ lists its executors)."""
+    /json/ lists workers and applications), `worker_ui_urls` (each worker's /json/ lists its executors)."""
 
     master_url: str
     ui_url: str
@@ -155,8 +155,8 @@ class SparkCluster:
         return out
 
     def session_conf(self) -> dict[str, str]:
-        """Settings an application on this small cluster needs: executors that fit a worker, the driver's UI on
-        (its REST API reports tasks per executor) on a free loopback port."""
+        """Settings an application on this small cluster needs: executors that fit a worker, and the driver's
+        UI on (its REST API reports tasks per executor) at a free loopback port."""
         return {
             "spark.executor.memory": EXECUTOR_MEMORY,
             "spark.executor.cores": "1",
