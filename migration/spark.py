@@ -71,7 +71,8 @@ def job_uri(path: str | Path) -> str:
     text = str(path)
     if has_scheme(text):
         return text
-    return Path(text).resolve().as_uri()
+    # Not Path.as_uri(): Hadoop's Path keeps percent escapes literally, so 'a b' must stay 'a b', not 'a%20b'.
+    return "file://" + Path(text).resolve().as_posix()
 
 
 def has_scheme(text: str) -> bool:
@@ -86,6 +87,8 @@ def filesystem(uri: str) -> tuple[Any, str]:
 
     if not has_scheme(uri):
         return pafs.LocalFileSystem(), str(Path(uri).resolve())
+    if uri.startswith("file://"):  # job_uri's form, which may hold characters a strict URI parser refuses
+        return pafs.LocalFileSystem(), uri[len("file://") :]
     # Hadoop spells S3 's3a'; pyarrow reads the same buckets as 's3'.
     if uri.startswith("s3a://"):
         uri = "s3://" + uri[len("s3a://") :]
