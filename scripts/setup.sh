@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 VENV=${ZKCOORD_VENV:-.venv}
 EXTRAS=${ZKCOORD_EXTRAS:-test,spark}
-APT_PACKAGES=(zookeeper kcat burrow)
+APT_PACKAGES=(zookeeper kcat burrow prometheus)  # prometheus: the metrics test scrapes a live node with it
 
 need_apt=()
 for pkg in "${APT_PACKAGES[@]}"; do

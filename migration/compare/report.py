@@ -1,9 +1,11 @@
 """`zkcoord compare report`: reads many trace runs into Spark, computes the metrics (migration.compare.transforms),
 and writes tables (CSV + Parquet), PNG plots and one report.html that references them.
 
-Only this module does I/O for the report; the metric logic lives in the pure transforms. Aggregated tables are
-small, so they are collected to the driver and written there: the output directory is local even when the
-job runs on a cluster (`--master`), while the trace directories must be readable by the executors.
+Only this module does I/O for the report; the metric logic lives in the pure transforms. Trace directories are
+paths or URIs (file://, hdfs://, s3a://...) that the executors read, so the job runs unchanged on local[2], a
+cluster (`--master spark://...`) or Spark Connect (`--remote sc://...`). Aggregated tables are small: they are
+collected to the driver and written there, into the output directory, or staged locally and uploaded when the
+output is a URI of another filesystem.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import csv
 import html
 import json
 import math
+import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,7 +24,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from migration.compare.trace import EVENTS_DIR, RunMeta, TraceError, event_parts, find_runs, read_meta
+from migration.compare.trace import (
+    EVENTS_DIR,
+    META_FILE,
+    RunMeta,
+    TraceError,
+    event_parts,
+    find_runs,
+    read_meta,
+)
+from migration.spark import filesystem, has_scheme, job_uri
 
 STAGES = (
     "find traces",
@@ -95,23 +107,80 @@ def runs_frame(spark: Any, metas: Sequence[RunMeta]) -> Any:
     return spark.createDataFrame(rows, schema)
 
 
-def load_runs(paths: Sequence[str | Path]) -> list[tuple[Path, RunMeta]]:
-    """Every run beneath `paths`, checked: run ids are unique and every run has at least one events part."""
-    out: list[tuple[Path, RunMeta]] = []
-    seen: dict[str, Path] = {}
-    for run_dir in find_runs(paths):
+@dataclass(frozen=True, slots=True)
+class FoundRun:
+    """One run directory as the executors will read it (`uri`), its metadata, its events' size in bytes."""
+
+    uri: str
+    meta: RunMeta
+    size: int
+
+
+def load_runs(paths: Sequence[str | Path]) -> list[FoundRun]:
+    """Every run beneath `paths` (local paths or URIs), checked: run ids are unique and every run has at least
+    one events part."""
+    runs = sorted(_find_local(paths) + _find_remote(paths), key=lambda r: r.uri)
+    seen: dict[str, str] = {}
+    for run in runs:
+        if run.meta.run_id in seen:
+            raise TraceError(f"{run.uri}: run_id {run.meta.run_id!r} also used by {seen[run.meta.run_id]}")
+        seen[run.meta.run_id] = run.uri
+    return runs
+
+
+def _find_local(paths: Sequence[str | Path]) -> list[FoundRun]:
+    local = [p for p in (_local_path(raw) for raw in paths) if p is not None]
+    found = []
+    for run_dir in find_runs(local) if local else []:
         meta = read_meta(run_dir)
-        if meta.run_id in seen:
-            raise TraceError(f"{run_dir}: run_id {meta.run_id!r} also used by {seen[meta.run_id]}")
-        seen[meta.run_id] = run_dir
-        if not event_parts(run_dir):
+        parts = event_parts(run_dir)
+        if not parts:
             raise TraceError(f"{run_dir / EVENTS_DIR}: no part-*.parquet files")
-        out.append((run_dir, meta))
-    return out
+        found.append(FoundRun(job_uri(run_dir), meta, sum(p.stat().st_size for p in parts)))
+    return found
 
 
-def load_events(spark: Any, run_dirs: Sequence[Path]) -> Any:
-    return spark.read.schema(events_spark_schema()).parquet(*[str(d / EVENTS_DIR) for d in run_dirs])
+def _local_path(path: str | Path) -> Path | None:
+    """The local path behind `path` ('file:///x' included), or None for another filesystem's URI."""
+    text = str(path)
+    if not has_scheme(text):
+        return Path(text)
+    if text.startswith("file://"):
+        from urllib.parse import unquote, urlparse
+
+        return Path(unquote(urlparse(text).path))
+    return None
+
+
+def _find_remote(paths: Sequence[str | Path]) -> list[FoundRun]:
+    """Runs beneath URIs of other filesystems (hdfs, s3...), listed and read through pyarrow's filesystems."""
+    from pyarrow import fs as pafs
+
+    found = []
+    for raw in (str(p) for p in paths if _local_path(p) is None):
+        filesys, root = filesystem(raw)
+        scheme = raw.split("://", 1)[0]
+        infos = filesys.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+        metas = sorted(i.path for i in infos if i.base_name == META_FILE)
+        if not metas:
+            raise TraceError(f"{raw}: holds no trace run (no {META_FILE} found beneath it)")
+        for meta_path in metas:
+            run_root = meta_path.rsplit("/", 1)[0]
+            with filesys.open_input_stream(meta_path) as fh:
+                meta = RunMeta.from_json(json.loads(fh.read().decode("utf-8")), f"{scheme}://{meta_path}")
+            parts = [
+                i
+                for i in infos
+                if i.path.startswith(f"{run_root}/{EVENTS_DIR}/part-") and i.path.endswith(".parquet")
+            ]
+            if not parts:
+                raise TraceError(f"{scheme}://{run_root}/{EVENTS_DIR}: no part-*.parquet files")
+            found.append(FoundRun(f"{scheme}://{run_root}", meta, sum(i.size or 0 for i in parts)))
+    return found
+
+
+def load_events(spark: Any, run_uris: Sequence[str]) -> Any:
+    return spark.read.schema(events_spark_schema()).parquet(*[f"{u}/{EVENTS_DIR}" for u in run_uris])
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -505,16 +574,19 @@ def run_report(
     shuffle_partitions: int | None = None,
 ) -> ReportResult:
     """The whole job. Pass `spark` to reuse a session (tests); otherwise one is started on `master`
-    (local[2] by default) and stopped at the end. `shuffle_partitions` defaults to one per 64 MiB of trace
+    (local[2] by default, or a Spark Connect URL sc://host:port) and stopped at the end. `out_dir` is a local
+    path or a URI; for another filesystem the report is staged in a local temporary directory (the paths in
+    the result) and uploaded there at the end. `shuffle_partitions` defaults to one per 64 MiB of trace
     Parquet (at least 1, at most 200): traces are small, and every extra empty partition costs a task per stage."""
     from migration.compare import transforms as T
 
-    out = Path(out_dir)
+    target = _local_path(out_dir)
+    out = target if target is not None else Path(tempfile.mkdtemp(prefix="zkcoord-report-"))
     own_session = spark is None
     with _stages(console, progress) as stage:
         stage("find traces")
         found = load_runs(paths)
-        metas = [m for _, m in found]
+        metas = [r.meta for r in found]
         if timeline_run is not None and timeline_run not in {m.run_id for m in metas}:
             raise TraceError(f"--timeline-run {timeline_run!r}: no such run among {len(metas)} runs")
         (out / "tables").mkdir(parents=True, exist_ok=True)
@@ -525,7 +597,7 @@ def run_report(
             from migration.spark import spark_session
 
             spark = spark_session(master, app_name="zkcoord-compare-report")
-        size = sum(p.stat().st_size for d, _ in found for p in event_parts(d))
+        size = sum(r.size for r in found)
         if shuffle_partitions is None:
             shuffle_partitions = max(1, min(200, size // (64 << 20)))
         settings = {"spark.sql.shuffle.partitions": str(shuffle_partitions)}
@@ -538,7 +610,7 @@ def run_report(
             spark.conf.set(k, v)
         try:
             stage("load events")
-            events = load_events(spark, [d for d, _ in found]).cache()
+            events = load_events(spark, [r.uri for r in found]).cache()
             runs = runs_frame(spark, metas).cache()
             stage("rebalances and latency")
             episodes = T.rebalance_episodes(events).cache()
@@ -636,7 +708,19 @@ def run_report(
                     spark.conf.set(k, v)
             if own_session:
                 spark.stop()
+    if target is None:
+        _upload(out, str(out_dir))
     return result
+
+
+def _upload(staged: Path, uri: str) -> None:
+    from pyarrow import fs as pafs
+
+    filesys, inner = filesystem(uri)
+    filesys.create_dir(inner, recursive=True)
+    pafs.copy_files(
+        str(staged), inner, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=filesys
+    )
 
 
 def _latency_plot(

@@ -1,12 +1,14 @@
 """The divergence job: read two snapshots, run the pure transforms, write per-partition disagreements and
-per-group summaries as Parquet plus a summary.md, and show Spark's progress on stderr while it runs."""
+per-group summaries as Parquet plus a summary.md, and show Spark's progress on stderr while it runs.
+
+Inputs and the output are paths or URIs (file://, hdfs://, s3a://...): the executors read and write them, so
+the job runs unchanged on local[2], a standalone or YARN cluster, or a Spark Connect server (`sc://`)."""
 
 from __future__ import annotations
 
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any, TextIO
 
 from migration.divergence import transforms
@@ -17,7 +19,10 @@ class SparkProgress:
     the stop event, so it never outlives the job."""
 
     def __init__(self, spark: Any, out: TextIO = sys.stderr, interval: float = 0.5) -> None:
-        self.tracker = spark.sparkContext.statusTracker()
+        from migration.spark import is_connect
+
+        # A Spark Connect client has no SparkContext to ask: it shows the phase alone.
+        self.tracker: Any = None if is_connect(spark) else spark.sparkContext.statusTracker()
         self.out = out
         self.interval = interval
         self.stop_event = threading.Event()
@@ -41,8 +46,9 @@ class SparkProgress:
     def _loop(self) -> None:
         while not self.stop_event.wait(self.interval):
             parts = []
-            for stage_id in sorted(self.tracker.getActiveStageIds()):
-                info = self.tracker.getStageInfo(stage_id)
+            tracker = self.tracker
+            for stage_id in sorted(tracker.getActiveStageIds()) if tracker is not None else []:
+                info = tracker.getStageInfo(stage_id)
                 if info is not None:
                     parts.append(f"stage {stage_id}: {info.numCompletedTasks}/{info.numTasks}")
             status = "; ".join(parts) or "preparing"
@@ -60,25 +66,25 @@ def run_divergence(
     spark: Any = None,
     progress_out: TextIO = sys.stderr,
 ) -> str:
-    """Run the report; returns the summary text (also written to <out>/summary.md)."""
-    from migration.spark import spark_session
+    """Run the report; returns the summary text (also written to <out>/summary.md). `master` may be a
+    Spark Connect URL (sc://host:port)."""
+    from migration.spark import filesystem, job_uri, spark_session
 
     session = spark or spark_session(master, app_name="zkcoord-divergence")
-    out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_uri = job_uri(out)
     try:
         with SparkProgress(session, progress_out) as progress:
             progress.phase("reading snapshots")
-            zk = session.read.parquet(str(zk_snapshot))
-            broker = session.read.parquet(str(broker_snapshot))
+            zk = session.read.parquet(job_uri(zk_snapshot))
+            broker = session.read.parquet(job_uri(broker_snapshot))
             compared = transforms.compare(zk, broker).cache()
             progress.phase("per-partition disagreements")
             transforms.disagreements(compared, max_lag).orderBy(*transforms.KEYS).write.mode(
                 "overwrite"
-            ).parquet(str(out_dir / "disagreements.parquet"))
+            ).parquet(f"{out_uri}/disagreements.parquet")
             progress.phase("per-group summary")
             groups = transforms.group_summary(compared, max_lag).cache()
-            groups.orderBy("group").write.mode("overwrite").parquet(str(out_dir / "groups.parquet"))
+            groups.orderBy("group").write.mode("overwrite").parquet(f"{out_uri}/groups.parquet")
             progress.phase("totals")
             totals = [row.asDict() for row in transforms.overall(compared).collect()]
             n_groups = groups.count()
@@ -90,7 +96,9 @@ def run_divergence(
         if spark is None:
             session.stop()
     summary = format_summary(totals, n_groups, ready, worst, max_lag)
-    (out_dir / "summary.md").write_text(summary)
+    filesys, inner = filesystem(out_uri)
+    with filesys.open_output_stream(f"{inner}/summary.md") as fh:
+        fh.write(summary.encode("utf-8"))
     return summary
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,11 +37,11 @@ COMMIT_INTERVAL_MS = 200
 class Member:
     """One `python -m zkcoord legacy consume` child; its stdout lines are collected by a pump thread."""
 
-    def __init__(self, zk_connect: str, name: str) -> None:
+    def __init__(self, zk_connect: str, name: str, extra: tuple[str, ...] = ()) -> None:
         cmd = [sys.executable, "-m", "zkcoord", "legacy", "consume", "--zk", zk_connect, "--group", GROUP,
                "--topic", TOPIC, "--from-beginning",
                "--property", f"auto.commit.interval.ms={COMMIT_INTERVAL_MS}",
-               "--property", "zookeeper.session.timeout.ms=6000"]  # fmt: skip
+               "--property", "zookeeper.session.timeout.ms=6000", *extra]  # fmt: skip
         self.name = name
         self.proc = subprocess.Popen(
             cmd,
@@ -292,3 +293,39 @@ def test_consume_loop_stop_reasons() -> None:
     stop = threading.Event()
     stop.set()
     assert _consume(_FakeMember([1], clock), clock, max_messages=None, stop=stop) == (0, "signal", b"")
+
+
+def test_a_member_from_a_config_file_serves_its_metrics(
+    zk_connect: str, node: NodeProcess, tmp_path: Path
+) -> None:
+    """`--config` supplies flags and a consumer property; `--metrics-listen` shows the member's ownership."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from zkcoord.local.zookeeper import free_port
+
+    producer = Producer(node.bootstrap)
+    producer.burst(20)  # the 6-partition topic
+    conf = tmp_path / "consumer.properties"
+    port = free_port()
+    conf.write_text(f"metrics-listen=127.0.0.1:{port}\nmax-messages=25\nrebalance.backoff.ms=100\n")
+    member = Member(zk_connect, "m", ("--config", str(conf)))
+
+    def owned() -> float:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as resp:
+                text = resp.read().decode()
+        except OSError:
+            return -1
+        samples = [s for f in text_string_to_metric_families(text) for s in f.samples]
+        return next((s.value for s in samples if s.name == "zkcoord_legacy_owned_partitions"), -1)
+
+    try:
+        wait_for(lambda: owned() == 6, 30, "the member's metrics to show its 6 partitions", interval=0.1)
+        producer.burst(5)  # records 21..25: max-messages=25 from the file stops it by itself
+        assert member.proc.wait(30) == 0
+        for t in member._pumps:
+            t.join(5)
+    finally:
+        member.kill()
+        producer.producer.close(5)  # bursts only: the background thread never ran
+    assert b"Processed a total of 25 messages (max-messages)" in member.stderr

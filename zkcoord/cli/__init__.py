@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from zkcoord import __version__
 from zkcoord.cli import cluster, compare, demo, legacy, migrate, replay, serve, zk
+from zkcoord.cli.options import ZkParser, apply_config, examples
 from zkcoord.errors import ZkcoordError
 
 # Each module defines `register(subparsers)`; the parser it adds sets `func(args) -> int`. In help order.
@@ -16,9 +17,14 @@ COMMAND_MODULES = (demo, zk, legacy, serve, replay, cluster, migrate, compare)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ZkParser(
         prog="zkcoord",
         description="ZooKeeper-era Kafka consumer groups, the broker protocol, and the migration between them.",
+        epilog=examples(
+            "zkcoord demo                      # both protocols side by side, report in ./zkcoord-demo",
+            "zkcoord serve --data-dir /tmp/n1  # a Kafka wire-protocol node on 127.0.0.1:9092",
+        )
+        + "\n\n'zkcoord COMMAND --help' shows each command's options and examples.",
     )
     parser.add_argument("--version", action="version", version=f"zkcoord {__version__}")
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv for debug)")
@@ -29,7 +35,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        apply_config(parser, argv)
+    except ZkcoordError as exc:
+        print(f"zkcoord: error: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

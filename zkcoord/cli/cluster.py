@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from zkcoord.cli.options import examples
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import BrokerRegistration
@@ -16,9 +17,20 @@ from zkcoord.placement.coordinator import OFFSETS_TOPIC
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser("cluster", help="inspect the ZooKeeper-era cluster (nodes, controller, leaders)")
     actions = parser.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
-    describe = actions.add_parser("describe", help="nodes, controller, epochs and partition leaders")
-    describe.add_argument("--zk", required=True, help="ZooKeeper connect string (chroot allowed)")
-    describe.add_argument("--topic", action="append", help="only these topics (repeatable)")
+    describe = actions.add_parser(
+        "describe",
+        help="nodes, controller, epochs and partition leaders",
+        epilog=examples(
+            "zkcoord cluster describe --zk 127.0.0.1:2181",
+            "zkcoord cluster describe --zk 127.0.0.1:2181 --topic __consumer_offsets --json",
+        ),
+    )
+    describe.add_argument(
+        "--zk", required=True, metavar="CONNECT", help="ZooKeeper connect string (chroot allowed)"
+    )
+    describe.add_argument(
+        "--topic", action="append", metavar="T", help="only these topics (repeatable; default: every topic)"
+    )
     describe.add_argument("--json", action="store_true", help="machine-readable output")
     describe.set_defaults(func=run_describe)
 

@@ -9,6 +9,7 @@ import sys
 from typing import Any
 
 from zkcoord.cli.logs import quiet_client_logs
+from zkcoord.cli.options import examples
 
 DEFAULT_GROUP_SIZES = "2,5,10,25"
 DEFAULT_CHURN = "1,2,4"
@@ -21,9 +22,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Side-by-side comparison of the ZooKeeper (legacy) and broker (classic) group protocols.",
     )
     csub = parser.add_subparsers(dest="compare_command", metavar="SUBCOMMAND", required=True)
+    from migration.compare.scenario import BUILTIN  # the names only: the application's package data
 
-    v = csub.add_parser("validate", help="check a scenario file and print what it describes")
-    v.add_argument("scenario", help="scenario YAML file, or the name of a built-in scenario (demo)")
+    builtins = ", ".join(BUILTIN)
+
+    v = csub.add_parser(
+        "validate",
+        help="check a scenario file and print what it describes",
+        epilog=examples("zkcoord compare validate demo", "zkcoord compare validate my-scenario.yaml"),
+    )
+    v.add_argument("scenario", help=f"scenario YAML file, or the name of a built-in scenario ({builtins})")
     v.set_defaults(func=_validate)
 
     s = csub.add_parser(
@@ -34,19 +42,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "case played through every assignor on identical random churn. With SCENARIO: that scenario's churn "
             "schedule, once per protocol with its strategy."
         ),
+        epilog=examples(
+            "zkcoord compare simulate --group-sizes 3,10 --churn 1,3 --csv sweep.csv",
+            "zkcoord compare simulate mixed",
+        ),
     )
-    s.add_argument("scenario", nargs="?", help="scenario YAML file or built-in name (demo); omit for a sweep")
+    s.add_argument(
+        "scenario", nargs="?", help=f"scenario YAML file or built-in name ({builtins}); omit for a sweep"
+    )
     s.add_argument(
         "--group-sizes", default=DEFAULT_GROUP_SIZES, help=f"comma list (default {DEFAULT_GROUP_SIZES})"
     )
     s.add_argument(
         "--churn", default=DEFAULT_CHURN, help=f"membership changes per rebalance (default {DEFAULT_CHURN})"
     )
-    s.add_argument("--topics", type=int, default=4, help="topics in the sweep (default 4)")
+    s.add_argument("--topics", type=int, default=4, metavar="N", help="topics in the sweep (default 4)")
     s.add_argument(
-        "--partitions", type=int, default=24, help="partitions per topic in the sweep (default 24)"
+        "--partitions",
+        type=int,
+        default=24,
+        metavar="N",
+        help="partitions per topic in the sweep (default 24)",
     )
-    s.add_argument("--rebalances", type=int, default=50, help="rebalances per case (default 50)")
+    s.add_argument("--rebalances", type=int, default=50, metavar="N", help="rebalances per case (default 50)")
     s.add_argument("--families", default="legacy,classic", help="protocol families (default legacy,classic)")
     s.add_argument("--strategies", default=None, help="only these strategies (comma list; default all)")
     s.add_argument("--seed", type=int, default=1, help="PRNG seed; same seed, same rows (default 1)")
@@ -58,11 +76,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "report",
         help="Spark job: many trace runs -> tables, plots and report.html",
         description="Read trace run directories (or folders holding them), compute the comparison metrics with "
-        "Spark and write DIR/report.html, DIR/plots/*.png and DIR/tables/*.{csv,parquet}.",
+        "Spark and write DIR/report.html, DIR/plots/*.png and DIR/tables/*.{csv,parquet}. Traces and DIR "
+        "may be URIs (file://, hdfs://, s3a://...) that the Spark executors can read.",
+        epilog=examples(
+            "zkcoord compare report traces/ --out report",
+            "zkcoord compare report hdfs:///traces --out hdfs:///reports/r1 --master spark://master:7077",
+        ),
     )
-    r.add_argument("traces", nargs="+", help="run directories, or folders searched for them")
-    r.add_argument("--out", required=True, metavar="DIR", help="output directory")
-    r.add_argument("--master", default=None, metavar="URL", help="Spark master (default local[2])")
+    r.add_argument("traces", nargs="+", help="run directories, or folders searched for them (paths or URIs)")
+    r.add_argument("--out", required=True, metavar="DIR", help="output directory (path or URI)")
+    spark = r.add_mutually_exclusive_group()
+    spark.add_argument(
+        "--master",
+        default=None,
+        metavar="URL",
+        help="Spark master: local[N], spark://host:7077, yarn... (default: local[2])",
+    )
+    spark.add_argument(
+        "--remote",
+        default=None,
+        metavar="URL",
+        help="Spark Connect server instead of a master, e.g. sc://host:15002 (default: none)",
+    )
     r.add_argument(
         "--timeline-run", default=None, metavar="RUN_ID", help="draw the ownership timeline of this run"
     )
@@ -70,13 +105,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.set_defaults(func=_report)
 
     run = csub.add_parser(
-        "run", help="play a scenario against real ZooKeeper and zkcoord nodes, one trace per run"
+        "run",
+        help="play a scenario against real ZooKeeper and zkcoord nodes, one trace per run",
+        epilog=examples(
+            "zkcoord compare run demo --runs 3 --out traces",
+            "zkcoord compare run mixed --protocol legacy-fast --zk 127.0.0.1:2181",
+        ),
     )
-    run.add_argument("scenario", help="scenario YAML file or built-in name (demo)")
+    run.add_argument("scenario", help=f"scenario YAML file or built-in name ({builtins})")
     run.add_argument("--out", default="traces", metavar="DIR", help="where run directories are written")
-    run.add_argument("--runs", type=int, default=1, help="runs per protocol (default 1)")
-    run.add_argument("--zk", default=None, help="use this ZooKeeper instead of starting one")
-    run.add_argument("--bootstrap", default=None, help="use this zkcoord node instead of starting one")
+    run.add_argument("--runs", type=int, default=1, metavar="N", help="runs per protocol (default 1)")
+    run.add_argument(
+        "--zk", default=None, metavar="CONNECT", help="use this ZooKeeper (default: start a local one)"
+    )
+    run.add_argument(
+        "--bootstrap", default=None, metavar="HOST:PORT", help="use this zkcoord node (default: start one)"
+    )
     run.add_argument("--protocol", action="append", dest="protocols", default=None,
                      help="only this protocol (repeatable; default: every protocol of the scenario)")  # fmt: skip
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -196,7 +240,7 @@ def _report(args: argparse.Namespace) -> int:
         result = run_report(
             args.traces,
             args.out,
-            master=args.master,
+            master=args.remote or args.master,
             timeline_run=args.timeline_run,
             console=console,
             progress=not args.no_progress,

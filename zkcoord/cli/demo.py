@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from zkcoord.cli.logs import quiet_client_logs
+from zkcoord.cli.options import examples
 
 DEFAULT_OUT = "reports"
 
@@ -38,10 +39,22 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Starts a local ZooKeeper and a zkcoord node per play (unless --zk / --bootstrap), plays the "
         "built-in 'demo' scenario once per protocol, writes the Spark report and prints a summary. Exit 1 when "
         "a record was lost or a partition had two owners at once.",
+        epilog=examples(
+            "zkcoord demo",
+            "zkcoord demo --out /tmp/demo --no-progress",
+        ),
     )
-    demo.add_argument("--zk", default=None, help="use this ZooKeeper connect string instead of starting one")
     demo.add_argument(
-        "--bootstrap", default=None, help="use this zkcoord node (registered in --zk) instead of starting one"
+        "--zk",
+        default=None,
+        metavar="CONNECT",
+        help="use this ZooKeeper connect string (default: start a local one)",
+    )
+    demo.add_argument(
+        "--bootstrap",
+        default=None,
+        metavar="HOST:PORT",
+        help="use this zkcoord node, registered in --zk (default: start one per play)",
     )
     demo.add_argument(
         "--out",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from zkcoord.cli import legacy_consume
+from zkcoord.cli.options import examples
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.filters import TopicFilter
@@ -44,8 +45,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     legacy_sub = parser.add_subparsers(dest="legacy_command", metavar="SUBCOMMAND", required=True)
 
-    def add(name: str, help_: str, func: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
-        p = legacy_sub.add_parser(name, help=help_)
+    def add(
+        name: str, help_: str, func: Callable[[argparse.Namespace], int], *example_lines: str
+    ) -> argparse.ArgumentParser:
+        p = legacy_sub.add_parser(name, help=help_, description=help_, epilog=examples(*example_lines))
         p.add_argument(
             "--zk", required=True, metavar="CONNECT", help="ZooKeeper connect string (chroot allowed)"
         )
@@ -53,30 +56,75 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.set_defaults(func=func)
         return p
 
-    add("list", "list the groups under /consumers", cmd_list)
-
-    p = add("describe", "offsets, log end offsets, lag and owners of a group", cmd_describe)
-    p.add_argument("--group", required=True)
-    p.add_argument(
-        "--timeout-ms", type=int, default=3000, help="per-broker timeout for log end offsets (then '-')"
+    add(
+        "list",
+        "list the groups under /consumers",
+        cmd_list,
+        "zkcoord legacy list --zk 127.0.0.1:2181",
+        "zkcoord legacy list --zk zk1:2181,zk2:2181/kafka --zk-timeout 5",
     )
 
-    p = add("export", "export offsets (ExportZkOffsets format or JSON lines)", cmd_export)
-    p.add_argument("--group", action="append", default=[], help="repeatable; default: every group")
-    p.add_argument("--output", default="-", help="file, or - for stdout")
-    p.add_argument("--format", choices=("kafka", "jsonl"), default="kafka")
+    p = add(
+        "describe",
+        "offsets, log end offsets, lag and owners of a group",
+        cmd_describe,
+        "zkcoord legacy describe --zk 127.0.0.1:2181 --group orders",
+    )
+    p.add_argument("--group", required=True, metavar="G", help="the consumer group to describe")
+    p.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=3000,
+        metavar="MS",
+        help="per-broker timeout for log end offsets, in ms (then '-' is shown)",
+    )
 
-    p = add("import", "import offsets (ImportZkOffsets format or JSON lines)", cmd_import)
-    p.add_argument("--input", required=True, help="file, or - for stdin")
-    p.add_argument("--format", choices=("kafka", "jsonl"), default="kafka")
+    p = add(
+        "export",
+        "export offsets (ExportZkOffsets format or JSON lines)",
+        cmd_export,
+        "zkcoord legacy export --zk 127.0.0.1:2181 --group orders --output orders.offsets",
+        "zkcoord legacy export --zk 127.0.0.1:2181 --format jsonl > all.jsonl",
+    )
+    p.add_argument(
+        "--group", action="append", default=[], metavar="G", help="repeatable (default: every group)"
+    )
+    p.add_argument("--output", default="-", metavar="FILE", help="file, or - for stdout")
+    p.add_argument(
+        "--format",
+        choices=("kafka", "jsonl"),
+        default="kafka",
+        help="kafka: ExportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: a JSON object per line",
+    )
+
+    p = add(
+        "import",
+        "import offsets (ImportZkOffsets format or JSON lines)",
+        cmd_import,
+        "zkcoord legacy import --zk 127.0.0.1:2181 --input orders.offsets",
+        "zkcoord legacy import --zk 127.0.0.1:2181 --format jsonl --input - < all.jsonl",
+    )
+    p.add_argument("--input", required=True, metavar="FILE", help="file, or - for stdin")
+    p.add_argument(
+        "--format",
+        choices=("kafka", "jsonl"),
+        default="kafka",
+        help="kafka: ImportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: a JSON object per line",
+    )
 
     p = add(
         "delete",
         "delete an inactive group (or one topic of it, or a topic from all inactive groups)",
         cmd_delete,
+        "zkcoord legacy delete --zk 127.0.0.1:2181 --group old-reports",
+        "zkcoord legacy delete --zk 127.0.0.1:2181 --topic retired-topic   # from every inactive group",
     )
-    p.add_argument("--group")
-    p.add_argument("--topic")
+    p.add_argument(
+        "--group", metavar="G", help="the group to delete (default: every inactive group, with --topic)"
+    )
+    p.add_argument(
+        "--topic", metavar="T", help="only this topic's offsets and owners (default: the whole group)"
+    )
 
     legacy_consume.register(legacy_sub)
 

@@ -15,6 +15,7 @@ from types import FrameType
 from typing import BinaryIO
 
 from zkcoord.bridge.member import member_offsets
+from zkcoord.cli.options import add_config_option, examples
 from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.config import LegacyConsumerConfig
@@ -39,11 +40,18 @@ def register(legacy_sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description=(
             "Joins group G as a ZooKeeper-era high-level consumer, prints each record value on one line, "
             "commits offsets to /consumers/G/offsets and leaves the group on SIGTERM/SIGINT, "
-            "--max-messages or --timeout-ms."
+            "--max-messages or --timeout-ms. With --config, names that are not flags are legacy consumer "
+            "properties (as --property)."
+        ),
+        epilog=examples(
+            "zkcoord legacy consume --zk 127.0.0.1:2181 --group g --topic t --from-beginning --max-messages 9",
+            "zkcoord legacy consume --config consumer.properties --topic t   # zk=..., group=..., "
+            "auto.commit.interval.ms=...",
         ),
     )
+    add_config_option(p)
     p.add_argument("--zk", required=True, metavar="CONNECT", help="ZooKeeper connect string (chroot allowed)")
-    p.add_argument("--group", required=True, help="consumer group id (group.id)")
+    p.add_argument("--group", required=True, metavar="G", help="consumer group id (group.id)")
     p.add_argument("--topic", required=True, help="topic to consume")
     p.add_argument(
         "--streams", type=int, default=1, metavar="N", help="streams (consumer threads) registered"
@@ -56,13 +64,15 @@ def register(legacy_sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="without a committed offset start at the earliest record (auto.offset.reset=smallest)",
     )
-    p.add_argument("--max-messages", type=int, default=None, metavar="N", help="exit after N records")
+    p.add_argument(
+        "--max-messages", type=int, default=None, metavar="N", help="exit after N records (default: no limit)"
+    )
     p.add_argument(
         "--timeout-ms",
         type=int,
         default=None,
         metavar="MS",
-        help="exit when no record arrives for MS milliseconds (consumer.timeout.ms)",
+        help="exit when no record arrives for MS milliseconds (consumer.timeout.ms; default: wait forever)",
     )
     p.add_argument(
         "--property",
@@ -71,7 +81,21 @@ def register(legacy_sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="KEY=VALUE",
         help="a legacy consumer property, e.g. auto.commit.interval.ms=200 (repeatable)",
     )
+    p.add_argument(
+        "--metrics-listen",
+        type=_listen,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (port 0 = any free; default: off)",
+    )
     p.set_defaults(func=cmd_consume)
+
+
+def _listen(value: str) -> tuple[str, int]:
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"wants HOST:PORT, got {value!r}")
+    return host or "127.0.0.1", int(port)
 
 
 def parse_properties(items: Sequence[str]) -> dict[str, str]:
@@ -175,6 +199,12 @@ def cmd_consume(args: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     printed = 0
     reason = "error"
+    endpoint = None
+    if args.metrics_listen is not None:
+        from zkcoord.metrics import MemberMetrics
+
+        endpoint = MemberMetrics(consumer).serve(*args.metrics_listen)
+        print(f"metrics on http://{endpoint.host}:{endpoint.port}/metrics", file=sys.stderr, flush=True)
     try:
         try:
             consumer.start()
@@ -192,6 +222,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
     finally:
         # close() commits consumed offsets (auto.commit.enable), releases owner znodes and deregisters.
         consumer.close()
+        if endpoint is not None:
+            endpoint.stop()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     print(f"Processed a total of {printed} messages ({reason})", file=sys.stderr)

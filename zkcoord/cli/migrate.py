@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from zkcoord.cli.options import add_config_option, examples
 from zkcoord.errors import ConfigError, ZkcoordError
 
 STEPS = ("plan", "dual-commit", "verify", "finalize", "rollback", "status")
@@ -25,6 +26,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "migrate",
         help="migrate consumer groups' offsets from ZooKeeper to the broker (and back)",
         description=__doc__,
+        epilog=examples(
+            "zkcoord migrate plan --zk 127.0.0.1:2181 --bootstrap 127.0.0.1:9092 --group orders",
+            "zkcoord migrate verify --config migrate.properties   # flags from a properties file",
+        ),
     )
     cmds = parser.add_subparsers(dest="migrate_command", metavar="STEP", required=True)
 
@@ -37,37 +42,102 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         if groups:
             p.add_argument("--group", action="append", default=[], metavar="G", help="a group (repeatable)")
             p.add_argument("--groups-file", metavar="F", help="file with one group id per line")
-        p.add_argument("--request-timeout-ms", type=int, default=10_000)
+        p.add_argument(
+            "--request-timeout-ms",
+            type=int,
+            default=10_000,
+            metavar="MS",
+            help="how long one ZooKeeper or broker request may take, in milliseconds",
+        )
+        add_config_option(p)
+
+    def step_examples(step: str) -> str:
+        return examples(
+            f"zkcoord migrate {step} --zk 127.0.0.1:2181 --bootstrap 127.0.0.1:9092 --group orders",
+            f"zkcoord migrate {step} --config migrate.properties  # zk=..., bootstrap=..., groups-file=...",
+        )
 
     for step in STEPS:
-        p = cmds.add_parser(step, help=_STEP_HELP[step])
+        p = cmds.add_parser(
+            step, help=_STEP_HELP[step], description=_STEP_HELP[step], epilog=step_examples(step)
+        )
         common(p)
-        p.add_argument("--state-dir", default=".zkcoord-migrate", help="where journals are written")
+        p.add_argument("--state-dir", default=".zkcoord-migrate", help="directory where journals are written")
         if step in ("verify", "finalize"):
-            p.add_argument("--max-lag", type=int, default=0, help="tolerated |zk - broker| per partition")
+            p.add_argument(
+                "--max-lag",
+                type=int,
+                default=0,
+                metavar="N",
+                help="tolerated |zk - broker| per partition, in offsets",
+            )
         p.set_defaults(func=_run_step, step=step)
 
     p = cmds.add_parser(
-        "export", help="write ZooKeeper offsets to a file (ExportZkOffsets lines, JSON lines, Parquet)"
+        "export",
+        help="write ZooKeeper offsets to a file (ExportZkOffsets lines, JSON lines, Parquet)",
+        epilog=examples(
+            "zkcoord migrate export --zk 127.0.0.1:2181 --group orders --out orders.offsets",
+            "zkcoord migrate export --zk 127.0.0.1:2181 --groups-file groups.txt --out all.parquet",
+        ),
     )
     common(p, bootstrap=False)
-    p.add_argument("--output-file", "--out", dest="output", required=True)
-    p.add_argument("--format", choices=("zk", "jsonl", "parquet"), help="default: by file extension (zk)")
+    p.add_argument(
+        "--output-file", "--out", dest="output", required=True, metavar="FILE", help="file to write"
+    )
+    p.add_argument(
+        "--format",
+        choices=("zk", "jsonl", "parquet"),
+        help="file format (default: by file extension: .jsonl, .parquet, otherwise zk)",
+    )
     p.set_defaults(func=_run_export)
 
-    p = cmds.add_parser("import", help="validate a whole offsets file, then write it in journaled batches")
+    p = cmds.add_parser(
+        "import",
+        help="validate a whole offsets file, then write it in journaled batches",
+        epilog=examples(
+            "zkcoord migrate import --zk 127.0.0.1:2181 --in orders.offsets --never-regress",
+            "zkcoord migrate import --zk zk:2181 --bootstrap 127.0.0.1:9092 --in all.parquet --target broker",
+        ),
+    )
     common(p, groups=False)
-    p.add_argument("--input-file", "--in", dest="input", required=True)
-    p.add_argument("--format", choices=("zk", "jsonl", "parquet"))
-    p.add_argument("--target", choices=("zookeeper", "broker"), default="zookeeper")
+    p.add_argument(
+        "--input-file", "--in", dest="input", required=True, metavar="FILE", help="offsets file to read"
+    )
+    p.add_argument(
+        "--format",
+        choices=("zk", "jsonl", "parquet"),
+        help="file format (default: by file extension: .jsonl, .parquet, otherwise zk)",
+    )
+    p.add_argument(
+        "--target", choices=("zookeeper", "broker"), default="zookeeper", help="the offset store to write"
+    )
     p.add_argument("--never-regress", action="store_true", help="keep any stored offset that is higher")
-    p.add_argument("--journal", help="resume journal (default: <input>.import-journal)")
-    p.add_argument("--batch-size", type=int, default=500)
+    p.add_argument("--journal", metavar="FILE", help="resume journal (default: <input>.import-journal)")
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=500,
+        metavar="N",
+        help="offsets written per journaled batch (partitions)",
+    )
     p.set_defaults(func=_run_import)
 
-    p = cmds.add_parser("snapshot", help="snapshot both offset stores to Parquet for the divergence report")
+    p = cmds.add_parser(
+        "snapshot",
+        help="snapshot both offset stores to Parquet for the divergence report",
+        epilog=examples(
+            "zkcoord migrate snapshot --zk zk:2181 --bootstrap 127.0.0.1:9092 --groups-file g.txt --out snap",
+            "zkcoord migrate snapshot --zk 127.0.0.1:2181 --broker-records /data/n1/group-records --out snap",
+        ),
+    )
     common(p)
-    p.add_argument("--out", required=True, help="directory: zookeeper.parquet and broker.parquet are written")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="DIR",
+        help="directory: zookeeper.parquet and broker.parquet are written",
+    )
     p.add_argument(
         "--broker-records",
         action="append",
@@ -78,19 +148,62 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.set_defaults(func=_run_snapshot)
 
-    p = cmds.add_parser("divergence", help="Spark: compare two snapshots for many groups")
-    p.add_argument("--zk-snapshot", required=True)
-    p.add_argument("--broker-snapshot", required=True)
-    p.add_argument("--out", required=True, help="output directory (Parquet + summary.md)")
-    p.add_argument("--master", help="Spark master (default local[2])")
-    p.add_argument("--max-lag", type=int, default=0)
+    p = cmds.add_parser(
+        "divergence",
+        help="Spark: compare two snapshots for many groups",
+        epilog=examples(
+            "zkcoord migrate divergence --zk-snapshot snap/zookeeper.parquet --broker-snapshot "
+            "snap/broker.parquet --out div",
+            "zkcoord migrate divergence --zk-snapshot hdfs:///m/zk.parquet "
+            "--broker-snapshot hdfs:///m/b.parquet "
+            "--out hdfs:///m/div --master spark://spark-master:7077",
+        ),
+    )
+    add_config_option(p)
+    p.add_argument(
+        "--zk-snapshot", required=True, metavar="PATH", help="ZooKeeper-side snapshot (Parquet; path or URI)"
+    )
+    p.add_argument(
+        "--broker-snapshot", required=True, metavar="PATH", help="broker-side snapshot (Parquet; path or URI)"
+    )
+    p.add_argument(
+        "--out", required=True, metavar="DIR", help="output directory or URI (Parquet tables + summary.md)"
+    )
+    spark = p.add_mutually_exclusive_group()
+    spark.add_argument(
+        "--master",
+        metavar="URL",
+        help="Spark master: local[N], spark://host:7077, yarn... (default: local[2])",
+    )
+    spark.add_argument(
+        "--remote", metavar="URL", help="Spark Connect server instead of a master, e.g. sc://host:15002"
+    )
+    p.add_argument(
+        "--max-lag",
+        type=int,
+        default=0,
+        metavar="N",
+        help="tolerated |zk - broker| per partition, in offsets",
+    )
     p.set_defaults(func=_run_divergence)
 
-    p = cmds.add_parser("synth", help="generate synthetic snapshots (for trying or benchmarking divergence)")
-    p.add_argument("--groups", type=int, default=10_000)
-    p.add_argument("--partitions", type=int, default=100)
-    p.add_argument("--out", required=True)
-    p.add_argument("--seed", type=int, default=1)
+    p = cmds.add_parser(
+        "synth",
+        help="generate synthetic snapshots (for trying or benchmarking divergence)",
+        epilog=examples(
+            "zkcoord migrate synth --groups 100 --partitions 10 --out snap",
+            "zkcoord migrate synth --out snap && zkcoord migrate divergence "
+            "--zk-snapshot snap/zookeeper.parquet "
+            "--broker-snapshot snap/broker.parquet --out div",
+        ),
+    )
+    add_config_option(p)
+    p.add_argument("--groups", type=int, default=10_000, metavar="N", help="number of consumer groups")
+    p.add_argument("--partitions", type=int, default=100, metavar="N", help="partitions per group")
+    p.add_argument(
+        "--out", required=True, metavar="DIR", help="directory for zookeeper.parquet and broker.parquet"
+    )
+    p.add_argument("--seed", type=int, default=1, help="PRNG seed: the same seed writes the same snapshots")
     p.set_defaults(func=_run_synth)
 
 
@@ -282,7 +395,11 @@ def _run_divergence(args: argparse.Namespace) -> int:
     from migration.divergence.job import run_divergence
 
     summary = run_divergence(
-        args.zk_snapshot, args.broker_snapshot, args.out, master=args.master, max_lag=args.max_lag
+        args.zk_snapshot,
+        args.broker_snapshot,
+        args.out,
+        master=args.remote or args.master,
+        max_lag=args.max_lag,
     )
     print(summary)
     return 0

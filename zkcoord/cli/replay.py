@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+from zkcoord.cli.options import examples
 from zkcoord.group import handlers
 from zkcoord.group.config import GroupConfig
 from zkcoord.group.model import CoordinatorState
@@ -20,6 +21,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="rebuild groups and offsets from a coordinator record log",
         description="Replay a coordinator record log (read-only; a torn tail is reported, not truncated) and "
         "print every group (state, generation, protocol, leader, members) and its committed offsets.",
+        epilog=examples(
+            "zkcoord replay /var/lib/zkcoord/group-records",
+            "zkcoord replay /var/lib/zkcoord/group-records --json | jq '.groups[0]'",
+        ),
     )
     parser.add_argument("directory", help="the record log directory (FileRecordStore)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

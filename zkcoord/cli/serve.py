@@ -15,8 +15,10 @@ from typing import Any
 
 from zkcoord.bridge.mirror import ZkOffsetBridge
 from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
+from zkcoord.cli.options import add_config_option, examples
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
+from zkcoord.metrics import ServeMetrics
 from zkcoord.records.batch import AppendRules
 from zkcoord.server.app import Node
 from zkcoord.server.broker import ServerConfig
@@ -87,8 +89,16 @@ _CLUSTER_FLAGS = (
 )
 
 
+# Help for each: what it bounds, its unit (GroupConfig's default, which these flags override, is added).
 _GROUP_HELP = {
-    "group.max.size": "members per group; a JoinGroup beyond it gets GROUP_MAX_SIZE_REACHED (default 2147483647)",
+    "group_min_session_timeout_ms": "smallest session.timeout.ms a member may ask for, in ms",
+    "group_max_session_timeout_ms": "largest session.timeout.ms a member may ask for, in ms",
+    "group_initial_rebalance_delay_ms": "how long a new group waits for more members before its first "
+    "rebalance, in ms",
+    "group_max_size": "most members one group may have; a JoinGroup beyond it gets GROUP_MAX_SIZE_REACHED",
+    "offsets_topic_num_partitions": "partitions of __consumer_offsets (groups are spread over them)",
+    "offset_metadata_max_bytes": "largest metadata string an offset commit may carry, in bytes",
+    "offsets_retention_minutes": "how long offsets of an empty group are kept, in minutes",
 }
 
 
@@ -111,18 +121,35 @@ def _listen(value: str) -> tuple[str, int]:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
-        "serve", help="run a Kafka wire-protocol node: topics, produce/fetch, group coordinator"
+        "serve",
+        help="run a Kafka wire-protocol node: topics, produce/fetch, group coordinator",
+        description=__doc__,
+        epilog=examples(
+            "zkcoord serve --data-dir /var/lib/zkcoord --listen 0.0.0.0:9092 --metrics-listen 0.0.0.0:9404",
+            "zkcoord serve --config node.properties   # data-dir=..., zk=..., group.max.size=100 ...",
+        ),
+    )
+    add_config_option(parser)
+    parser.add_argument(
+        "--listen",
+        type=_listen,
+        default=("127.0.0.1", 9092),
+        metavar="HOST:PORT",
+        help="address to accept Kafka clients on (port 0 = any free)",
     )
     parser.add_argument(
-        "--listen", type=_listen, default=("127.0.0.1", 9092), help="HOST:PORT (port 0 = any free)"
-    )
-    parser.add_argument(
-        "--data-dir", type=Path, required=True, help="directory for partition logs and group records"
+        "--data-dir",
+        type=Path,
+        required=True,
+        metavar="DIR",
+        help="directory for partition logs and group records",
     )
     parser.add_argument(
         "--zk",
         default=None,
-        help="ZooKeeper connect string: join that cluster as broker N (controller election, offsets partitions)",
+        metavar="CONNECT",
+        help="ZooKeeper connect string: join that cluster as broker N (controller election, offsets "
+        "partitions) (default: none, a standalone node)",
     )
     parser.add_argument("--node-id", type=int, default=0, help="broker id (default 0)")
     parser.add_argument(
@@ -131,16 +158,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="HOST:PORT clients are told to connect to (advertised.listeners; default: the --listen address)",
     )
-    parser.add_argument("--num.partitions", dest="num_partitions", type=int, default=1)
     parser.add_argument(
-        "--auto.create.topics.enable", dest="auto_create", choices=("true", "false"), default="true"
+        "--num.partitions",
+        dest="num_partitions",
+        type=int,
+        default=1,
+        metavar="N",
+        help="partitions of an auto-created topic",
+    )
+    parser.add_argument(
+        "--auto.create.topics.enable",
+        dest="auto_create",
+        choices=("true", "false"),
+        default="true",
+        help="create a topic when a client first asks for it",
     )
     parser.add_argument(
         "--socket.request.max.bytes",
         dest="max_request_bytes",
         type=int,
         default=100 * 1024 * 1024,
-        help="largest request frame; a larger size header closes the connection (default %(default)s)",
+        metavar="BYTES",
+        help="largest request frame accepted, in bytes; a larger size header closes the connection",
     )
     for flag, cls, name, text in _LIMIT_FLAGS:
         default = cls.__dataclass_fields__[name].default
@@ -152,10 +191,33 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             metavar="N",
             help=f"{text} (default {default})",
         )
+    group_defaults = GroupConfig()
     for flag, dest in _GROUP_FLAGS:
-        parser.add_argument(f"--{flag}", dest=dest, type=int, default=None, help=_GROUP_HELP.get(flag))
+        parser.add_argument(
+            f"--{flag}",
+            dest=dest,
+            type=int,
+            default=None,
+            metavar="N",
+            help=f"{_GROUP_HELP[dest]} (default: {getattr(group_defaults, dest)})",
+        )
+    from zkcoord.cluster.node import ClusterConfig
+
+    cluster_fields = ClusterConfig.__dataclass_fields__
+    cluster_help = {
+        "zookeeper_session_timeout_ms": "the node's ZooKeeper session timeout, in ms",
+        "zookeeper_connection_timeout_ms": "how long to wait for ZooKeeper at start, in ms",
+        "offsets_compact_after_batches": "compact an offsets partition's records after N batch znodes",
+    }
     for flag, dest in _CLUSTER_FLAGS:
-        parser.add_argument(f"--{flag}", dest=dest, type=int, default=None, help="with --zk only")
+        parser.add_argument(
+            f"--{flag}",
+            dest=dest,
+            type=int,
+            default=None,
+            metavar="N",
+            help=f"with --zk only: {cluster_help[dest]} (default: {cluster_fields[dest].default})",
+        )
     parser.add_argument(
         "--bridge-zk-offsets",
         nargs="?",
@@ -171,7 +233,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         dest="bridge_wait_ms",
         type=int,
         default=1000,
-        help="how long a commit response waits for its offsets to land in ZooKeeper (0: never; default 1000)",
+        metavar="MS",
+        help="how long a commit response waits for its offsets to land in ZooKeeper, in ms "
+        "(0: never; default 1000)",
+    )
+    parser.add_argument(
+        "--metrics-listen",
+        type=_listen,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics (port 0 = any free; default: off)",
     )
     parser.set_defaults(func=run)
 
@@ -212,12 +283,17 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--bridge-zk-offsets needs a ZooKeeper connect string: give one, or use --zk")
         if args.bridge_wait_ms < 0:
             raise ConfigError(f"--bridge-zk-offsets-wait-ms must be >= 0, got {args.bridge_wait_ms}")
-    return asyncio.run(
-        _serve(Node(server, group, args.zk, args.advertise, cluster), bridge_connect, args.bridge_wait_ms)
-    )
+    metrics = ServeMetrics() if args.metrics_listen is not None else None
+    node = Node(server, group, args.zk, args.advertise, cluster, metrics=metrics)
+    return asyncio.run(_serve(node, bridge_connect, args.bridge_wait_ms, args.metrics_listen))
 
 
-async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: int = 1000) -> int:
+async def _serve(
+    node: Node,
+    bridge_connect: str | None = None,
+    bridge_wait_ms: int = 1000,
+    metrics_listen: tuple[str, int] | None = None,
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -231,6 +307,11 @@ async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: 
         # Given to the node before it starts, so no service (and no commit) ever runs without it.
         node = dataclasses.replace(node, offset_mirror=bridge)
         print(f"zkcoord serve: bridging group offsets to ZooKeeper {bridge_connect}", flush=True)
+    endpoint = None
+    if node.metrics is not None and metrics_listen is not None:
+        node.metrics.bind(node, bridge)
+        endpoint = node.metrics.serve(*metrics_listen)
+        print(f"zkcoord serve: metrics on http://{endpoint.host}:{endpoint.port}/metrics", flush=True)
     try:
         await node.start()
         cfg = node.server_config
@@ -240,6 +321,8 @@ async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: 
         finally:
             await node.close()
     finally:
+        if endpoint is not None:
+            endpoint.stop()
         if bridge is not None and zk_side is not None:
             await bridge.close()
             await asyncio.to_thread(zk_side.close)

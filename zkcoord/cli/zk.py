@@ -6,15 +6,25 @@ import argparse
 import signal
 import threading
 
+from zkcoord.cli.options import examples
 from zkcoord.local.zookeeper import ZooKeeper
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     zk = sub.add_parser("zk", help="run a local ZooKeeper")
     zk_sub = zk.add_subparsers(dest="zk_command", metavar="ACTION", required=True)
-    start = zk_sub.add_parser("start", help="start ZooKeeper in the foreground until Ctrl-C")
+    start = zk_sub.add_parser(
+        "start",
+        help="start ZooKeeper in the foreground until Ctrl-C",
+        epilog=examples(
+            "zkcoord zk start                     # one node on 127.0.0.1:2181, temporary data",
+            "zkcoord zk start --ensemble 3 --port 2281 --data-dir /tmp/zk3",
+        ),
+    )
     start.add_argument("--port", type=int, default=2181, help="client port of the first node (default 2181)")
-    start.add_argument("--data-dir", default=None, help="data directory (default: a temporary one, removed)")
+    start.add_argument(
+        "--data-dir", default=None, metavar="DIR", help="data directory (default: a temporary one, removed)"
+    )
     start.add_argument("--ensemble", type=int, default=1, metavar="N", help="number of nodes (default 1)")
     start.set_defaults(func=run_start)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from zkcoord.cluster.node import ClusterConfig
 from zkcoord.group.config import GroupConfig
+from zkcoord.metrics import ServeMetrics
 from zkcoord.server.broker import Broker, NewData, Response, ServerConfig
 from zkcoord.server.cluster_routing import ClusterRouting
 from zkcoord.server.group_service import GroupService, OffsetMirror
@@ -37,6 +38,7 @@ class Node:
     wire: WireServer | None = None
     groups: GroupService | None = None  # a single node's group coordinator, over a file in the data dir
     cluster: ClusterRouting | None = None  # a cluster node's: groups routed by offsets partition
+    metrics: ServeMetrics | None = None  # fed by the wire server and the group dispatcher, read at scrape
 
     async def start(self) -> None:
         cfg = self.server_config
@@ -47,7 +49,12 @@ class Node:
             self.groups = GroupService(self.group_config, store, offset_mirror=self.offset_mirror)
             await self.groups.start()
         self.wire = WireServer(
-            self._dispatch, cfg.host, cfg.port, cfg.socket_request_max_bytes, cfg.connection_limits
+            self._dispatch,
+            cfg.host,
+            cfg.port,
+            cfg.socket_request_max_bytes,
+            cfg.connection_limits,
+            observe=self.metrics.observe_request if self.metrics is not None else None,
         )
         await self.wire.start()
         if cfg.port == 0 or self.advertise is not None:
@@ -56,14 +63,24 @@ class Node:
             self.server_config = cfg = replace(cfg, host=host, port=port)
         # No await from the listener's start to the broker's construction, so no request can arrive before it.
         new_data = NewData()
+        observe_group = self.metrics.observe_group_response if self.metrics is not None else None
         if self.zk_connect:
             self.cluster = ClusterRouting(
                 self._cluster_config(cfg), self.group_config, logs, new_data.notify, self.offset_mirror
             )
-            self.broker = Broker(cfg, logs, groups=self.cluster, cluster=self.cluster, new_data=new_data)
+            self.broker = Broker(
+                cfg,
+                logs,
+                groups=self.cluster,
+                cluster=self.cluster,
+                new_data=new_data,
+                observe_group=observe_group,
+            )
             await self.cluster.start()
         else:
-            self.broker = Broker(cfg, logs, groups=self.groups, new_data=new_data)
+            self.broker = Broker(
+                cfg, logs, groups=self.groups, new_data=new_data, observe_group=observe_group
+            )
 
     def _dispatch(self, req: RequestFrame) -> Response | Awaitable[Response]:
         assert self.broker is not None, "the broker is built before the listener can hand over a request"

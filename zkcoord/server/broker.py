@@ -10,12 +10,13 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from zkcoord.errors import ConfigError
 from zkcoord.group.errors import ErrorCode as E
+from zkcoord.group.messages import GroupResponse
 from zkcoord.records.batch import AppendRules, CorruptBatch, validate_for_append
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server import messages as dm
@@ -124,6 +125,7 @@ class Broker:
         groups: GroupCoordinator | None = None,
         cluster: ClusterSide | None = None,
         new_data: NewData | None = None,
+        observe_group: Callable[[int, GroupResponse], None] | None = None,
     ) -> None:
         self.config = config
         self.logs = logs
@@ -131,7 +133,7 @@ class Broker:
         self.cluster = cluster
         self.new_data = new_data if new_data is not None else NewData()
         self.producer_ids = ProducerIds(config.data_dir / "producer_ids")
-        self._group_dispatch = GroupDispatch(groups) if groups is not None else None
+        self._group_dispatch = GroupDispatch(groups, observe_group) if groups is not None else None
         self._handlers = {
             kp.API_VERSIONS: self.api_versions,
             kp.METADATA: self.metadata,

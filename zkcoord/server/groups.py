@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from zkcoord.group import messages as gm
 from zkcoord.group.errors import ErrorCode
@@ -14,8 +14,11 @@ from zkcoord.server.seams import GroupCoordinator
 class GroupDispatch:
     """`dispatch(req)` -> awaitable response frame for JoinGroup ... DeleteGroups."""
 
-    def __init__(self, service: GroupCoordinator) -> None:
+    def __init__(
+        self, service: GroupCoordinator, observe: Callable[[int, gm.GroupResponse], None] | None = None
+    ) -> None:
         self.service = service
+        self.observe = observe  # (api_key, typed response): the metrics hook, one call per answered group
 
     def dispatch(self, req: kp.RequestFrame) -> Awaitable[bytes] | bytes | None:
         if req.api_key not in kp.GROUP_APIS:
@@ -28,6 +31,9 @@ class GroupDispatch:
             responses = [await self._one(requests[0])]
         else:
             responses = list(await asyncio.gather(*(self._one(r) for r in requests)))
+        if self.observe is not None:
+            for response in responses:
+                self.observe(req.api_key, response)
         return kp.group_response(req, responses)
 
     async def _one(self, r: gm.GroupRequest) -> gm.GroupResponse:

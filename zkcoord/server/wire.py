@@ -22,6 +22,7 @@ import contextlib
 import inspect
 import logging
 import struct
+import time
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 
@@ -38,6 +39,8 @@ _SIZE = struct.Struct(">i")
 _FRAMES_PER_TURN = 8
 
 Dispatch = Callable[[kp.RequestFrame], "bytes | Awaitable[bytes | None] | None"]
+# (api_key, api_version, seconds from decoded request to ready response): the metrics hook.
+RequestObserver = Callable[[int, int, float], None]
 
 
 class _CloseConnection(Exception):
@@ -84,8 +87,10 @@ class WireServer:
         port: int,
         max_request_bytes: int = 100 * 1024 * 1024,
         limits: ConnectionLimits | None = None,
+        observe: RequestObserver | None = None,
     ) -> None:
         self.dispatch = dispatch
+        self.observe = observe
         self.host = host
         self.port = port
         self.max_request_bytes = max_request_bytes
@@ -309,6 +314,7 @@ class WireServer:
             self.rejected += 1
             self._say.log(logging.WARNING, "malformed", "connection %s: %s; closing", conn.peer, exc)
             return False
+        started = time.perf_counter()
         try:
             result = self.dispatch(req)
         except Exception:
@@ -318,8 +324,11 @@ class WireServer:
                 return False
             result = reply
         if inspect.isawaitable(result):
-            self._enqueue(conn, asyncio.ensure_future(self._guard(req, result, conn)))
-        elif result is not None:
+            self._enqueue(conn, asyncio.ensure_future(self._guard(req, result, conn, started)))
+            return True
+        if self.observe is not None:
+            self.observe(req.api_key, req.api_version, time.perf_counter() - started)
+        if result is not None:
             self._enqueue(conn, result)
         elif kp.expects_response(req):
             self._say.log(
@@ -333,7 +342,7 @@ class WireServer:
         return True
 
     async def _guard(
-        self, req: kp.RequestFrame, aw: Awaitable[bytes | None], conn: _Connection
+        self, req: kp.RequestFrame, aw: Awaitable[bytes | None], conn: _Connection, started: float
     ) -> bytes | None:
         try:
             return await aw
@@ -351,6 +360,9 @@ class WireServer:
                 )
                 raise _CloseConnection from None
             return reply
+        finally:
+            if self.observe is not None:
+                self.observe(req.api_key, req.api_version, time.perf_counter() - started)
 
     def _log_handler_failure(self, conn: _Connection, req: kp.RequestFrame) -> None:
         """Log the exception being handled as a failed request (the client gets UNKNOWN_SERVER_ERROR or a close)."""

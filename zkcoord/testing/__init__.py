@@ -7,15 +7,21 @@
         expire_session(zk)                        # the server really deletes /ids/me
         assert zk.exists("/ids/me") is None
 
-Ensemble faults go through the `zk_ensemble` fixture: `kill_node(i)`, `restart_node(i)`, `leader()`.
+Ensemble faults go through the `zk_ensemble` fixture: `kill_node(i)`, `restart_node(i)`, `leader()`. Beyond
+ZooKeeper: `spark_cluster` / `spark_connect` fixtures (SparkCluster, SparkConnectServer) and PrometheusServer.
 """
 
 from zkcoord.local.zookeeper import ZooKeeper, free_port
 from zkcoord.testing.plugin import ZooKeeperHandle, docker_available, start_zookeeper
+from zkcoord.testing.prometheus import PrometheusServer
+from zkcoord.testing.spark_cluster import SparkCluster, SparkConnectServer
 from zkcoord.zk.session import SessionFault, drop_connection, expire_session, wait_for
 
 __all__ = [
+    "PrometheusServer",
     "SessionFault",
+    "SparkCluster",
+    "SparkConnectServer",
     "ZooKeeper",
     "ZooKeeperHandle",
     "docker_available",

@@ -3,7 +3,9 @@ server logs attached to failing tests, and every process stopped at the end of t
 
 Fixtures: `zk_server` (session), `zk_ensemble` (3 nodes, healed before each test), `zk` (a connected kazoo
 client rooted in a fresh chroot), `zk_connect` (that chroot's connect string), `zk_client_factory` (more
-clients in the same chroot). Environment: `ZKCOORD_ZK_CONNECT=host:port` uses an existing ZooKeeper;
+clients in the same chroot); `spark_cluster` (session: a standalone Spark master and two one-core workers on
+loopback) and `spark_connect` (module: a Spark Connect server on that cluster).
+Environment: `ZKCOORD_ZK_CONNECT=host:port` uses an existing ZooKeeper;
 `ZKCOORD_ZK_MODE=local|container` chooses how one is started (container needs a Docker engine).
 """
 
@@ -172,6 +174,30 @@ def zk_client_factory(zk_connect: str) -> Iterator[Callable[..., Any]]:
 def zk(zk_client_factory: Callable[..., Any]) -> Any:
     """A connected kazoo client rooted in this test's fresh chroot."""
     return zk_client_factory()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A standalone Spark cluster (master + 2 workers, 1 core each), once per run, stopped at the end."""
+    from zkcoord.testing.spark_cluster import SparkCluster
+
+    cluster = SparkCluster.start(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def spark_connect(spark_cluster: Any) -> Iterator[Any]:
+    """A Spark Connect server on `spark_cluster` for one module (it holds the workers' cores while up)."""
+    from zkcoord.testing.spark_cluster import SparkConnectServer
+
+    server = SparkConnectServer.start(spark_cluster)
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -113,6 +113,9 @@ class MemberStats:
     # offsets.storage=kafka / dual commit: the bridge result of the last commit (every per-store failure)
     last_commit_result: Any = None
     commit_failures: int = 0  # partition-store outcomes that failed or were skipped, summed over commits
+    # Completed rebalances and their summed duration (first attempt to stable): a scrape-time summary metric.
+    rebalance_count: int = 0
+    rebalance_seconds: float = 0.0
 
 
 FetcherFactory = Callable[["LegacyConsumer"], Fetcher]
@@ -438,6 +441,7 @@ class LegacyConsumer:
 
     def _synced_rebalance(self) -> None:
         cfg = self.config
+        started = self._now()
 
         def attempt() -> bool:
             with self._lock:
@@ -502,6 +506,8 @@ class LegacyConsumer:
             return
         if self._settle(MemberEvent.DONE):
             self.stats.last_stable_at = self._now()
+            self.stats.rebalance_count += 1
+            self.stats.rebalance_seconds += self._now() - started
 
     def _settle(self, event: MemberEvent) -> bool:
         """End a rebalance with DONE or GIVE_UP unless another became due meanwhile (it runs next)."""

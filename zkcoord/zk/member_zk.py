@@ -101,6 +101,7 @@ class Deadlined:
     def __init__(self, client: KazooClient, timeout_s: float) -> None:
         self.client = client
         self.timeout_s = timeout_s
+        self.requests: dict[str, int] = {}  # blocking calls made, by operation (read by the member's metrics)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
@@ -108,6 +109,7 @@ class Deadlined:
     def wait(self, result: Any, op: str, path: str) -> Any:
         from kazoo.handlers.threading import KazooTimeoutError
 
+        self.requests[op] = self.requests.get(op, 0) + 1
         try:
             return result.get(timeout=self.timeout_s)
         except KazooTimeoutError:
