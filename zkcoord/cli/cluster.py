@@ -7,6 +7,7 @@ import argparse
 import json
 from typing import Any
 
+from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import BrokerRegistration
@@ -18,6 +19,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     actions = parser.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     describe = actions.add_parser("describe", help="nodes, controller, epochs and partition leaders")
     describe.add_argument("--zk", required=True, help="ZooKeeper connect string (chroot allowed)")
+    add_zk_security(describe)
     describe.add_argument("--topic", action="append", help="only these topics (repeatable)")
     describe.add_argument("--json", action="store_true", help="machine-readable output")
     describe.set_defaults(func=run_describe)
@@ -123,7 +125,7 @@ def format_description(desc: dict[str, Any]) -> str:
 def run_describe(args: argparse.Namespace) -> int:
     from zkcoord.zk.session import connect
 
-    client = connect(args.zk)
+    client = connect(args.zk, auth=zk_auth(args))
     try:
         desc = describe_cluster(client, args.topic)
     finally:

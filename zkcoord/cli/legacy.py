@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from zkcoord.cli import legacy_consume
+from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.filters import TopicFilter
@@ -50,6 +51,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "--zk", required=True, metavar="CONNECT", help="ZooKeeper connect string (chroot allowed)"
         )
         p.add_argument("--zk-timeout", type=float, default=15.0, metavar="S", help="connect timeout, seconds")
+        add_zk_security(p)
         p.set_defaults(func=func)
         return p
 
@@ -83,7 +85,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 @contextlib.contextmanager
 def _client(args: argparse.Namespace) -> Iterator[Client]:
-    client = connect(args.zk, timeout=args.zk_timeout)
+    client = connect(args.zk, timeout=args.zk_timeout, auth=zk_auth(args))
     try:
         yield client
     finally:

@@ -14,10 +14,12 @@ from pathlib import Path
 
 from zkcoord.bridge.mirror import ZkOffsetBridge
 from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
+from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
 from zkcoord.server.app import Node
 from zkcoord.server.broker import ServerConfig
+from zkcoord.zk.auth import NO_AUTH, ZkAuth
 
 # (flag, GroupConfig field) pairs: flags carry Kafka's broker property names.
 _GROUP_FLAGS = (
@@ -60,6 +62,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="ZooKeeper connect string: join that cluster as broker N (controller election, offsets partitions)",
     )
     parser.add_argument("--node-id", type=int, default=0, help="broker id (default 0)")
+    add_zk_security(parser)
     parser.add_argument(
         "--advertise",
         type=_listen,
@@ -119,10 +122,14 @@ def run(args: argparse.Namespace) -> int:
     if cluster and not args.zk:
         flags = ", ".join(f"--{f}" for f, d in _CLUSTER_FLAGS if d in cluster)
         raise ConfigError(f"{flags} only apply with --zk (a ZooKeeper-era cluster node)")
+    auth = zk_auth(args)
     if args.zk:  # validate the cluster settings before anything starts
         from zkcoord.cluster.node import ClusterConfig
 
-        ClusterConfig(zookeeper_connect=args.zk, node_id=args.node_id, host=host, port=port or 1, **cluster)
+        ClusterConfig(
+            zookeeper_connect=args.zk, node_id=args.node_id, host=host, port=port or 1, zookeeper_auth=auth,
+            **cluster,
+        )  # fmt: skip
     bridge_connect = None
     if args.bridge_zk_offsets is not None:
         bridge_connect = args.bridge_zk_offsets or args.zk
@@ -131,18 +138,25 @@ def run(args: argparse.Namespace) -> int:
         if args.bridge_wait_ms < 0:
             raise ConfigError(f"--bridge-zk-offsets-wait-ms must be >= 0, got {args.bridge_wait_ms}")
     return asyncio.run(
-        _serve(Node(server, group, args.zk, args.advertise, cluster), bridge_connect, args.bridge_wait_ms)
+        _serve(
+            Node(server, group, args.zk, args.advertise, cluster, zk_auth=auth),
+            bridge_connect,
+            args.bridge_wait_ms,
+            auth,
+        )
     )
 
 
-async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: int = 1000) -> int:
+async def _serve(
+    node: Node, bridge_connect: str | None = None, bridge_wait_ms: int = 1000, zk_auth: ZkAuth = NO_AUTH
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     zk_side = bridge = None
     if bridge_connect:
-        zk_side = ZkOffsetBridgeStore(bridge_connect)
+        zk_side = ZkOffsetBridgeStore(bridge_connect, auth=zk_auth)
         await asyncio.to_thread(zk_side.start)
         bridge = ZkOffsetBridge(zk_side, ack_wait_ms=bridge_wait_ms)
         await bridge.start()
