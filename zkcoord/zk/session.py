@@ -18,6 +18,7 @@ from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (
     AuthFailedError,
     ConnectionClosedError,
+    ConnectionLoss,
     KazooException,
     NoAuthError,
     SessionClosedRequireSaslError,
@@ -169,8 +170,14 @@ def connect(
     client = Client(hosts=hosts, timeout=session_timeout_s, read_only=read_only, auth=auth)
     try:
         deadline = time.monotonic() + timeout
-        client.start(timeout=timeout)
-        _check_session(client, hosts, max(0.5, deadline - time.monotonic()))
+        try:
+            client.start(timeout=timeout)  # with a chroot, start() itself makes the first request
+            client.exists_async("/").get(timeout=max(0.5, deadline - time.monotonic()))
+        except Exception as e:
+            failure = _auth_failure(client, hosts, e)
+            if failure is not None:
+                raise failure from None
+            raise
     except BaseException:
         with contextlib.suppress(Exception):
             client.stop()
@@ -179,22 +186,32 @@ def connect(
     return client
 
 
-def _check_session(client: Client, hosts: str, timeout: float) -> None:
-    who = client.auth.describe()
-    try:
-        client.exists_async("/").get(timeout=timeout)
-    except SessionClosedRequireSaslError:
-        raise ZkAuthFailed(
-            f"ZooKeeper {hosts} requires SASL authentication and refused this session ({who}): give the JAAS "
-            "file with --zk-jaas-config FILE (a Client section with DigestLoginModule username/password)"
-        ) from None
-    except (AuthFailedError, ConnectionClosedError, SessionExpiredError, KazooTimeoutError) as e:
-        if client.auth.authenticated or client.state == KazooState.LOST:
-            raise ZkAuthFailed(
-                f"ZooKeeper {hosts} refused the credentials of {who} ({type(e).__name__}): check the user "
-                "name and password against the server's JAAS Server section (or its digest ACLs)"
-            ) from None
-        raise
+_AUTH_SYMPTOMS = (
+    SessionClosedRequireSaslError,
+    AuthFailedError,
+    ConnectionLoss,
+    ConnectionClosedError,
+    SessionExpiredError,
+    KazooTimeoutError,
+)
+
+
+def _auth_failure(client: Client, hosts: str, e: BaseException) -> ZkAuthFailed | None:
+    """What a failed first request means for authentication, or None when it says nothing about it."""
+    if not isinstance(e, _AUTH_SYMPTOMS):
+        return None
+    if client.auth.authenticated:
+        # The server drops a session whose SASL login failed: what the client sees next varies with timing.
+        return ZkAuthFailed(
+            f"ZooKeeper {hosts} refused the credentials of {client.auth.describe()} ({type(e).__name__}): "
+            "check the user name and password against the server's JAAS Server section (or its digest ACLs)"
+        )
+    if isinstance(e, SessionClosedRequireSaslError):
+        return ZkAuthFailed(
+            f"ZooKeeper {hosts} requires SASL authentication and refused this unauthenticated session: give "
+            "the JAAS file with --zk-jaas-config FILE (a Client section with DigestLoginModule username/password)"
+        )
+    return None
 
 
 def on_session_lost(client: KazooClient, callback: Callable[[], None]) -> None:
