@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.zk import registrations
+from zkcoord.zk.auth import NO_AUTH, ZkAuth
 from zkcoord.zk.offset_store import TP, WriteMode, ZooKeeperOffsetStore
 from zkcoord.zk.session import Client, ZooKeeperError, connect, on_session_lost
 
@@ -81,6 +82,7 @@ class ZkOffsetBridgeStore:
         connect_timeout_s: float = 15.0,
         max_batch_bytes: int = 512 * 1024,
         client: Client | None = None,
+        auth: ZkAuth = NO_AUTH,
     ) -> None:
         if not hosts and client is None:
             raise ZkcoordError("the offset bridge needs a ZooKeeper connect string")
@@ -88,6 +90,7 @@ class ZkOffsetBridgeStore:
         self.session_timeout_s = session_timeout_s
         self.connect_timeout_s = connect_timeout_s
         self.max_batch_bytes = max_batch_bytes
+        self.auth = auth
         self._owns_client = client is None
         self.client = client
         self._registered = False
@@ -99,7 +102,10 @@ class ZkOffsetBridgeStore:
         if self.client is None:
             try:
                 client = connect(
-                    self.hosts, timeout=self.connect_timeout_s, session_timeout_s=self.session_timeout_s
+                    self.hosts,
+                    timeout=self.connect_timeout_s,
+                    session_timeout_s=self.session_timeout_s,
+                    auth=self.auth,
                 )
             except Exception as exc:
                 raise ZkBridgeUnavailable(

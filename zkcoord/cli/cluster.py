@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from zkcoord.cli.options import examples
+from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import BrokerRegistration
@@ -28,6 +29,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     describe.add_argument(
         "--zk", required=True, metavar="CONNECT", help="ZooKeeper connect string (chroot allowed)"
     )
+    add_zk_security(describe)
     describe.add_argument(
         "--topic", action="append", metavar="T", help="only these topics (repeatable; default: every topic)"
     )
@@ -135,7 +137,7 @@ def format_description(desc: dict[str, Any]) -> str:
 def run_describe(args: argparse.Namespace) -> int:
     from zkcoord.zk.session import connect
 
-    client = connect(args.zk)
+    client = connect(args.zk, auth=zk_auth(args))
     try:
         desc = describe_cluster(client, args.topic)
     finally:

@@ -18,6 +18,7 @@ from typing import TextIO
 
 from zkcoord.cli import legacy_consume
 from zkcoord.cli.options import examples
+from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.filters import TopicFilter
@@ -53,6 +54,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "--zk", required=True, metavar="CONNECT", help="ZooKeeper connect string (chroot allowed)"
         )
         p.add_argument("--zk-timeout", type=float, default=15.0, metavar="S", help="connect timeout, seconds")
+        add_zk_security(p)
         p.set_defaults(func=func)
         return p
 
@@ -131,7 +133,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 @contextlib.contextmanager
 def _client(args: argparse.Namespace) -> Iterator[Client]:
-    client = connect(args.zk, timeout=args.zk_timeout)
+    client = connect(args.zk, timeout=args.zk_timeout, auth=zk_auth(args))
     try:
         yield client
     finally:

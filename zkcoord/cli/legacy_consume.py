@@ -16,6 +16,7 @@ from typing import BinaryIO
 
 from zkcoord.bridge.member import member_offsets
 from zkcoord.cli.options import add_config_option, examples
+from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.config import LegacyConsumerConfig
@@ -51,6 +52,7 @@ def register(legacy_sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_config_option(p)
     p.add_argument("--zk", required=True, metavar="CONNECT", help="ZooKeeper connect string (chroot allowed)")
+    add_zk_security(p)
     p.add_argument("--group", required=True, metavar="G", help="consumer group id (group.id)")
     p.add_argument("--topic", required=True, help="topic to consume")
     p.add_argument(
@@ -190,7 +192,9 @@ def consume(
 
 def cmd_consume(args: argparse.Namespace) -> int:
     config = build_config(args)
-    consumer = LegacyConsumer(config, {args.topic: args.streams}, offsets=member_offsets)
+    consumer = LegacyConsumer(
+        config, {args.topic: args.streams}, offsets=member_offsets, zk_auth=zk_auth(args)
+    )
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from zkcoord.cli.options import add_config_option, examples
+from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError, ZkcoordError
 
 STEPS = ("plan", "dual-commit", "verify", "finalize", "rollback", "status")
@@ -37,6 +38,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.add_argument(
             "--zk", required=True, metavar="CONNECT", help="ZooKeeper connect string (chroot allowed)"
         )
+        add_zk_security(p)
         if bootstrap:
             p.add_argument("--bootstrap", metavar="HOST:PORT", help="a broker (or `zkcoord serve`) to reach")
         if groups:
@@ -233,11 +235,13 @@ def _groups(args: argparse.Namespace, required: bool = True) -> list[str]:
 
 
 @contextlib.contextmanager
-def _zookeeper(connect: str) -> Iterator[Any]:
+def _zookeeper(args: argparse.Namespace) -> Iterator[Any]:
     from zkcoord.zk.session import connect as zk_connect
 
+    connect = args.zk
+    auth = zk_auth(args)  # a bad JAAS file is its own error, not "cannot connect"
     try:
-        client = zk_connect(connect, timeout=15.0)
+        client = zk_connect(connect, timeout=15.0, auth=auth)
     except Exception as exc:
         raise ZkcoordError(f"cannot connect to ZooKeeper at {connect}: {exc}") from None
     try:
@@ -279,7 +283,7 @@ def _run_step(args: argparse.Namespace) -> int:
 
     groups = _groups(args)
     worst = 0
-    with _zookeeper(args.zk) as zk:
+    with _zookeeper(args) as zk:
         broker_for, close = _broker_factory(args)
         try:
             runner = MigrationRunner(zk, broker_for, args.state_dir)
@@ -316,7 +320,7 @@ def _run_export(args: argparse.Namespace) -> int:
     from migration.offsets_io import export_zookeeper
 
     groups = _groups(args, required=False) or None
-    with _zookeeper(args.zk) as zk:
+    with _zookeeper(args) as zk:
         count = export_zookeeper(zk, groups, args.output, args.format)
     print(f"exported {count} offset(s) to {args.output}")
     return 0
@@ -332,7 +336,7 @@ def _run_import(args: argparse.Namespace) -> int:
     def progress(done: int, total: int) -> None:
         print(f"\r  batch {done}/{total}", end="", file=sys.stderr, flush=True)
 
-    with _zookeeper(args.zk) as zk:
+    with _zookeeper(args) as zk:
         if args.target == "zookeeper":
             target: Any = ZooKeeperTarget(zk, never_regress=args.never_regress)
             close: Callable[[], None] = lambda: None  # noqa: E731
@@ -358,7 +362,7 @@ def _run_snapshot(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    with _zookeeper(args.zk) as zk:
+    with _zookeeper(args) as zk:
         groups = _groups(args, required=False) or None
         zk_rows = snapshot_zookeeper(zk, groups, out / "zookeeper.parquet")
         print(f"zookeeper: {zk_rows} offset(s) -> {out / 'zookeeper.parquet'}")

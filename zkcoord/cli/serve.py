@@ -16,6 +16,7 @@ from typing import Any
 from zkcoord.bridge.mirror import ZkOffsetBridge
 from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
 from zkcoord.cli.options import add_config_option, examples
+from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
 from zkcoord.metrics import ServeMetrics
@@ -152,6 +153,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "partitions) (default: none, a standalone node)",
     )
     parser.add_argument("--node-id", type=int, default=0, help="broker id (default 0)")
+    add_zk_security(parser)
     parser.add_argument(
         "--advertise",
         type=_listen,
@@ -272,10 +274,14 @@ def run(args: argparse.Namespace) -> int:
     if cluster and not args.zk:
         flags = ", ".join(f"--{f}" for f, d in _CLUSTER_FLAGS if d in cluster)
         raise ConfigError(f"{flags} only apply with --zk (a ZooKeeper-era cluster node)")
+    auth = zk_auth(args)
     if args.zk:  # validate the cluster settings before anything starts
         from zkcoord.cluster.node import ClusterConfig
 
-        ClusterConfig(zookeeper_connect=args.zk, node_id=args.node_id, host=host, port=port or 1, **cluster)
+        ClusterConfig(
+            zookeeper_connect=args.zk, node_id=args.node_id, host=host, port=port or 1, zookeeper_auth=auth,
+            **cluster,
+        )  # fmt: skip
     bridge_connect = None
     if args.bridge_zk_offsets is not None:
         bridge_connect = args.bridge_zk_offsets or args.zk
@@ -284,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
         if args.bridge_wait_ms < 0:
             raise ConfigError(f"--bridge-zk-offsets-wait-ms must be >= 0, got {args.bridge_wait_ms}")
     metrics = ServeMetrics() if args.metrics_listen is not None else None
-    node = Node(server, group, args.zk, args.advertise, cluster, metrics=metrics)
+    node = Node(server, group, args.zk, args.advertise, cluster, metrics=metrics, zk_auth=auth)
     return asyncio.run(_serve(node, bridge_connect, args.bridge_wait_ms, args.metrics_listen))
 
 
@@ -300,7 +306,7 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     zk_side = bridge = None
     if bridge_connect:
-        zk_side = ZkOffsetBridgeStore(bridge_connect)
+        zk_side = ZkOffsetBridgeStore(bridge_connect, auth=node.zk_auth)  # the node's ZooKeeper identity
         await asyncio.to_thread(zk_side.start)
         bridge = ZkOffsetBridge(zk_side, ack_wait_ms=bridge_wait_ms)
         await bridge.start()

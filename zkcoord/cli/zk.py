@@ -7,7 +7,8 @@ import signal
 import threading
 
 from zkcoord.cli.options import examples
-from zkcoord.local.zookeeper import ZooKeeper
+from zkcoord.errors import ConfigError
+from zkcoord.local.zookeeper import ZooKeeper, read_sasl_users
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,6 +27,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--data-dir", default=None, metavar="DIR", help="data directory (default: a temporary one, removed)"
     )
     start.add_argument("--ensemble", type=int, default=1, metavar="N", help="number of nodes (default 1)")
+    start.add_argument(
+        "--sasl-users",
+        metavar="FILE",
+        default=None,
+        help="require SASL DIGEST-MD5 logins: FILE lists name=password, one a line (clients log in with a JAAS "
+        "Client section, --zk-jaas-config)",
+    )
     start.set_defaults(func=run_start)
 
 
@@ -33,9 +41,17 @@ def run_start(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with ZooKeeper.start(args.ensemble, base_dir=args.data_dir, port=args.port) as zk:
+    users = None
+    if args.sasl_users:
+        try:
+            users = read_sasl_users(args.sasl_users)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"--sasl-users {args.sasl_users}: {exc}") from None
+    with ZooKeeper.start(args.ensemble, base_dir=args.data_dir, port=args.port, sasl_users=users) as zk:
         for node in zk.nodes:
             print(f"node {node.myid}: {node.address} mode={node.mode()} log={node.log_path}", flush=True)
+        if users:
+            print(f"SASL required: users {', '.join(sorted(users))} (DIGEST-MD5)", flush=True)
         print(f"ZooKeeper ready: {zk.hosts}  (Ctrl-C to stop)", flush=True)
         while not stop.wait(1.0):
             dead = [n.myid for n in zk.nodes if not n.running]

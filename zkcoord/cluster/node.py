@@ -36,6 +36,7 @@ from zkcoord.placement.coordinator import (
     partition_for_group,
 )
 from zkcoord.placement.leadership import NO_LEADER, Leadership
+from zkcoord.zk.auth import NO_AUTH, ZkAuth
 from zkcoord.zk.controller import (
     SESSION_LOST,
     SESSION_SUSPENDED,
@@ -72,6 +73,8 @@ class ClusterConfig:
     zookeeper_connection_timeout_ms: int = 15000
     # zkcoord's own: compact an offsets partition's record store once it holds this many batch znodes.
     offsets_compact_after_batches: int = DEFAULT_COMPACT_AFTER_BATCHES
+    # Who the node is to ZooKeeper (JAAS Client section / digest) and Kafka's zookeeper.set.acl.
+    zookeeper_auth: ZkAuth = NO_AUTH
 
     def __post_init__(self) -> None:
         if not self.zookeeper_connect:
@@ -150,6 +153,7 @@ class ClusterNode:
                 cfg.zookeeper_connect,
                 timeout=cfg.zookeeper_connection_timeout_ms / 1000,
                 session_timeout_s=cfg.zookeeper_session_timeout_ms / 1000,
+                auth=cfg.zookeeper_auth,
             )
         self.ensure_cluster_paths()
         self._register()

@@ -1,5 +1,6 @@
 """Local ZooKeeper processes: a standalone server or an N-node ensemble on loopback, started from the
-installed jars, ready only when the server says it serves, and always stopped (even on interpreter exit).
+installed jars (optionally requiring SASL DIGEST-MD5 logins from a user list), ready only when the server says
+it serves, and always stopped (even on interpreter exit).
 
 Used by `zkcoord zk start`, `zkcoord demo`, comparison runs and the pytest plugin alike.
 """
@@ -18,6 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,6 +30,14 @@ log = logging.getLogger(__name__)
 DEBIAN_JARS = ("/usr/share/java/zookeeper.jar", "/usr/share/java/slf4j-simple.jar")
 MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 READY_MODES = ("standalone", "leader", "follower")
+# A server that requires SASL: ZooKeeper 3.7+'s enforce.auth refuses every request of a session that has not
+# logged in with one of these schemes (it still accepts the TCP connection).
+SASL_SERVER_CONFIG = (
+    "authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+    "enforce.auth.enabled=true",
+    "enforce.auth.schemes=sasl",
+)
+DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
 
 
 class ZooKeeperUnavailable(ZkcoordError):
@@ -88,6 +98,37 @@ def server_mode(host: str, port: int) -> str | None:
     return None
 
 
+def _jaas_quote(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def server_jaas(users: Mapping[str, str]) -> str:
+    """The JAAS `Server` section that lets each user log in with SASL DIGEST-MD5 (`user_NAME="PASSWORD"`)."""
+    for name in users:
+        if not name or not all(c.isalnum() or c in "_-." for c in name):
+            raise ValueError(f"a SASL user name is letters, digits, '_', '-' or '.', got {name!r}")
+    options = "".join(f"\n  user_{name}={_jaas_quote(pw)}" for name, pw in sorted(users.items()))
+    return f"Server {{\n  {DIGEST_LOGIN_MODULE} required{options};\n}};\n"
+
+
+def read_sasl_users(path: str | os.PathLike[str]) -> dict[str, str]:
+    """A user list for a SASL ZooKeeper: one `name=password` a line; blank lines and '#' comments skipped."""
+    users: dict[str, str] = {}
+    for n, raw in enumerate(Path(path).read_text().splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, password = line.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"{path} line {n}: expected name=password, got {line!r}")
+        if name.strip() in users:
+            raise ValueError(f"{path} line {n}: user {name.strip()!r} given twice")
+        users[name.strip()] = password
+    if not users:
+        raise ValueError(f"{path}: no users (one name=password a line)")
+    return users
+
+
 _live: set[ZooKeeperNode] = set()
 _live_lock = threading.Lock()
 
@@ -116,6 +157,11 @@ class ZooKeeperNode:
     heap: str = "128m"
     peers: list[ZooKeeperNode] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
+    sasl_users: Mapping[str, str] | None = None  # set: the server requires a SASL DIGEST-MD5 login
+
+    @property
+    def jaas_path(self) -> Path:
+        return self.data_dir / "jaas-server.conf"
 
     @property
     def address(self) -> str:
@@ -142,6 +188,10 @@ class ZooKeeperNode:
             "4lw.commands.whitelist=ruok,srvr,stat,mntr,conf,cons,dump",
             "maxClientCnxns=0",
         ]
+        if self.sasl_users:
+            lines += SASL_SERVER_CONFIG
+            self.jaas_path.write_text(server_jaas(self.sasl_users))
+            self.jaas_path.chmod(0o600)
         if self.peers:
             lines += [f"server.{p.myid}={p.host}:{p.quorum_port}:{p.election_port}" for p in self.peers]
             (self.data_dir / "myid").write_text(f"{self.myid}\n")
@@ -157,6 +207,7 @@ class ZooKeeperNode:
         cmd = [
             java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.jmx.log4j.disable=true",
+            *([f"-Djava.security.auth.login.config={self.jaas_path.resolve()}"] if self.sasl_users else []),
             "-cp", zookeeper_classpath(), MAIN_CLASS, str(self.cfg_path.resolve()),
         ]  # fmt: skip
         logf = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child, closed after Popen
@@ -225,7 +276,10 @@ class ZooKeeper:
         port: int | None = None,
         tick_time_ms: int = 2000,
         timeout: float = 60.0,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> ZooKeeper:
+        """Start `size` nodes; with `sasl_users` ({name: password}) every node requires a SASL DIGEST-MD5 login
+        as one of them (clients log in with a JAAS `Client` section)."""
         if size < 1:
             raise ValueError(f"ensemble size must be at least 1, got {size}")
         owns_dir = base_dir is None
@@ -238,6 +292,7 @@ class ZooKeeper:
                 client_port=client_port,
                 data_dir=base / (f"node{i}" if size > 1 else "standalone"),
                 tick_time_ms=tick_time_ms,
+                sasl_users=dict(sasl_users) if sasl_users else None,
             )
             if size > 1:
                 node.quorum_port, node.election_port = free_port(), free_port()

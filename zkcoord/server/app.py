@@ -21,6 +21,7 @@ from zkcoord.server.kafka_protocol import RequestFrame
 from zkcoord.server.log import LogManager
 from zkcoord.server.wire import WireServer
 from zkcoord.storage import FileRecordStore
+from zkcoord.zk.auth import NO_AUTH, ZkAuth
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class Node:
     zk_connect: str | None = None
     advertise: tuple[str, int] | None = None  # advertised.listeners: what clients are told to connect to
     cluster_overrides: dict[str, int] = field(default_factory=dict)  # ClusterConfig fields set by flags
+    zk_auth: ZkAuth = NO_AUTH  # who the cluster node is to ZooKeeper, and zookeeper.set.acl
     offset_mirror: OffsetMirror | None = None  # the bridge's (`--bridge-zk-offsets`), for every group service
     logs: LogManager | None = None
     broker: Broker | None = None
@@ -94,6 +96,7 @@ class Node:
             host=cfg.host,
             port=cfg.port,
             offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
+            zookeeper_auth=self.zk_auth,
             **self.cluster_overrides,
         )
 

@@ -3,8 +3,10 @@ server logs attached to failing tests, and every process stopped at the end of t
 
 Fixtures: `zk_server` (session), `zk_ensemble` (3 nodes, healed before each test), `zk` (a connected kazoo
 client rooted in a fresh chroot), `zk_connect` (that chroot's connect string), `zk_client_factory` (more
-clients in the same chroot); `spark_cluster` (session: a standalone Spark master and two one-core workers on
-loopback) and `spark_connect` (module: a Spark Connect server on that cluster).
+clients in the same chroot); `zk_sasl_server` (session: a ZooKeeper that requires SASL DIGEST-MD5 logins,
+with JAAS files for its users) and `zk_sasl_connect` (a fresh chroot on it); `spark_cluster` (session: a
+standalone Spark master and two one-core workers on loopback) and `spark_connect` (module: a Spark Connect
+server on that cluster).
 Environment: `ZKCOORD_ZK_CONNECT=host:port` uses an existing ZooKeeper;
 `ZKCOORD_ZK_MODE=local|container` chooses how one is started (container needs a Docker engine).
 """
@@ -16,12 +18,14 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from zkcoord.local.zookeeper import ZooKeeper
-from zkcoord.zk.session import connect
+from zkcoord.zk.auth import ZkAuth
+from zkcoord.zk.session import connect, ensure_chroot
 
 CHROOT_BASE = "/zkcoord-tests"
 
@@ -198,6 +202,70 @@ def spark_connect(spark_cluster: Any) -> Iterator[Any]:
         yield server
     finally:
         server.stop()
+
+
+# The users of the SASL test server: the identity zkcoord runs as, and another one that must not be able to
+# change what the first created.
+SASL_USERS = {"zkcoord": "zkcoord-secret", "other": "other-secret"}
+
+
+@dataclass
+class SaslZooKeeper:
+    """A ZooKeeper that refuses every request of a session that has not logged in with SASL DIGEST-MD5 as one
+    of `users`; `jaas_config(user)` writes the JAAS file a client of the era would be given."""
+
+    hosts: str
+    users: dict[str, str]
+    local: ZooKeeper
+    files: Path
+
+    def jaas_text(self, user: str = "zkcoord", section: str = "Client", password: str | None = None) -> str:
+        pw = self.users[user] if password is None else password
+        return (
+            f"{section} {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required\n"
+            f'  username="{user}"\n  password="{pw}";\n}};\n'
+        )
+
+    def jaas_config(
+        self, user: str = "zkcoord", section: str = "Client", password: str | None = None
+    ) -> Path:
+        """A JAAS file whose `section` logs in as `user` (with `password`, default the right one)."""
+        path = self.files / f"jaas-{user}-{section}-{uuid.uuid4().hex[:6]}.conf"
+        path.write_text(self.jaas_text(user, section, password))
+        return path
+
+    def auth(self, user: str = "zkcoord", *, set_acl: bool = False) -> ZkAuth:
+        return ZkAuth.from_jaas(self.jaas_text(user), source=f"test user {user}", set_acl=set_acl)
+
+
+@pytest.fixture(scope="session")
+def zk_sasl_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslZooKeeper]:
+    """One standalone ZooKeeper requiring SASL for the whole run (started on first use)."""
+    base = tmp_path_factory.mktemp("zookeeper-sasl")
+    zk = ZooKeeper.start(1, base_dir=base / "server", sasl_users=SASL_USERS)
+    handle = ZooKeeperHandle(hosts=zk.hosts, local=zk, description=f"local SASL {zk.hosts}")
+    _started.handles.append(handle)
+    files = base / "jaas"
+    files.mkdir()
+    try:
+        yield SaslZooKeeper(hosts=zk.hosts, users=dict(SASL_USERS), local=zk, files=files)
+    finally:
+        handle.stop()
+
+
+@pytest.fixture
+def zk_sasl_connect(zk_sasl_server: SaslZooKeeper, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh chroot on the SASL server (created world-open by user zkcoord), as a connect string."""
+    auth = zk_sasl_server.auth()
+    path = _chroot_name(request)
+    hosts = ensure_chroot(zk_sasl_server.hosts, path, auth=auth)
+    yield hosts
+    root = connect(zk_sasl_server.hosts, auth=auth)
+    try:
+        root.delete(path, recursive=True)
+    finally:
+        root.stop()
+        root.close()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -65,6 +65,7 @@ from zkcoord.legacy.rebalance import (
     plan_rebalance,
 )
 from zkcoord.zk import member_offsets, member_zk, retry
+from zkcoord.zk.auth import NO_AUTH, ZkAuth
 from zkcoord.zk.member_fetch import Fetcher, KafkaFetcher, Message
 from zkcoord.zk.member_zk import DuplicateConsumerId
 from zkcoord.zk.registry import leader_endpoint
@@ -141,6 +142,7 @@ class LegacyConsumer:
         monotonic: Callable[[], float] = time.monotonic,
         uuid_bits: Callable[[], int] = lambda: uuid.uuid4().int >> 64,
         sleep: Callable[[float], None] = time.sleep,
+        zk_auth: ZkAuth = NO_AUTH,
     ) -> None:
         if sum(x is not None for x in (topics, whitelist, blacklist)) != 1:
             raise ConfigError("give exactly one of topics={topic: streams}, whitelist=REGEX, blacklist=REGEX")
@@ -182,6 +184,7 @@ class LegacyConsumer:
             )
         self._own_client = client is None
         self.client: KazooClient | None = client
+        self._zk_auth = zk_auth  # used when the member connects its own client
         self._zk: member_zk.Deadlined | None = None  # the client with a deadline on every blocking call
         self.stats = MemberStats()
         self.offset_storage: member_offsets.MemberOffsets | None = None
@@ -225,6 +228,7 @@ class LegacyConsumer:
                 cfg.zookeeper_connect,
                 timeout=cfg.connection_timeout_ms / 1000.0,
                 session_timeout_s=cfg.zookeeper_session_timeout_ms / 1000.0,
+                auth=self._zk_auth,
             )
         client = self.client
         self._zk = member_zk.Deadlined(client, cfg.call_deadline_ms / 1000.0)

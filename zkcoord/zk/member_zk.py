@@ -19,6 +19,7 @@ from typing import Any, TypeAlias
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -37,6 +38,8 @@ from zkcoord.legacy.rebalance import (
     claim_payloads,
     op_size,
 )
+from zkcoord.zk import session
+from zkcoord.zk.acl import ZnodeAccessDenied
 
 log = logging.getLogger(__name__)
 _MULTI_EXPECTED = (NodeExistsError, RolledBackError, RuntimeInconsistency)
@@ -114,6 +117,10 @@ class Deadlined:
             return result.get(timeout=self.timeout_s)
         except KazooTimeoutError:
             raise ZooKeeperCallTimeout(op, path, self.timeout_s, str(self.client.state)) from None
+        except NoAuthError as e:
+            if isinstance(e, ZnodeAccessDenied) or not isinstance(self.client, session.Client):
+                raise
+            raise self.client.denied(path, "create" if op == "ensure_path" else op) from e
 
     def create(self, path: str, value: bytes = b"", ephemeral: bool = False, makepath: bool = False) -> str:
         result = self.client.create_async(path, value, ephemeral=ephemeral, makepath=makepath)

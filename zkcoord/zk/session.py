@@ -1,5 +1,6 @@
-"""ZooKeeper sessions: connecting a kazoo client, waiting on its state, and real server-side faults
-(session expiry, connection drop) for tests and comparison runs.
+"""ZooKeeper sessions: connecting a kazoo client as the identity it was given (SASL DIGEST-MD5 and/or digest,
+checked with a request before the client is handed out), creating znodes with the ACLs of its policy, waiting
+on its state, and real server-side faults (session expiry, connection drop) for tests and comparison runs.
 
 This package is the only place that imports kazoo.
 """
@@ -11,22 +12,145 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
-from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
+from kazoo.client import KazooClient, TransactionRequest
+from kazoo.exceptions import (
+    AuthFailedError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NoAuthError,
+    SessionClosedRequireSaslError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 
 from zkcoord.errors import ZkcoordError
+from zkcoord.zk.acl import KAFKA_SECURE, OPEN, AclPolicy, ZnodeAccessDenied
+from zkcoord.zk.auth import NO_AUTH, ZkAuth
 
 DEFAULT_SESSION_TIMEOUT_S = 10.0
 
-# The names the rest of zkcoord uses for kazoo's types, so only this package imports kazoo.
-Client = KazooClient
 ZooKeeperError = KazooException  # any failure reported by the ZooKeeper client (connection, session, znode)
 
 
 class SessionFault(ZkcoordError):
     """A fault could not be injected or its effect was not seen before the deadline."""
+
+
+class ZkAuthFailed(ZkcoordError):
+    """The ZooKeeper session could not be used as the identity it was given: wrong credentials, a server that
+    requires authentication the client did not offer, or an authentication the server does not know."""
+
+    retriable = False
+
+
+class _PolicyAcl(list[Any]):
+    """An ACL list the policy chose for one path (not one the caller asked for): parents created on the way
+    to that path get their own policy ACL instead of inheriting this one."""
+
+
+class Client(KazooClient):  # type: ignore[misc]  # kazoo is untyped
+    """A kazoo client that authenticates as `auth` and creates every znode (create, ensure_path, makepath
+    parents, transactions) with the ACLs `auth.set_acl` calls for, unless the caller names an ACL; an operation
+    refused by a znode's ACL raises ZnodeAccessDenied naming the path, the operation and the permission."""
+
+    def __init__(self, *, auth: ZkAuth = NO_AUTH, **kwargs: Any) -> None:
+        if auth.sasl is not None:
+            kwargs["sasl_options"] = {
+                "mechanism": "DIGEST-MD5",
+                "username": auth.sasl.username,
+                "password": auth.sasl.password,
+            }
+        if auth.digest is not None:
+            kwargs["auth_data"] = [("digest", f"{auth.digest.username}:{auth.digest.password}")]
+        super().__init__(**kwargs)
+        self.auth = auth
+        self.acl_policy: AclPolicy = KAFKA_SECURE if auth.set_acl else OPEN
+
+    def denied(self, path: str, operation: str) -> ZnodeAccessDenied:
+        return ZnodeAccessDenied(path, operation, self.auth.describe())
+
+    # Creates: the policy's ACL when the caller gave none.
+    def create_async(self, path: str, value: bytes = b"", acl: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if acl is None or isinstance(acl, _PolicyAcl):
+            acl = _PolicyAcl(self.acl_policy.acls_for(path.rstrip("/") if kwargs.get("sequence") else path))
+        return super().create_async(path, value, acl, *args, **kwargs)
+
+    def ensure_path_async(self, path: str, acl: Any = None) -> Any:
+        # kazoo hands a child's ACL to the parents it creates; the policy decides each parent's own.
+        return super().ensure_path_async(path, None if isinstance(acl, _PolicyAcl) else acl)
+
+    def transaction(self) -> TransactionRequest:
+        return _PolicyTransaction(self)
+
+    # Refusals by ACL name what was refused.
+    def create(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        return self._named(path, "create", super().create, path, *args, **kwargs)
+
+    def ensure_path(self, path: str, acl: Any = None) -> Any:
+        return self._named(path, "create", super().ensure_path, path, acl)
+
+    def set(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        return self._named(path, "set", super().set, path, *args, **kwargs)
+
+    def delete(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        return self._named(path, "delete", super().delete, path, *args, **kwargs)
+
+    def get(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        return self._named(path, "get", super().get, path, *args, **kwargs)
+
+    def get_children(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        return self._named(path, "get_children", super().get_children, path, *args, **kwargs)
+
+    def set_acls(self, path: str, *args: Any, **kwargs: Any) -> Any:
+        return self._named(path, "set_acls", super().set_acls, path, *args, **kwargs)
+
+    def _named(self, path: str, operation: str, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return call(*args, **kwargs)
+        except ZnodeAccessDenied:
+            raise
+        except NoAuthError as e:
+            raise self.denied(path, operation) from e
+
+
+class _PolicyTransaction(TransactionRequest):  # type: ignore[misc]  # kazoo is untyped
+    """A multi whose creates get the policy's ACLs, and whose commit names the operation an ACL refused."""
+
+    client: Client
+
+    def __init__(self, client: Client) -> None:
+        super().__init__(client)
+        self._named_ops: list[tuple[str, str]] = []
+
+    def create(self, path: str, value: bytes = b"", acl: Any = None, *args: Any, **kwargs: Any) -> None:
+        if acl is None:
+            sequence = kwargs.get("sequence") or (len(args) > 1 and args[1])
+            acl = self.client.acl_policy.acls_for(path.rstrip("/") if sequence else path)
+        self._named_ops.append(("create", path))
+        super().create(path, value, acl, *args, **kwargs)
+
+    def delete(self, path: str, *args: Any, **kwargs: Any) -> None:
+        self._named_ops.append(("delete", path))
+        super().delete(path, *args, **kwargs)
+
+    def set_data(self, path: str, *args: Any, **kwargs: Any) -> None:
+        self._named_ops.append(("set", path))
+        super().set_data(path, *args, **kwargs)
+
+    def check(self, path: str, *args: Any, **kwargs: Any) -> None:
+        self._named_ops.append(("get", path))
+        super().check(path, *args, **kwargs)
+
+    def commit(self) -> list[Any]:
+        results: list[Any] = super().commit()
+        for (operation, path), result in zip(self._named_ops, results, strict=False):
+            if isinstance(result, NoAuthError):
+                raise self.client.denied(path, operation) from result
+        return results
 
 
 def connect(
@@ -35,15 +159,59 @@ def connect(
     timeout: float = 15.0,
     session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S,
     read_only: bool = False,
-) -> KazooClient:
-    """A started kazoo client for `hosts` (chroot allowed: 'h:p,h2:p2/chroot')."""
-    client = KazooClient(hosts=hosts, timeout=session_timeout_s, read_only=read_only)
+    auth: ZkAuth = NO_AUTH,
+) -> Client:
+    """A started client for `hosts` (chroot allowed: 'h:p,h2:p2/chroot'), authenticated as `auth`.
+
+    kazoo's start() returns once the TCP session exists, before a SASL exchange has finished: a request is
+    made before the client is handed out, so wrong credentials, or a server that requires authentication the
+    client did not offer, fail here with ZkAuthFailed instead of on some later call.
+    """
+    client = Client(hosts=hosts, timeout=session_timeout_s, read_only=read_only, auth=auth)
     try:
-        client.start(timeout=timeout)
+        deadline = time.monotonic() + timeout
+        try:
+            client.start(timeout=timeout)  # with a chroot, start() itself makes the first request
+            client.exists_async("/").get(timeout=max(0.5, deadline - time.monotonic()))
+        except Exception as e:
+            failure = _auth_failure(client, hosts, e)
+            if failure is not None:
+                raise failure from None
+            raise
     except BaseException:
+        with contextlib.suppress(Exception):
+            client.stop()
         client.close()  # a client that never connected still holds its worker threads' resources
         raise
     return client
+
+
+_AUTH_SYMPTOMS = (
+    SessionClosedRequireSaslError,
+    AuthFailedError,
+    ConnectionLoss,
+    ConnectionClosedError,
+    SessionExpiredError,
+    KazooTimeoutError,
+)
+
+
+def _auth_failure(client: Client, hosts: str, e: BaseException) -> ZkAuthFailed | None:
+    """What a failed first request means for authentication, or None when it says nothing about it."""
+    if not isinstance(e, _AUTH_SYMPTOMS):
+        return None
+    if client.auth.authenticated:
+        # The server drops a session whose SASL login failed: what the client sees next varies with timing.
+        return ZkAuthFailed(
+            f"ZooKeeper {hosts} refused the credentials of {client.auth.describe()} ({type(e).__name__}): "
+            "check the user name and password against the server's JAAS Server section (or its digest ACLs)"
+        )
+    if isinstance(e, SessionClosedRequireSaslError):
+        return ZkAuthFailed(
+            f"ZooKeeper {hosts} requires SASL authentication and refused this unauthenticated session: give "
+            "the JAAS file with --zk-jaas-config FILE (a Client section with DigestLoginModule username/password)"
+        )
+    return None
 
 
 def on_session_lost(client: KazooClient, callback: Callable[[], None]) -> None:
@@ -57,11 +225,12 @@ def on_session_lost(client: KazooClient, callback: Callable[[], None]) -> None:
     client.add_listener(listener)
 
 
-def ensure_chroot(hosts: str, chroot: str) -> str:
-    """Create `chroot` (and its parents) on `hosts` if missing; return the connect string rooted there."""
+def ensure_chroot(hosts: str, chroot: str, auth: ZkAuth = NO_AUTH) -> str:
+    """Create `chroot` (and its parents, with `auth`'s ACLs as Kafka does) on `hosts` if missing; return the
+    connect string rooted there."""
     if not chroot.startswith("/") or chroot == "/":
         raise ValueError(f"a chroot is an absolute path below /, got {chroot!r}")
-    root = connect(hosts)
+    root = connect(hosts, auth=auth)
     try:
         root.ensure_path(chroot)
     finally:
@@ -104,7 +273,13 @@ def expire_session(client: KazooClient, timeout: float = 30.0) -> None:
         return False
 
     client.add_listener(listener)
-    dup = KazooClient(hosts=host_string(client), client_id=old_id, timeout=client._session_timeout / 1000.0)
+    # The duplicate logs in as the original did: a server that requires authentication ignores its close otherwise.
+    dup = Client(
+        hosts=host_string(client),
+        client_id=old_id,
+        timeout=client._session_timeout / 1000.0,
+        auth=client.auth if isinstance(client, Client) else NO_AUTH,
+    )
     try:
         dup.start(timeout=timeout)
         dup.stop()
