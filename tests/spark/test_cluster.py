@@ -19,7 +19,8 @@ from migration.compare.report import run_report
 from migration.divergence.job import run_divergence
 from migration.divergence.synth import write_synthetic
 
-pytestmark = pytest.mark.spark
+# Starting a master, two workers and a Connect server and running both jobs takes minutes on 2 busy cores.
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(900)]
 
 REPORT_TABLES = (
     "summary",
