@@ -20,6 +20,7 @@ from zkcoord.group.messages import GroupResponse, OffsetCommitRequest, OffsetFet
 from zkcoord.records.batch import AppendRules, CorruptBatch, validate_for_append
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server import messages as dm
+from zkcoord.server import old_formats
 from zkcoord.server.groups import GroupDispatch
 from zkcoord.server.limits import ConnectionLimits, LogLimits
 from zkcoord.server.log import LEGAL_TOPIC, InvalidTopic, LogManager, OffsetsTopicLog, PartitionLog
@@ -389,8 +390,16 @@ class Broker:
                     )
                     continue
                 mv = memoryview(records)
+                now_ms = int(time.time() * 1000)
                 try:
-                    headers = validate_for_append(mv, int(time.time() * 1000), self.config.append_rules)
+                    mv = old_formats.produce_to_batch(
+                        r.api_version,
+                        mv,
+                        now_ms,
+                        self.config.append_rules,
+                        self.config.socket_request_max_bytes,
+                    )
+                    headers = validate_for_append(mv, now_ms, self.config.append_rules)
                 except CorruptBatch as exc:
                     log.warning(
                         "produce %s-%d from %s: rejected: %s", topic.name, pd.index, req.client_id, exc
@@ -466,14 +475,28 @@ class Broker:
                     continue
                 limit = min(p.partition_max_bytes, max(r.max_bytes - total, 0))
                 data = plog.read(offset, limit) if limit > 0 or total == 0 else b""
+                if r.api_version < old_formats.FIRST_RECORD_BATCH_FETCH:
+                    try:
+                        data = old_formats.fetch_records(
+                            r.api_version,
+                            data,
+                            offset,
+                            limit,
+                            self.config.append_rules.max_decompressed_bytes,
+                        )
+                    except CorruptBatch as exc:
+                        log.warning("fetch v%d %s-%d: %s", r.api_version, topic.topic, p.partition, exc)
+                        error = E.UNSUPPORTED_FOR_MESSAGE_FORMAT
+                        parts.append(
+                            Fetched(p.partition, error, plog.next_offset, plog.log_start_offset, b"")
+                        )
+                        continue
                 total += len(data)
                 parts.append(Fetched(p.partition, E.NONE, plog.next_offset, plog.log_start_offset, data))
             out.append(dm.FetchTopicResult(topic.topic, tuple(parts)))
         return total, dm.FetchResponse(E.NONE, tuple(out))
 
     def fetch(self, req: kp.RequestFrame) -> Response | Awaitable[Response]:
-        if req.api_version < 4:
-            return kp.fetch_response(req, dm.FetchResponse(E.UNSUPPORTED_FOR_MESSAGE_FORMAT, ()))
         r = kp.fetch_request(req)
         total, resp = self._collect_fetch(r)
         min_bytes = max(r.min_bytes, 1)
