@@ -153,12 +153,19 @@ def test_v0_offsets_are_the_zookeeper_offsets(cluster: Cluster) -> None:
     port = cluster.node.port
     path = f"/consumers/{group}/offsets/{topic}/0"
 
-    # A v0 commit lands in the znode as Kafka writes it (the decimal offset, metadata not stored); a partition
-    # the cluster does not know and metadata over offset.metadata.max.bytes are refused, nothing written.
+    # kafka-node's Offset API (OffsetCommit v0, as its HighLevelConsumer) lands in the znode as Kafka writes it:
+    # the decimal offset, metadata not stored.
+    bs = cluster.node.bootstrap
+    assert json.loads(_kafka_node("commit", bs, topic, group, "40")) == {
+        topic: {"partition": 0, "errorCode": 0}
+    }
+    assert cluster.zk.get(path)[0] == b"40"
+    # The same through kafka-python's v0 classes; a partition the cluster does not know and metadata over
+    # offset.metadata.max.bytes are refused, nothing written.
     errors = _commit_v0(
         port,
         group,
-        {(topic, 0): (42, "from kafka-node"), (topic, 9): (5, ""), ("no-such-topic", 0): (5, "")},
+        {(topic, 0): (42, "from an 0.8 client"), (topic, 9): (5, ""), ("no-such-topic", 0): (5, "")},
     )
     assert errors == {(topic, 0): 0, (topic, 9): 3, ("no-such-topic", 0): 3}
     assert cluster.zk.get(path)[0] == b"42"
@@ -183,6 +190,7 @@ def test_v0_offsets_are_the_zookeeper_offsets(cluster: Cluster) -> None:
 
     # ... and the legacy member's ZooKeeper commit is what OffsetFetch v0 returns; no znode is Kafka's
     # UNKNOWN_TOPIC_OR_PARTITION with offset -1, as is a partition the cluster does not know.
+    assert json.loads(_kafka_node("fetchcommit", bs, topic, group)) == {topic: {"0": 47}}
     fetched = _fetch(port, group, [(topic, 0), (topic, 3), ("no-such-topic", 0)])
     assert fetched == {(topic, 0): (47, 0), (topic, 3): (-1, 3), ("no-such-topic", 0): (-1, 3)}
     assert _fetch(port, "never-committed", [(topic, 0)]) == {(topic, 0): (-1, 3)}

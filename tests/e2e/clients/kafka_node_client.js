@@ -1,8 +1,10 @@
 // kafka-node 2.x (a 0.8/0.10-era client) as producer or consumer of partition 0, for tests/e2e/test_old_clients.py.
 // produce HOST:PORT TOPIC TAG: two keyed messages per codec (none, gzip, snappy), one send per codec, in order.
 // consume HOST:PORT TOPIC COUNT: prints [offset, key, value] (base64) as JSON once COUNT messages arrived.
+// commit HOST:PORT TOPIC GROUP OFFSET / fetchcommit HOST:PORT TOPIC GROUP: partition 0's offset through
+// kafka-node's Offset API, which speaks OffsetCommit v0 / OffsetFetch v0 (as its HighLevelConsumer does).
 const kafka = require('kafka-node');
-const [mode, host, topic, arg] = process.argv.slice(2);
+const [mode, host, topic, arg, extra] = process.argv.slice(2);
 const client = new kafka.KafkaClient({kafkaHost: host, connectTimeout: 10000, requestTimeout: 15000});
 const fail = (e) => { console.error('ERROR', e && (e.stack || e)); process.exit(1); };
 client.on('error', fail);
@@ -25,6 +27,20 @@ if (mode === 'produce') {
       });
     };
     sendCodec(0);
+  });
+} else if (mode === 'commit' || mode === 'fetchcommit') {
+  client.on('ready', () => {
+    const offset = new kafka.Offset(client);
+    const done = (err, res) => {
+      if (err) fail(err);
+      console.log(JSON.stringify(res));
+      process.exit(0);
+    };
+    if (mode === 'commit') {
+      offset.commit(arg, [{topic, partition: 0, offset: parseInt(extra, 10), metadata: 'kafka-node'}], done);
+    } else {
+      offset.fetchCommits(arg, [{topic, partition: 0}], done);
+    }
   });
 } else {
   const want = parseInt(arg, 10);
