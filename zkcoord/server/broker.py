@@ -476,17 +476,14 @@ class Broker:
                 limit = min(p.partition_max_bytes, max(r.max_bytes - total, 0))
                 data = plog.read(offset, limit) if limit > 0 or total == 0 else b""
                 if r.api_version < old_formats.FIRST_RECORD_BATCH_FETCH:
-                    try:
-                        data = old_formats.fetch_records(
-                            r.api_version,
-                            data,
-                            offset,
-                            limit,
-                            self.config.append_rules.max_decompressed_bytes,
-                        )
-                    except CorruptBatch as exc:
-                        log.warning("fetch v%d %s-%d: %s", r.api_version, topic.topic, p.partition, exc)
-                        error = E.UNSUPPORTED_FOR_MESSAGE_FORMAT
+                    where, inflate = (
+                        f"{topic.topic}-{p.partition}",
+                        self.config.append_rules.max_decompressed_bytes,
+                    )
+                    data, error = old_formats.fetch_records(
+                        r.api_version, where, data, offset, limit, inflate
+                    )
+                    if error != E.NONE:
                         parts.append(
                             Fetched(p.partition, error, plog.next_offset, plog.log_start_offset, b"")
                         )

@@ -24,10 +24,12 @@ from collections.abc import Callable
 from zkcoord.errors import ErrorCode
 from zkcoord.group import messages as gm
 from zkcoord.legacy.paths import InvalidName, validate_group
+from zkcoord.server.ratelog import RateLimitedLog
 from zkcoord.zk.member_zk import Client
 from zkcoord.zk.offset_store import WriteMode, ZooKeeperOffsetStore
 
 log = logging.getLogger(__name__)
+_say = RateLimitedLog(log)  # a client can repeat a bad group id at will (operations.md)
 
 NO_METADATA = ""
 
@@ -60,7 +62,9 @@ class ZooKeeperOffsetsV0:
             validate_group(group)
         except InvalidName as exc:
             # Kafka builds the path anyway and ZooKeeper's path check throws: UNKNOWN_SERVER_ERROR per partition.
-            log.info("v0 offsets: group %r is no znode name: %s", group, exc)
+            _say.log(
+                logging.INFO, "v0-offsets-group", "v0 offsets: group %r is no znode name: %s", group, exc
+            )
             return None
         return ZooKeeperOffsetStore(client, group)
 

@@ -11,8 +11,16 @@ reads) is that partition's UNSUPPORTED_FOR_MESSAGE_FORMAT, never an empty answer
 
 from __future__ import annotations
 
+import logging
+
+from zkcoord.errors import ErrorCode
 from zkcoord.records import message_set as ms
 from zkcoord.records.batch import AppendRules, CorruptBatch
+from zkcoord.server.ratelog import RateLimitedLog
+
+log = logging.getLogger(__name__)
+# A client repeats a Fetch at will: its conversion failures are counted, few lines written (operations.md).
+_say = RateLimitedLog(log)
 
 FIRST_RECORD_BATCH_PRODUCE = 3  # Produce v3 (Kafka 0.11) is the first to carry RecordBatch v2
 FIRST_RECORD_BATCH_FETCH = 4  # Fetch v4 likewise
@@ -36,9 +44,17 @@ def produce_to_batch(
 
 
 def fetch_records(
-    fetch_version: int, data: bytes, fetch_offset: int, max_bytes: int, max_inflated: int
-) -> bytes:
-    """Stored batches as `fetch_version` reads them; raises CorruptBatch when they cannot be converted."""
+    fetch_version: int, where: str, data: bytes, fetch_offset: int, max_bytes: int, max_inflated: int
+) -> tuple[bytes, ErrorCode]:
+    """Stored batches as `fetch_version` reads them, and the partition's error: UNSUPPORTED_FOR_MESSAGE_FORMAT
+    (with no records) when they cannot be converted (`where` names the partition in the log line)."""
     if fetch_version >= FIRST_RECORD_BATCH_FETCH or not data:
-        return data
-    return ms.down_convert(data, fetch_magic(fetch_version), fetch_offset, max_bytes, max_inflated)
+        return data, ErrorCode.NONE
+    try:
+        converted = ms.down_convert(data, fetch_magic(fetch_version), fetch_offset, max_bytes, max_inflated)
+    except CorruptBatch as exc:
+        _say.log(
+            logging.WARNING, "down-conversion", "fetch v%d %s: cannot convert: %s", fetch_version, where, exc
+        )
+        return b"", ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT
+    return converted, ErrorCode.NONE

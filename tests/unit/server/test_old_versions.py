@@ -19,9 +19,11 @@ from kafka.protocol.producer import ProduceRequest
 
 from zkcoord.errors import ErrorCode
 from zkcoord.group.config import GroupConfig
-from zkcoord.records.batch import GZIP
+from zkcoord.records.batch import CRC_START, GZIP, build_batch
+from zkcoord.records.crc32c import crc32c
 from zkcoord.records.message_set import LegacyMessage, decode_message_set, encode_message_set
 from zkcoord.server import kafka_protocol as kp
+from zkcoord.server import old_formats
 from zkcoord.server.app import Node
 from zkcoord.server.broker import ServerConfig
 
@@ -185,3 +187,14 @@ def test_unsupported_version_gets_kafkas_answer(server: _Server) -> None:
         body = _read(sock, size)
     assert struct.unpack_from(">i", body, 0)[0] == 12
     assert ErrorCode.UNSUPPORTED_VERSION.to_bytes(2, "big") in body
+
+
+def test_a_stored_batch_that_cannot_be_converted_is_the_partitions_error() -> None:
+    """lz4 batches are stored as sent (no lz4 codec here): an old Fetch gets UNSUPPORTED_FOR_MESSAGE_FORMAT for
+    that partition, never an empty answer without an error."""
+    batch = bytearray(build_batch([(b"k", b"v")]))
+    struct.pack_into(">h", batch, CRC_START, 3)  # attributes: lz4
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[CRC_START:])))
+    data, error = old_formats.fetch_records(0, "t-0", bytes(batch), 0, 1 << 20, 1 << 20)
+    assert (data, error) == (b"", ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT)
+    assert old_formats.fetch_records(4, "t-0", bytes(batch), 0, 1 << 20, 1 << 20) == (bytes(batch), 0)
