@@ -20,6 +20,15 @@ if ((${#need_apt[@]})); then
 fi
 command -v java >/dev/null || { echo "setup: java (17) is required on PATH" >&2; exit 1; }
 
+# kafka-node 2.x, a real 0.8/0.10-era client, for the old-clients e2e tests: into the project-local .npm/ folder
+# (listed in .gitignore), skipped when the pinned version is already there.
+KAFKA_NODE_VERSION=2.6.1
+if ! grep -qs "\"version\": \"$KAFKA_NODE_VERSION\"" .npm/node_modules/kafka-node/package.json; then
+  command -v npm >/dev/null || { echo "setup: npm (node) is required for kafka-node" >&2; exit 1; }
+  echo "setup: installing kafka-node $KAFKA_NODE_VERSION into .npm/"
+  npm install --prefix .npm --no-audit --no-fund --silent "kafka-node@$KAFKA_NODE_VERSION" >/dev/null
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV"
   python3 -m venv "$VENV"

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from zkcoord.errors import ErrorCode, ZkcoordError
+from zkcoord.records import snappy
 from zkcoord.records.crc32c import crc32c
 
 HEADER_SIZE = 61
@@ -214,9 +215,9 @@ GZIP: Final = 1
 SNAPPY: Final = 2
 LZ4: Final = 3
 ZSTD: Final = 4
-# Codecs whose records the server can read (and so validate record by record); snappy and lz4 batches are
-# checked at the header level only (no decompressor is installed for them) and stored as sent.
-READABLE_CODECS: Final = frozenset({NO_COMPRESSION, GZIP, ZSTD})
+# Codecs whose records the server can read (and so validate record by record, and down-convert for old Fetch
+# versions); lz4 batches are checked at the header level only (no decompressor is installed) and stored as sent.
+READABLE_CODECS: Final = frozenset({NO_COMPRESSION, GZIP, SNAPPY, ZSTD})
 
 
 def _decompress(codec: int, data: bytes, max_bytes: int = -1) -> bytes:
@@ -230,9 +231,11 @@ def _decompress(codec: int, data: bytes, max_bytes: int = -1) -> bytes:
             out = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data, max(limit, 0))
         elif codec == ZSTD:
             out = _zstd_read(data, limit)
+        elif codec == SNAPPY:
+            out = snappy.decompress(data, limit)
         else:
-            raise CorruptBatch(f"compression codec {codec} cannot be read here (none, gzip, zstd)")
-    except (zlib.error, _ZstdError) as exc:
+            raise CorruptBatch(f"compression codec {codec} cannot be read here (none, gzip, snappy, zstd)")
+    except (zlib.error, _ZstdError, snappy.SnappyError) as exc:
         raise CorruptBatch(f"records do not decompress: {exc}") from exc
     if max_bytes >= 0 and len(out) > max_bytes:
         raise CorruptBatch(f"records inflate past {max_bytes} bytes")

@@ -19,6 +19,7 @@ from zkcoord.server.cluster_routing import ClusterRouting
 from zkcoord.server.group_service import GroupService, OffsetMirror
 from zkcoord.server.kafka_protocol import RequestFrame
 from zkcoord.server.log import LogManager
+from zkcoord.server.offsets_v0 import ZooKeeperOffsetsV0
 from zkcoord.server.wire import WireServer
 from zkcoord.storage import FileRecordStore
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
@@ -77,12 +78,20 @@ class Node:
                 cluster=self.cluster,
                 new_data=new_data,
                 observe_group=observe_group,
+                zk_offsets_v0=self._zk_offsets_v0(self.cluster, logs),
             )
             await self.cluster.start()
         else:
             self.broker = Broker(
                 cfg, logs, groups=self.groups, new_data=new_data, observe_group=observe_group
             )
+
+    def _zk_offsets_v0(self, cluster: ClusterRouting, logs: LogManager) -> ZooKeeperOffsetsV0:
+        return ZooKeeperOffsetsV0(
+            lambda: cluster.node.client,
+            lambda topic, partition: logs.get(topic, partition) is not None,
+            self.group_config.offset_metadata_max_bytes,
+        )
 
     def _dispatch(self, req: RequestFrame) -> Response | Awaitable[Response]:
         assert self.broker is not None, "the broker is built before the listener can hand over a request"

@@ -16,14 +16,15 @@ from pathlib import Path
 
 from zkcoord.errors import ConfigError
 from zkcoord.group.errors import ErrorCode as E
-from zkcoord.group.messages import GroupResponse
+from zkcoord.group.messages import GroupResponse, OffsetCommitRequest, OffsetFetchRequest
 from zkcoord.records.batch import AppendRules, CorruptBatch, validate_for_append
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server import messages as dm
+from zkcoord.server import old_formats
 from zkcoord.server.groups import GroupDispatch
 from zkcoord.server.limits import ConnectionLimits, LogLimits
 from zkcoord.server.log import LEGAL_TOPIC, InvalidTopic, LogManager, OffsetsTopicLog, PartitionLog
-from zkcoord.server.seams import ClusterSide, GroupCoordinator
+from zkcoord.server.seams import ClusterSide, GroupCoordinator, OffsetsV0
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,8 @@ Fetched = dm.FetchPartitionResult
 # The group coordinator's internal topic (Kafka's Topic.GROUP_METADATA_TOPIC_NAME). In cluster mode it is served
 # read-only from the coordinator's ZooKeeper record stores; clients may never produce to it.
 OFFSETS_TOPIC = "__consumer_offsets"
+
+_V0_OFFSET_APIS = frozenset({kp.OFFSET_COMMIT, kp.OFFSET_FETCH})
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +129,7 @@ class Broker:
         cluster: ClusterSide | None = None,
         new_data: NewData | None = None,
         observe_group: Callable[[int, GroupResponse], None] | None = None,
+        zk_offsets_v0: OffsetsV0 | None = None,
     ) -> None:
         self.config = config
         self.logs = logs
@@ -134,6 +138,7 @@ class Broker:
         self.new_data = new_data if new_data is not None else NewData()
         self.producer_ids = ProducerIds(config.data_dir / "producer_ids")
         self._group_dispatch = GroupDispatch(groups, observe_group) if groups is not None else None
+        self.zk_offsets_v0 = zk_offsets_v0  # cluster mode: OffsetCommit/OffsetFetch v0 go to ZooKeeper
         self._handlers = {
             kp.API_VERSIONS: self.api_versions,
             kp.METADATA: self.metadata,
@@ -155,9 +160,19 @@ class Broker:
         handler = self._handlers.get(req.api_key)
         if handler is not None:
             return handler(req)
+        if self.zk_offsets_v0 is not None and req.api_version == 0 and req.api_key in _V0_OFFSET_APIS:
+            return self._offsets_v0(req, self.zk_offsets_v0)
         if self._group_dispatch is not None:
             return self._group_dispatch.dispatch(req)
         return kp.error_response(req, E.COORDINATOR_NOT_AVAILABLE)
+
+    async def _offsets_v0(self, req: kp.RequestFrame, store: OffsetsV0) -> Response:
+        """Kafka 0.8.2-2.x: version 0 reads and writes `/consumers/G/offsets/T/P`, never the coordinator."""
+        r = kp.group_requests(req)[0]
+        if isinstance(r, OffsetCommitRequest):
+            return kp.group_response(req, [await store.offset_commit(r)])
+        assert isinstance(r, OffsetFetchRequest)
+        return kp.group_response(req, [await store.offset_fetch(r)])
 
     def _leads(self, topic: str, partition: int) -> bool:
         return self.cluster is None or self.cluster.leads(topic, partition)
@@ -375,8 +390,16 @@ class Broker:
                     )
                     continue
                 mv = memoryview(records)
+                now_ms = int(time.time() * 1000)
                 try:
-                    headers = validate_for_append(mv, int(time.time() * 1000), self.config.append_rules)
+                    mv = old_formats.produce_to_batch(
+                        r.api_version,
+                        mv,
+                        now_ms,
+                        self.config.append_rules,
+                        self.config.socket_request_max_bytes,
+                    )
+                    headers = validate_for_append(mv, now_ms, self.config.append_rules)
                 except CorruptBatch as exc:
                     log.warning(
                         "produce %s-%d from %s: rejected: %s", topic.name, pd.index, req.client_id, exc
@@ -452,14 +475,25 @@ class Broker:
                     continue
                 limit = min(p.partition_max_bytes, max(r.max_bytes - total, 0))
                 data = plog.read(offset, limit) if limit > 0 or total == 0 else b""
+                if r.api_version < old_formats.FIRST_RECORD_BATCH_FETCH:
+                    where, inflate = (
+                        f"{topic.topic}-{p.partition}",
+                        self.config.append_rules.max_decompressed_bytes,
+                    )
+                    data, error = old_formats.fetch_records(
+                        r.api_version, where, data, offset, limit, inflate
+                    )
+                    if error != E.NONE:
+                        parts.append(
+                            Fetched(p.partition, error, plog.next_offset, plog.log_start_offset, b"")
+                        )
+                        continue
                 total += len(data)
                 parts.append(Fetched(p.partition, E.NONE, plog.next_offset, plog.log_start_offset, data))
             out.append(dm.FetchTopicResult(topic.topic, tuple(parts)))
         return total, dm.FetchResponse(E.NONE, tuple(out))
 
     def fetch(self, req: kp.RequestFrame) -> Response | Awaitable[Response]:
-        if req.api_version < 4:
-            return kp.fetch_response(req, dm.FetchResponse(E.UNSUPPORTED_FOR_MESSAGE_FORMAT, ()))
         r = kp.fetch_request(req)
         total, resp = self._collect_fetch(r)
         min_bytes = max(r.min_bytes, 1)

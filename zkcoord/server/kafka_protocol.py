@@ -112,7 +112,8 @@ API_NAMES = {
 
 # The Kafka 2.8 maxima (group-protocol.md §12.5): kafka-python infers "2.8" from them, librdkafka gets RecordBatch
 # v2 (Produce >= 3, Fetch >= 4), kcat's librdkafka 2.0.2 picks its own maxima below these. Minimums are 0 as in
-# 2.8, although Produce < 3 / Fetch < 4 (message format v0/v1) are answered with errors: no client here sends them.
+# 2.8, and served: Produce v0-v2 message sets are converted up, Fetch v0-v3 answers converted down
+# (zkcoord.server.old_formats), OffsetCommit/OffsetFetch v0 go to ZooKeeper on a cluster node.
 ADVERTISED: dict[int, tuple[int, int]] = {
     PRODUCE: (0, 9),
     FETCH: (0, 12),

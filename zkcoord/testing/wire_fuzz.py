@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 from zkcoord.records.batch import build_batch
+from zkcoord.records.message_set import LegacyMessage, encode_message_set
 from zkcoord.server import kafka_protocol as kp
 
 PROTECTED_TOPIC = "fuzz-keep"
@@ -64,6 +65,14 @@ def _bytes(rng: random.Random, name: str, nullable: bool) -> bytes | None:
         return None
     if name == "records" and rng.random() < 0.5:
         count = rng.randint(1, 4)
+        if (
+            rng.random() < 0.5
+        ):  # message sets of magic 0/1, as old Produce/Fetch versions carry, maybe compressed
+            magic = rng.choice((0, 1))
+            msgs = [
+                LegacyMessage(i, None, rng.randbytes(rng.randint(0, 50)), magic=magic) for i in range(count)
+            ]
+            return encode_message_set(msgs, magic=magic, codec=rng.choice((0, 1, 2)))
         return build_batch(
             [(None, rng.randbytes(rng.randint(0, 50)))] * count, compression=rng.choice((0, 1))
         )
