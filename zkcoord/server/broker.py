@@ -126,13 +126,14 @@ class Broker:
         cluster: ClusterSide | None = None,
         new_data: NewData | None = None,
         observe_group: Callable[[int, GroupResponse], None] | None = None,
+        producer_ids: ProducerIds | None = None,  # shared by the broker views of one node's listeners
     ) -> None:
         self.config = config
         self.logs = logs
         self.groups = groups
         self.cluster = cluster
         self.new_data = new_data if new_data is not None else NewData()
-        self.producer_ids = ProducerIds(config.data_dir / "producer_ids")
+        self.producer_ids = producer_ids or ProducerIds(config.data_dir / "producer_ids")
         self._group_dispatch = GroupDispatch(groups, observe_group) if groups is not None else None
         self._handlers = {
             kp.API_VERSIONS: self.api_versions,

@@ -42,6 +42,18 @@ def test_rfc7677_example_exchange() -> None:
     assert server.state is ScramState.COMPLETE
 
 
+def test_nonce_with_a_prefix_is_accepted_as_kafka_does() -> None:
+    """librdkafka 2.0 sends `r=<client nonce><combined nonce>`; Kafka checks endsWith, the proof covers it."""
+    server = ScramServer("SCRAM-SHA-256")
+    server.client_first(b"n,,n=u,r=abc")
+    cred = ScramCredential.from_password("SCRAM-SHA-256", "pw", b"0123456789", 4096)
+    server_first = server.server_first(cred, "XYZ")
+    without_proof = "c=biws,r=abcabcXYZ"
+    auth = f"n=u,r=abc,{server_first.decode()},{without_proof}".encode()
+    proof = base64.b64encode(client_proof("SCRAM-SHA-256", "pw", b"0123456789", 4096, auth)).decode()
+    assert server.client_final(f"{without_proof},p={proof}".encode()).startswith(b"v=")
+
+
 def test_wrong_proof_fails_with_kafka_code() -> None:
     server = rfc_server()
     bad = CLIENT_FINAL[:-6] + b"AAAAA="
@@ -65,6 +77,7 @@ def test_unknown_user_looks_like_a_wrong_password() -> None:
     [
         (CLIENT_FINAL.replace(b"c=biws", b"c=eSws"), "channel binding"),
         (CLIENT_FINAL.replace(b"$k0,", b"$k1,"), "nonce"),
+        (CLIENT_FINAL.replace(b"r=rOpr", b"r=Opr"), "nonce"),
         (CLIENT_FINAL.split(b",p=")[0], "no proof"),
         (CLIENT_FINAL[:-4] + b"!!!!", "not base64"),
     ],
