@@ -1,6 +1,7 @@
 """`zkcoord serve`'s listener flags with Kafka's names (`listeners`, `sasl.enabled.mechanisms`, the JAAS
-`KafkaServer` section, `ssl.keystore.location` as PEM, `connection.failed.authentication.delay.ms`), read into
-each listener's validated `ListenerSecurity` before anything binds."""
+`KafkaServer` section, `ssl.keystore.location` as PEM, `connection.failed.authentication.delay.ms`) and the
+authorizer's (`authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`), read into each listener's
+validated `ListenerSecurity` and the node's `RequestAuthorizer` before anything binds."""
 
 from __future__ import annotations
 
@@ -11,14 +12,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zkcoord.errors import ConfigError
+from zkcoord.security.acl import AuthorizerConfig
 from zkcoord.security.sasl import PLAIN, Listener, SecurityProtocol, parse_listeners, parse_mechanisms
 from zkcoord.security.scram import HASHES, ScramCredential
+from zkcoord.server.authorization import RequestAuthorizer
 from zkcoord.server.listener_security import ListenerSecurity, SaslConfig, tls_context
 from zkcoord.zk.auth import ZkAuth, parse_jaas
+from zkcoord.zk.kafka_acls import AclCache
 from zkcoord.zk.kafka_credentials import ScramCredentialStore
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+# Kafka's ZooKeeper-backed authorizers (1.x and 2.x names); zkcoord's is their model.
+ACL_AUTHORIZERS = ("kafka.security.auth.SimpleAclAuthorizer", "kafka.security.authorizer.AclAuthorizer")
 
 
 def add_listener_options(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +83,28 @@ def add_listener_options(parser: argparse.ArgumentParser) -> None:
         metavar="MS",
         help="close a connection this long after answering its failed login (default 100)",
     )
+    group.add_argument(
+        "--authorizer.class.name",
+        dest="authorizer",
+        choices=ACL_AUTHORIZERS,
+        default=None,
+        help="authorize every request with Kafka's ACLs from ZooKeeper /kafka-acl (--zk or --security-zk) "
+        "(default: none, every client may do everything)",
+    )
+    group.add_argument(
+        "--super.users",
+        dest="super_users",
+        default="",
+        metavar="LIST",
+        help="principals allowed everything whatever the ACLs, ';'-separated: User:admin;User:ops",
+    )
+    group.add_argument(
+        "--allow.everyone.if.no.acl.found",
+        dest="allow_if_no_acl",
+        choices=("true", "false"),
+        default="false",
+        help="allow a request on a resource that has no ACL at all (default false, as Kafka)",
+    )
 
 
 def plain_users(text: str, source: str) -> dict[str, str]:
@@ -107,6 +135,7 @@ class ListenerSetup:
     security: ListenerSecurity | None
     more: tuple[tuple[str, int, ListenerSecurity | None], ...]
     closers: list[Callable[[], None]] = field(default_factory=list)
+    authorizer: RequestAuthorizer | None = None
 
     def close(self) -> None:
         for close in self.closers:
@@ -138,7 +167,24 @@ def listener_setup(args: argparse.Namespace, auth: ZkAuth) -> ListenerSetup:
     ]
     setup.security = secured[0]
     setup.more = tuple((x.host, x.port, sec) for x, sec in zip(listeners[1:], secured[1:], strict=True))
+    if args.authorizer is not None:
+        setup.authorizer = _authorizer(args, auth, setup)
     return setup
+
+
+def _authorizer(args: argparse.Namespace, auth: ZkAuth, setup: ListenerSetup) -> RequestAuthorizer:
+    config = AuthorizerConfig(
+        AuthorizerConfig.parse_super_users(args.super_users), args.allow_if_no_acl == "true"
+    )
+    connect = args.security_zk or args.zk
+    if not connect:
+        raise ConfigError(
+            f"{args.authorizer} reads ACLs from ZooKeeper (/kafka-acl): give --zk or --security-zk"
+        )
+    cache = AclCache(connect, auth)
+    setup.closers.append(cache.close)
+    cache.start()
+    return RequestAuthorizer(cache, config)
 
 
 def _sasl_config(args: argparse.Namespace, auth: ZkAuth, setup: ListenerSetup) -> SaslConfig:

@@ -298,7 +298,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = ServeMetrics() if args.metrics_listen is not None else None
     node = Node(
         server, group, args.zk, args.advertise, cluster, metrics=metrics, zk_auth=auth,
-        security=listeners.security, more_listeners=listeners.more,
+        security=listeners.security, more_listeners=listeners.more, authorizer=listeners.authorizer,
     )  # fmt: skip
     try:
         return asyncio.run(_serve(node, bridge_connect, args.bridge_wait_ms, args.metrics_listen))

@@ -15,6 +15,7 @@ from zkcoord.cluster.node import ClusterConfig
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
 from zkcoord.metrics import ServeMetrics
+from zkcoord.server.authorization import RequestAuthorizer
 from zkcoord.server.broker import Broker, NewData, Response, ServerConfig
 from zkcoord.server.cluster_routing import ClusterRouting
 from zkcoord.server.group_service import GroupService, OffsetMirror
@@ -48,6 +49,7 @@ class Node:
     security: ListenerSecurity | None = None
     more_listeners: tuple[tuple[str, int, ListenerSecurity | None], ...] = ()
     more_wires: list[WireServer] = field(default_factory=list)
+    authorizer: RequestAuthorizer | None = None  # Kafka's ACLs, for every listener (None: no authorization)
 
     async def start(self) -> None:
         cfg = self.server_config
@@ -85,11 +87,17 @@ class Node:
                 cluster=self.cluster,
                 new_data=new_data,
                 observe_group=observe_group,
+                authorizer=self.authorizer,
             )
             await self.cluster.start()
         else:
             self.broker = Broker(
-                cfg, logs, groups=self.groups, new_data=new_data, observe_group=observe_group
+                cfg,
+                logs,
+                groups=self.groups,
+                new_data=new_data,
+                observe_group=observe_group,
+                authorizer=self.authorizer,
             )
         await self._start_more_listeners(self.broker)
 
@@ -115,7 +123,8 @@ class Node:
             views.append(
                 Broker(replace(cfg, host=host, port=wire.port), broker.logs, groups=broker.groups,
                        new_data=broker.new_data, producer_ids=broker.producer_ids,
-                       observe_group=self.metrics.observe_group_response if self.metrics is not None else None)
+                       observe_group=self.metrics.observe_group_response if self.metrics is not None else None,
+                       authorizer=self.authorizer)
             )  # fmt: skip
 
     def _dispatch(self, req: RequestFrame) -> Response | Awaitable[Response]:

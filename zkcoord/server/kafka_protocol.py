@@ -63,6 +63,7 @@ from kafka.protocol.producer import (
 from zkcoord.errors import ZkcoordError
 from zkcoord.group import messages as gm
 from zkcoord.group.errors import ErrorCode
+from zkcoord.security.acl import Session
 from zkcoord.server import messages as dm
 from zkcoord.server import prescan
 
@@ -220,6 +221,7 @@ class RequestFrame:
     client_id: str | None
     body: Any
     flexible: bool
+    session: Session | None = None  # who sent it (principal, client address); None: User:ANONYMOUS
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,8 +279,8 @@ def peek_header(frame: bytes | bytearray | memoryview) -> tuple[int, int, int] |
     return key, version, corr
 
 
-def decode_request(frame: bytes | bytearray | memoryview) -> RequestFrame:
-    """Decode one request frame (without its 4-byte size prefix)."""
+def decode_request(frame: bytes | bytearray | memoryview, session: Session | None = None) -> RequestFrame:
+    """Decode one request frame (without its 4-byte size prefix), sent by `session`'s principal."""
     buf = memoryview(frame)
     if len(buf) < 10:
         peek = peek_header(buf)
@@ -332,7 +334,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> RequestFrame:
         raise MalformedBody(
             f"body {what} (frame {len(buf)} bytes, decoded to byte {end})", key, version, corr
         )
-    return RequestFrame(key, version, corr, client_id, body, codec.flexible)
+    return RequestFrame(key, version, corr, client_id, body, codec.flexible, session)
 
 
 def expects_response(req: RequestFrame) -> bool:

@@ -27,6 +27,7 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 
 from zkcoord.errors import ConfigError
+from zkcoord.security.acl import Session
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.limits import ConnectionLimits
 from zkcoord.server.listener_security import ListenerSecurity, SaslAuthenticator
@@ -60,6 +61,7 @@ class _Connection:
         "pending",
         "reading_since",
         "room",
+        "session",
         "wakeup",
         "writer",
     )
@@ -78,6 +80,7 @@ class _Connection:
         self.burst = 0  # frames handled since this connection last let the others read
         self.room = asyncio.Event()  # set when pending drops below max.in.flight.per.connection
         self.auth: SaslAuthenticator | None = None  # a SASL listener's login, until it completes
+        self.session = Session(host=ip)  # who the requests are from: the principal once logged in
 
 
 class WireServer:
@@ -310,6 +313,8 @@ class WireServer:
             )
             return False
         step = await conn.auth.step(req)
+        if conn.auth.principal is not None:
+            conn.session = Session(conn.auth.principal, conn.ip)
         if step.reply is not None:
             self._enqueue(conn, step.reply)
         if step.close:
@@ -323,7 +328,7 @@ class WireServer:
     def _handle_frame(self, frame: bytes, conn: _Connection) -> bool:
         """Queue the response to one frame; False when the connection must be closed."""
         try:
-            req = kp.decode_request(frame)
+            req = kp.decode_request(frame, conn.session)
         except kp.UnsupportedVersion as exc:
             self.rejected += 1
             assert exc.correlation_id is not None
