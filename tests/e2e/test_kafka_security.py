@@ -1,7 +1,10 @@
 """Real clients over SASL_SSL against one shared `zkcoord serve` (TLS from PEM files made here with openssl,
 PLAIN users from a JAAS KafkaServer section, SCRAM credentials in ZooKeeper /config/users): kafka-python,
 confluent-kafka and kcat produce, consume and form a group with each mechanism; a wrong password is refused with
-Kafka's error; a credential written to /config/users by the test itself, not by zkcoord, logs in."""
+Kafka's error; a credential written to /config/users by the test itself, not by zkcoord, logs in. The server
+authorizes with Kafka's ACLs (allow.everyone.if.no.acl.found, so resources without ACLs stay open): a principal
+without Read on a group is refused with GROUP_AUTHORIZATION_FAILED and changes nothing; one with the ACLs works;
+an ACL written to /kafka-acl in Kafka's JSON by the test is honoured."""
 
 from __future__ import annotations
 
@@ -26,8 +29,10 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import errors as KPErrors
 from kafka.errors import KafkaError as KPKafkaError
+from kafka.structs import OffsetAndMetadata
 
 from tests.e2e.conftest import FAST_GROUP_FLAGS, ServerProcess
 from zkcoord.local.zookeeper import free_port
@@ -123,7 +128,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory, zk_server: Any) -> Iterato
     )  # fmt: skip
     sasl_port = free_port()
     flags = (*FAST_GROUP_FLAGS, "--num.partitions=2", "--listeners", f"SASL_SSL://127.0.0.1:{sasl_port}",
-             "--security-zk", zk_connect, "--jaas-config", str(jaas), "--ssl.keystore.location", str(keystore))  # fmt: skip
+             "--security-zk", zk_connect, "--jaas-config", str(jaas), "--ssl.keystore.location", str(keystore),
+             "--authorizer.class.name", "kafka.security.authorizer.AclAuthorizer",
+             "--allow.everyone.if.no.acl.found", "true")  # fmt: skip
     server = ServerProcess(d / "data", flags)
     server.start()
     try:
@@ -270,3 +277,94 @@ def test_requests_before_login_close_the_connection(secured: Secured) -> None:
         s.sendall(kp.encode_request(kp.API_VERSIONS, 0, 8, "probe"))
         (size,) = struct.unpack(">i", s.recv(4))
         assert size > 4
+
+
+def _add_acl_with_zkcoord(zk_connect: str, *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "zkcoord", "security", "add-acl", "--zk", zk_connect, *args],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+
+
+def test_group_and_topic_acls_refuse_without_changing_anything_and_allow_with_them(secured: Secured) -> None:
+    topic, group, probe = _topic("acl-topic"), _topic("acl-group"), _topic("acl-probe")
+    alice = secured.kafka_python("PLAIN", "alice", PLAIN_USERS["alice"])
+    mallory = secured.kafka_python("PLAIN", "mallory", PLAIN_USERS["mallory"])
+    # The group's ACLs written by the test in Kafka's JSON, as kafka-acls.sh leaves them (not through zkcoord):
+    # alice may read the group, mallory only describe it (so she finds its coordinator, and is refused there).
+    client = connect(secured.zk_connect)
+    try:
+        acls = [
+            {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"},
+            {"principal": "User:mallory", "permissionType": "Allow", "operation": "Describe", "host": "*"},
+        ]
+        client.create(f"/kafka-acl/Group/{group}", json.dumps({"version": 1, "acls": acls}).encode(),
+                      makepath=True)  # fmt: skip
+    finally:
+        client.stop()
+        client.close()
+    # The topics' through zkcoord's tool: alice reads and writes; mallory may read the topic, not the group.
+    _add_acl_with_zkcoord(secured.zk_connect, "--topic", topic, "--allow-principal", "User:alice",
+                          "--operation", "Read", "--operation", "Write")  # fmt: skip
+    _add_acl_with_zkcoord(secured.zk_connect, "--topic", topic, "--allow-principal", "User:mallory",
+                          "--operation", "Read")  # fmt: skip
+    _add_acl_with_zkcoord(secured.zk_connect, "--topic", probe, "--allow-principal", "User:alice",
+                          "--operation", "Write")  # fmt: skip
+    # Written last, so once the server refuses mallory on the probe topic it holds every ACL above.
+    probe_producer = KafkaProducer(**mallory, max_block_ms=5000)
+    try:
+        deadline = time.monotonic() + 30
+        refused = False
+        while not refused and time.monotonic() < deadline:
+            try:
+                probe_producer.send(probe, b"probe").get(10)
+            except KPErrors.TopicAuthorizationFailedError:
+                refused = True
+        assert refused, "the probe topic's ACL never took effect"
+    finally:
+        probe_producer.close()
+
+    producer = KafkaProducer(**alice)
+    try:
+        assert [producer.send(topic, b"a%d" % i, partition=0).get(30).offset for i in range(3)] == [0, 1, 2]
+    finally:
+        producer.close()
+
+    # mallory: an offset commit and a join are both refused with 30, and neither reaches the coordinator.
+    intruder = KafkaConsumer(group_id=group, enable_auto_commit=False, **mallory)
+    try:
+        with pytest.raises(KPErrors.GroupAuthorizationFailedError):
+            intruder.commit({TopicPartition(topic, 0): OffsetAndMetadata(2, "", -1)})
+        intruder.subscribe([topic])
+        with pytest.raises(KPErrors.GroupAuthorizationFailedError):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                intruder.poll(timeout_ms=500)
+    finally:
+        intruder.close()
+    admin = KafkaAdminClient(**alice)
+    try:
+        assert admin.list_group_offsets(group) == {group: {}}  # no commit stored
+        assert admin.describe_groups([group])[group]["members"] == []  # no member joined
+    finally:
+        admin.close()
+
+    # alice, with Read on the group and the topic: consumes in the group and commits (confluent-kafka).
+    consumer = Consumer({**secured.librdkafka("PLAIN", "alice", PLAIN_USERS["alice"]), "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(values) < 3 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+        assert values == [b"a0", b"a1", b"a2"]
+        committed = consumer.commit(asynchronous=False)
+        assert [tp.offset for tp in committed if tp.partition == 0] == [3]  # partition 1 holds nothing
+    finally:
+        consumer.close()
+    admin = KafkaAdminClient(**alice)
+    try:
+        assert admin.list_group_offsets(group)[group][TopicPartition(topic, 0)].offset == 3
+    finally:
+        admin.close()

@@ -187,3 +187,16 @@ def authorize(
             return False
     allowed_by = _IMPLIED_BY.get(operation, exact)
     return any(acl.permission is Permission.ALLOW and _matches(acl, session, allowed_by) for acl in acls)
+
+
+def authorize_any(
+    table: AclTable, config: AuthorizerConfig, session: Session, operation: Operation, rtype: ResourceType
+) -> bool:
+    """Whether `session` may do `operation` on some resource of `rtype` (Kafka's `authorizeByResourceType`,
+    KIP-679: an idempotent producer needs Write on any topic, or IdempotentWrite on the cluster)."""
+    if session.principal in config.super_users:
+        return True
+    resources = sorted((r for r in table if r.type is rtype), key=lambda r: r.name)
+    if not resources:
+        return config.allow_everyone_if_no_acl_found
+    return any(authorize(table, config, session, operation, r) for r in resources)

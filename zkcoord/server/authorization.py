@@ -8,7 +8,7 @@ Read, Metadata/ListOffsets Describe, CreateTopics (and auto-creation) Create on 
 FindCoordinator Describe on the group, JoinGroup/SyncGroup/Heartbeat/LeaveGroup Read on the group, OffsetCommit
 Read on the group and on each topic, OffsetFetch Describe on the group and each topic, DescribeGroups Describe,
 ListGroups Describe on the cluster or else the groups described, DeleteGroups Delete, InitProducerId (idempotent)
-IdempotentWrite on the cluster.
+IdempotentWrite on the cluster or (Kafka 3.0+) Write on any topic.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from zkcoord.security.acl import (
     ResourceType,
     Session,
     authorize,
+    authorize_any,
 )
 from zkcoord.server.kafka_protocol import RequestFrame
 
@@ -67,6 +68,13 @@ class RequestAuthorizer:
     def may_create_topic(self, req: RequestFrame, name: str) -> bool:
         """Kafka 2.0+: Create on the cluster, or on the topic."""
         return self.cluster(req, Operation.CREATE) or self.topic(req, Operation.CREATE, name)
+
+    def may_write_idempotently(self, req: RequestFrame) -> bool:
+        """InitProducerId without a transactional id: IdempotentWrite on the cluster (Kafka 2.x), or Write on
+        any topic (Kafka 3.0+, KIP-679, which idempotent-by-default clients such as kafka-python 3 rely on)."""
+        return self.cluster(req, Operation.IDEMPOTENT_WRITE) or authorize_any(
+            self.acls.table, self.config, self._session(req), Operation.WRITE, ResourceType.TOPIC
+        )
 
     def denied_topics(self, req: RequestFrame, operation: Operation, names: Iterable[str]) -> frozenset[str]:
         table = self.acls.table  # one snapshot for the whole request

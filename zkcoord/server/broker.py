@@ -536,7 +536,7 @@ class Broker:
         r = kp.init_producer_id_request(req)
         if r.transactional_id is not None:
             resp = dm.InitProducerIdResponse(E.COORDINATOR_NOT_AVAILABLE, -1, -1)
-        elif self.authorizer is not None and not self.authorizer.cluster(req, Operation.IDEMPOTENT_WRITE):
+        elif self.authorizer is not None and not self.authorizer.may_write_idempotently(req):
             resp = dm.InitProducerIdResponse(E.CLUSTER_AUTHORIZATION_FAILED, -1, -1)
         else:
             resp = dm.InitProducerIdResponse(E.NONE, self.producer_ids.allocate(), 0)

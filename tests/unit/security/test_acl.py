@@ -17,6 +17,7 @@ from zkcoord.security.acl import (
     ResourceType,
     Session,
     authorize,
+    authorize_any,
     encode_acls,
     parse_acls,
 )
@@ -115,3 +116,17 @@ def test_super_users_parse_kafka_list() -> None:
     assert AuthorizerConfig.parse_super_users("User:admin; User:ops;") == {"User:admin", "User:ops"}
     with pytest.raises(ConfigError, match="admin"):
         AuthorizerConfig.parse_super_users("admin")
+
+
+def test_authorize_any_is_write_on_some_topic() -> None:
+    topics = {
+        T: (Acl("User:alice", ALLOW, W),),
+        Resource(ResourceType.TOPIC, "u"): (Acl("User:bob", DENY, W),),
+    }
+    assert authorize_any(topics, STRICT, ALICE, W, ResourceType.TOPIC)
+    assert not authorize_any(topics, STRICT, BOB, W, ResourceType.TOPIC)
+    assert not authorize_any(topics, STRICT, ALICE, W, ResourceType.GROUP)  # no group ACLs, strict config
+    assert authorize_any(topics, OPEN, ALICE, W, ResourceType.GROUP)
+    assert authorize_any(
+        {}, AuthorizerConfig(super_users=frozenset({"User:bob"})), BOB, W, ResourceType.TOPIC
+    )
