@@ -368,3 +368,42 @@ def test_group_and_topic_acls_refuse_without_changing_anything_and_allow_with_th
         assert admin.list_group_offsets(group)[group][TopicPartition(topic, 0)].offset == 3
     finally:
         admin.close()
+
+
+def test_migrate_plan_and_verify_reach_the_sasl_ssl_listener_with_command_config(
+    secured: Secured, tmp_path: Path
+) -> None:
+    topic, group = _topic("mig-topic"), _topic("mig-group")
+    cfg = secured.kafka_python("SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD)
+    consumer = KafkaConsumer(group_id=group, enable_auto_commit=False, **cfg)
+    try:
+        producer = KafkaProducer(**cfg)
+        try:
+            producer.send(topic, b"x", partition=0).get(30)
+        finally:
+            producer.close()
+        consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)})
+    finally:
+        consumer.close()
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={secured.ca}\nsasl.jaas.config=org.apache.kafka.common.security.scram."
+        f'ScramLoginModule required username="{SCRAM_USER}" password="{SCRAM_PASSWORD}";\n'
+    )
+    base = [sys.executable, "-m", "zkcoord", "migrate"]
+    where = ["--zk", secured.zk_connect, "--bootstrap", secured.bootstrap, "--group", group]
+    for step in ("plan", "verify"):
+        run = subprocess.run([*base, step, *where, "--command-config", str(props)], capture_output=True,
+                             text=True, timeout=120)  # fmt: skip
+        assert group in run.stdout + run.stderr, (step, run.stdout, run.stderr)
+        assert "SASL" not in run.stderr and "Traceback" not in run.stderr, (step, run.stderr)
+    # the broker's side was read: plan names the committed offset it found there
+    plan = subprocess.run([*base, "plan", *where, "--command-config", str(props)], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert "offsets: 0 in ZooKeeper, 1 on the broker" in plan.stdout, plan.stdout
+    bad = tmp_path / "typo.properties"
+    bad.write_text("security.protocoll=SASL_SSL\n")
+    refused = subprocess.run([*base, "plan", *where, "--command-config", str(bad)], capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+    assert refused.returncode != 0 and "security.protocoll" in refused.stderr
