@@ -28,7 +28,10 @@ def _broker_error(error: Any, message: str = "") -> StoreError:
     return StoreError(Store.BROKER, _error_name(error), message, bool(getattr(error, "retriable", False)))
 
 
-def default_admin_factory(bootstrap: str, request_timeout_ms: int, bootstrap_timeout_ms: int) -> Any:
+def default_admin_factory(
+    bootstrap: str, request_timeout_ms: int, bootstrap_timeout_ms: int, **security: Any
+) -> Any:
+    """`security`: kafka-python's security arguments (zkcoord.security.client_config)."""
     from kafka.admin import KafkaAdminClient
 
     return KafkaAdminClient(
@@ -36,6 +39,7 @@ def default_admin_factory(bootstrap: str, request_timeout_ms: int, bootstrap_tim
         client_id="zkcoord-migrate",
         request_timeout_ms=request_timeout_ms,
         bootstrap_timeout_ms=bootstrap_timeout_ms,
+        **security,
     )
 
 
@@ -51,8 +55,9 @@ class BrokerOffsetStore:
         *,
         request_timeout_ms: int = 10_000,
         bootstrap_timeout_ms: int = 10_000,
-        admin_factory: Callable[[str, int, int], Any] = default_admin_factory,
+        admin_factory: Callable[..., Any] = default_admin_factory,
         admin: Any = None,
+        security: Mapping[str, Any] | None = None,  # kafka-python security arguments (--command-config)
     ) -> None:
         if not group:
             raise ValueError("group id must not be empty")
@@ -63,12 +68,13 @@ class BrokerOffsetStore:
         self._admin_factory = admin_factory
         self._admin = admin
         self._owns_admin = admin is None
+        self.security = dict(security or {})
 
     @property
     def admin(self) -> Any:
         if self._admin is None:
             self._admin = self._admin_factory(
-                self.bootstrap, self.request_timeout_ms, self.bootstrap_timeout_ms
+                self.bootstrap, self.request_timeout_ms, self.bootstrap_timeout_ms, **self.security
             )
         return self._admin
 
@@ -81,6 +87,7 @@ class BrokerOffsetStore:
             bootstrap_timeout_ms=self.bootstrap_timeout_ms,
             admin_factory=self._admin_factory,
             admin=self.admin,
+            security=self.security,
         )
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from zkcoord.cli.client_security import add_command_config, command_config
 from zkcoord.cli.options import add_config_option, examples
 from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError, ZkcoordError
@@ -41,6 +42,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         add_zk_security(p)
         if bootstrap:
             p.add_argument("--bootstrap", metavar="HOST:PORT", help="a broker (or `zkcoord serve`) to reach")
+            add_command_config(p)
         if groups:
             p.add_argument("--group", action="append", default=[], metavar="G", help="a group (repeatable)")
             p.add_argument("--groups-file", metavar="F", help="file with one group id per line")
@@ -266,6 +268,7 @@ def _broker_factory(args: argparse.Namespace) -> tuple[Callable[[str], Any] | No
                     group,
                     request_timeout_ms=args.request_timeout_ms,
                     bootstrap_timeout_ms=args.request_timeout_ms,
+                    security=command_config(args),
                 )
             )
         return root[0] if root[0].group == group else root[0].for_group(group)

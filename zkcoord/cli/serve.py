@@ -15,6 +15,7 @@ from typing import Any
 
 from zkcoord.bridge.mirror import ZkOffsetBridge
 from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
+from zkcoord.cli.listeners import add_listener_options, listener_setup
 from zkcoord.cli.options import add_config_option, examples
 from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError
@@ -134,9 +135,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.add_argument(
         "--listen",
         type=_listen,
-        default=("127.0.0.1", 9092),
+        default=None,
         metavar="HOST:PORT",
-        help="address to accept Kafka clients on (port 0 = any free)",
+        help="address to accept Kafka clients on without security, PLAINTEXT://HOST:PORT (port 0 = any free; "
+        "default 127.0.0.1:9092 unless --listeners is given)",
     )
     parser.add_argument(
         "--data-dir",
@@ -246,11 +248,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="HOST:PORT",
         help="serve Prometheus metrics at http://HOST:PORT/metrics (port 0 = any free; default: off)",
     )
+    add_listener_options(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    host, port = args.listen
+    auth = zk_auth(args)
+    listeners = listener_setup(args, auth)
+    host, port = listeners.host, listeners.port
     try:
         server = ServerConfig(
             host=host,
@@ -274,7 +279,8 @@ def run(args: argparse.Namespace) -> int:
     if cluster and not args.zk:
         flags = ", ".join(f"--{f}" for f, d in _CLUSTER_FLAGS if d in cluster)
         raise ConfigError(f"{flags} only apply with --zk (a ZooKeeper-era cluster node)")
-    auth = zk_auth(args)
+    if args.zk and listeners.more:
+        raise ConfigError("a cluster node (--zk) has one listener: give --listen or one --listeners entry")
     if args.zk:  # validate the cluster settings before anything starts
         from zkcoord.cluster.node import ClusterConfig
 
@@ -290,8 +296,14 @@ def run(args: argparse.Namespace) -> int:
         if args.bridge_wait_ms < 0:
             raise ConfigError(f"--bridge-zk-offsets-wait-ms must be >= 0, got {args.bridge_wait_ms}")
     metrics = ServeMetrics() if args.metrics_listen is not None else None
-    node = Node(server, group, args.zk, args.advertise, cluster, metrics=metrics, zk_auth=auth)
-    return asyncio.run(_serve(node, bridge_connect, args.bridge_wait_ms, args.metrics_listen))
+    node = Node(
+        server, group, args.zk, args.advertise, cluster, metrics=metrics, zk_auth=auth,
+        security=listeners.security, more_listeners=listeners.more, authorizer=listeners.authorizer,
+    )  # fmt: skip
+    try:
+        return asyncio.run(_serve(node, bridge_connect, args.bridge_wait_ms, args.metrics_listen))
+    finally:
+        listeners.close()
 
 
 async def _serve(
@@ -322,6 +334,8 @@ async def _serve(
         await node.start()
         cfg = node.server_config
         print(f"zkcoord serve: listening on {cfg.host}:{cfg.port} node {cfg.node_id}", flush=True)
+        for wire in node.more_wires:
+            print(f"zkcoord serve: also listening on {wire.host}:{wire.port}", flush=True)
         try:
             await stop.wait()
         finally:

@@ -12,12 +12,15 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 
 from zkcoord.cluster.node import ClusterConfig
+from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
 from zkcoord.metrics import ServeMetrics
+from zkcoord.server.authorization import RequestAuthorizer
 from zkcoord.server.broker import Broker, NewData, Response, ServerConfig
 from zkcoord.server.cluster_routing import ClusterRouting
 from zkcoord.server.group_service import GroupService, OffsetMirror
 from zkcoord.server.kafka_protocol import RequestFrame
+from zkcoord.server.listener_security import ListenerSecurity
 from zkcoord.server.log import LogManager
 from zkcoord.server.offsets_v0 import ZooKeeperOffsetsV0
 from zkcoord.server.wire import WireServer
@@ -42,6 +45,12 @@ class Node:
     groups: GroupService | None = None  # a single node's group coordinator, over a file in the data dir
     cluster: ClusterRouting | None = None  # a cluster node's: groups routed by offsets partition
     metrics: ServeMetrics | None = None  # fed by the wire server and the group dispatcher, read at scrape
+    # What the listener on server_config.host:port requires (None: PLAINTEXT), and further listeners of a single
+    # node (`--listeners`), each (host, port, security), served by a broker view advertising that address.
+    security: ListenerSecurity | None = None
+    more_listeners: tuple[tuple[str, int, ListenerSecurity | None], ...] = ()
+    more_wires: list[WireServer] = field(default_factory=list)
+    authorizer: RequestAuthorizer | None = None  # Kafka's ACLs, for every listener (None: no authorization)
 
     async def start(self) -> None:
         cfg = self.server_config
@@ -58,6 +67,7 @@ class Node:
             cfg.socket_request_max_bytes,
             cfg.connection_limits,
             observe=self.metrics.observe_request if self.metrics is not None else None,
+            security=self.security,
         )
         await self.wire.start()
         if cfg.port == 0 or self.advertise is not None:
@@ -79,12 +89,45 @@ class Node:
                 new_data=new_data,
                 observe_group=observe_group,
                 zk_offsets_v0=self._zk_offsets_v0(self.cluster, logs),
+                authorizer=self.authorizer,
             )
             await self.cluster.start()
         else:
             self.broker = Broker(
-                cfg, logs, groups=self.groups, new_data=new_data, observe_group=observe_group
+                cfg,
+                logs,
+                groups=self.groups,
+                new_data=new_data,
+                observe_group=observe_group,
+                authorizer=self.authorizer,
             )
+        await self._start_more_listeners(self.broker)
+
+    async def _start_more_listeners(self, broker: Broker) -> None:
+        """Each further listener gets a broker view advertising its own address (a client is told to reconnect
+        where it connected, with the same security), sharing this node's logs, groups and producer ids."""
+        if self.more_listeners and self.zk_connect:
+            raise ConfigError("a cluster node (--zk) has one listener: its registration holds one endpoint")
+        cfg = self.server_config
+        for host, port, security in self.more_listeners:
+            views: list[Broker] = []
+
+            def dispatch(req: RequestFrame, views: list[Broker] = views) -> Response | Awaitable[Response]:
+                return views[0].dispatch(req)
+
+            wire = WireServer(dispatch, host, port, cfg.socket_request_max_bytes,
+                              cfg.connection_limits,
+                              observe=self.metrics.observe_request if self.metrics is not None else None,
+                              security=security)  # fmt: skip
+            await wire.start()
+            self.more_wires.append(wire)
+            # No await since the bind: the view exists before any request can reach it.
+            views.append(
+                Broker(replace(cfg, host=host, port=wire.port), broker.logs, groups=broker.groups,
+                       new_data=broker.new_data, producer_ids=broker.producer_ids,
+                       observe_group=self.metrics.observe_group_response if self.metrics is not None else None,
+                       authorizer=self.authorizer)
+            )  # fmt: skip
 
     def _zk_offsets_v0(self, cluster: ClusterRouting, logs: LogManager) -> ZooKeeperOffsetsV0:
         return ZooKeeperOffsetsV0(
@@ -110,6 +153,8 @@ class Node:
         )
 
     async def close(self) -> None:
+        for wire in self.more_wires:
+            await wire.close()
         if self.wire is not None:
             await self.wire.close()
         if self.cluster is not None:

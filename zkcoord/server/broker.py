@@ -10,7 +10,7 @@ import asyncio
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,9 +18,11 @@ from zkcoord.errors import ConfigError
 from zkcoord.group.errors import ErrorCode as E
 from zkcoord.group.messages import GroupResponse, OffsetCommitRequest, OffsetFetchRequest
 from zkcoord.records.batch import AppendRules, CorruptBatch, validate_for_append
+from zkcoord.security.acl import Operation
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server import messages as dm
 from zkcoord.server import old_formats
+from zkcoord.server.authorization import RequestAuthorizer
 from zkcoord.server.groups import GroupDispatch
 from zkcoord.server.limits import ConnectionLimits, LogLimits
 from zkcoord.server.log import LEGAL_TOPIC, InvalidTopic, LogManager, OffsetsTopicLog, PartitionLog
@@ -130,14 +132,19 @@ class Broker:
         new_data: NewData | None = None,
         observe_group: Callable[[int, GroupResponse], None] | None = None,
         zk_offsets_v0: OffsetsV0 | None = None,
+        producer_ids: ProducerIds | None = None,  # shared by the broker views of one node's listeners
+        authorizer: RequestAuthorizer | None = None,  # None: every principal may do everything
     ) -> None:
         self.config = config
         self.logs = logs
         self.groups = groups
         self.cluster = cluster
         self.new_data = new_data if new_data is not None else NewData()
-        self.producer_ids = ProducerIds(config.data_dir / "producer_ids")
-        self._group_dispatch = GroupDispatch(groups, observe_group) if groups is not None else None
+        self.producer_ids = producer_ids or ProducerIds(config.data_dir / "producer_ids")
+        self.authorizer = authorizer
+        self._group_dispatch = (
+            GroupDispatch(groups, observe_group, authorizer) if groups is not None else None
+        )
         self.zk_offsets_v0 = zk_offsets_v0  # cluster mode: OffsetCommit/OffsetFetch v0 go to ZooKeeper
         self._handlers = {
             kp.API_VERSIONS: self.api_versions,
@@ -173,6 +180,12 @@ class Broker:
             return kp.group_response(req, [await store.offset_commit(r)])
         assert isinstance(r, OffsetFetchRequest)
         return kp.group_response(req, [await store.offset_fetch(r)])
+
+    def _denied(self, req: kp.RequestFrame, operation: Operation, topics: Iterable[str]) -> frozenset[str]:
+        """The topics of `req` its principal may not `operation` (zkcoord.server.authorization)."""
+        if self.authorizer is None:
+            return frozenset()
+        return self.authorizer.denied_topics(req, operation, topics)
 
     def _leads(self, topic: str, partition: int) -> bool:
         return self.cluster is None or self.cluster.leads(topic, partition)
@@ -235,6 +248,9 @@ class Broker:
                 topics.sort(key=lambda t: t.name)
         else:
             for name in r.topics:
+                if self.authorizer is not None and not self.authorizer.topic(req, Operation.DESCRIBE, name):
+                    topics.append(dm.TopicMeta(name, E.TOPIC_AUTHORIZATION_FAILED, ()))
+                    continue
                 if name == OFFSETS_TOPIC:
                     # Never a data topic: the controller creates it (cluster); a single node does not serve it.
                     if self.cluster is not None:
@@ -250,6 +266,9 @@ class Broker:
                     if not allow_auto:
                         topics.append(dm.TopicMeta(name, E.UNKNOWN_TOPIC_OR_PARTITION, ()))
                         continue
+                    if self.authorizer is not None and not self.authorizer.may_create_topic(req, name):
+                        topics.append(dm.TopicMeta(name, E.TOPIC_AUTHORIZATION_FAILED, ()))
+                        continue
                     if self.cluster is not None:
                         # As a Kafka broker whose metadata cache lacks the topic: publish it to ZooKeeper
                         # (unless another node did) and answer LEADER_NOT_AVAILABLE; local logs follow
@@ -263,6 +282,9 @@ class Broker:
                         topics.append(dm.TopicMeta(name, exc.code, ()))
                         continue
                 topics.append(self._topic_meta(name, logs))
+        if r.topics is None and self.authorizer is not None:  # Kafka lists only the topics one may describe
+            hidden = self.authorizer.denied_topics(req, Operation.DESCRIBE, (t.name for t in topics))
+            topics = [t for t in topics if t.name not in hidden]
         controller = self.cluster.controller_id() if self.cluster is not None else self.config.node_id
         resp = dm.MetadataResponse(tuple(self.brokers), self.config.cluster_id, controller, tuple(topics))
         return kp.metadata_response(req, resp)
@@ -272,7 +294,13 @@ class Broker:
         c = self.config
         results: list[dm.Coordinator] = []
         for key in r.keys:
-            if r.key_type == 0 and self.cluster is not None:
+            if (
+                r.key_type == 0
+                and self.authorizer
+                and not self.authorizer.group(req, Operation.DESCRIBE, key)
+            ):
+                results.append(dm.Coordinator(key, E.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1))
+            elif r.key_type == 0 and self.cluster is not None:
                 results.append(self.cluster.find_coordinator(key))
             elif r.key_type == 0 and self.groups is not None:
                 results.append(dm.Coordinator(key, E.NONE, None, c.node_id, c.host, c.port))
@@ -292,7 +320,9 @@ class Broker:
             elif n == -1:
                 n = self.config.num_partitions
             exists = f"Topic '{t.name}' already exists."
-            if t.name == OFFSETS_TOPIC:
+            if self.authorizer is not None and not self.authorizer.may_create_topic(req, t.name or ""):
+                results.append(Created(t.name, E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.", n))
+            elif t.name == OFFSETS_TOPIC:
                 results.append(
                     Created(
                         t.name,
@@ -366,11 +396,15 @@ class Broker:
         acks = r.acks
         out: list[dm.ProduceTopicResult] = []
         appended = False
+        denied = self._denied(req, Operation.WRITE, (t.name for t in r.topics))
         for topic in r.topics:
             parts: list[dm.ProducePartitionResult] = []
             for pd in topic.partitions:
                 if acks not in (0, 1, -1):
                     parts.append(Produced(pd.index, E.INVALID_REQUIRED_ACKS, -1, -1, f"acks={acks}"))
+                    continue
+                if topic.name in denied:
+                    parts.append(Produced(pd.index, E.TOPIC_AUTHORIZATION_FAILED, -1, -1, None))
                     continue
                 if topic.name == OFFSETS_TOPIC:  # Kafka: "Cannot append to internal topic"
                     msg = f"Cannot append to internal topic {OFFSETS_TOPIC}"
@@ -433,10 +467,14 @@ class Broker:
     def list_offsets(self, req: kp.RequestFrame) -> Response:
         r = kp.list_offsets_request(req)
         out: list[dm.ListOffsetsTopicResult] = []
+        denied = self._denied(req, Operation.DESCRIBE, (t.name for t in r.topics))
         for topic in r.topics:
             parts: list[dm.ListOffsetsPartitionResult] = []
             for p in topic.partitions:
                 index = p.partition_index
+                if topic.name in denied:
+                    parts.append(Listed(index, E.TOPIC_AUTHORIZATION_FAILED, -1, -1))
+                    continue
                 plog, error = self._readable(topic.name, index)
                 if plog is None:
                     parts.append(Listed(index, error, -1, -1))
@@ -455,13 +493,17 @@ class Broker:
             out.append(dm.ListOffsetsTopicResult(topic.name, tuple(parts)))
         return kp.list_offsets_response(req, dm.ListOffsetsResponse(tuple(out)))
 
-    def _collect_fetch(self, r: dm.FetchRequest) -> tuple[int, dm.FetchResponse]:
+    def _collect_fetch(
+        self, r: dm.FetchRequest, denied: frozenset[str] = frozenset()
+    ) -> tuple[int, dm.FetchResponse]:
         total = 0
         out: list[dm.FetchTopicResult] = []
         for topic in r.topics:
             parts: list[dm.FetchPartitionResult] = []
             for p in topic.partitions:
                 plog, error = self._readable(topic.topic, p.partition)
+                if topic.topic in denied:
+                    plog, error = None, E.TOPIC_AUTHORIZATION_FAILED
                 if plog is None:
                     parts.append(Fetched(p.partition, error, -1, -1, b""))
                     continue
@@ -495,14 +537,18 @@ class Broker:
 
     def fetch(self, req: kp.RequestFrame) -> Response | Awaitable[Response]:
         r = kp.fetch_request(req)
-        total, resp = self._collect_fetch(r)
+        denied = self._denied(req, Operation.READ, (t.topic for t in r.topics))
+        total, resp = self._collect_fetch(r, denied)
         min_bytes = max(r.min_bytes, 1)
         wait_ms = min(r.max_wait_ms, self.config.fetch_max_wait_cap_ms)
-        if total >= min_bytes or wait_ms <= 0:
+        # As Kafka: only refused partitions leaves nothing to wait for.
+        if total >= min_bytes or wait_ms <= 0 or (denied and all(t.topic in denied for t in r.topics)):
             return kp.fetch_response(req, resp)
-        return self._fetch_wait(req, r, wait_ms / 1000.0)
+        return self._fetch_wait(req, r, wait_ms / 1000.0, denied)
 
-    async def _fetch_wait(self, req: kp.RequestFrame, r: dm.FetchRequest, wait_s: float) -> Response:
+    async def _fetch_wait(
+        self, req: kp.RequestFrame, r: dm.FetchRequest, wait_s: float, denied: frozenset[str] = frozenset()
+    ) -> Response:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         min_bytes = max(r.min_bytes, 1)
@@ -514,16 +560,18 @@ class Broker:
                 await asyncio.wait_for(self.new_data.current().wait(), remaining)
             except TimeoutError:
                 break
-            total, resp = self._collect_fetch(r)
+            total, resp = self._collect_fetch(r, denied)
             if total >= min_bytes:
                 return kp.fetch_response(req, resp)
-        _total, resp = self._collect_fetch(r)
+        _total, resp = self._collect_fetch(r, denied)
         return kp.fetch_response(req, resp)
 
     def init_producer_id(self, req: kp.RequestFrame) -> Response:
         r = kp.init_producer_id_request(req)
         if r.transactional_id is not None:
             resp = dm.InitProducerIdResponse(E.COORDINATOR_NOT_AVAILABLE, -1, -1)
+        elif self.authorizer is not None and not self.authorizer.may_write_idempotently(req):
+            resp = dm.InitProducerIdResponse(E.CLUSTER_AUTHORIZATION_FAILED, -1, -1)
         else:
             resp = dm.InitProducerIdResponse(E.NONE, self.producer_ids.allocate(), 0)
         return kp.init_producer_id_response(req, resp)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
 
 from zkcoord.group import messages as gm
 from zkcoord.group.errors import ErrorCode
 from zkcoord.server import kafka_protocol as kp
+from zkcoord.server.authorization import RequestAuthorizer, authorized_group_call
 from zkcoord.server.seams import GroupCoordinator
 
 
@@ -15,9 +17,13 @@ class GroupDispatch:
     """`dispatch(req)` -> awaitable response frame for JoinGroup ... DeleteGroups."""
 
     def __init__(
-        self, service: GroupCoordinator, observe: Callable[[int, gm.GroupResponse], None] | None = None
+        self,
+        service: GroupCoordinator,
+        observe: Callable[[int, gm.GroupResponse], None] | None = None,
+        authorizer: RequestAuthorizer | None = None,  # None: every principal may do everything
     ) -> None:
         self.service = service
+        self.authorizer = authorizer
         self.observe = observe  # (api_key, typed response): the metrics hook, one call per answered group
 
     def dispatch(self, req: kp.RequestFrame) -> Awaitable[bytes] | bytes | None:
@@ -27,10 +33,13 @@ class GroupDispatch:
 
     async def _call(self, req: kp.RequestFrame) -> bytes:
         requests = kp.group_requests(req)
+        one: Callable[[gm.GroupRequest], Awaitable[gm.GroupResponse]] = self._one
+        if self.authorizer is not None:
+            one = functools.partial(authorized_group_call, self.authorizer, req, call=self._one)
         if len(requests) == 1:
-            responses = [await self._one(requests[0])]
+            responses = [await one(requests[0])]
         else:
-            responses = list(await asyncio.gather(*(self._one(r) for r in requests)))
+            responses = list(await asyncio.gather(*(one(r) for r in requests)))
         if self.observe is not None:
             for response in responses:
                 self.observe(req.api_key, response)

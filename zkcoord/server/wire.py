@@ -27,8 +27,10 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 
 from zkcoord.errors import ConfigError
+from zkcoord.security.acl import Session
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.limits import ConnectionLimits
+from zkcoord.server.listener_security import ListenerSecurity, SaslAuthenticator
 from zkcoord.server.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,7 @@ class _CloseConnection(Exception):
 
 class _Connection:
     __slots__ = (
+        "auth",
         "burst",
         "closed",
         "flush",
@@ -58,6 +61,7 @@ class _Connection:
         "pending",
         "reading_since",
         "room",
+        "session",
         "wakeup",
         "writer",
     )
@@ -75,6 +79,8 @@ class _Connection:
         self.reading_since: float | None = None  # loop time a frame's size arrived, until its body has
         self.burst = 0  # frames handled since this connection last let the others read
         self.room = asyncio.Event()  # set when pending drops below max.in.flight.per.connection
+        self.auth: SaslAuthenticator | None = None  # a SASL listener's login, until it completes
+        self.session = Session(host=ip)  # who the requests are from: the principal once logged in
 
 
 class WireServer:
@@ -88,8 +94,10 @@ class WireServer:
         max_request_bytes: int = 100 * 1024 * 1024,
         limits: ConnectionLimits | None = None,
         observe: RequestObserver | None = None,
+        security: ListenerSecurity | None = None,
     ) -> None:
         self.dispatch = dispatch
+        self.security = security  # TLS and/or SASL this listener requires (None: PLAINTEXT)
         self.observe = observe
         self.host = host
         self.port = port
@@ -118,7 +126,8 @@ class WireServer:
         self.log_suppressed = self._say.suppressed
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=1 << 20)
+        tls = self.security.tls if self.security is not None else None
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, limit=1 << 20, ssl=tls)
         sock = self._server.sockets[0]
         self.port = sock.getsockname()[1]
         self._sweeper = asyncio.create_task(self._sweep())
@@ -197,6 +206,8 @@ class WireServer:
         if task is not None:
             self._tasks.add(task)
         conn = _Connection(writer, peer, ip, asyncio.get_running_loop().time())
+        if self.security is not None:
+            conn.auth = self.security.authenticator(peer)
         self._live.add(conn)
         self._per_ip[ip] += 1
         self.connections += 1
@@ -266,6 +277,10 @@ class WireServer:
                 await (
                     conn.writer.drain()
                 )  # a client that pipelines but does not read must not grow our buffer
+            if conn.auth is not None and not conn.auth.authenticated:
+                if not await self._authenticate(frame, conn):
+                    return
+                continue
             if not self._handle_frame(frame, conn):
                 return
             await self._take_turns(conn)
@@ -282,10 +297,38 @@ class WireServer:
             conn.burst = 0
             await asyncio.sleep(0)
 
+    async def _authenticate(self, frame: bytes, conn: _Connection) -> bool:
+        """A frame on a SASL listener before the login completed: ApiVersions is served as always, the SASL
+        requests go to the connection's authenticator; False when the connection must be closed."""
+        assert conn.auth is not None
+        head = kp.peek_header(frame)
+        if head is not None and head[0] == kp.API_VERSIONS:
+            return self._handle_frame(frame, conn)
+        try:
+            req = kp.decode_request(frame)
+        except kp.ProtocolError as exc:
+            self.rejected += 1
+            self._say.log(
+                logging.WARNING, "malformed", "connection %s: %s before login; closing", conn.peer, exc
+            )
+            return False
+        step = await conn.auth.step(req)
+        if conn.auth.principal is not None:
+            conn.session = Session(conn.auth.principal, conn.ip)
+        if step.reply is not None:
+            self._enqueue(conn, step.reply)
+        if step.close:
+            # Kafka answers a failed login, then closes after connection.failed.authentication.delay.ms.
+            await conn.writer.drain()
+            if step.close_delay_s > 0:
+                await asyncio.sleep(step.close_delay_s)
+            return False
+        return True
+
     def _handle_frame(self, frame: bytes, conn: _Connection) -> bool:
         """Queue the response to one frame; False when the connection must be closed."""
         try:
-            req = kp.decode_request(frame)
+            req = kp.decode_request(frame, conn.session)
         except kp.UnsupportedVersion as exc:
             self.rejected += 1
             assert exc.correlation_id is not None

@@ -1,0 +1,411 @@
+"""Real clients over SASL_SSL against one shared `zkcoord serve` (TLS from PEM files made here with openssl,
+PLAIN users from a JAAS KafkaServer section, SCRAM credentials in ZooKeeper /config/users): kafka-python,
+confluent-kafka and kcat produce, consume and form a group with each mechanism; a wrong password is refused with
+Kafka's error; a credential written to /config/users by the test itself, not by zkcoord, logs in. The server
+authorizes with Kafka's ACLs (allow.everyone.if.no.acl.found, so resources without ACLs stay open): a principal
+without Read on a group is refused with GROUP_AUTHORIZATION_FAILED and changes nothing; one with the ACLs works;
+an ACL written to /kafka-acl in Kafka's JSON by the test is honoured."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import os
+import socket
+import ssl
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka.admin import AdminClient
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import errors as KPErrors
+from kafka.errors import KafkaError as KPKafkaError
+from kafka.structs import OffsetAndMetadata
+
+from zkcoord.local.node import FAST_GROUP_FLAGS
+from zkcoord.local.node import NodeProcess as ServerProcess
+from zkcoord.local.zookeeper import free_port
+from zkcoord.server import kafka_protocol as kp
+from zkcoord.zk.session import connect, ensure_chroot
+
+pytestmark = pytest.mark.e2e
+
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+PLAIN_USERS = {"alice": "alice-secret", "mallory": "mallory-secret"}
+SCRAM_USER, SCRAM_PASSWORD = "scram-user", "scram-secret"
+KAFKA_USER, KAFKA_PASSWORD = "made-by-kafka", "kafka-tool-secret"
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def make_certificates(d: Path) -> tuple[Path, Path]:
+    """A CA and a server certificate for 127.0.0.1 signed by it; returns (ca.pem, keystore.pem)."""
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=zkcoord-test-ca",
+             "-keyout", "ca.key", "-out", "ca.pem", cwd=d)  # fmt: skip
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "server.key",
+             "-out", "server.csr", cwd=d)  # fmt: skip
+    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+             "-days", "2", "-extfile", "san.ext", "-out", "server.pem", cwd=d)  # fmt: skip
+    keystore = d / "keystore.pem"
+    keystore.write_text((d / "server.pem").read_text() + (d / "server.key").read_text())
+    return d / "ca.pem", keystore
+
+
+def kafka_format_credential(mechanism: str, password: str) -> str:
+    """What Kafka's ScramFormatter + ScramCredentialUtils store, computed here independently of zkcoord."""
+    name = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}[mechanism]
+    salt, iterations = os.urandom(24), 4096
+    salted = hashlib.pbkdf2_hmac(name, password.encode(), salt, iterations)
+    client_key = hmac.new(salted, b"Client Key", name).digest()
+    stored_key = hashlib.new(name, client_key).digest()
+    server_key = hmac.new(salted, b"Server Key", name).digest()
+    b64 = lambda b: base64.b64encode(b).decode()  # noqa: E731
+    return (
+        f"salt={b64(salt)},stored_key={b64(stored_key)},server_key={b64(server_key)},iterations={iterations}"
+    )
+
+
+@dataclass
+class Secured:
+    server: ServerProcess
+    bootstrap: str  # the SASL_SSL listener
+    ca: Path
+    zk_connect: str
+
+    def credentials(self, mechanism: str) -> tuple[str, str]:
+        return ("alice", PLAIN_USERS["alice"]) if mechanism == "PLAIN" else (SCRAM_USER, SCRAM_PASSWORD)
+
+    def kafka_python(self, mechanism: str, user: str, password: str) -> dict[str, Any]:
+        return {
+            "bootstrap_servers": self.bootstrap,
+            "security_protocol": "SASL_SSL",
+            "sasl_mechanism": mechanism,
+            "sasl_plain_username": user,
+            "sasl_plain_password": password,
+            "ssl_cafile": str(self.ca),
+        }
+
+    def librdkafka(self, mechanism: str, user: str, password: str) -> dict[str, str]:
+        return {
+            "bootstrap.servers": self.bootstrap,
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": mechanism,
+            "sasl.username": user,
+            "sasl.password": password,
+            "ssl.ca.location": str(self.ca),
+        }
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory, zk_server: Any) -> Iterator[Secured]:
+    d = tmp_path_factory.mktemp("kafka-security")
+    ca, keystore = make_certificates(d)
+    jaas = d / "kafka_server_jaas.conf"
+    users = " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items())
+    jaas.write_text(
+        "KafkaServer {\n  org.apache.kafka.common.security.plain.PlainLoginModule required\n"
+        f'  username="alice" password="alice-secret" {users};\n}};\n'
+    )
+    zk_connect = ensure_chroot(zk_server.hosts, f"/kafka-security-{uuid.uuid4().hex[:8]}")
+    # One SCRAM user through zkcoord's own tool ...
+    subprocess.run(
+        [sys.executable, "-m", "zkcoord", "security", "add-scram-user", "--zk", zk_connect, "--user", SCRAM_USER],
+        env={**os.environ, "ZKCOORD_SCRAM_PASSWORD": SCRAM_PASSWORD}, check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    sasl_port = free_port()
+    flags = (*FAST_GROUP_FLAGS, "--num.partitions=2", "--listeners", f"SASL_SSL://127.0.0.1:{sasl_port}",
+             "--security-zk", zk_connect, "--jaas-config", str(jaas), "--ssl.keystore.location", str(keystore),
+             "--authorizer.class.name", "kafka.security.authorizer.AclAuthorizer",
+             "--allow.everyone.if.no.acl.found", "true")  # fmt: skip
+    server = ServerProcess(d / "data", flags)
+    server.start()
+    try:
+        yield Secured(server, f"127.0.0.1:{sasl_port}", ca, zk_connect)
+    finally:
+        server.stop()
+        server.kill9()
+
+
+def _topic(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_kafka_python_produces_consumes_and_commits_in_a_group(secured: Secured, mechanism: str) -> None:
+    cfg = secured.kafka_python(mechanism, *secured.credentials(mechanism))
+    topic, group = _topic("kp-sec"), _topic("kp-group")
+    producer = KafkaProducer(**cfg)
+    try:
+        metas = [producer.send(topic, value=b"m%d" % i).get(30) for i in range(6)]
+    finally:
+        producer.close()
+    assert sorted(m.offset for m in metas if m.partition == metas[0].partition)[0] == 0
+    consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", **cfg)
+    try:
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(values) < 6 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(r.value for r in records)
+        assert sorted(values) == sorted(b"m%d" % i for i in range(6))
+        assert consumer.assignment()  # the group formed and gave this member the partitions
+        consumer.commit()
+        committed = {tp.partition: consumer.committed(tp) for tp in consumer.assignment()}
+        assert sum(committed.values()) == 6
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_confluent_kafka_produces_consumes_and_commits_in_a_group(secured: Secured, mechanism: str) -> None:
+    cfg = secured.librdkafka(mechanism, *secured.credentials(mechanism))
+    topic, group = _topic("ck-sec"), _topic("ck-group")
+    producer = Producer(cfg)
+    delivered: list[Any] = []
+    for i in range(6):
+        producer.produce(
+            topic, b"c%d" % i, on_delivery=lambda err, msg: delivered.append(err or msg.offset())
+        )
+    assert producer.flush(30) == 0
+    assert len(delivered) == 6 and all(isinstance(x, int) for x in delivered), delivered
+    consumer = Consumer(
+        {**cfg, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+    )
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(values) < 6 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+        assert sorted(values) == sorted(b"c%d" % i for i in range(6))
+        offsets = consumer.commit(asynchronous=False)
+        # Two partitions: the producer may put all six records in one; the other commits nothing (-1001).
+        assert sum(tp.offset for tp in offsets if tp.offset >= 0) == 6
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_kcat_produces_and_consumes_in_a_group(secured: Secured, mechanism: str) -> None:
+    user, password = secured.credentials(mechanism)
+    security = ["-X", "security.protocol=SASL_SSL", "-X", f"sasl.mechanisms={mechanism}",
+                "-X", f"sasl.username={user}", "-X", f"sasl.password={password}",
+                "-X", f"ssl.ca.location={secured.ca}"]  # fmt: skip
+    topic, group = _topic("kcat-sec"), _topic("kcat-group")
+    put = subprocess.run(["kcat", "-b", secured.bootstrap, *security, "-P", "-t", topic],
+                         input=b"a\nb\nc\n", capture_output=True, timeout=60)  # fmt: skip
+    assert put.returncode == 0, put.stderr.decode()
+    out = subprocess.run(["kcat", "-b", secured.bootstrap, *security, "-G", group, "-c", "3", "-f", "%s\n",
+                          "-X", "auto.offset.reset=earliest", topic],
+                         check=True, capture_output=True, timeout=90)  # fmt: skip
+    assert sorted(out.stdout.decode().split()) == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_wrong_password_is_refused_with_kafkas_error(secured: Secured, mechanism: str) -> None:
+    user, _ = secured.credentials(mechanism)
+    errors: list[KafkaError] = []
+    cfg = {**secured.librdkafka(mechanism, user, "wrong-password"), "error_cb": errors.append}
+    admin = AdminClient(cfg)
+    deadline = time.monotonic() + 30
+    while not any(e.code() == KafkaError._AUTHENTICATION for e in errors) and time.monotonic() < deadline:
+        admin.poll(0.2)
+    auth = [e for e in errors if e.code() == KafkaError._AUTHENTICATION]
+    assert auth, errors
+    assert "Authentication failed" in auth[0].str()
+
+
+def test_kafka_python_reads_error_58_for_a_wrong_password(
+    secured: Secured, caplog: pytest.LogCaptureFixture
+) -> None:
+    """kafka-python 3.0.12 logs the error, then retries its bootstrap until it gives up (it never raises 58);
+    one mechanism here, as each retry round costs it seconds (all three are refused above, through librdkafka)."""
+    with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KPKafkaError):
+        KafkaProducer(
+            **secured.kafka_python("SCRAM-SHA-256", SCRAM_USER, "wrong-password"), max_block_ms=3000
+        )
+    assert "[Error 58] SaslAuthenticationFailedError" in caplog.text
+
+
+def test_a_credential_written_in_kafkas_format_by_another_tool_logs_in(secured: Secured) -> None:
+    client = connect(secured.zk_connect)
+    try:
+        config = {m: kafka_format_credential(m, KAFKA_PASSWORD) for m in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
+        client.create(f"/config/users/{KAFKA_USER}", json.dumps({"version": 1, "config": config}).encode(),
+                      makepath=True)  # fmt: skip
+    finally:
+        client.stop()
+        client.close()
+    for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        producer = KafkaProducer(**secured.kafka_python(mechanism, KAFKA_USER, KAFKA_PASSWORD))
+        try:
+            assert producer.send(_topic("kafka-made"), b"x").get(30).offset == 0
+        finally:
+            producer.close()
+
+
+def test_requests_before_login_close_the_connection(secured: Secured) -> None:
+    """Metadata on the SASL_SSL listener without SaslHandshake: closed unanswered, as Kafka does."""
+    ctx = ssl.create_default_context(cafile=str(secured.ca))
+    host, port = secured.bootstrap.split(":")
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        ctx.wrap_socket(raw, server_hostname=host) as s,
+    ):
+        s.sendall(kp.encode_request(kp.METADATA, 1, 7, "probe", topics=None))
+        assert s.recv(4) == b""  # EOF: closed without an answer
+    # ... while ApiVersions is served before login (clients ask it first)
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        ctx.wrap_socket(raw, server_hostname=host) as s,
+    ):
+        s.sendall(kp.encode_request(kp.API_VERSIONS, 0, 8, "probe"))
+        (size,) = struct.unpack(">i", s.recv(4))
+        assert size > 4
+
+
+def _add_acl_with_zkcoord(zk_connect: str, *args: str) -> None:
+    subprocess.run([sys.executable, "-m", "zkcoord", "security", "add-acl", "--zk", zk_connect, *args],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
+
+
+def test_group_and_topic_acls_refuse_without_changing_anything_and_allow_with_them(secured: Secured) -> None:
+    topic, group, probe = _topic("acl-topic"), _topic("acl-group"), _topic("acl-probe")
+    alice = secured.kafka_python("PLAIN", "alice", PLAIN_USERS["alice"])
+    mallory = secured.kafka_python("PLAIN", "mallory", PLAIN_USERS["mallory"])
+    # The group's ACLs written by the test in Kafka's JSON, as kafka-acls.sh leaves them (not through zkcoord):
+    # alice may read the group, mallory only describe it (so she finds its coordinator, and is refused there).
+    client = connect(secured.zk_connect)
+    try:
+        acls = [
+            {"principal": "User:alice", "permissionType": "Allow", "operation": "Read", "host": "*"},
+            {"principal": "User:mallory", "permissionType": "Allow", "operation": "Describe", "host": "*"},
+        ]
+        client.create(f"/kafka-acl/Group/{group}", json.dumps({"version": 1, "acls": acls}).encode(),
+                      makepath=True)  # fmt: skip
+    finally:
+        client.stop()
+        client.close()
+    # The topics' through zkcoord's tool: alice reads and writes; mallory may read the topic, not the group.
+    _add_acl_with_zkcoord(secured.zk_connect, "--topic", topic, "--allow-principal", "User:alice",
+                          "--operation", "Read", "--operation", "Write")  # fmt: skip
+    _add_acl_with_zkcoord(secured.zk_connect, "--topic", topic, "--allow-principal", "User:mallory",
+                          "--operation", "Read")  # fmt: skip
+    _add_acl_with_zkcoord(secured.zk_connect, "--topic", probe, "--allow-principal", "User:alice",
+                          "--operation", "Write")  # fmt: skip
+    # Written last, so once the server refuses mallory on the probe topic it holds every ACL above.
+    probe_producer = KafkaProducer(**mallory, max_block_ms=5000)
+    try:
+        deadline = time.monotonic() + 30
+        refused = False
+        while not refused and time.monotonic() < deadline:
+            try:
+                probe_producer.send(probe, b"probe").get(10)
+            except KPErrors.TopicAuthorizationFailedError:
+                refused = True
+        assert refused, "the probe topic's ACL never took effect"
+    finally:
+        probe_producer.close()
+
+    producer = KafkaProducer(**alice)
+    try:
+        assert [producer.send(topic, b"a%d" % i, partition=0).get(30).offset for i in range(3)] == [0, 1, 2]
+    finally:
+        producer.close()
+
+    # mallory: an offset commit and a join are both refused with 30, and neither reaches the coordinator.
+    intruder = KafkaConsumer(group_id=group, enable_auto_commit=False, **mallory)
+    try:
+        with pytest.raises(KPErrors.GroupAuthorizationFailedError):
+            intruder.commit({TopicPartition(topic, 0): OffsetAndMetadata(2, "", -1)})
+        intruder.subscribe([topic])
+        with pytest.raises(KPErrors.GroupAuthorizationFailedError):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                intruder.poll(timeout_ms=500)
+    finally:
+        intruder.close()
+    admin = KafkaAdminClient(**alice)
+    try:
+        assert admin.list_group_offsets(group) == {group: {}}  # no commit stored
+        assert admin.describe_groups([group])[group]["members"] == []  # no member joined
+    finally:
+        admin.close()
+
+    # alice, with Read on the group and the topic: consumes in the group and commits (confluent-kafka).
+    consumer = Consumer({**secured.librdkafka("PLAIN", "alice", PLAIN_USERS["alice"]), "group.id": group,
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    try:
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(values) < 3 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value())
+        assert values == [b"a0", b"a1", b"a2"]
+        committed = consumer.commit(asynchronous=False)
+        assert [tp.offset for tp in committed if tp.partition == 0] == [3]  # partition 1 holds nothing
+    finally:
+        consumer.close()
+    admin = KafkaAdminClient(**alice)
+    try:
+        assert admin.list_group_offsets(group)[group][TopicPartition(topic, 0)].offset == 3
+    finally:
+        admin.close()
+
+
+def test_migrate_plan_and_verify_reach_the_sasl_ssl_listener_with_command_config(
+    secured: Secured, tmp_path: Path
+) -> None:
+    topic, group = _topic("mig-topic"), _topic("mig-group")
+    cfg = secured.kafka_python("SCRAM-SHA-512", SCRAM_USER, SCRAM_PASSWORD)
+    consumer = KafkaConsumer(group_id=group, enable_auto_commit=False, **cfg)
+    try:
+        producer = KafkaProducer(**cfg)
+        try:
+            producer.send(topic, b"x", partition=0).get(30)
+        finally:
+            producer.close()
+        consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(1, "", -1)})
+    finally:
+        consumer.close()
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={secured.ca}\nsasl.jaas.config=org.apache.kafka.common.security.scram."
+        f'ScramLoginModule required username="{SCRAM_USER}" password="{SCRAM_PASSWORD}";\n'
+    )
+    base = [sys.executable, "-m", "zkcoord", "migrate"]
+    where = ["--zk", secured.zk_connect, "--bootstrap", secured.bootstrap, "--group", group]
+    for step in ("plan", "verify"):
+        run = subprocess.run([*base, step, *where, "--command-config", str(props)], capture_output=True,
+                             text=True, timeout=120)  # fmt: skip
+        assert group in run.stdout + run.stderr, (step, run.stdout, run.stderr)
+        assert "SASL" not in run.stderr and "Traceback" not in run.stderr, (step, run.stderr)
+    # the broker's side was read: plan names the committed offset it found there
+    plan = subprocess.run([*base, "plan", *where, "--command-config", str(props)], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert "offsets: 0 in ZooKeeper, 1 on the broker" in plan.stdout, plan.stdout
+    bad = tmp_path / "typo.properties"
+    bad.write_text("security.protocoll=SASL_SSL\n")
+    refused = subprocess.run([*base, "plan", *where, "--command-config", str(bad)], capture_output=True,
+                             text=True, timeout=60)  # fmt: skip
+    assert refused.returncode != 0 and "security.protocoll" in refused.stderr

@@ -1,0 +1,197 @@
+"""What a listener asks of a connection before it serves it: TLS from PEM files, and on SASL listeners a
+per-connection authenticator that carries SaslHandshake (17) + SaslAuthenticate (36) through PLAIN or SCRAM.
+
+Guarantees: on a SASL listener nothing but ApiVersions, SaslHandshake and SaslAuthenticate is served before the
+login succeeds (anything else closes the connection, as Kafka's authenticator does); a failed login is answered
+with SASL_AUTHENTICATION_FAILED (58) and the connection closed `connection.failed.authentication.delay.ms` later;
+an unsupported mechanism gets UNSUPPORTED_SASL_MECHANISM (33) with the enabled list. States and transitions are
+a table, checked on every step.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import secrets
+import ssl
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zkcoord.errors import ConfigError, ErrorCode
+from zkcoord.security.sasl import ANONYMOUS, PLAIN, SaslFailure, plain_authenticate, principal
+from zkcoord.security.scram import HASHES, ScramCredential, ScramError, ScramServer
+from zkcoord.server import kafka_protocol as kp
+
+log = logging.getLogger(__name__)
+
+# (user, mechanism) -> the stored credential, or None for an unknown user (read from /config/users/<user>).
+ScramLookup = Callable[[str, str], Awaitable[ScramCredential | None]]
+
+
+def tls_context(certfile: Path, keyfile: Path | None = None, cafile: Path | None = None) -> ssl.SSLContext:
+    """A server TLS context from PEM files (Kafka's `ssl.keystore.type=PEM`: the certificate chain, its key; a
+    CA file makes client certificates required, as `ssl.client.auth=required`)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        ctx.load_cert_chain(str(certfile), str(keyfile) if keyfile is not None else None)
+        if cafile is not None:
+            ctx.load_verify_locations(str(cafile))
+            ctx.verify_mode = ssl.CERT_REQUIRED
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"TLS: cannot load {certfile}/{keyfile}/{cafile}: {exc}") from None
+    return ctx
+
+
+@dataclass(frozen=True)
+class SaslConfig:
+    """A SASL listener's settings, with Kafka's names: `sasl.enabled.mechanisms`, the PLAIN users of the JAAS
+    `KafkaServer` section (`user_<name>="<password>"`), where SCRAM credentials come from, and
+    `connection.failed.authentication.delay.ms`."""
+
+    mechanisms: tuple[str, ...]
+    plain_users: Mapping[str, str] = field(default_factory=dict, repr=False)
+    scram_lookup: ScramLookup | None = None
+    failed_authentication_delay_ms: int = 100
+
+    def __post_init__(self) -> None:
+        if PLAIN in self.mechanisms and not self.plain_users:
+            raise ConfigError("sasl.enabled.mechanisms has PLAIN but no users: give --sasl-jaas-config FILE")
+        if any(m in HASHES for m in self.mechanisms) and self.scram_lookup is None:
+            raise ConfigError("SCRAM mechanisms read credentials from ZooKeeper /config/users: give --zk")
+        if self.failed_authentication_delay_ms < 0:
+            raise ConfigError("connection.failed.authentication.delay.ms must be >= 0")
+
+
+class AuthState(enum.Enum):
+    HANDSHAKE = "handshake"  # waiting for SaslHandshake
+    AUTHENTICATE = "authenticate"  # waiting for (the next) SaslAuthenticate
+    AUTHENTICATED = "authenticated"
+    FAILED = "failed"
+
+
+VALID_PREVIOUS: dict[AuthState, frozenset[AuthState]] = {
+    AuthState.AUTHENTICATE: frozenset({AuthState.HANDSHAKE, AuthState.AUTHENTICATE}),
+    AuthState.AUTHENTICATED: frozenset({AuthState.AUTHENTICATE}),
+    AuthState.FAILED: frozenset({AuthState.HANDSHAKE, AuthState.AUTHENTICATE}),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One authentication step's outcome: the answer (None: none), and whether to close after it (after
+    `close_delay_s`, Kafka's delay for failed logins)."""
+
+    reply: bytes | None
+    close: bool = False
+    close_delay_s: float = 0.0
+
+
+class SaslAuthenticator:
+    """The login of one connection on a SASL listener; `principal` is Kafka's (`User:alice`) once done."""
+
+    def __init__(self, config: SaslConfig, peer: str) -> None:
+        self.config = config
+        self.peer = peer
+        self.state = AuthState.HANDSHAKE
+        self.mechanism: str | None = None
+        self.principal: str | None = None
+        self._scram: ScramServer | None = None
+
+    @property
+    def authenticated(self) -> bool:
+        return self.state is AuthState.AUTHENTICATED
+
+    def _to(self, state: AuthState) -> None:
+        if self.state not in VALID_PREVIOUS[state]:
+            raise AssertionError(f"authentication state {self.state.value} -> {state.value} is not allowed")
+        self.state = state
+
+    def _fail(self, req: kp.RequestFrame, message: str) -> Step:
+        self._to(AuthState.FAILED)
+        log.info("connection %s: SASL %s authentication failed: %s", self.peer, self.mechanism, message)
+        reply = kp.sasl_authenticate_response(req, ErrorCode.SASL_AUTHENTICATION_FAILED, message)
+        return Step(reply, close=True, close_delay_s=self.config.failed_authentication_delay_ms / 1000)
+
+    async def step(self, req: kp.RequestFrame) -> Step:
+        """Answer one request received before the login completed (ApiVersions is the wire's own)."""
+        if req.api_key == kp.SASL_HANDSHAKE and self.state is AuthState.HANDSHAKE:
+            mechanism = kp.sasl_handshake_mechanism(req)
+            enabled = self.config.mechanisms
+            if (
+                req.api_version == 0
+            ):  # the raw-token flow would follow; every client here uses SaslAuthenticate
+                log.info("connection %s: SaslHandshake v0 (raw SASL tokens) is not supported", self.peer)
+                self._to(AuthState.FAILED)
+                return Step(
+                    kp.sasl_handshake_response(req, ErrorCode.UNSUPPORTED_VERSION, enabled), close=True
+                )
+            if mechanism not in enabled:
+                log.info("connection %s: SASL mechanism %r is not enabled", self.peer, mechanism)
+                self._to(AuthState.FAILED)
+                reply = kp.sasl_handshake_response(req, ErrorCode.UNSUPPORTED_SASL_MECHANISM, enabled)
+                return Step(reply, close=True)
+            self.mechanism = mechanism
+            self._to(AuthState.AUTHENTICATE)
+            return Step(kp.sasl_handshake_response(req, ErrorCode.NONE, enabled))
+        if req.api_key == kp.SASL_AUTHENTICATE and self.state is AuthState.AUTHENTICATE:
+            token = kp.sasl_auth_bytes(req)
+            if self.mechanism == PLAIN:
+                try:
+                    user = plain_authenticate(token, dict(self.config.plain_users))
+                except SaslFailure as exc:
+                    return self._fail(req, str(exc))
+                return self._done(req, user, b"")
+            return await self._scram_step(req, token)
+        # Kafka: any other request before authentication is an illegal SASL state; the connection is closed.
+        log.info(
+            "connection %s: %s before SASL authentication completed (state %s), closing",
+            self.peer,
+            kp.API_NAMES.get(req.api_key, req.api_key),
+            self.state.value,
+        )
+        if self.state is not AuthState.FAILED:
+            self._to(AuthState.FAILED)
+        return Step(None, close=True)
+
+    async def _scram_step(self, req: kp.RequestFrame, token: bytes) -> Step:
+        assert self.mechanism is not None and self.config.scram_lookup is not None
+        try:
+            if self._scram is None:
+                self._scram = ScramServer(self.mechanism)
+                first = self._scram.client_first(token)
+                cred = await self.config.scram_lookup(first.username, self.mechanism)
+                server_first = self._scram.server_first(cred, secrets.token_urlsafe(24))
+                self._to(AuthState.AUTHENTICATE)
+                return Step(kp.sasl_authenticate_response(req, ErrorCode.NONE, None, server_first))
+            server_final = self._scram.client_final(token)
+        except ScramError as exc:
+            return self._fail(req, f"Authentication failed during authentication due to {exc}")
+        except ConfigError as exc:  # a stored credential that does not parse: the user cannot log in
+            log.warning("connection %s: SCRAM credential unusable: %s", self.peer, exc)
+            return self._fail(req, f"Authentication failed: invalid stored credential for {self.mechanism}")
+        user = self._scram.username
+        assert user is not None
+        return self._done(req, user, server_final)
+
+    def _done(self, req: kp.RequestFrame, user: str, token: bytes) -> Step:
+        self._to(AuthState.AUTHENTICATED)
+        self.principal = principal(user)
+        log.info("connection %s: authenticated as %s with %s", self.peer, self.principal, self.mechanism)
+        return Step(kp.sasl_authenticate_response(req, ErrorCode.NONE, None, token))
+
+
+@dataclass(frozen=True)
+class ListenerSecurity:
+    """What one listener requires: TLS (a server context) and/or SASL (its config); neither is PLAINTEXT."""
+
+    tls: ssl.SSLContext | None = None
+    sasl: SaslConfig | None = None
+
+    def authenticator(self, peer: str) -> SaslAuthenticator | None:
+        return SaslAuthenticator(self.sasl, peer) if self.sasl is not None else None
+
+
+PLAINTEXT_SECURITY = ListenerSecurity()
+ANONYMOUS_PRINCIPAL = ANONYMOUS

@@ -1,0 +1,150 @@
+"""Kafka's ACLs in ZooKeeper: `/kafka-acl/<ResourceType>/<name>` in Kafka's JSON, read into a cache a serving
+node consults per request, and written as `kafka-acls.sh --authorizer-properties zookeeper.connect=...` does.
+
+Guarantees: after `start()` the cache holds every resource's ACLs; a child or data watch on each znode brings any
+later change (by zkcoord, Kafka's tools, or a hand-written znode without a change notification) into it, and the
+table a reader gets is an immutable snapshot swapped whole. A znode whose data is not Kafka's ACL JSON denies
+everyone but super users on that resource (logged), never allows. A write merges with the ACLs already there
+(versioned, retried on a race) and announces the resource under `/kafka-acl-changes` (`acl_changes_N` holding
+`Topic:name`) so running Kafka brokers reload it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable
+from types import MappingProxyType
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from zkcoord.errors import ConfigError
+from zkcoord.security.acl import (
+    WILDCARD_PRINCIPAL,
+    Acl,
+    AclTable,
+    Operation,
+    Permission,
+    Resource,
+    ResourceType,
+    encode_acls,
+    parse_acls,
+)
+from zkcoord.zk.auth import NO_AUTH, ZkAuth
+from zkcoord.zk.session import Client, connect
+
+log = logging.getLogger(__name__)
+
+ACL_ROOT = "/kafka-acl"
+CHANGES_PATH = "/kafka-acl-changes"
+CHANGE_PREFIX = "acl_changes_"
+# What a malformed ACL znode stands for: nobody but a super user.
+_FAIL_CLOSED = (Acl(WILDCARD_PRINCIPAL, Permission.DENY, Operation.ALL),)
+
+
+def resource_path(resource: Resource) -> str:
+    name = resource.name
+    if not name or "/" in name or name in (".", ".."):
+        raise ConfigError(f"a resource name cannot be empty, '.', '..' or contain '/': {name!r}")
+    return f"{ACL_ROOT}/{resource.type.value}/{name}"
+
+
+def read_acls(client: Client, resource: Resource) -> tuple[tuple[Acl, ...], int | None]:
+    """The resource's ACLs and znode version (None: no znode)."""
+    path = resource_path(resource)
+    try:
+        data, stat = client.get(path)
+    except NoNodeError:
+        return (), None
+    try:
+        return parse_acls(data), stat.version
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+
+
+def add_acls(client: Client, resource: Resource, acls: Iterable[Acl]) -> tuple[Acl, ...]:
+    """Add `acls` to the resource's set (kept: the others); returns the stored set."""
+    path = resource_path(resource)
+    new = tuple(acls)
+    while True:
+        current, version = read_acls(client, resource)
+        data = encode_acls(current + new)
+        try:
+            if version is None:
+                client.create(path, data, makepath=True)
+            else:
+                client.set(path, data, version=version)
+            break
+        except (NodeExistsError, BadVersionError):
+            continue  # raced another writer: merge again
+    client.create(
+        f"{CHANGES_PATH}/{CHANGE_PREFIX}",
+        f"{resource.type.value}:{resource.name}".encode(),
+        sequence=True,
+        makepath=True,
+    )
+    return parse_acls(data)
+
+
+class AclCache:
+    """Every `/kafka-acl` resource's ACLs, kept current by watches on its own ZooKeeper session. `table` is
+    read on the event loop without a lock: it is replaced, never changed."""
+
+    def __init__(self, hosts: str, auth: ZkAuth = NO_AUTH) -> None:
+        self.hosts = hosts
+        self.auth = auth
+        self._client: Client | None = None
+        self._lock = threading.Lock()  # writers only (kazoo's callback thread and start)
+        self._acls: dict[Resource, tuple[Acl, ...]] = {}
+        self._watched: set[str] = set()
+        self.table: AclTable = MappingProxyType({})
+
+    def start(self) -> None:
+        client = self._client = connect(self.hosts, auth=self.auth)
+        for rtype in ResourceType:
+            # Kafka's authorizer creates these at start (createAclPaths); a ChildrenWatch needs its node.
+            client.ensure_path(f"{ACL_ROOT}/{rtype.value}")
+            client.ChildrenWatch(f"{ACL_ROOT}/{rtype.value}", self._on_children(rtype))
+
+    def _on_children(self, rtype: ResourceType) -> Any:
+        def on_children(children: list[str]) -> None:
+            assert self._client is not None
+            for name in sorted(children):
+                path = f"{ACL_ROOT}/{rtype.value}/{name}"
+                with self._lock:
+                    if path in self._watched:
+                        continue
+                    self._watched.add(path)
+                # A DataWatch keeps watching across deletion and re-creation; it reads the data now.
+                self._client.DataWatch(path, self._on_data(Resource(rtype, name)))
+
+        return on_children
+
+    def _on_data(self, resource: Resource) -> Any:
+        def on_data(data: bytes | None, _stat: Any) -> None:
+            if data is None:
+                acls: tuple[Acl, ...] = ()
+            else:
+                try:
+                    acls = parse_acls(data)
+                except ConfigError as exc:
+                    log.warning(
+                        "%s: %s; denying everyone but super users there", resource_path(resource), exc
+                    )
+                    acls = _FAIL_CLOSED
+            with self._lock:
+                if acls:
+                    self._acls[resource] = acls
+                else:
+                    self._acls.pop(resource, None)
+                self.table = MappingProxyType(dict(self._acls))
+            log.info("ACLs of %s: %d entries", resource, len(acls))
+
+        return on_data
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.stop()
+            self._client.close()
+            self._client = None

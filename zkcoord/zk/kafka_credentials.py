@@ -1,0 +1,116 @@
+"""Kafka's SCRAM credentials in ZooKeeper: `/config/users/<user>` holding
+`{"version":1,"config":{"SCRAM-SHA-256":"salt=...,stored_key=...,server_key=...,iterations=N"}}`, as
+`kafka-configs.sh --zookeeper ... --alter --add-config 'SCRAM-SHA-256=[password=...]' --entity-type users` writes it.
+
+Guarantees: a write keeps the user's other config entries and announces the change under `/config/changes`
+(`{"version":2,"entity_path":"users/<user>"}`) as Kafka's AdminZkClient does, so running Kafka brokers pick it up;
+a read of an absent user is None, of a malformed znode a MalformedZnode naming it. Reads are never cached, so a
+credential written by any tool counts from the next login.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from zkcoord.errors import ConfigError, MalformedZnode
+from zkcoord.security.scram import HASHES, ScramCredential
+from zkcoord.zk.auth import NO_AUTH, ZkAuth
+from zkcoord.zk.session import Client, connect
+
+log = logging.getLogger(__name__)
+
+USERS_PATH = "/config/users"
+CHANGES_PATH = "/config/changes"
+CHANGE_PREFIX = "config_change_"
+
+
+def user_path(user: str) -> str:
+    if not user or "/" in user or user in (".", ".."):
+        raise ConfigError(f"a SCRAM user name cannot be empty, '.', '..' or contain '/': {user!r}")
+    return f"{USERS_PATH}/{user}"
+
+
+def _user_config(client: Client, path: str) -> tuple[dict[str, Any], int | None]:
+    """The znode's `config` map and version (None when absent)."""
+    try:
+        data, stat = client.get(path)
+    except NoNodeError:
+        return {}, None
+    try:
+        doc = json.loads(data.decode("utf-8")) if data else {"version": 1, "config": {}}
+        config = doc["config"]
+        if not isinstance(config, dict):
+            raise TypeError("config is not an object")
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise MalformedZnode(path, f"not Kafka's entity config JSON: {exc}", data) from None
+    return config, stat.version
+
+
+def read_scram(client: Client, user: str, mechanism: str) -> ScramCredential | None:
+    """The user's stored credential for `mechanism`, or None (no such user, or none for that mechanism)."""
+    path = user_path(user)
+    config, _ = _user_config(client, path)
+    text = config.get(mechanism)
+    if text is None:
+        return None
+    try:
+        return ScramCredential.from_kafka(str(text))
+    except ConfigError as exc:
+        raise MalformedZnode(path, f"{mechanism}: {exc}") from None
+
+
+def write_scram(client: Client, user: str, mechanism: str, credential: ScramCredential) -> None:
+    """Store (replace) the user's credential for `mechanism`, keeping the user's other entries."""
+    if mechanism not in HASHES:
+        raise ConfigError(f"{mechanism} is not a SCRAM mechanism ({', '.join(sorted(HASHES))})")
+    path = user_path(user)
+    while True:
+        config, version = _user_config(client, path)
+        config[mechanism] = credential.to_kafka()
+        data = json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
+        try:
+            if version is None:
+                client.create(path, data, makepath=True)
+            else:
+                client.set(path, data, version=version)
+            break
+        except (NodeExistsError, BadVersionError):
+            continue  # raced another writer: merge again
+    client.create(
+        f"{CHANGES_PATH}/{CHANGE_PREFIX}",
+        json.dumps({"version": 2, "entity_path": f"users/{user}"}, separators=(",", ":")).encode(),
+        sequence=True,
+        makepath=True,
+    )
+
+
+class ScramCredentialStore:
+    """A ZooKeeper session that reads SCRAM credentials for a serving node (its own session, closed by `close`)."""
+
+    def __init__(self, hosts: str, auth: ZkAuth = NO_AUTH) -> None:
+        self.hosts = hosts
+        self.auth = auth
+        self._client: Client | None = None
+
+    def start(self) -> None:
+        self._client = connect(self.hosts, auth=self.auth)
+
+    def credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        assert self._client is not None, "start() first"
+        try:
+            return read_scram(self._client, user, mechanism)
+        except ConfigError:
+            return None  # an unusable user name cannot log in
+        except MalformedZnode as exc:
+            log.warning("%s", exc)
+            return None
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.stop()
+            self._client.close()
+            self._client = None
