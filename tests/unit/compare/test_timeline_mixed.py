@@ -10,8 +10,15 @@ from PIL import Image
 from migration.compare.report import _member_protocols, _plt, _protocol_colours, plot_timeline
 from migration.compare.trace import RunMeta
 
-PROTOCOLS = {"m0": "legacy-fast", "m1": "legacy-faithful", "m2": "classic-kafka-python", "m3": "classic-confluent"}
-MIXED = RunMeta("r1", "rolling-migration", "mixed", "range", 0, ended_ms=4000, extra={"member_protocols": PROTOCOLS})
+PROTOCOLS = {
+    "m0": "legacy-fast",
+    "m1": "legacy-faithful",
+    "m2": "classic-kafka-python",
+    "m3": "classic-confluent",
+}
+MIXED = RunMeta(
+    "r1", "rolling-migration", "mixed", "range", 0, ended_ms=4000, extra={"member_protocols": PROTOCOLS}
+)
 
 
 def test_member_protocols_come_from_mixed_runs_only() -> None:
