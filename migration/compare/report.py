@@ -335,6 +335,9 @@ def plot_timeline(
         row = {tp: i for i, tp in enumerate(tps)}
         members = sorted({r["member"] for r in intervals})
         color = {m: cmap(i % 20) for i, m in enumerate(members)}
+        protocols = _member_protocols(meta)
+        if protocols:  # a mixed group: each member in its protocol family's colours, so hand-overs show
+            color = _protocol_colours(plt, members, protocols)
         for r in intervals:
             tp = (r["topic"], r["partition"])
             if tp in row:
@@ -361,12 +364,20 @@ def plot_timeline(
             ax.text(x, len(tps) - 0.4, f" {c['event'] or 'churn'}", fontsize=7, va="bottom", rotation=0)
         ax.set_yticks(range(len(tps)), [f"{t}-{p}" for t, p in tps], fontsize=7)
         ax.set_ylim(-0.7, len(tps) + 0.3)
+        kind = (
+            "one group of both kinds, blues: ZooKeeper members, oranges: broker protocol" if protocols else ""
+        )
         ax.set_title(
-            f"{meta.protocol} ({meta.strategy}) — run {meta.run_id}, scenario {meta.scenario}", fontsize=10
+            f"{meta.protocol} ({meta.strategy}) — run {meta.run_id}, scenario {meta.scenario}"
+            + (f"\n{kind}" if kind else ""),
+            fontsize=10,
         )
         ax.set_xlabel("time since run start (s)")
         ax.set_ylabel("partition")
-        handles = [Patch(facecolor=color[m], label=m) for m in members[:12]]
+        handles = [
+            Patch(facecolor=color[m], label=f"{m} ({protocols[m]})" if m in protocols else m)
+            for m in members[:12]
+        ]
         handles += [
             Patch(facecolor="none", edgecolor="dimgrey", hatch="///", label="gap (no owner)"),
             Patch(facecolor="none", edgecolor="red", hatch="xxx", label="overlap (2+ owners)"),
@@ -746,6 +757,23 @@ def _latency_plot(
     return path
 
 
+def _member_protocols(meta: RunMeta) -> dict[str, str]:
+    """member -> protocol of a mixed-group run (the runner writes it in run.json's extra); empty otherwise."""
+    found = (meta.extra or {}).get("member_protocols") if meta.protocol == "mixed" else None
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def _protocol_colours(plt: Any, members: Sequence[str], protocols: Mapping[str, str]) -> dict[str, Any]:
+    """Blues for ZooKeeper (legacy) members, oranges for broker-protocol members; shades tell members apart."""
+    legacy = [m for m in members if protocols.get(m, "").startswith("legacy")]
+    broker = [m for m in members if m not in legacy]
+    out: dict[str, Any] = {}
+    for names, cmap in ((legacy, plt.get_cmap("Blues")), (broker, plt.get_cmap("Oranges"))):
+        for i, m in enumerate(names):
+            out[m] = cmap(0.45 + 0.5 * (i / max(1, len(names) - 1)))
+    return out
+
+
 def _timeline_panels(
     metas: Sequence[RunMeta],
     intervals: Any,
@@ -753,8 +781,9 @@ def _timeline_panels(
     churn: Sequence[dict[str, Any]],
     run_id: str | None,
 ) -> list[Any]:
-    """The runs to draw: `run_id` alone, or the first run (by id) of each protocol in the first scenario.
-    Intervals are collected for the chosen runs only, in one job."""
+    """The runs to draw: `run_id` alone, or the first run (by id) of each protocol in the first scenario, then the
+    first mixed-group run of every scenario (a rolling migration is shown whatever its scenario's name). Intervals
+    are collected for the chosen runs only, in one job."""
     from pyspark.sql import functions as F
 
     if run_id is not None:
@@ -766,6 +795,11 @@ def _timeline_panels(
             if m.scenario == first_scenario:
                 by_protocol.setdefault(m.protocol, m)
         chosen = [by_protocol[p] for p in sorted(by_protocol)]
+        mixed: dict[str, RunMeta] = {}
+        for m in sorted(metas, key=lambda m: m.run_id):
+            if m.protocol == "mixed" and m not in chosen:
+                mixed.setdefault(m.scenario, m)
+        chosen += [mixed[s] for s in sorted(mixed)]
     ids = [m.run_id for m in chosen]
     rows = [r.asDict() for r in intervals.where(F.col("run_id").isin(ids)).collect()]
     panels = []

@@ -1,5 +1,7 @@
 """The live comparison runner: plays a scenario against a real ZooKeeper and a real zkcoord node, once per protocol
-(and per repeat), with group members in separate processes, and writes one trace run directory per play.
+(and per repeat), with group members in separate processes, and writes one trace run directory per play. A
+`group: shared` scenario is one play ("mixed") of all its protocols' members in one group, on a node the runner
+starts with `--bridge-zk-groups` (and `--bridge-zk-offsets`), where `replace` moves a member slot between protocols.
 
 Every protocol gets the same topics, load and churn schedule (member targets drawn from the scenario seed), on a
 fresh ZooKeeper chroot, node and group so plays never interfere. Each run directory holds the merged trace
@@ -14,6 +16,7 @@ import contextlib
 import heapq
 import json
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -30,7 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from migration.compare.partitions import PartitionIncreaseError, increase_partitions
-from migration.compare.scenario import ChurnEvent, ChurnKind, Family, ProtocolRun, Scenario
+from migration.compare.scenario import PROTOCOLS, ChurnEvent, ChurnKind, Family, ProtocolRun, Scenario
 from migration.compare.trace import EventKind, RunMeta, TraceWriter
 from zkcoord.errors import ZkcoordError
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
@@ -46,6 +49,7 @@ ZK_RESTART_AFTER_S = 2.0
 NODE_RESTART_TIMEOUT_S = 45.0
 NODE_ID = 1
 OWNERS_FILE = "zk_owners.parquet"
+MIXED = "mixed"  # the protocol label of a shared-group play
 MEMBERS_DIR = "members"
 
 # Member-process row kinds that map onto trace kinds; the others ("started", "joined", ...) stay in members/.
@@ -72,7 +76,8 @@ class MemberProc:
     stderr_path: Path
     started_ms: int
     ended_ms: int | None = None
-    how: str | None = None  # leave | crash | stop | exited
+    how: str | None = None  # leave | crash | stop | exited | replace
+    protocol: str = ""
     _pos: int = 0
     rows: list[dict[str, Any]] = field(default_factory=list)
 
@@ -162,10 +167,11 @@ class _Play:
         self.zk = zk
         self.work_dir = work_dir
         self.tick = tick
-        self.run_id = f"{scenario.name}-{proto.protocol}-r{run_index}-{now_ms()}"
+        self.label = MIXED if scenario.shared else proto.protocol
+        self.run_id = f"{scenario.name}-{self.label}-r{run_index}-{now_ms()}"
         if bootstrap is None:
             # Our own node per play, registered in a fresh chroot: nothing is shared between plays.
-            self.group = f"{scenario.name}-{proto.protocol}-r{run_index}"
+            self.group = f"{scenario.name}-{self.label}-r{run_index}"
             self.zk_connect = ensure_chroot(zk_hosts, f"/zkcoord-compare/{self.run_id}")
         else:
             # A given node is registered in the given ZooKeeper (connect string with its chroot, if any): legacy
@@ -175,6 +181,7 @@ class _Play:
         self.node: NodeProcess | None = None
         self.bootstrap = bootstrap
         self.members: list[MemberProc] = []
+        self.slots: list[MemberProc] = []  # members in join order; a replacement takes its predecessor's slot
         self.runner_rows: list[dict[str, Any]] = []
         self.produced: list[tuple[int, str, int, int]] = []  # (ts_ms, topic, partition, offset)
         self.samples: list[tuple[int, str, int, str]] = []  # (ts_ms, topic, partition, owner)
@@ -193,9 +200,20 @@ class _Play:
     def _start_node(self) -> None:
         if self.bootstrap is not None:
             return
+        bridge: tuple[str, ...] = ()
+        if self.sc.shared:  # one group of both kinds: the coordinator bridges its membership and offsets
+            bridge = ("--bridge-zk-groups", re.escape(self.group), "--bridge-zk-offsets")
         self.node = NodeProcess(
             self.work_dir / f"node-{self.run_id}",
-            ("--zk", self.zk_connect, "--node-id", str(NODE_ID), "--num.partitions=1", *FAST_GROUP_FLAGS),
+            (
+                "--zk",
+                self.zk_connect,
+                "--node-id",
+                str(NODE_ID),
+                "--num.partitions=1",
+                *FAST_GROUP_FLAGS,
+                *bridge,
+            ),
         )
         self.node.start()
         self.bootstrap = self.node.bootstrap
@@ -232,24 +250,30 @@ class _Play:
             client.stop()
             client.close()
 
-    def _spawn(self) -> MemberProc:
+    def _spawn(self, run: ProtocolRun | None = None, slot: int | None = None) -> MemberProc:
+        """Start a member of `run` (default: the play's protocol), appended to the slots or put in `slot`."""
+        run = run or self.proto
         name = f"m{len(self.members)}"
         mdir = self.run_dir / MEMBERS_DIR
         mdir.mkdir(parents=True, exist_ok=True)
         trace_path, stderr_path = mdir / f"{name}.jsonl", mdir / f"{name}.stderr"
-        cmd = [sys.executable, "-m", "migration.compare.member_proc", "--protocol", self.proto.protocol,
+        cmd = [sys.executable, "-m", "migration.compare.member_proc", "--protocol", run.protocol,
                "--group", self.group, "--member", name, "--topics", ",".join(t.name for t in self.sc.topics),
-               "--strategy", self.proto.strategy, "--session-timeout-ms", str(self.sc.session_timeout_ms),
+               "--strategy", run.strategy, "--session-timeout-ms", str(self.sc.session_timeout_ms),
                "--trace-file", str(trace_path)]  # fmt: skip
-        if self.proto.family is Family.LEGACY:
+        if run.family is Family.LEGACY:
             cmd += ["--zk", self.zk_connect]
         else:
             assert self.bootstrap is not None
             cmd += ["--bootstrap", self.bootstrap]
         with open(stderr_path, "wb") as err:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
-        m = MemberProc(name, proc, trace_path, stderr_path, now_ms())
+        m = MemberProc(name, proc, trace_path, stderr_path, now_ms(), protocol=run.protocol)
         self.members.append(m)
+        if slot is None:
+            self.slots.append(m)
+        else:
+            self.slots[slot] = m
         return m
 
     # --- background: producer and owner sampler --------------------------------------------------------------
@@ -351,7 +375,7 @@ class _Play:
     # --- churn ---------------------------------------------------------------------------------------------
 
     def _live(self) -> list[MemberProc]:
-        return [m for m in self.members if m.ended_ms is None and m.alive]
+        return [m for m in self.slots if m.ended_ms is None and m.alive]
 
     def _target(self, ev: ChurnEvent) -> MemberProc | None:
         live = self._live()
@@ -370,7 +394,8 @@ class _Play:
     def _apply(self, ev: ChurnEvent, later: list[tuple[float, int, Callable[[], None]]]) -> bool:
         k = ev.kind
         if k is ChurnKind.JOIN:
-            names = [self._spawn().name for _ in range(ev.count)]
+            run = self.sc.protocol(ev.protocol) if ev.protocol is not None else None
+            names = [self._spawn(run).name for _ in range(ev.count)]
             self._churn_row(ev, names[0] if len(names) == 1 else None, members=names, applied=True)
             return True
         if k is ChurnKind.PARTITION_INCREASE:
@@ -403,7 +428,7 @@ class _Play:
             return True
         if k is ChurnKind.COORDINATOR_KILL:
             node = self.node
-            if self.proto.family is Family.LEGACY:
+            if not self.sc.shared and self.proto.family is Family.LEGACY:
                 self._churn_row(ev, None, applied=False, reason="a legacy group has no coordinator")
                 return False
             if node is None:
@@ -420,6 +445,17 @@ class _Play:
         if target is None:
             self._churn_row(ev, None, applied=False, reason="no live member to target")
             return False
+        if k is ChurnKind.REPLACE:
+            assert ev.protocol is not None
+            # Stop, then start: the successor joins only once its predecessor has left the group (a clean leave,
+            # SIGKILL after the stop timeout), as an operator's rolling restart does. Later events wait for it.
+            slot = self.slots.index(target)
+            t = time.monotonic()
+            target.stop("replace")
+            successor = self._spawn(self.sc.protocol(ev.protocol), slot=slot)
+            self._churn_row(ev, target.name, applied=True, old_protocol=target.protocol, new_protocol=ev.protocol,
+                            new_member=successor.name, stop_ms=int((time.monotonic() - t) * 1000))  # fmt: skip
+            return True
         if k is ChurnKind.LEAVE:
             self._churn_row(ev, target.name, applied=True)
             threading.Thread(target=target.stop, args=("leave",), daemon=True).start()
@@ -432,7 +468,7 @@ class _Play:
             heapq.heappush(later, (time.monotonic() + ev.duration_s, len(later),
                                    lambda: target.signal(signal.SIGCONT)))  # fmt: skip
         elif k is ChurnKind.SESSION_EXPIRY:
-            if self.proto.family is Family.LEGACY:
+            if PROTOCOLS[target.protocol] is Family.LEGACY:
                 target.signal(signal.SIGUSR1)  # the member expires its own session on the server
                 self._churn_row(ev, target.name, applied=True, how="server-side session close")
             else:  # classic: heartbeats stop for longer than the session timeout
@@ -459,10 +495,10 @@ class _Play:
         self._create_topics()
         self.t0 = time.monotonic()
         self.started_ms = now_ms()
-        for _ in range(self.proto.members):
-            self._spawn()
+        for run in self.sc.initial_slots() if self.sc.shared else [self.proto] * self.proto.members:
+            self._spawn(run)
         self._background(self._produce, f"produce-{self.run_id}")
-        if self.proto.family is Family.LEGACY:
+        if self.sc.shared or self.proto.family is Family.LEGACY:
             self._background(self._sample_owners, f"owners-{self.run_id}")
         later: list[tuple[float, int, Callable[[], None]]] = []
         events = list(self.sc.churn)
@@ -523,8 +559,9 @@ class _Play:
         rows = self._merged_rows(ended_ms)
         writer = TraceWriter(
             self.run_dir,
-            RunMeta(self.run_id, self.sc.name, self.proto.protocol, self.proto.strategy, self.started_ms,
-                    extra={"run_index": self.run_index, "group": self.group, "source": "live"}),
+            RunMeta(self.run_id, self.sc.name, self.label, self.proto.strategy, self.started_ms,
+                    extra={"run_index": self.run_index, "group": self.group, "source": "live",
+                           "member_protocols": {m.name: m.protocol for m in self.members}}),
         )  # fmt: skip
         for r in rows:
             writer.emit(r["ts_ms"], _TRACE_KINDS[r["kind"]], member=r["member"], topic=r["topic"],
@@ -547,7 +584,7 @@ class _Play:
              "owner": pa.array([s[3] for s in self.samples], pa.string())}
         )  # fmt: skip
         pq.write_table(table, self.run_dir / OWNERS_FILE)
-        return PlayResult(self.run_dir, self.proto.protocol, len(produced), len(consumed & produced),
+        return PlayResult(self.run_dir, self.label, len(produced), len(consumed & produced),
                           len(consumed_rows), lost, len(self.samples), overlaps, applied)  # fmt: skip
 
     def _merged_rows(self, ended_ms: int) -> list[dict[str, Any]]:
@@ -662,6 +699,12 @@ def run_scenario(
     if runs < 1:
         raise RunnerError("runs must be >= 1")
     chosen = [p for p in scenario.protocols if protocols is None or p.protocol in protocols]
+    if scenario.shared:  # one play holds every protocol's members: the first run stands for the group
+        if protocols is not None:
+            raise RunnerError(
+                f"scenario {scenario.name!r} plays every protocol in one group: no protocol choice"
+            )
+        chosen = list(scenario.protocols[:1])
     if not chosen:
         raise RunnerError(f"none of {list(protocols or [])} is in scenario {scenario.name!r}")
     out = Path(out_dir)
@@ -676,8 +719,9 @@ def run_scenario(
         stack.enter_context(bar)
         for i in range(runs):
             for proto in chosen:
-                run_dir = out / scenario.name / proto.protocol / f"run-{stamp}-{i}"
-                bar.describe(f"{proto.protocol} run {i + 1}/{runs}")
+                label = MIXED if scenario.shared else proto.protocol
+                run_dir = out / scenario.name / label / f"run-{stamp}-{i}"
+                bar.describe(f"{label} run {i + 1}/{runs}")
                 play = _Play(scenario, proto, i, run_dir, hosts, zk, bootstrap, work, bar.advance)
                 try:
                     result = play.run()
@@ -685,7 +729,7 @@ def run_scenario(
                     play.close()
                 dirs.append(run_dir)
                 bar.note(
-                    f"{proto.protocol} run {i + 1}: produced {result.produced}, consumed {result.consumed_unique}"
+                    f"{label} run {i + 1}: produced {result.produced}, consumed {result.consumed_unique}"
                     f" ({result.consumed_total - result.consumed_unique} again), lost {result.lost}"
                 )
                 if on_result is not None:
@@ -745,8 +789,10 @@ def run_builtin_demo(
     progress: bool = True,
     zk_connect: str | None = None,
     bootstrap: str | None = None,
+    rolling_migration: bool = False,
 ) -> tuple[list[Path], list[dict[str, Any]]]:
-    """The built-in demo scenario, once per protocol: (run directories, one summary row per run)."""
+    """The built-in demo scenario, once per protocol, and with `rolling_migration` one more play, the built-in
+    rolling-migration in one mixed group: (run directories, one summary row per run)."""
     from migration.compare.scenario import builtin_scenario
 
     results: list[PlayResult] = []
@@ -758,6 +804,15 @@ def run_builtin_demo(
         progress=progress,
         on_result=results.append,
     )
+    if rolling_migration:
+        dirs += run_scenario(
+            builtin_scenario("rolling-migration"),
+            out_dir,
+            zk_connect=zk_connect,
+            bootstrap=bootstrap,
+            progress=progress,
+            on_result=results.append,
+        )
     return dirs, summary_rows(results)
 
 

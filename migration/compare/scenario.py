@@ -1,7 +1,9 @@
 """Comparison scenario files (YAML): frozen values, and a validator whose every error names file:line and key path.
 
 A scenario names topics, a producer load, the members per protocol with their assignment strategy, and a churn
-schedule of timed events. Every run of a scenario (one per protocol) plays the same workload and the same churn.
+schedule of timed events. By default every run of a scenario (one per protocol) plays the same workload and the
+same churn; with `group: shared`, every protocol's members are one group in one run (a mixed group, through
+`zkcoord serve --bridge-zk-groups`), and `replace` moves a member slot from one protocol to another.
 """
 
 from __future__ import annotations
@@ -40,6 +42,17 @@ STRATEGIES: dict[Family, tuple[str, ...]] = {
 }
 
 
+class GroupMode(Enum):
+    """How a scenario's protocols meet: one group (and run) per protocol, or all of them in one group."""
+
+    PER_PROTOCOL = "per-protocol"
+    SHARED = "shared"
+
+
+# Strategies a shared group may use: the legacy assignor decides the whole mixed group's assignment.
+SHARED_STRATEGIES = ("range", "roundrobin")
+
+
 class ChurnKind(Enum):
     """A timed disturbance of the group."""
 
@@ -51,11 +64,12 @@ class ChurnKind(Enum):
     ZK_LEADER_KILL = "zk-leader-kill"  # the ZooKeeper ensemble leader is killed (and restarted)
     COORDINATOR_KILL = "coordinator-kill"  # the group's coordinator node is killed (classic protocols only)
     PARTITION_INCREASE = "partition-increase"  # a topic grows to `partitions`
+    REPLACE = "replace"  # shared group: a member is stopped cleanly and one of `protocol` starts in its slot
 
 
 # Fields each churn kind takes beyond `at_s` and `event`: name -> required.
 _CHURN_FIELDS: dict[ChurnKind, dict[str, bool]] = {
-    ChurnKind.JOIN: {"count": False},
+    ChurnKind.JOIN: {"count": False, "protocol": False},
     ChurnKind.LEAVE: {"member": True},
     ChurnKind.CRASH: {"member": True},
     ChurnKind.PAUSE: {"member": True, "duration_s": True},
@@ -63,6 +77,7 @@ _CHURN_FIELDS: dict[ChurnKind, dict[str, bool]] = {
     ChurnKind.ZK_LEADER_KILL: {},
     ChurnKind.COORDINATOR_KILL: {},
     ChurnKind.PARTITION_INCREASE: {"topic": True, "partitions": True},
+    ChurnKind.REPLACE: {"member": True, "protocol": True},
 }
 
 # Churn kinds after which the member is gone (the others keep it in the group, possibly after a rejoin).
@@ -112,6 +127,9 @@ class ChurnEvent:
     duration_s: float = 0.0
     topic: str | None = None
     partitions: int = 0
+    protocol: str | None = (
+        None  # replace: the protocol of the member that takes the slot; join (shared): of the new ones
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +143,15 @@ class Scenario:
     protocols: tuple[ProtocolRun, ...]
     churn: tuple[ChurnEvent, ...]
     source: str = "<memory>"
+    group: GroupMode = GroupMode.PER_PROTOCOL
+
+    @property
+    def shared(self) -> bool:
+        return self.group is GroupMode.SHARED
+
+    def initial_slots(self) -> list[ProtocolRun]:
+        """Shared group: the protocol of each member at the start, in join order (protocols in file order)."""
+        return [run for run in self.protocols for _ in range(run.members)]
 
     def partitions_per_topic(self) -> dict[str, int]:
         return {t.name: t.partitions for t in self.topics}
@@ -269,7 +296,7 @@ def _describe(value: Any) -> str:
 
 
 _TOP_REQUIRED = ("name", "duration_s", "topics", "producer", "protocols")
-_TOP_OPTIONAL = ("seed", "session_timeout_ms", "churn", "description")
+_TOP_OPTIONAL = ("seed", "session_timeout_ms", "churn", "description", "group")
 
 
 def parse_scenario(text: str, source: str = "<string>") -> Scenario:
@@ -287,6 +314,10 @@ def parse_scenario(text: str, source: str = "<string>") -> Scenario:
         if "session_timeout_ms" in top
         else 6000
     )
+
+    modes = [m.value for m in GroupMode]
+    mode = GroupMode(c.choice(top["group"], "group", modes)) if "group" in top else GroupMode.PER_PROTOCOL
+    shared = mode is GroupMode.SHARED
 
     if not isinstance(top["topics"], list) or not top["topics"]:
         raise c.fail("topics", f"expected a non-empty list of topics, got {_describe(top['topics'])}")
@@ -318,7 +349,8 @@ def parse_scenario(text: str, source: str = "<string>") -> Scenario:
         if pname not in PROTOCOLS:
             raise c.fail(path, f"unknown protocol {pname!r}; expected one of: {', '.join(PROTOCOLS)}")
         body = c.mapping(protos_raw[pname], path, ("members", "strategy"), ())
-        members = c.integer(body["members"], f"{path}.members", 1, MAX_MEMBERS)
+        # A shared group may list a protocol with no member at the start: its members come by replace or join.
+        members = c.integer(body["members"], f"{path}.members", 0 if shared else 1, MAX_MEMBERS)
         family = PROTOCOLS[pname]
         strategy = body["strategy"]
         if not isinstance(strategy, str) or strategy not in STRATEGIES[family]:
@@ -327,9 +359,23 @@ def parse_scenario(text: str, source: str = "<string>") -> Scenario:
                 f"expected one of: {', '.join(STRATEGIES[family])} (the {family.value} protocol's strategies); "
                 f"got {_describe(strategy)}",
             )
+        if shared and strategy not in SHARED_STRATEGIES:
+            raise c.fail(
+                f"{path}.strategy",
+                f"a shared group follows the legacy assignor: expected one of: {', '.join(SHARED_STRATEGIES)}; "
+                f"got {_describe(strategy)}",
+            )
+        if shared and protocols and strategy != protocols[0].strategy:
+            raise c.fail(
+                f"{path}.strategy",
+                f"every protocol of a shared group uses one strategy (the group's): "
+                f"protocols.{protocols[0].protocol} has {protocols[0].strategy!r}, this one {strategy!r}",
+            )
         protocols.append(ProtocolRun(pname, members, strategy))
+    if shared and not any(p.members for p in protocols):
+        raise c.fail("protocols", "a shared group needs at least one member at the start")
 
-    churn = _parse_churn(c, top.get("churn", []), duration_s, topics, protocols)
+    churn = _parse_churn(c, top.get("churn", []), duration_s, topics, protocols, shared)
     return Scenario(
         name=name,
         seed=seed,
@@ -340,19 +386,28 @@ def parse_scenario(text: str, source: str = "<string>") -> Scenario:
         protocols=tuple(protocols),
         churn=churn,
         source=source,
+        group=mode,
     )
 
 
 def _parse_churn(
-    c: _Checker, raw: Any, duration_s: float, topics: Sequence[Topic], protocols: Sequence[ProtocolRun]
+    c: _Checker,
+    raw: Any,
+    duration_s: float,
+    topics: Sequence[Topic],
+    protocols: Sequence[ProtocolRun],
+    shared: bool = False,
 ) -> tuple[ChurnEvent, ...]:
     if raw is None:
         return ()
     if not isinstance(raw, list):
         raise c.fail("churn", f"expected a list of events, got {_describe(raw)}")
     partitions = {t.name: t.partitions for t in topics}
-    # Member indexes must be valid in every protocol's run, so track the smallest live count.
-    live = min(p.members for p in protocols)
+    # Member indexes must be valid in every protocol's run, so track the smallest live count. A shared group is one
+    # run: its members are tracked slot by slot (the protocol of each), or None once a random removal hid which.
+    live = sum(p.members for p in protocols) if shared else min(p.members for p in protocols)
+    slots: list[str] | None = [p.protocol for p in protocols for _ in range(p.members)] if shared else None
+    listed = [p.protocol for p in protocols]
     kinds = [k.value for k in ChurnKind]
     events: list[ChurnEvent] = []
     last_at = 0.0
@@ -370,12 +425,22 @@ def _parse_churn(
             ("at_s", "event", *(f for f, req in fields.items() if req)),
             tuple(f for f, req in fields.items() if not req),
         )
+        if kind is ChurnKind.REPLACE and not shared:
+            raise c.fail(
+                f"{path}.event",
+                "replace needs `group: shared` (the replaced member and its successor in one group)",
+            )
         at_s = c.number(body["at_s"], f"{path}.at_s", 0.0, duration_s)
         if at_s < last_at:
             raise c.fail(f"{path}.at_s", f"events must be in time order; {at_s} comes after {last_at}")
         last_at = at_s
         member: int | None = None
         if "member" in fields:
+            if body["member"] == "random" and kind is ChurnKind.REPLACE:
+                raise c.fail(
+                    f"{path}.member",
+                    "replace needs a member index, not 'random' (the slot decides which protocol is replaced)",
+                )
             if body["member"] == "random":
                 member = None
             else:
@@ -402,13 +467,51 @@ def _parse_churn(
             current = partitions[topic]
             new_partitions = c.integer(body["partitions"], f"{path}.partitions", current + 1, MAX_PARTITIONS)
             partitions[topic] = new_partitions
+        protocol: str | None = None
+        if "protocol" in body:
+            if not shared:
+                raise c.fail(f"{path}.protocol", "a join names a protocol only in a `group: shared` scenario")
+            value = body["protocol"]
+            if not isinstance(value, str) or value not in PROTOCOLS:
+                raise c.fail(
+                    f"{path}.protocol",
+                    f"unknown protocol {_describe(value)}; expected one of: {', '.join(PROTOCOLS)}",
+                )
+            if value not in listed:
+                raise c.fail(
+                    f"{path}.protocol",
+                    f"protocol {value!r} is not under `protocols` (its strategy comes from there); listed: "
+                    f"{', '.join(listed)}",
+                )
+            protocol = value
+        if kind is ChurnKind.REPLACE:
+            assert member is not None and protocol is not None
+            if slots is None:
+                raise c.fail(
+                    path,
+                    "the protocol of each member is unknown after a removal of a 'random' member: name the "
+                    "member of earlier leave/crash events to replace one later",
+                )
+            if slots[member] == protocol:
+                raise c.fail(
+                    f"{path}.protocol",
+                    f"member {member} already speaks {protocol}; replace needs a member of another protocol",
+                )
+            slots[member] = protocol
         if kind is ChurnKind.JOIN:
             live += count
+            if slots is not None:
+                slots += [protocol or protocols[0].protocol] * count
         elif kind in _REMOVES_MEMBER:
             if live < 1:
                 raise c.fail(path, "no member is left to remove at this point of the schedule")
             live -= 1
-        events.append(ChurnEvent(at_s, kind, member, count, duration, topic, new_partitions))
+            if slots is not None:
+                if member is None:
+                    slots = None
+                else:
+                    del slots[member]
+        events.append(ChurnEvent(at_s, kind, member, count, duration, topic, new_partitions, protocol))
     return tuple(events)
 
 
@@ -422,7 +525,7 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(text, str(p))
 
 
-BUILTIN = ("demo", "mixed")
+BUILTIN = ("demo", "mixed", "rolling-migration")
 
 
 def builtin_scenario(name: str = "demo") -> Scenario:

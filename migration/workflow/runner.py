@@ -18,19 +18,28 @@ from pathlib import Path
 from typing import Any
 
 from migration.workflow.states import (
+    POINT_OF_NO_RETURN,
     TARGET,
     GroupFacts,
     Marker,
+    MembershipPhase,
     MigrationState,
     PlanReport,
     Step,
     assess,
     check_step,
+    describe_members,
+    finalize_blockers,
+    next_move,
+    observe_phase,
+    phase_transition,
     rollback_zookeeper,
     seed_broker,
+    settle_problems,
     summarize,
     transition,
 )
+from zkcoord.bridge.membership import MemberView, read_members
 from zkcoord.bridge.policy import (
     Agreement,
     PartitionDivergence,
@@ -43,6 +52,7 @@ from zkcoord.bridge.policy import (
 from zkcoord.bridge.zk_store import list_offset_bridges
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
+from zkcoord.zk import registry
 from zkcoord.zk.offset_store import (
     WriteMode,
     ZooKeeperOffsetStore,
@@ -64,6 +74,17 @@ class StepFailed(ZkcoordError):
 def marker_path(group: str) -> str:
     # A child of the group's znode that no legacy reader looks at (docs/migration.md §4).
     return f"{paths.group_path(group)}/migration"
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """What the group's registrations and owner znodes show right now."""
+
+    members: tuple[MemberView, ...]
+    owners: dict[tuple[str, int], str]
+    partitions: dict[str, int]  # partition count of every topic the group owns or has offsets for
+    phase: MembershipPhase | None  # None: no member registered
+    problems: tuple[str, ...]  # why the group is not settled (empty: settled)
 
 
 @dataclass
@@ -123,6 +144,7 @@ class MigrationRunner:
         self.broker_for = broker_for
         self.journal = Journal(state_dir)
         self.clock_ms = clock_ms
+        self._recorded_phase: dict[str, MembershipPhase | None] = {}  # the marker's phase when a step began
 
     # ------------------------------------------------------------------------------------------ state
 
@@ -137,11 +159,52 @@ class MigrationRunner:
         return MigrationState.NONE if marker is None else marker.state
 
     def _set_state(
-        self, group: str, step: Step, old: MigrationState, new: MigrationState, version: int
+        self,
+        group: str,
+        step: Step,
+        old: MigrationState,
+        new: MigrationState,
+        version: int,
+        phase: MembershipPhase | None = None,
     ) -> None:
         transition(group, old, new)
-        marker = Marker(group, new, step, self.clock_ms())
+        if phase is None:
+            phase = self._recorded_phase.get(group)
+        marker = Marker(group, new, step, self.clock_ms(), phase=phase)
         write_node(self.zk, marker_path(group), marker.encode(), version)
+
+    # ------------------------------------------------------------------------------------- membership
+
+    def membership(self, group: str) -> Membership:
+        members = tuple(read_members(self.zk, group))
+        owners = list_owners(self.zk, group)
+        offsets, _ = self.zookeeper_offsets(group)
+        partitions: dict[str, int] = {}
+        for topic in sorted({t for t, _ in owners} | {tp.topic for tp in offsets}):
+            assignment = registry.read_topic(self.zk, topic)
+            if assignment is not None:
+                partitions[topic] = len(assignment.partitions)
+        return Membership(
+            members,
+            owners,
+            partitions,
+            observe_phase(members),
+            tuple(settle_problems(members, owners, partitions)),
+        )
+
+    def _phase_to_record(self, group: str, after: MigrationState, seen: Membership) -> MembershipPhase | None:
+        recorded = self._recorded_phase.get(group)
+        if seen.phase is None:
+            return recorded
+        return phase_transition(group, after, recorded, seen.phase)
+
+    def _membership_lines(self, group: str, seen: Membership, recorded: MembershipPhase | None) -> list[str]:
+        now = "empty (no member registered)" if seen.phase is None else seen.phase.value
+        was = "none yet" if recorded is None else recorded.value
+        lines = [f"  membership phase: {now} (recorded at the last step: {was})"]
+        lines.extend(f"  {line}" for line in describe_members(seen.members))
+        lines.extend(f"  not settled: {p}" for p in seen.problems)
+        return lines
 
     # ------------------------------------------------------------------------------------------ reads
 
@@ -169,6 +232,7 @@ class MigrationRunner:
     def _begin(self, group: str, step: Step) -> tuple[MigrationState, int, bool]:
         marker, version = self.marker(group)
         state = MigrationState.NONE if marker is None else marker.state
+        self._recorded_phase[group] = None if marker is None else marker.phase
         try:
             changes = check_step(group, step, state)
         except ZkcoordError as exc:
@@ -197,9 +261,16 @@ class MigrationRunner:
         after: MigrationState,
         version: int,
         detail: dict[str, Any],
+        phase: MembershipPhase | None = None,
     ) -> None:
-        if before is not after or version < 0:
-            self._set_state(group, step, before, after, version)
+        if (
+            before is not after
+            or version < 0
+            or (phase is not None and phase != self._recorded_phase.get(group))
+        ):
+            self._set_state(group, step, before, after, version, phase)
+        if phase is not None:
+            detail = {**detail, "membership": phase.value}
         self.journal.append(group, self._entry(step, "done", before, after, detail))
 
     def _fail(
@@ -208,7 +279,7 @@ class MigrationRunner:
         self.journal.append(group, self._entry(step, "failed", state, state, {"reason": message, **detail}))
         return StepFailed(message)
 
-    def gather(self, group: str) -> GroupFacts:
+    def gather(self, group: str, seen: Membership | None = None) -> GroupFacts:
         zk, zk_errors = self.zookeeper_offsets(group)
         broker: dict[TopicPartition, int] = {}
         broker_error: str | None = None
@@ -242,11 +313,14 @@ class MigrationRunner:
             broker_members=members,
             broker_state=broker_state,
             offset_bridges=bridges,
+            bridged_members=sum(1 for m in (seen.members if seen else ()) if m.protocol != "legacy"),
         )
 
     def plan(self, group: str) -> tuple[StepOutcome, PlanReport]:
         before, version, _ = self._begin(group, Step.PLAN)
-        facts = self.gather(group)
+        seen = self.membership(group)
+        phase = self._phase_to_record(group, MigrationState.PLANNED, seen)
+        facts = self.gather(group, seen)
         report = assess(facts)
         lines = [f"group {group}: state {before.value}"]
         lines.append(
@@ -271,6 +345,13 @@ class MigrationRunner:
             lines.append("  stores: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
         lines.extend(f"  will: {c}" for c in report.changes)
         lines.extend(f"  risk: {r}" for r in report.risks)
+        lines.extend(self._membership_lines(group, seen, self._recorded_phase.get(group)))
+        lines.append(
+            "  member by member (the recommended path; the coordinator runs with --bridge-zk-groups matching "
+            "this group, and --bridge-zk-offsets):"
+        )
+        lines.extend(f"  {line}" for line in next_move(seen.members, seen.problems, back=False).lines)
+        lines.append(f"  {POINT_OF_NO_RETURN}")
         self._finish(
             group,
             Step.PLAN,
@@ -283,6 +364,7 @@ class MigrationRunner:
                 "to_seed": len(report.to_seed),
                 "risks": list(report.risks),
             },
+            phase,
         )
         return StepOutcome(
             group, Step.PLAN, before, MigrationState.PLANNED, before is not MigrationState.PLANNED, lines
@@ -312,8 +394,15 @@ class MigrationRunner:
                     f"offsets ({first}); state stays '{before.value}', re-run dual-commit",
                     {"failed": len(failed)},
                 )
+        phase = self._phase_to_record(group, MigrationState.DUAL_COMMIT, self.membership(group))
         self._finish(
-            group, Step.DUAL_COMMIT, before, MigrationState.DUAL_COMMIT, version, {"seeded": len(to_seed)}
+            group,
+            Step.DUAL_COMMIT,
+            before,
+            MigrationState.DUAL_COMMIT,
+            version,
+            {"seeded": len(to_seed)},
+            phase,
         )
         lines = [
             f"group {group}: {before.value} -> dual-commit; copied {len(to_seed)} offset(s) to the broker",
@@ -377,8 +466,15 @@ class MigrationRunner:
             return StepOutcome(
                 group, Step.VERIFY, before, after, before is not after, lines, ok=False, divergence=bad
             )
+        phase = self._phase_to_record(group, MigrationState.VERIFIED, self.membership(group))
         self._finish(
-            group, Step.VERIFY, before, MigrationState.VERIFIED, version, {"max_lag": max_lag, **counts}
+            group,
+            Step.VERIFY,
+            before,
+            MigrationState.VERIFIED,
+            version,
+            {"max_lag": max_lag, **counts},
+            phase,
         )
         lines = [
             f"group {group}: verified — {len(report)} partition(s), all within --max-lag {max_lag} "
@@ -396,6 +492,23 @@ class MigrationRunner:
             return StepOutcome(
                 group, Step.FINALIZE, before, before, False, [f"group {group}: already finalized"]
             )
+        seen = self.membership(group)
+        blockers = finalize_blockers(seen.members)
+        recorded = self._recorded_phase.get(group)
+        if blockers and (
+            seen.phase is MembershipPhase.MIXED
+            or recorded in (MembershipPhase.MIXED, MembershipPhase.BROKER_ONLY)
+        ):
+            raise self._fail(
+                group,
+                Step.FINALIZE,
+                before,
+                f"group {group!r}: finalize refused: {len(blockers)} ZooKeeper member(s) remain in a group "
+                f"migrating member by member: {', '.join(blockers)}. Restart each as a broker-protocol member "
+                f"(`zkcoord migrate status --group {group}` names the next), then finalize",
+                {"zookeeper_members": blockers},
+            )
+        phase = self._phase_to_record(group, MigrationState.FINALIZED, seen)
         report, bad = self._compare(group, Step.FINALIZE, before, max_lag)
         if bad:
             raise self._fail(
@@ -407,7 +520,9 @@ class MigrationRunner:
                 {"disagreements": len(bad)},
             )
         snapshot = {f"{r.tp.topic}/{r.tp.partition}": [r.zookeeper, r.broker] for r in report}
-        self._finish(group, Step.FINALIZE, before, MigrationState.FINALIZED, version, {"snapshot": snapshot})
+        self._finish(
+            group, Step.FINALIZE, before, MigrationState.FINALIZED, version, {"snapshot": snapshot}, phase
+        )
         lines = [
             f"group {group}: finalized; {len(report)} partition(s) recorded in the journal",
             "  now set dual.commit.enabled=false on every member and bounce them; rollback stays possible",
@@ -442,18 +557,27 @@ class MigrationRunner:
                 f"(first {topic}-{partition}: {first}); state stays '{before.value}', re-run rollback",
                 {"failed": len(report.errors)},
             )
+        seen = self.membership(group)
+        walk = next_move(seen.members, seen.problems, back=True)
         self._finish(
             group,
             Step.ROLLBACK,
             before,
             MigrationState.ROLLED_BACK,
             version,
-            {"written": len(report.written), "kept_higher": len(report.kept_higher)},
+            {
+                "written": len(report.written),
+                "kept_higher": len(report.kept_higher),
+                "next_member": walk.member,
+                "members_done": walk.done,
+            },
+            self._phase_to_record(group, MigrationState.ROLLED_BACK, seen),
         )
         lines = [
             f"group {group}: {before.value} -> rolled-back; raised {len(report.written)} ZooKeeper offset(s) to the "
             f"broker's, {len(report.kept_higher)} were already higher (none lowered)",
-            "  now set offsets.storage=zookeeper on every member and bounce them",
+            "  now set offsets.storage=zookeeper on every ZooKeeper member and bounce them",
+            *(f"  {line}" for line in walk.lines),
         ]
         return StepOutcome(
             group,
@@ -472,6 +596,22 @@ class MigrationRunner:
             lines = [
                 f"group {group}: state {marker.state.value} (step {marker.step.value}, znode version {version}, updated_ms {marker.updated_ms})"
             ]
+        seen = self.membership(group)
+        recorded = None if marker is None else marker.phase
+        lines.extend(self._membership_lines(group, seen, recorded))
+        state = MigrationState.NONE if marker is None else marker.state
+        if (
+            state is MigrationState.FINALIZED
+            and recorded is MembershipPhase.BROKER_ONLY
+            and finalize_blockers(seen.members)
+        ):
+            lines.append(
+                f"  WARNING: ZooKeeper member(s) {', '.join(finalize_blockers(seen.members))} joined a group "
+                "finalized to the broker protocol: stop them, or `migrate rollback` and walk back"
+            )
+        walk = next_move(seen.members, seen.problems, back=state is MigrationState.ROLLED_BACK)
+        if seen.members:
+            lines.extend(f"  {line}" for line in walk.lines)
         for entry in self.journal.entries(group)[-tail:]:
             lines.append(
                 f"  {entry.get('ts_ms')} {entry.get('step')} {entry.get('event')} {entry.get('from')} -> {entry.get('to')}"

@@ -1,6 +1,7 @@
 """The per-group migration state machine (Planned → DualCommit → Verified → Finalized, and RolledBack from
-any of them), the checked transition table, the marker payload, and the pure decisions each step makes:
-what to copy to the broker, what rollback writes to ZooKeeper, what could go wrong. No I/O.
+any of them), the checked transition table, the marker payload, the group's membership phase (legacy only →
+mixed → broker only, KIP-866 style), and the pure decisions each step makes: what to copy to the broker, what
+rollback writes to ZooKeeper, which member moves next, what could go wrong. No I/O.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ import enum
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from zkcoord.bridge.policy import (
     Agreement,
@@ -81,6 +82,30 @@ NEXT_COMMAND: dict[MigrationState, str] = {
 }
 
 
+class MembershipPhase(enum.Enum):
+    """Which kinds of member the group holds (KIP-866's migration state, for members instead of metadata)."""
+
+    LEGACY_ONLY = "legacy-only"  # ZooKeeper members only: nothing of the member migration has happened
+    MIXED = "mixed"  # both kinds, one group through `serve --bridge-zk-groups`: walk on, or walk back
+    BROKER_ONLY = "broker-only"  # broker-protocol members only; ZooKeeper still mirrors them until finalize
+
+
+P = MembershipPhase
+
+# Every move between phases is legal while the migration is open: mixed is reached member by member, and a direct
+# legacy-only <-> broker-only move is the barrier way (every member stopped, then started as the other kind, the
+# group empty in between). The one rule is the point of no return below.
+# A group finalized once it held broker-protocol members only has passed the point of no return for its members:
+# a ZooKeeper member showing up afterwards is an operator's mistake to report, not a phase to record. (A group
+# finalized while legacy-only took the offsets-only path: its members still have the member walk ahead.)
+POINT_OF_NO_RETURN = (
+    "point of no return: `migrate finalize` once no ZooKeeper member is left, then running the coordinator "
+    "without --bridge-zk-groups / --bridge-zk-offsets for this group. Until then every move can be walked back "
+    "member by member (`migrate rollback`); after it, going back means stopping every broker-protocol member "
+    "first (the barrier way), then `migrate rollback`"
+)
+
+
 class IllegalStep(ZkcoordError):
     """A step was asked of a group in a state it cannot start from."""
 
@@ -116,6 +141,21 @@ def transition(group: str, old: MigrationState, new: MigrationState) -> Migratio
     return new
 
 
+class IllegalPhase(ZkcoordError):
+    def __init__(self, group: str, old: MembershipPhase | None, new: MembershipPhase, why: str) -> None:
+        before = "none" if old is None else old.value
+        super().__init__(f"group {group!r}: illegal membership phase {before} -> {new.value}: {why}")
+
+
+def phase_transition(
+    group: str, state: MigrationState, old: MembershipPhase | None, new: MembershipPhase
+) -> MembershipPhase:
+    """The phase to record: `new`, unless a finalized broker-only group would go back."""
+    if state is MigrationState.FINALIZED and old is P.BROKER_ONLY and new is not P.BROKER_ONLY:
+        raise IllegalPhase(group, old, new, "the group is finalized (past the point of no return)")
+    return new
+
+
 # ---------------------------------------------------------------------------------------------- marker
 
 
@@ -128,19 +168,20 @@ class Marker:
     step: Step
     updated_ms: int
     tool: str = "zkcoord"
+    phase: MembershipPhase | None = None  # None: written before phases existed, or never observed
 
     def encode(self) -> bytes:
-        return json.dumps(
-            {
-                "version": MARKER_VERSION,
-                "group": self.group,
-                "state": self.state.value,
-                "step": self.step.value,
-                "updated_ms": self.updated_ms,
-                "tool": self.tool,
-            },
-            separators=(",", ":"),
-        ).encode()
+        obj: dict[str, Any] = {
+            "version": MARKER_VERSION,
+            "group": self.group,
+            "state": self.state.value,
+            "step": self.step.value,
+            "updated_ms": self.updated_ms,
+            "tool": self.tool,
+        }
+        if self.phase is not None:  # an optional key: markers of earlier zkcoord versions still decode
+            obj["membership"] = self.phase.value
+        return json.dumps(obj, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, path: str, data: bytes) -> Marker:
@@ -154,6 +195,7 @@ class Marker:
                 step=Step(obj["step"]),
                 updated_ms=int(obj["updated_ms"]),
                 tool=str(obj.get("tool", "")),
+                phase=MembershipPhase(obj["membership"]) if "membership" in obj else None,
             )
         except MalformedMarker:
             raise
@@ -192,6 +234,7 @@ class GroupFacts:
     broker_members: tuple[str, ...] = ()
     broker_state: str = ""
     offset_bridges: tuple[str, ...] = ()  # running `zkcoord serve --bridge-zk-offsets` registrations
+    bridged_members: int = 0  # broker-protocol members registered in ZooKeeper by `serve --bridge-zk-groups`
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,17 +282,19 @@ def assess(facts: GroupFacts) -> PlanReport:
             f"{len(facts.legacy_members)} legacy member(s) registered: until every one runs with dual commit, "
             "ZooKeeper-only members keep moving ZooKeeper ahead of the broker (verify will show it)"
         )
-    if facts.broker_members:
+    unbridged = len(facts.broker_members) - facts.bridged_members
+    if facts.broker_members and unbridged > 0:
         risks.append(
-            f"{len(facts.broker_members)} broker-protocol member(s) in group state '{facts.broker_state}': "
-            "they do not see ZooKeeper ownership, so a partition can be consumed by both kinds at once"
+            f"{unbridged} of {len(facts.broker_members)} broker-protocol member(s) in group state "
+            f"'{facts.broker_state}' are not registered in ZooKeeper: they do not see ZooKeeper ownership, so a "
+            "partition can be consumed by both kinds at once (run the coordinator with --bridge-zk-groups)"
         )
-        if not facts.offset_bridges:
-            risks.append(
-                "broker-protocol members commit to the broker only and no coordinator offset bridge is "
-                "registered: ZooKeeper goes stale (run the coordinator with `zkcoord serve --bridge-zk-offsets`, "
-                "or rely on `migrate rollback`, which copies the broker's offsets back)"
-            )
+    if facts.broker_members and not facts.offset_bridges:
+        risks.append(
+            "broker-protocol members commit to the broker only and no coordinator offset bridge is "
+            "registered: ZooKeeper goes stale (run the coordinator with `zkcoord serve --bridge-zk-offsets`, "
+            "or rely on `migrate rollback`, which copies the broker's offsets back)"
+        )
     behind = [r for r in report if r.agreement is Agreement.BROKER_AHEAD]
     missing_zk = [r for r in report if r.agreement is Agreement.MISSING_IN_ZOOKEEPER]
     if behind:
@@ -272,3 +317,136 @@ def summarize(report: Sequence[PartitionDivergence]) -> dict[str, int]:
     for row in report:
         counts[row.agreement.value] += 1
     return counts
+
+
+# ------------------------------------------------------------------------------------------- membership
+
+
+class MemberLike(Protocol):
+    """What the workflow needs of a member (zkcoord.bridge.membership.MemberView has it)."""
+
+    @property
+    def consumer_id(self) -> str: ...
+    @property
+    def protocol(self) -> str: ...
+    @property
+    def owned(self) -> tuple[Any, ...]: ...
+
+
+LEGACY_PROTOCOL = "legacy"
+
+
+def _tp(tp: Any) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def is_legacy(member: MemberLike) -> bool:
+    return member.protocol == LEGACY_PROTOCOL
+
+
+def observe_phase(members: Sequence[MemberLike]) -> MembershipPhase | None:
+    """The phase the registered members show; None for an empty group (it keeps its recorded phase)."""
+    legacy = sum(1 for m in members if is_legacy(m))
+    if not members:
+        return None
+    if legacy == len(members):
+        return P.LEGACY_ONLY
+    return P.MIXED if legacy else P.BROKER_ONLY
+
+
+def settle_problems(
+    members: Sequence[MemberLike], owners: Mapping[Any, str], partitions: Mapping[str, int]
+) -> list[str]:
+    """Why the group is not settled (empty list: it is): an owner znode held by a consumer that is not
+    registered (a member gone mid-rebalance, or a coordinator that is gone), a partition of a consumed topic
+    with no owner while members are registered. A member is moved only in a settled group, so every move
+    starts from one owner per partition."""
+    registered = {m.consumer_id for m in members}
+    problems = []
+    for tp, thread in sorted((tuple(k), v) for k, v in owners.items()):
+        consumer = thread.rpartition("-")[0]
+        if consumer not in registered:
+            problems.append(f"{_tp(tp)} is held by {thread}, whose consumer {consumer} is not registered")
+    if members:
+        held = {tuple(k) for k in owners}
+        unowned = [
+            f"{topic}-{p}"
+            for topic, count in sorted(partitions.items())
+            for p in range(count)
+            if (topic, p) not in held
+        ]
+        if unowned:
+            problems.append(f"{len(unowned)} partition(s) have no owner: {', '.join(unowned[:8])}")
+    return problems
+
+
+def describe_members(members: Sequence[MemberLike]) -> list[str]:
+    """One line per protocol: its members and what each owns, in consumer-id order."""
+    by_protocol: dict[str, list[MemberLike]] = {}
+    for m in sorted(members, key=lambda m: m.consumer_id):
+        by_protocol.setdefault(m.protocol, []).append(m)
+    lines = []
+    for protocol in sorted(by_protocol, key=lambda p: (p != LEGACY_PROTOCOL, p)):
+        group = by_protocol[protocol]
+        kind = "ZooKeeper (legacy)" if protocol == LEGACY_PROTOCOL else f"broker-protocol ({protocol})"
+        lines.append(f"{kind} members: {len(group)}")
+        lines.extend(
+            f"  {m.consumer_id} owns {', '.join(_tp(tp) for tp in m.owned) or 'nothing'}" for m in group
+        )
+    return lines or ["no member registered"]
+
+
+def finalize_blockers(members: Sequence[MemberLike]) -> list[str]:
+    """The ZooKeeper members that keep a mixed group from being finalized."""
+    return sorted(m.consumer_id for m in members if is_legacy(m))
+
+
+@dataclass(frozen=True, slots=True)
+class Move:
+    """The next member move of a walk (forward: legacy → broker protocol; back: the reverse), or why none."""
+
+    done: bool
+    member: str | None = None
+    lines: tuple[str, ...] = ()
+
+
+def next_move(members: Sequence[MemberLike], problems: Sequence[str], *, back: bool) -> Move:
+    """Which member to restart as the other kind next, one at a time, each only in a settled group. Members
+    move in consumer-id order (back: the same order), so two operators following the tool pick the same one."""
+    movable = sorted((m for m in members if is_legacy(m) != back), key=lambda m: (m.consumer_id, m.protocol))
+    direction = "back to ZooKeeper" if back else "to the broker protocol"
+    if not movable:
+        return Move(True, None, (f"member walk {direction}: done, no member left to move",))
+    if problems:
+        return Move(
+            False,
+            None,
+            (
+                f"member walk {direction}: wait, the group is not settled ({len(movable)} member(s) left to move):",
+                *(f"  {p}" for p in problems),
+                "  re-run this command once every partition has exactly one registered owner",
+            ),
+        )
+    m = movable[0]
+    owns = ", ".join(_tp(tp) for tp in m.owned) or "nothing"
+    if back:
+        how = (
+            f"stop broker-protocol member {m.consumer_id} ({m.protocol}; owns {owns}) with a clean leave, then "
+            "start one ZooKeeper member in its place (offsets.storage=zookeeper, or kafka with dual commit)"
+        )
+    else:
+        how = (
+            f"stop ZooKeeper member {m.consumer_id} (owns {owns}) with a clean shutdown, then start one "
+            "broker-protocol member in its place (same group id, same topics, bootstrap = the coordinator "
+            "running with --bridge-zk-groups)"
+        )
+    return Move(
+        False,
+        m.consumer_id,
+        (
+            f"member walk {direction}: {len(movable)} member(s) left; next, 1 of {len(movable)}:",
+            f"  {how}",
+            "  check before the next move: re-run this command; it names the next member only once the group "
+            "has settled (every partition one registered owner)",
+        ),
+    )

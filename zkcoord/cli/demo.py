@@ -63,6 +63,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help=f"where traces/ and report/ go (default {DEFAULT_OUT}/demo-<date>-<time>)",
     )
     demo.add_argument("--no-progress", action="store_true", help="no progress bars")
+    demo.add_argument(
+        "--rolling-migration",
+        action="store_true",
+        help="one more play: the built-in rolling-migration, legacy members replaced one at a time by classic "
+        "ones and back in one group (a node with --bridge-zk-groups), drawn in the ownership timeline",
+    )
     demo.set_defaults(func=run_demo)
 
 
@@ -164,7 +170,11 @@ def run_demo(args: argparse.Namespace) -> int:
     spark = _SparkStarter()
     try:
         dirs, plays = run_builtin_demo(
-            out / "traces", progress=not args.no_progress, zk_connect=args.zk, bootstrap=args.bootstrap
+            out / "traces",
+            progress=not args.no_progress,
+            zk_connect=args.zk,
+            bootstrap=args.bootstrap,
+            rolling_migration=args.rolling_migration,
         )
         console.print(f"  {len(dirs)} runs played in {time.monotonic() - t0:.0f} s; building the report ...")
         result = run_report(

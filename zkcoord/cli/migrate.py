@@ -4,6 +4,8 @@ divergence report. Exit status: 0 done, 1 verify found disagreements, 2 a step w
 
 For broker-protocol members, the coordinator keeps ZooKeeper current itself when it runs with
 `zkcoord serve --bridge-zk-offsets` (docs/migration.md §9); `plan` and `verify` report whether one is running.
+With `serve --bridge-zk-groups`, members move one at a time: `plan`/`status` name the next one, `rollback`
+walks them back (docs/migration.md, "Member-by-member migration: the workflow").
 """
 
 from __future__ import annotations
@@ -212,13 +214,17 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 _STEP_HELP = {
-    "plan": "show what will change, which members are where, what could go wrong; mark the group planned",
+    "plan": "show what will change, members by protocol and what each owns, the next member to move and the "
+    "point of no return, what could go wrong; mark the group planned",
     "dual-commit": "seed the broker with ZooKeeper offsets (never lowering) and enter dual-commit "
     "(broker-protocol members: run the coordinator with `serve --bridge-zk-offsets`)",
     "verify": "compare both stores within --max-lag and list every disagreement with its cause",
-    "finalize": "re-verify and record the final state (then turn dual commit off)",
-    "rollback": "ZooKeeper := max(zk, broker) per partition, then back to ZooKeeper storage",
-    "status": "the group's marker state and the tail of its journal",
+    "finalize": "re-verify and record the final state (then turn dual commit off); refused while ZooKeeper "
+    "members remain in a group migrating member by member",
+    "rollback": "ZooKeeper := max(zk, broker) per partition, then back to ZooKeeper storage; names the next "
+    "broker-protocol member to restart as a ZooKeeper member, one per run, once the group has settled",
+    "status": "the group's marker state and membership phase, members by protocol, the next member move, "
+    "and the tail of its journal",
 }
 
 
