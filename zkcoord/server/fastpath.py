@@ -152,9 +152,14 @@ def decode_offset_commit(buf: bytes, pos: int, version: int) -> gm.OffsetCommitR
                 else:
                     index, offset = unpack_fixed(buf, pos)
                     epoch = -1
-                meta, pos = _string(buf, pos + fixed_size, flexible, True)
-                if flexible:
-                    pos = _no_tags(buf, pos)
+                pos += fixed_size
+                if flexible and buf[pos] == 1 and buf[pos + 1] == 0:
+                    meta: str | None = ""  # the usual commit: empty metadata, no tagged fields
+                    pos += 2
+                else:
+                    meta, pos = _string(buf, pos, flexible, True)
+                    if flexible:
+                        pos = _no_tags(buf, pos)
                 parts.append(Partition(index, offset, epoch, meta, -1))
             if flexible:
                 pos = _no_tags(buf, pos)
