@@ -265,14 +265,20 @@ async def sync(m: Member, topic: str, partitions: int) -> int:
 
 
 async def form_group(
-    members: Sequence[Member], topic: str, partitions: int, deadline: float, session_ms: int = 30_000
+    members: Sequence[Member],
+    topic: str,
+    partitions: int,
+    deadline: float,
+    session_ms: int = 30_000,
+    rebalance_ms: int = 60_000,
 ) -> None:
-    """Join + sync every member until all are in one Stable generation (rejoining on REBALANCE_IN_PROGRESS)."""
+    """Join + sync every member until all are in one Stable generation (rejoining on REBALANCE_IN_PROGRESS).
+    Some brokers (Tansu) hold every join for the whole `rebalance_ms`: pass a short one to them."""
     metadata = subscription([topic])
 
     async def run(m: Member) -> None:
         while time.monotonic() < deadline:
-            resp = await join(m, metadata, session_ms)
+            resp = await join(m, metadata, session_ms, rebalance_ms)
             if resp.error_code == REBALANCE_IN_PROGRESS:
                 continue
             accept_join(m, resp)
