@@ -93,6 +93,30 @@ def _array_len(buf: bytes, pos: int, compact: bool) -> tuple[int, int]:
     return n, pos
 
 
+_UNIFORM_V8_SIZE = 18  # partition_index, committed_offset, committed_leader_epoch, b"\x01" (""), b"\x00" (no tags)
+_UNIFORM_V8: dict[int, struct.Struct] = {}
+
+
+def _uniform_v8_partitions(buf: bytes, pos: int, count: int) -> list[gm.OffsetCommitRequestPartition] | None:
+    """The usual flexible commit, every partition with empty metadata and no tagged fields, in one unpack; None
+    when any partition differs (then they are read one by one)."""
+    if count == 0 or pos + count * _UNIFORM_V8_SIZE > len(buf):
+        return None
+    s = _UNIFORM_V8.get(count)
+    if s is None:
+        s = struct.Struct(">" + "iqibb" * count)
+        if len(_UNIFORM_V8) < 1024:
+            _UNIFORM_V8[count] = s
+    values = s.unpack_from(buf, pos)
+    if values[3::5].count(1) != count or values[4::5].count(0) != count:
+        return None
+    Partition = gm.OffsetCommitRequestPartition
+    return [
+        Partition(index, offset, epoch, "", -1)
+        for index, offset, epoch in zip(values[0::5], values[1::5], values[2::5], strict=True)
+    ]
+
+
 def decode_heartbeat(buf: bytes, pos: int, version: int) -> gm.HeartbeatRequest | None:
     """A Heartbeat request body from byte `pos` of a whole frame; None: use the generic path."""
     if version not in HEARTBEAT_VERSIONS:
@@ -145,7 +169,12 @@ def decode_offset_commit(buf: bytes, pos: int, version: int) -> gm.OffsetCommitR
             n_parts, pos = _array_len(buf, pos, flexible)
             if n_parts * fixed_size > len(buf) - pos:
                 return None
-            parts = []
+            parts = _uniform_v8_partitions(buf, pos, n_parts) if flexible and with_epoch else None
+            if parts is not None:
+                pos += n_parts * _UNIFORM_V8_SIZE
+                n_parts = 0  # read in one go
+            else:
+                parts = []
             for _ in range(n_parts):
                 if with_epoch:
                     index, offset, epoch = unpack_fixed(buf, pos)
