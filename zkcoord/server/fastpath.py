@@ -93,7 +93,9 @@ def _array_len(buf: bytes, pos: int, compact: bool) -> tuple[int, int]:
     return n, pos
 
 
-_UNIFORM_V8_SIZE = 18  # partition_index, committed_offset, committed_leader_epoch, b"\x01" (""), b"\x00" (no tags)
+_UNIFORM_V8_SIZE = (
+    18  # partition_index, committed_offset, committed_leader_epoch, b"\x01" (""), b"\x00" (no tags)
+)
 _UNIFORM_V8: dict[int, struct.Struct] = {}
 
 
