@@ -197,7 +197,7 @@ class GroupService(GroupCoordinator):
         err = self._status(h.JOIN_GROUP, req.group_id)
         if err is not None:
             return h.error_response(req, err)  # type: ignore[return-value]
-        member_uuid = self._new_uuid()
+        member_uuid = self._new_uuid() if req.member_id == "" else ""  # only a new member gets an id
         resp: JoinGroupResponse = await self._run(
             req, lambda now, token: h.handle_join(self.state, req, now, token, member_uuid)
         )
