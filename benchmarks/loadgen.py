@@ -84,6 +84,9 @@ class WireConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self._buf = bytearray()
         self._inflight: deque[tuple[int, float, Callback]] = deque()
+        # Requests sent by callbacks while a received chunk is being read: written together at its end, so the
+        # client spends one send() per chunk, not one per request (it must not be the bottleneck it measures).
+        self._out: list[bytes | bytearray] | None = None
         self._next_corr = 1
         self.closed = asyncio.get_running_loop().create_future()
 
@@ -107,7 +110,10 @@ class WireConnection(asyncio.Protocol):
         data = bytearray(template)
         _CORR.pack_into(data, 8, corr)
         self._inflight.append((corr, time.perf_counter(), callback))
-        self.transport.write(data)
+        if self._out is not None:
+            self._out.append(data)
+        else:
+            self.transport.write(data)
 
     def request(self, template: bytes) -> asyncio.Future[bytes]:
         fut: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
@@ -120,6 +126,15 @@ class WireConnection(asyncio.Protocol):
         return fut
 
     def data_received(self, data: bytes) -> None:
+        self._out = []
+        try:
+            self._read(data)
+        finally:
+            out, self._out = self._out, None
+            if out and self.transport is not None and not self.transport.is_closing():
+                self.transport.write(b"".join(out))
+
+    def _read(self, data: bytes) -> None:
         buf = self._buf
         buf += data
         pos = 0
@@ -265,14 +280,20 @@ async def sync(m: Member, topic: str, partitions: int) -> int:
 
 
 async def form_group(
-    members: Sequence[Member], topic: str, partitions: int, deadline: float, session_ms: int = 30_000
+    members: Sequence[Member],
+    topic: str,
+    partitions: int,
+    deadline: float,
+    session_ms: int = 30_000,
+    rebalance_ms: int = 60_000,
 ) -> None:
-    """Join + sync every member until all are in one Stable generation (rejoining on REBALANCE_IN_PROGRESS)."""
+    """Join + sync every member until all are in one Stable generation (rejoining on REBALANCE_IN_PROGRESS).
+    Some brokers (Tansu) hold every join for the whole `rebalance_ms`: pass a short one to them."""
     metadata = subscription([topic])
 
     async def run(m: Member) -> None:
         while time.monotonic() < deadline:
-            resp = await join(m, metadata, session_ms)
+            resp = await join(m, metadata, session_ms, rebalance_ms)
             if resp.error_code == REBALANCE_IN_PROGRESS:
                 continue
             accept_join(m, resp)

@@ -35,7 +35,7 @@ from zkcoord.group.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from zkcoord.group.model import ClassicGroup, CoordinatorState, Member, replay
+from zkcoord.group.model import ClassicGroup, CoordinatorState, Member, replay, replay_many
 from zkcoord.group.results import Cancel, Result, Schedule, TimerKey, TimerKind, TimerOp
 from zkcoord.group.state import GroupState
 from zkcoord.records.offsets import Record
@@ -70,9 +70,7 @@ class Effects:
 
     def records_batch(self, records: list[Record]) -> None:
         self.records.extend(records)
-        view = self.st.view
-        for record in records:
-            replay(view, record)
+        replay_many(self.st.view, records)
 
     def respond(self, token: int, response: GroupResponse) -> None:
         self.responses.append((token, response))

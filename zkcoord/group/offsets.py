@@ -59,29 +59,34 @@ def handle_offset_commit(st: CoordinatorState, req: OffsetCommitRequest, now_ms:
     gid = req.group_id
     records: list[Record] = []
     topics = []
+    # The hottest handler (one record per partition): names bound once, the cached answer looked up inline.
+    add_record = records.append
+    Key, Value = OffsetCommitKey, OffsetCommitValue
+    ok_cache = _OK_PARTITIONS
     for t in req.topics:
-        parts = []
+        parts: list[OffsetCommitResponsePartition] = []
+        add_part = parts.append
         name = t.name
         for p in t.partitions:
             meta = p.committed_metadata if p.committed_metadata is not None else ""
+            index = p.partition_index
             if len(meta) > max_meta:
-                parts.append(
-                    OffsetCommitResponsePartition(p.partition_index, int(E.OFFSET_METADATA_TOO_LARGE))
-                )
+                add_part(OffsetCommitResponsePartition(index, int(E.OFFSET_METADATA_TOO_LARGE)))
                 continue
-            records.append(
+            stamp = p.commit_timestamp
+            add_record(
                 (
-                    OffsetCommitKey(gid, name, p.partition_index),
-                    OffsetCommitValue(
+                    Key(gid, name, index),
+                    Value(
                         p.committed_offset,
                         p.committed_leader_epoch,
                         meta,
-                        p.commit_timestamp if p.commit_timestamp != -1 else now_ms,
+                        stamp if stamp != -1 else now_ms,
                         expire,
                     ),
                 )
             )
-            parts.append(_ok_partition(p.partition_index))
+            add_part(ok_cache.get(index) or _ok_partition(index))
         topics.append(OffsetCommitResponseTopic(name, tuple(parts)))
     out.records_batch(records)
     out.respond(token, OffsetCommitResponse(tuple(topics)))

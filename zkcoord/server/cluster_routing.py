@@ -326,6 +326,15 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
     async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
         return await self._route(req, req.group_id, lambda s: s.heartbeat(req))
 
+    def heartbeat_now(self, req: HeartbeatRequest) -> HeartbeatResponse | Awaitable[HeartbeatResponse]:
+        status = self.node.group_status(req.group_id)
+        service = self.services.get(self.node.partition_for(req.group_id))
+        if status == ErrorCode.NONE and service is None:
+            status = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if status != ErrorCode.NONE or service is None:
+            return cast(HeartbeatResponse, h.error_response(req, status))
+        return service.heartbeat_now(req)
+
     async def leave_group(self, req: LeaveGroupRequest) -> LeaveGroupResponse:
         return await self._route(req, req.group_id, lambda s: s.leave_group(req))
 

@@ -64,8 +64,8 @@ from zkcoord.errors import ZkcoordError
 from zkcoord.group import messages as gm
 from zkcoord.group.errors import ErrorCode
 from zkcoord.security.acl import Session
+from zkcoord.server import fastpath, prescan
 from zkcoord.server import messages as dm
-from zkcoord.server import prescan
 
 # Re-exported: the Metadata values predate `zkcoord.server.messages` and callers know them as kp.TopicMeta.
 PartitionMeta = dm.PartitionMeta
@@ -220,7 +220,7 @@ class RequestFrame:
     api_version: int
     correlation_id: int
     client_id: str | None
-    body: Any
+    body: Any  # kafka-python's request object; for Heartbeat/OffsetCommit the zkcoord value (see the fast paths)
     flexible: bool
     session: Session | None = None  # who sent it (principal, client address); None: User:ANONYMOUS
 
@@ -318,6 +318,9 @@ def decode_request(frame: bytes | bytearray | memoryview, session: Session | Non
                 raise IndexError("header tagged fields run past the frame end")
     except (IndexError, ValueError, UnicodeDecodeError) as exc:
         raise MalformedFrame(f"bad request header: {exc}", key, version, corr) from exc
+    fast = _fast_request(key, version, frame, pos)
+    if fast is not None:
+        return RequestFrame(key, version, corr, client_id, fast, codec.flexible, session)
     try:
         # Bounded before the generic decoder runs: lengths against bytes left, forbidden nulls, and nested
         # unknown tagged fields dropped (kafka-python copies the rest of the frame per non-empty section).
@@ -476,6 +479,8 @@ def group_requests(req: RequestFrame, client_host: str = "") -> list[gm.GroupReq
     b = req.body
     v = req.api_version
     key = req.api_key
+    if type(b) in _FAST_VALUES:
+        return [b]  # already a zkcoord value (decoded by zkcoord.server.fastpath)
     if key == HEARTBEAT:
         return [
             gm.HeartbeatRequest(
@@ -656,6 +661,9 @@ def group_response(req: RequestFrame, responses: Sequence[gm.GroupResponse]) -> 
             resp = LeaveGroupResponse(version=v, throttle_time_ms=0, error_code=error)
         return _encode(req, resp)
     if key == OFFSET_COMMIT:
+        packed = fastpath.offset_commit_response(v, req.correlation_id, r.topics)
+        if packed is not None:
+            return packed
         T = OffsetCommitResponse.OffsetCommitResponseTopic
         P = T.OffsetCommitResponsePartition
         resp = OffsetCommitResponse(
@@ -1057,6 +1065,24 @@ def init_producer_id_response(req: RequestFrame, r: dm.InitProducerIdResponse) -
         producer_epoch=r.producer_epoch,
     )
     return _encode(req, resp)
+
+
+# -- fast paths: Heartbeat and OffsetCommit without the generic per-field machinery ---------------------------
+# zkcoord.server.fastpath reads these requests straight into zkcoord values (the frame's `body` is then that
+# value, which `group_requests` passes through) and packs OffsetCommit answers; anything it is not sure of comes
+# back None and takes the generic path above. Equality with the generic path is a property test.
+
+_FAST_VALUES = (gm.HeartbeatRequest, gm.OffsetCommitRequest)
+
+
+def _fast_request(
+    key: int, version: int, frame: bytes | bytearray | memoryview, pos: int
+) -> gm.HeartbeatRequest | gm.OffsetCommitRequest | None:
+    if key == HEARTBEAT:
+        return fastpath.decode_heartbeat(frame if type(frame) is bytes else bytes(frame), pos, version)
+    if key == OFFSET_COMMIT:
+        return fastpath.decode_offset_commit(frame if type(frame) is bytes else bytes(frame), pos, version)
+    return None
 
 
 # -- SASL: SaslHandshake (17) and SaslAuthenticate (36) ------------------------------------------------------------

@@ -7,6 +7,7 @@ so a reader (and mypy) sees the whole contract here, and tests pass small fakes 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Protocol
 
 from zkcoord.group.messages import (
@@ -41,6 +42,11 @@ class GroupCoordinator(Protocol):
     async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResponse: ...
 
     async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse: ...
+
+    def heartbeat_now(self, req: HeartbeatRequest) -> HeartbeatResponse | Awaitable[HeartbeatResponse]:
+        """The same heartbeat, answered without a task or a future when nothing has to wait (no write pending
+        ahead of it): the hottest request, so the wire layer writes its answer at once."""
+        ...
 
     async def leave_group(self, req: LeaveGroupRequest) -> LeaveGroupResponse: ...
 

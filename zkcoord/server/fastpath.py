@@ -1,0 +1,281 @@
+"""Hand-written wire codecs for the two hottest group APIs: Heartbeat and OffsetCommit requests read straight into
+`zkcoord.group.messages` values, and OffsetCommit responses packed straight from them.
+
+Guarantee: for every frame a reader here accepts, the value is equal to what the generic path (kafka-python's
+generated decoder, then `kafka_protocol.group_requests`) makes of it, and every packed answer is byte-identical to
+what `kafka_protocol.group_response` encodes (both checked by property tests against the adapter). A reader returns
+None for anything it is not sure of (a null where the schema forbids one, tagged fields, bad UTF-8, a length that
+runs past the end, trailing bytes, a version it does not know): the caller then takes the generic path, which
+decodes the frame or raises the precise error. So the fast path can only ever be faster, never different.
+
+Why: the generic path builds a kafka-python object per request and a second, zkcoord-side value from it, field by
+field; for a 100-partition OffsetCommit that is a few hundred objects and most of the request's CPU.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+from zkcoord.group import messages as gm
+
+HEARTBEAT = 12
+OFFSET_COMMIT = 8
+
+HEARTBEAT_VERSIONS = range(0, 5)  # 4+ flexible
+OFFSET_COMMIT_VERSIONS = range(2, 9)  # 8+ flexible; v0/v1 (ZooKeeper-era shapes) stay on the generic path
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_RETENTION = struct.Struct(">q")
+_PART_V2 = struct.Struct(">iq")  # partition_index, committed_offset
+_PART_V6 = struct.Struct(">iqi")  # + committed_leader_epoch
+
+
+class _Bad(Exception):
+    """Internal: the frame is not one the fast path is sure of (the caller falls back to the generic path)."""
+
+
+# -- reading ----------------------------------------------------------------------------------------------------
+
+
+def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    b = buf[pos]
+    if b < 0x80:
+        return b, pos + 1
+    value = b & 0x7F
+    shift = 7
+    while True:
+        pos += 1
+        b = buf[pos]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos + 1
+        shift += 7
+        if shift > 28:
+            raise _Bad
+
+
+def _string(buf: bytes, pos: int, compact: bool, nullable: bool) -> tuple[str | None, int]:
+    if compact:
+        n, pos = _uvarint(buf, pos)
+        n -= 1
+    else:
+        n = _I16.unpack_from(buf, pos)[0]
+        pos += 2
+    if n < 0:
+        if not nullable or n != -1:
+            raise _Bad
+        return None, pos
+    end = pos + n
+    if end > len(buf):
+        raise _Bad
+    return buf[pos:end].decode("utf-8"), end
+
+
+def _no_tags(buf: bytes, pos: int) -> int:
+    # Any tagged field: the generic path knows what to keep and what to drop.
+    if buf[pos] != 0:
+        raise _Bad
+    return pos + 1
+
+
+def _array_len(buf: bytes, pos: int, compact: bool) -> tuple[int, int]:
+    if compact:
+        n, pos = _uvarint(buf, pos)
+        n -= 1
+    else:
+        n = _I32.unpack_from(buf, pos)[0]
+        pos += 4
+    if n < 0:
+        raise _Bad  # these arrays are not nullable
+    return n, pos
+
+
+_UNIFORM_V8_SIZE = (
+    18  # partition_index, committed_offset, committed_leader_epoch, b"\x01" (""), b"\x00" (no tags)
+)
+_UNIFORM_V8: dict[int, struct.Struct] = {}
+
+
+def _uniform_v8_partitions(buf: bytes, pos: int, count: int) -> list[gm.OffsetCommitRequestPartition] | None:
+    """The usual flexible commit, every partition with empty metadata and no tagged fields, in one unpack; None
+    when any partition differs (then they are read one by one)."""
+    if count == 0 or pos + count * _UNIFORM_V8_SIZE > len(buf):
+        return None
+    s = _UNIFORM_V8.get(count)
+    if s is None:
+        s = struct.Struct(">" + "iqibb" * count)
+        if len(_UNIFORM_V8) < 1024:
+            _UNIFORM_V8[count] = s
+    values = s.unpack_from(buf, pos)
+    if values[3::5].count(1) != count or values[4::5].count(0) != count:
+        return None
+    Partition = gm.OffsetCommitRequestPartition
+    return [
+        Partition(index, offset, epoch, "", -1)
+        for index, offset, epoch in zip(values[0::5], values[1::5], values[2::5], strict=True)
+    ]
+
+
+def decode_heartbeat(buf: bytes, pos: int, version: int) -> gm.HeartbeatRequest | None:
+    """A Heartbeat request body from byte `pos` of a whole frame; None: use the generic path."""
+    if version not in HEARTBEAT_VERSIONS:
+        return None
+    flexible = version >= 4
+    try:
+        group_id, pos = _string(buf, pos, flexible, False)
+        generation = _I32.unpack_from(buf, pos)[0]
+        member_id, pos = _string(buf, pos + 4, flexible, False)
+        instance: str | None = None
+        if version >= 3:
+            instance, pos = _string(buf, pos, flexible, True)
+        if flexible:
+            pos = _no_tags(buf, pos)
+    except (_Bad, IndexError, struct.error, UnicodeDecodeError):
+        return None
+    if pos != len(buf):
+        return None
+    assert group_id is not None and member_id is not None
+    return gm.HeartbeatRequest(version, group_id, generation, member_id, instance)
+
+
+def decode_offset_commit(buf: bytes, pos: int, version: int) -> gm.OffsetCommitRequest | None:
+    """An OffsetCommit request body from byte `pos` of a whole frame; None: use the generic path."""
+    if version not in OFFSET_COMMIT_VERSIONS:
+        return None
+    flexible = version >= 8
+    Partition = gm.OffsetCommitRequestPartition
+    try:
+        group_id, pos = _string(buf, pos, flexible, False)
+        generation = _I32.unpack_from(buf, pos)[0]
+        member_id, pos = _string(buf, pos + 4, flexible, False)
+        instance: str | None = None
+        if version >= 7:
+            instance, pos = _string(buf, pos, flexible, True)
+        retention = -1
+        if version <= 4:
+            retention = _RETENTION.unpack_from(buf, pos)[0]
+            pos += 8
+        n_topics, pos = _array_len(buf, pos, flexible)
+        if n_topics > len(buf) - pos:
+            return None  # a lying count: the generic path names it
+        topics = []
+        with_epoch = version >= 6
+        fixed = _PART_V6 if with_epoch else _PART_V2
+        fixed_size = fixed.size
+        unpack_fixed = fixed.unpack_from
+        for _ in range(n_topics):
+            name, pos = _string(buf, pos, flexible, False)
+            n_parts, pos = _array_len(buf, pos, flexible)
+            if n_parts * fixed_size > len(buf) - pos:
+                return None
+            parts = _uniform_v8_partitions(buf, pos, n_parts) if flexible and with_epoch else None
+            if parts is not None:
+                pos += n_parts * _UNIFORM_V8_SIZE
+                n_parts = 0  # read in one go
+            else:
+                parts = []
+            for _ in range(n_parts):
+                if with_epoch:
+                    index, offset, epoch = unpack_fixed(buf, pos)
+                else:
+                    index, offset = unpack_fixed(buf, pos)
+                    epoch = -1
+                pos += fixed_size
+                if flexible and buf[pos] == 1 and buf[pos + 1] == 0:
+                    meta: str | None = ""  # the usual commit: empty metadata, no tagged fields
+                    pos += 2
+                else:
+                    meta, pos = _string(buf, pos, flexible, True)
+                    if flexible:
+                        pos = _no_tags(buf, pos)
+                parts.append(Partition(index, offset, epoch, meta, -1))
+            if flexible:
+                pos = _no_tags(buf, pos)
+            assert name is not None
+            topics.append(gm.OffsetCommitRequestTopic(name, tuple(parts)))
+        if flexible:
+            pos = _no_tags(buf, pos)
+    except (_Bad, IndexError, struct.error, UnicodeDecodeError):
+        return None
+    if pos != len(buf):
+        return None
+    assert group_id is not None and member_id is not None
+    return gm.OffsetCommitRequest(
+        api_version=version,
+        group_id=group_id,
+        generation_id=generation,
+        member_id=member_id,
+        topics=tuple(topics),
+        group_instance_id=instance,
+        retention_time_ms=retention,
+    )
+
+
+# -- packing ----------------------------------------------------------------------------------------------------
+
+_HEAD = struct.Struct(">ii")  # size, correlation id
+_HEAD_FLEX = struct.Struct(">iib")  # + empty response-header tagged fields
+_THROTTLE_ZERO = b"\x00\x00\x00\x00"
+_PARTS: dict[tuple[int, bool], struct.Struct] = {}  # (count, flexible) -> the partitions' fixed part at once
+
+
+def _uvarint_bytes(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _parts_struct(count: int, flexible: bool) -> struct.Struct:
+    s = _PARTS.get((count, flexible))
+    if s is None:
+        s = struct.Struct(">" + ("ihb" if flexible else "ih") * count)
+        if len(_PARTS) < 4096:
+            _PARTS[(count, flexible)] = s
+    return s
+
+
+def offset_commit_response(
+    version: int, correlation_id: int, topics: Sequence[gm.OffsetCommitResponseTopic]
+) -> bytes | None:
+    """The whole response frame (size prefix included) at `version`; None for a version not packed here."""
+    if version not in OFFSET_COMMIT_VERSIONS:
+        return None
+    flexible = version >= 8
+    out = [_THROTTLE_ZERO] if version >= 3 else []
+    append = out.append
+    if flexible:
+        append(_uvarint_bytes(len(topics) + 1))
+    else:
+        append(_I32.pack(len(topics)))
+    for t in topics:
+        raw = t.name.encode("utf-8")
+        parts = t.partitions
+        n = len(parts)
+        flat: list[int] = []
+        if flexible:
+            append(_uvarint_bytes(len(raw) + 1))
+            append(raw)
+            append(_uvarint_bytes(n + 1))
+            for p in parts:
+                flat += (p.partition_index, p.error_code, 0)
+            append(_parts_struct(n, True).pack(*flat))
+            append(b"\x00")  # the topic's tagged fields
+        else:
+            append(_I16.pack(len(raw)))
+            append(raw)
+            append(_I32.pack(n))
+            for p in parts:
+                flat += (p.partition_index, p.error_code)
+            append(_parts_struct(n, False).pack(*flat))
+    if flexible:
+        append(b"\x00")  # the body's tagged fields
+        body = b"".join(out)
+        return _HEAD_FLEX.pack(len(body) + 5, correlation_id, 0) + body
+    body = b"".join(out)
+    return _HEAD.pack(len(body) + 4, correlation_id) + body
