@@ -23,7 +23,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from typing import TypeVar
 
 from zkcoord.bridge.mixed_policy import (
     ClassicMember,
@@ -49,6 +49,7 @@ from zkcoord.zk.member_zk import read_topic_partitions
 from zkcoord.zk.session import Client, connect
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 __all__ = ["MemberView", "MixedGroupBridge", "MixedGroupRefused", "read_members", "repair"]
 
@@ -69,15 +70,6 @@ def repair(client: Client, group: str) -> list[str]:
     ids = zkm.read_ids(client, group)
     classic = [cid for cid, data in ids.items() if classic_marker(data) is not None]
     return zkm.repair_ops(client, group, classic, [thread_for(c) for c in classic])
-
-
-@dataclass(frozen=True, slots=True)
-class BridgeMember:
-    """A classic member as the group service reports it: id, client id, subscribed topics, its assignment."""
-
-    member_id: str
-    client_id: str
-    topics: tuple[str, ...]
 
 
 class MixedGroupBridge:
@@ -159,6 +151,16 @@ class MixedGroupBridge:
             )
         return fence
 
+    def _refenced(self, group: str, fn: Callable[..., T], *args: object) -> T:
+        """Run `fn`; if another coordinator adopted the group since, adopt it back once and rerun: the service
+        calls only while it serves the group, so the other one's time is over (it cannot write any more)."""
+        try:
+            return fn(*args)
+        except zkm.FenceMoved:
+            log.warning("group=%s: adopted by another coordinator meanwhile; adopting it again", group)
+            self._fences.pop(group, None)
+            return fn(*args)
+
     # -- the group service's hooks -------------------------------------------------------------------------
 
     def usable_protocols(self, names: Iterable[str]) -> tuple[str, ...]:
@@ -207,19 +209,21 @@ class MixedGroupBridge:
         loop.run_in_executor(None, setup)
 
     async def assign(
-        self, group: str, protocol: str, members: Sequence[BridgeMember], timeout_ms: int
+        self, group: str, protocol: str, members: Sequence[tuple[str, str, tuple[str, ...]]], timeout_ms: int
     ) -> dict[str, bytes]:
         """The leader's SyncGroup: register the generation's members, hand partitions over, and return each
         member's assignment (ConsumerProtocolAssignment bytes) of exactly the partitions held for it."""
         async with self._lock(group):
-            return await asyncio.to_thread(self._assign, group, protocol, tuple(members), timeout_ms)
+            classic = tuple(ClassicMember(mid, client, topics) for mid, client, topics in members)
+            return await asyncio.to_thread(
+                self._refenced, group, self._assign, group, protocol, classic, timeout_ms
+            )
 
     def _assign(
-        self, group: str, protocol: str, members: tuple[BridgeMember, ...], timeout_ms: int
+        self, group: str, protocol: str, classic: tuple[ClassicMember, ...], timeout_ms: int
     ) -> dict[str, bytes]:
         client = self._zk()
         fence = self._adopt(group)
-        classic = [ClassicMember(m.member_id, m.client_id, m.topics) for m in members]
         ids = zkm.read_ids(client, group)
         legacy = {
             cid: ConsumerRegistration.decode(paths.id_path(group, cid), data)
@@ -296,10 +300,12 @@ class MixedGroupBridge:
     async def members_changed(self, group: str, present: Iterable[str]) -> None:
         """The group's members are now `present` (member ids): release what members gone held, remove their ids."""
         present_set = set(present)
-        if not any(mid not in present_set for mid in self._registered.get(group, {})):
+        if group in self._fences and not any(
+            mid not in present_set for mid in self._registered.get(group, {})
+        ):
             return
         async with self._lock(group):
-            await asyncio.to_thread(self._release_gone, group, present_set)
+            await asyncio.to_thread(self._refenced, group, self._release_gone, group, present_set)
 
     def _release_gone(self, group: str, present: set[str]) -> None:
         client = self._zk()
@@ -326,7 +332,7 @@ class MixedGroupBridge:
             "group=%s released %d partitions of %d departed classic members", group, len(victims), len(gone)
         )
 
-    async def legacy_owns(self, group: str, tps: Sequence[TopicPartition]) -> bool:
+    async def legacy_owns(self, group: str, tps: Sequence[tuple[str, int]]) -> bool:
         """True when every partition's owner znode is held by a legacy member (not one of ours)."""
 
         def check() -> bool:

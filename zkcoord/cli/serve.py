@@ -2,6 +2,8 @@
 
 `--bridge-zk-offsets` adds the coordinator-side offset bridge (zkcoord.server.group_service.ZkOffsetBridge):
 OffsetFetch answers max(coordinator, /consumers/G/offsets) and acknowledged commits are mirrored there.
+`--bridge-zk-groups REGEX` makes the matching groups mixed groups (zkcoord.bridge.membership.MixedGroupBridge):
+legacy ZooKeeper members and broker-protocol members in one group, migrated member by member.
 """
 
 from __future__ import annotations
@@ -9,9 +11,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import re
 import signal
 from pathlib import Path
 
+from zkcoord.bridge.membership import MixedGroupBridge
 from zkcoord.bridge.mirror import ZkOffsetBridge
 from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
 from zkcoord.errors import ConfigError
@@ -94,6 +98,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=1000,
         help="how long a commit response waits for its offsets to land in ZooKeeper (0: never; default 1000)",
     )
+    parser.add_argument(
+        "--bridge-zk-groups",
+        dest="bridge_groups",
+        default=None,
+        metavar="REGEX",
+        help="mixed groups for member-by-member migration: the groups whose id fully matches REGEX hold legacy "
+        "ZooKeeper members and broker-protocol members as one group (the legacy assignor over both; owner "
+        "znodes held for the broker-protocol members). Uses --zk (or the --bridge-zk-offsets CONNECT)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -130,12 +143,31 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--bridge-zk-offsets needs a ZooKeeper connect string: give one, or use --zk")
         if args.bridge_wait_ms < 0:
             raise ConfigError(f"--bridge-zk-offsets-wait-ms must be >= 0, got {args.bridge_wait_ms}")
+    groups_connect = None
+    if args.bridge_groups is not None:
+        try:
+            re.compile(args.bridge_groups)
+        except re.error as exc:
+            raise ConfigError(f"--bridge-zk-groups: not a regular expression: {exc}") from exc
+        groups_connect = args.zk or bridge_connect
+        if not groups_connect:
+            raise ConfigError("--bridge-zk-groups needs ZooKeeper: use --zk (or --bridge-zk-offsets CONNECT)")
     return asyncio.run(
-        _serve(Node(server, group, args.zk, args.advertise, cluster), bridge_connect, args.bridge_wait_ms)
+        _serve(
+            Node(server, group, args.zk, args.advertise, cluster),
+            bridge_connect,
+            args.bridge_wait_ms,
+            (groups_connect, args.bridge_groups) if groups_connect else None,
+        )
     )
 
 
-async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: int = 1000) -> int:
+async def _serve(
+    node: Node,
+    bridge_connect: str | None = None,
+    bridge_wait_ms: int = 1000,
+    mixed: tuple[str, str] | None = None,
+) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -149,6 +181,15 @@ async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: 
         # Given to the node before it starts, so no service (and no commit) ever runs without it.
         node = dataclasses.replace(node, offset_mirror=bridge)
         print(f"zkcoord serve: bridging group offsets to ZooKeeper {bridge_connect}", flush=True)
+    members = None
+    if mixed is not None:
+        members = MixedGroupBridge(mixed[0], mixed[1], holder=f"node-{node.server_config.node_id}")
+        await members.start()
+        node = dataclasses.replace(node, membership_bridge=members)
+        print(
+            f"zkcoord serve: mixed groups matching {mixed[1]!r} bridged through ZooKeeper {mixed[0]}",
+            flush=True,
+        )
     try:
         await node.start()
         cfg = node.server_config
@@ -158,6 +199,8 @@ async def _serve(node: Node, bridge_connect: str | None = None, bridge_wait_ms: 
         finally:
             await node.close()
     finally:
+        if members is not None:
+            await members.close()
         if bridge is not None and zk_side is not None:
             await bridge.close()
             await asyncio.to_thread(zk_side.close)

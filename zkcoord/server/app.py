@@ -15,7 +15,7 @@ from zkcoord.cluster.node import ClusterConfig
 from zkcoord.group.config import GroupConfig
 from zkcoord.server.broker import Broker, NewData, Response, ServerConfig
 from zkcoord.server.cluster_routing import ClusterRouting
-from zkcoord.server.group_service import GroupService, OffsetMirror
+from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetMirror
 from zkcoord.server.kafka_protocol import RequestFrame
 from zkcoord.server.log import LogManager
 from zkcoord.server.wire import WireServer
@@ -32,6 +32,9 @@ class Node:
     advertise: tuple[str, int] | None = None  # advertised.listeners: what clients are told to connect to
     cluster_overrides: dict[str, int] = field(default_factory=dict)  # ClusterConfig fields set by flags
     offset_mirror: OffsetMirror | None = None  # the bridge's (`--bridge-zk-offsets`), for every group service
+    membership_bridge: MembershipBridge | None = (
+        None  # mixed groups (`--bridge-zk-groups`), for every service
+    )
     logs: LogManager | None = None
     broker: Broker | None = None
     wire: WireServer | None = None
@@ -44,7 +47,12 @@ class Node:
         logs = self.logs = LogManager(cfg.data_dir, cfg.log_segment_bytes)
         if not self.zk_connect:
             store = FileRecordStore(cfg.data_dir / "group-records")
-            self.groups = GroupService(self.group_config, store, offset_mirror=self.offset_mirror)
+            self.groups = GroupService(
+                self.group_config,
+                store,
+                offset_mirror=self.offset_mirror,
+                membership_bridge=self.membership_bridge,
+            )
             await self.groups.start()
         self.wire = WireServer(self._dispatch, cfg.host, cfg.port, cfg.socket_request_max_bytes)
         await self.wire.start()
@@ -56,7 +64,12 @@ class Node:
         new_data = NewData()
         if self.zk_connect:
             self.cluster = ClusterRouting(
-                self._cluster_config(cfg), self.group_config, logs, new_data.notify, self.offset_mirror
+                self._cluster_config(cfg),
+                self.group_config,
+                logs,
+                new_data.notify,
+                self.offset_mirror,
+                self.membership_bridge,
             )
             self.broker = Broker(cfg, logs, groups=self.cluster, cluster=self.cluster, new_data=new_data)
             await self.cluster.start()

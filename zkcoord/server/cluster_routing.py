@@ -55,7 +55,7 @@ from zkcoord.group.messages import (
 from zkcoord.legacy import paths
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.placement.leadership import NO_LEADER, single_replica_assignment
-from zkcoord.server.group_service import GroupService, OffsetMirror
+from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetMirror
 from zkcoord.server.log import LogManager, OffsetsTopicLog
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
 from zkcoord.server.seams import ClusterSide, GroupCoordinator
@@ -87,10 +87,12 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         logs: LogManager,
         on_new_data: Callable[[], None] | None = None,
         offset_mirror: OffsetMirror | None = None,
+        membership_bridge: MembershipBridge | None = None,
     ) -> None:
         self.config = config
         self.group_config = group_config
         self.offset_mirror = offset_mirror  # shared by every service this node starts
+        self.membership_bridge = membership_bridge  # likewise (mixed groups)
         self.node = ClusterNode(config, on_become_leader=self._become_leader, on_resign=self._resign)
         self.services: dict[int, GroupService] = {}
         self.offsets_logs: dict[int, OffsetsTopicLog] = {}
@@ -143,6 +145,7 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             store,
             owns_group=lambda g: self.node.partition_for(g) == partition,
             offset_mirror=self.offset_mirror,
+            membership_bridge=self.membership_bridge,
         )
         await service.start()
         self.services[partition] = service
