@@ -36,6 +36,7 @@ from zkcoord.bridge.mixed_policy import (
     consumer_id_for,
     encode_assignment,
     encode_classic_registration,
+    is_classic_id,
     member_views,
     plan_assignment,
     plan_hand_over,
@@ -192,14 +193,21 @@ class MixedGroupBridge:
         return out
 
     def watch(self, group: str, topics: Sequence[str], on_change: Callable[[], None]) -> None:
-        """Call `on_change()` on the loop whenever a legacy member joins or leaves (the ids children change)
-        or a subscribed topic's partition count changes. Idempotent per group."""
+        """Call `on_change()` on the loop whenever the group's legacy members change (one joins, leaves or
+        loses its session: the ids children other than our own `<group>_classic-<hex>` ones) or a subscribed
+        topic's partition data changes. Idempotent per group."""
         if group in self._watches or self._loop is None:
             return
         loop = self._loop
         self._watches[group] = lambda: None  # placeholder until the watch is set
+        seen: list[frozenset[str] | None] = [None]
 
-        def changed() -> None:
+        def changed(children: tuple[str, ...] | None) -> None:
+            if children is not None:
+                legacy = frozenset(c for c in children if not is_classic_id(group, c))
+                previous, seen[0] = seen[0], legacy
+                if previous == legacy:
+                    return  # only our own registrations moved
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(on_change)
 

@@ -61,6 +61,13 @@ def consumer_id_for(group: str, member_id: str) -> str:
     return f"{group}_classic-{hashlib.sha256(member_id.encode()).hexdigest()[:16]}"
 
 
+def is_classic_id(group: str, consumer_id: str) -> bool:
+    """Whether an ids child has the shape of `consumer_id_for` (the bridge's watch tells its own ids by name)."""
+    prefix = f"{group}_classic-"
+    tail = consumer_id[len(prefix) :]
+    return consumer_id.startswith(prefix) and len(tail) == 16 and all(c in "0123456789abcdef" for c in tail)
+
+
 def thread_for(consumer_id: str) -> str:
     """A classic member has one stream per topic: its only thread id is `<consumer id>-0`."""
     return thread_id(consumer_id, 0)

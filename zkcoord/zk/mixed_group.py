@@ -141,26 +141,29 @@ def wait_gone(client: KazooClient, path: str, timeout_s: float) -> bool:
 
 
 def watch_group(
-    client: KazooClient, group: str, topics: Sequence[str], on_change: Callable[[], None]
+    client: KazooClient,
+    group: str,
+    topics: Sequence[str],
+    on_change: Callable[[tuple[str, ...] | None], None],
 ) -> Callable[[], None]:
-    """Call `on_change()` whenever the ids children of `group` or the partition data of `topics` change (not
-    for the first read). Returns a function that stops calling it."""
+    """Call `on_change(ids children)` whenever the ids children of `group` change and `on_change(None)` when the
+    partition data of one of `topics` changes (not for the first reads). Returns a function that stops it."""
     stopped = threading.Event()
     first = {"ids": True, **{t: True for t in topics}}
 
-    def fire(key: str) -> bool:
+    def fire(key: str, children: Sequence[str] | None) -> bool:
         if stopped.is_set():
             return False
         if first[key]:
             first[key] = False
         else:
-            on_change()
+            on_change(None if children is None else tuple(sorted(children)))
         return True
 
     client.ensure_path(paths.ids_path(group))
-    ChildrenWatch(client, paths.ids_path(group), lambda _children: fire("ids"))
+    ChildrenWatch(client, paths.ids_path(group), lambda children: fire("ids", children))
     for topic in topics:
-        DataWatch(client, paths.topic_path(topic), lambda _d, _s, topic=topic: fire(topic))
+        DataWatch(client, paths.topic_path(topic), lambda _d, _s, topic=topic: fire(topic, None))
     return stopped.set
 
 

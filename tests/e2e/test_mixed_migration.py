@@ -1,0 +1,491 @@
+"""Member-by-member migration of a running group (issue 12) against real ZooKeeper, a real `zkcoord serve --zk
+--bridge-zk-offsets --bridge-zk-groups`, real legacy members and real kafka-python / confluent-kafka members, under
+a paced producer: a 4-member legacy group is migrated one member at a time to broker-protocol members, then rolled
+back the same way. An observer samples every 50 ms what each member says it holds (recorded by the members'
+rebalance callbacks), the owner znodes and both offset stores. Required: 0 samples with a partition held by two
+members, 0 lost records, no duplicates beyond what a crashed member consumed but had not committed, and no
+committed offset going backwards in either store."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+
+from zkcoord.bridge.broker_store import BrokerOffsetStore
+from zkcoord.bridge.member import member_offsets
+from zkcoord.bridge.membership import read_members
+from zkcoord.legacy.config import LegacyConsumerConfig
+from zkcoord.legacy.ids import consumer_of_thread
+from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
+from zkcoord.testing import wait_for
+from zkcoord.zk import registry
+from zkcoord.zk.member import LegacyConsumer
+from zkcoord.zk.session import connect, ensure_chroot
+
+pytestmark = pytest.mark.e2e
+
+PARTITIONS = 12
+SESSION_MS = 6000
+HEARTBEAT_MS = 200
+COMMIT_INTERVAL_MS = 200
+SAMPLE_S = 0.05
+
+
+@dataclass
+class Cluster:
+    zk_connect: str
+    node: NodeProcess
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One chroot and one bridged serve node for the module; each test uses its own topic and group."""
+    connect_string = ensure_chroot(zk_server.hosts, f"/zkcoord-tests/mixed-{uuid.uuid4().hex[:8]}")
+    node = NodeProcess(
+        tmp_path_factory.mktemp("mixed-node"),
+        ("--zk", connect_string, "--node-id", "1", f"--num.partitions={PARTITIONS}", *FAST_GROUP_FLAGS,
+         "--bridge-zk-offsets", "--bridge-zk-groups", "mixed-.*"),
+    )  # fmt: skip
+    node.start()
+    try:
+        yield Cluster(connect_string, node)
+    finally:
+        node.stop()
+
+
+# ----------------------------------------------------------------------------------------------- the ledger
+
+
+class Ledger:
+    """What every member says it holds, changed only from the members' own rebalance callbacks (under one lock,
+    so a sample is one instant of all members), plus every consumed record."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.holding: dict[str, set[int]] = {}
+        self.consumed: list[tuple[int, int]] = []
+        self.crash_uncommitted = 0  # records a crashed member consumed after its last commit (allowed again)
+
+    def acquire(self, member: str, parts: set[int]) -> None:
+        with self.lock:
+            self.holding.setdefault(member, set()).update(parts)
+
+    def release(self, member: str, parts: set[int] | None = None) -> None:
+        with self.lock:
+            held = self.holding.setdefault(member, set())
+            if parts is None:
+                held.clear()
+            else:
+                held.difference_update(parts)
+
+    def add(self, partition: int, offset: int) -> None:
+        with self.lock:
+            self.consumed.append((partition, offset))
+
+    def snapshot(self) -> dict[str, set[int]]:
+        with self.lock:
+            return {m: set(ps) for m, ps in self.holding.items() if ps}
+
+
+def double_held(snapshot: Mapping[str, set[int]]) -> list[int]:
+    count = Counter(p for ps in snapshot.values() for p in ps)
+    return sorted(p for p, n in count.items() if n > 1)
+
+
+# ---------------------------------------------------------------------------------------------- the members
+
+
+class LegacyMember:
+    """A zkcoord legacy ZooKeeper member (fast or faithful) consuming in its own thread."""
+
+    kind = "legacy"
+
+    def __init__(
+        self, cluster: Cluster, group: str, topic: str, name: str, ledger: Ledger, mode: str, strategy: str
+    ):
+        self.name = name
+        self.ledger = ledger
+        config = LegacyConsumerConfig(
+            group_id=group,
+            zookeeper_connect=cluster.zk_connect,
+            consumer_id=name,
+            auto_offset_reset="smallest",
+            auto_commit_interval_ms=COMMIT_INTERVAL_MS,
+            rebalance_backoff_ms=200,
+            rebalance_max_retries=50,
+            socket_timeout_ms=3000,
+            zookeeper_session_timeout_ms=SESSION_MS,
+            mode=mode,  # type: ignore[arg-type]
+            partition_assignment_strategy=strategy,  # type: ignore[arg-type]
+        )
+        self.consumer = LegacyConsumer(config, {topic: 1}, listener=self, offsets=member_offsets)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"legacy-{name}", daemon=True)
+
+    # RebalanceListener
+    def before_release(self, consumer_id: str, partitions: Mapping[str, frozenset[int]]) -> None:
+        self.ledger.release(self.name)
+
+    def after_claim(self, consumer_id: str, assignment: Mapping[Any, str]) -> None:
+        mine = {tp[1] for tp, thread in assignment.items() if consumer_of_thread(thread) == consumer_id}
+        self.ledger.acquire(self.name, mine)
+
+    def start(self) -> LegacyMember:
+        self.consumer.start()
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            msg = self.consumer.next_message(timeout=0.1)
+            if msg is not None:
+                self.ledger.add(msg.partition, msg.offset)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+        self.ledger.release(self.name)
+
+    def stable(self) -> bool:
+        return self.consumer.is_stable()
+
+
+class KafkaPythonMember(ConsumerRebalanceListener):  # type: ignore[misc]
+    kind = "kafka-python"
+
+    def __init__(self, cluster: Cluster, group: str, topic: str, name: str, ledger: Ledger, strategy: str):
+        from kafka.coordinator.assignors.range import RangePartitionAssignor
+        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+
+        self.name = name
+        self.ledger = ledger
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=cluster.node.bootstrap,
+            group_id=group,
+            client_id=name,
+            auto_offset_reset="earliest",
+            enable_auto_commit=True,
+            auto_commit_interval_ms=COMMIT_INTERVAL_MS,
+            session_timeout_ms=SESSION_MS,
+            heartbeat_interval_ms=HEARTBEAT_MS,
+            max_poll_interval_ms=20000,
+            fetch_max_wait_ms=100,
+            partition_assignment_strategy=[
+                {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[strategy]
+            ],
+        )
+        self.consumer.subscribe([topic], listener=self)
+        self.assigned_once = threading.Event()
+        self._stop = threading.Event()
+        self.errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name=f"kp-{name}", daemon=True)
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.ledger.release(self.name)
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.ledger.acquire(self.name, {tp.partition for tp in assigned})
+        self.assigned_once.set()
+
+    def start(self) -> KafkaPythonMember:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                for records in self.consumer.poll(timeout_ms=100).values():
+                    for r in records:
+                        self.ledger.add(r.partition, r.offset)
+        except BaseException as exc:
+            self.errors.append(exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.consumer.close()  # commits (auto-commit), revokes, leaves
+        self.ledger.release(self.name)
+        assert not self.errors, self.errors
+
+    def stable(self) -> bool:
+        return self.assigned_once.is_set()
+
+
+class ConfluentMember:
+    kind = "confluent-kafka"
+
+    def __init__(self, cluster: Cluster, group: str, topic: str, name: str, ledger: Ledger, strategy: str):
+        self.name = name
+        self.ledger = ledger
+        self.topic = topic
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": cluster.node.bootstrap,
+                "group.id": group,
+                "client.id": name,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": True,
+                "auto.commit.interval.ms": COMMIT_INTERVAL_MS,
+                "session.timeout.ms": SESSION_MS,
+                "heartbeat.interval.ms": HEARTBEAT_MS,
+                "max.poll.interval.ms": 20000,
+                "partition.assignment.strategy": strategy,
+                "fetch.wait.max.ms": 100,
+            }
+        )
+        self.assigned_once = threading.Event()
+        self._stop = threading.Event()
+        self.errors: list[str] = []
+        self._thread = threading.Thread(target=self._run, name=f"ck-{name}", daemon=True)
+
+    def start(self) -> ConfluentMember:
+        def on_assign(consumer: Any, parts: list[Any]) -> None:
+            self.ledger.acquire(self.name, {p.partition for p in parts})
+            self.assigned_once.set()
+
+        def on_revoke(consumer: Any, parts: list[Any]) -> None:
+            with contextlib.suppress(Exception):
+                consumer.commit(
+                    asynchronous=False
+                )  # the stored positions, before another member starts there
+            self.ledger.release(self.name)
+
+        self.consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            msg = self.consumer.poll(0.1)
+            if msg is None:
+                continue
+            err = msg.error()
+            if err is not None:
+                if not err.retriable() and err.code() != -191:  # -191: partition EOF
+                    self.errors.append(str(err))
+                continue
+            self.ledger.add(msg.partition(), msg.offset())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        self.consumer.close()
+        self.ledger.release(self.name)
+        assert not self.errors, self.errors
+
+    def stable(self) -> bool:
+        return self.assigned_once.is_set()
+
+
+# ------------------------------------------------------------------------------------ producer and observer
+
+
+class Producer:
+    """Paced background producer remembering every acknowledged (partition, offset)."""
+
+    def __init__(self, bootstrap: str, topic: str, per_second: float = 100.0) -> None:
+        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, retries=5)
+        self.topic = topic
+        self.per_second = per_second
+        self.acked: list[tuple[int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
+
+    def _run(self) -> None:
+        start = time.monotonic()
+        i = 0
+        while not self._stop.is_set():
+            future = self.producer.send(self.topic, key=f"k{i}".encode(), value=f"r{i}".encode())
+            future.add_callback(lambda md: self.acked.append((md.partition, md.offset)))
+            i += 1
+            ahead = start + i / self.per_second - time.monotonic()
+            if ahead > 0:
+                self._stop.wait(ahead)  # pacing, not synchronisation
+        self.producer.flush(timeout=30)
+
+    def start(self) -> Producer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        self.producer.close(timeout=5)
+
+
+@dataclass
+class Observed:
+    samples: int = 0
+    double_held: list[tuple[float, dict[str, set[int]]]] = field(default_factory=list)
+    regressions: list[str] = field(default_factory=list)
+    owner_threads_seen: set[str] = field(default_factory=set)
+
+
+class Observer:
+    """Every 50 ms: the members' holdings (one instant, from the ledger) and the owner znodes; in a second thread,
+    as often as they answer, both offset stores (ZooKeeper, and the coordinator's OffsetFetch)."""
+
+    def __init__(self, cluster: Cluster, group: str, ledger: Ledger) -> None:
+        self.client = connect(cluster.zk_connect)
+        self.broker = BrokerOffsetStore(cluster.node.bootstrap, group, request_timeout_ms=3000)
+        self.group = group
+        self.ledger = ledger
+        self.seen = Observed()
+        self._last: dict[tuple[str, int], int] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="observer", daemon=True)
+        self._offsets_thread = threading.Thread(
+            target=self._run_offsets, name="observer-offsets", daemon=True
+        )
+
+    def sample(self) -> None:
+        """One instant of what the members hold, and the owner znodes."""
+        snap = self.ledger.snapshot()
+        if double_held(snap):
+            self.seen.double_held.append((time.monotonic(), snap))
+        self.seen.owner_threads_seen.update(registry.read_owners(self.client, self.group).values())
+        self.seen.samples += 1
+
+    def sample_offsets(self) -> None:
+        zk = registry.read_offsets(self.client, self.group)
+        read = self.broker.read_offsets()
+        broker = {} if read.request_error is not None else dict(read.offsets)
+        for store, offsets in (("zookeeper", zk), ("broker", broker)):
+            for tp, off in offsets.items():
+                key = (store, tp[1])
+                if off < self._last.get(key, -1):
+                    self.seen.regressions.append(f"{store} {tp[0]}-{tp[1]}: {self._last[key]} -> {off}")
+                self._last[key] = max(off, self._last.get(key, -1))
+
+    def _run(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            self.sample()
+
+    def _run_offsets(self) -> None:
+        while not self._stop.wait(SAMPLE_S):
+            self.sample_offsets()
+
+    def start(self) -> Observer:
+        self._thread.start()
+        self._offsets_thread.start()
+        return self
+
+    def stop(self) -> Observed:
+        self._stop.set()
+        self._thread.join(10)
+        self._offsets_thread.join(10)
+        self.sample()
+        self.sample_offsets()
+        self.broker.close()
+        self.client.stop()
+        self.client.close()
+        return self.seen
+
+
+def wait_settled(cluster: Cluster, group: str, members: list[Any], ledger: Ledger) -> None:
+    """Every partition held by exactly one member (what they say), every owner znode present."""
+    client = connect(cluster.zk_connect)
+    try:
+
+        def settled() -> bool:
+            if not all(m.stable() for m in members):
+                return False
+            snap = ledger.snapshot()
+            held = sorted(p for ps in snap.values() for p in ps)
+            if held != list(range(PARTITIONS)) or set(snap) - {m.name for m in members}:
+                return False
+            owners = registry.read_owners(client, group)
+            return len(owners) == PARTITIONS
+
+        wait_for(settled, 60, f"group {group} to settle with {[m.name for m in members]}", interval=0.05)
+    finally:
+        client.stop()
+        client.close()
+
+
+# ----------------------------------------------------------------------------------------------- the scenario
+
+
+def migrate_and_roll_back(
+    cluster: Cluster,
+    mode: str,
+    strategy: str,
+    *,
+    fault: Callable[[Cluster, str, list[Any]], None] | None = None,
+) -> None:
+    tag = uuid.uuid4().hex[:6]
+    topic, group = f"mixed-{tag}", f"mixed-{mode}-{strategy}-{tag}"
+    ledger = Ledger()
+    producer = Producer(cluster.node.bootstrap, topic)
+    producer.producer.send(topic, b"first").get(timeout=30)  # creates the topic (12 partitions)
+    producer.start()
+    legacy = [LegacyMember(cluster, group, topic, f"l{i}", ledger, mode, strategy).start() for i in range(4)]
+    members: list[Any] = list(legacy)
+    observer: Observer | None = None
+    try:
+        wait_settled(cluster, group, members, ledger)
+        observer = Observer(cluster, group, ledger).start()
+        kinds = [KafkaPythonMember, ConfluentMember]
+        classic: list[Any] = []
+        for i, old in enumerate(legacy):  # migrate: a broker-protocol member in, then the legacy one out
+            new = kinds[i % 2](cluster, group, topic, f"c{i}", ledger, strategy).start()
+            members.append(new)
+            classic.append(new)
+            wait_settled(cluster, group, members, ledger)
+            if fault is not None and i == 1:
+                fault(cluster, group, members)
+                wait_settled(cluster, group, members, ledger)
+            old.stop()
+            members.remove(old)
+            wait_settled(cluster, group, members, ledger)
+        client = connect(cluster.zk_connect)
+        try:
+            views = read_members(client, group)
+        finally:
+            client.stop()
+            client.close()
+        assert sorted(v.protocol for v in views) == ["classic"] * 4
+        assert sorted(p.partition for v in views for p in v.owned) == list(range(PARTITIONS))
+        for i, old in enumerate(classic):  # roll back the same way
+            new = LegacyMember(cluster, group, topic, f"r{i}", ledger, mode, strategy).start()
+            members.append(new)
+            wait_settled(cluster, group, members, ledger)
+            old.stop()
+            members.remove(old)
+            wait_settled(cluster, group, members, ledger)
+        producer.stop()
+        wanted = set(producer.acked)
+        wait_for(
+            lambda: wanted <= set(ledger.consumed), 60, "every acknowledged record consumed", interval=0.1
+        )
+    finally:
+        producer.stop()
+        seen = observer.stop() if observer is not None else Observed()
+        for m in members:
+            with contextlib.suppress(Exception):
+                m.stop()
+    assert seen.samples > 50
+    assert seen.double_held == [], seen.double_held[:3]
+    lost = set(producer.acked) - set(ledger.consumed)
+    assert not lost, sorted(lost)[:20]
+    duplicates = sum(n - 1 for n in Counter(ledger.consumed).values() if n > 1)
+    assert duplicates <= ledger.crash_uncommitted, (duplicates, ledger.crash_uncommitted)
+    assert seen.regressions == []
+    assert any("_classic-" in t for t in seen.owner_threads_seen)  # the coordinator held owner znodes
+
+
+@pytest.mark.parametrize(("mode", "strategy"), [("fast", "range"), ("faithful", "roundrobin")])
+def test_member_by_member_migration_and_rollback(cluster: Cluster, mode: str, strategy: str) -> None:
+    migrate_and_roll_back(cluster, mode, strategy)
