@@ -9,12 +9,15 @@ committed offset going backwards in either store."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
+import sys
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,16 +25,16 @@ from confluent_kafka import Consumer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
+from migration.compare.partitions import increase_partitions
 from zkcoord.bridge.broker_store import BrokerOffsetStore
 from zkcoord.bridge.member import member_offsets
 from zkcoord.bridge.membership import read_members
 from zkcoord.legacy.config import LegacyConsumerConfig
-from zkcoord.legacy.ids import consumer_of_thread
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
 from zkcoord.zk import registry
 from zkcoord.zk.member import LegacyConsumer
-from zkcoord.zk.session import connect, ensure_chroot
+from zkcoord.zk.session import connect, ensure_chroot, expire_session
 
 pytestmark = pytest.mark.e2e
 
@@ -55,6 +58,7 @@ def cluster(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     node = NodeProcess(
         tmp_path_factory.mktemp("mixed-node"),
         ("--zk", connect_string, "--node-id", "1", f"--num.partitions={PARTITIONS}", *FAST_GROUP_FLAGS,
+         "--zookeeper.session.timeout.ms=4000",
          "--bridge-zk-offsets", "--bridge-zk-groups", "mixed-.*"),
     )  # fmt: skip
     node.start()
@@ -68,34 +72,53 @@ def cluster(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 class Ledger:
-    """What every member says it holds, changed only from the members' own rebalance callbacks (under one lock,
-    so a sample is one instant of all members), plus every consumed record."""
+    """What every member says it holds: a classic member's from its own rebalance callbacks (under one lock, so
+    a sample is one instant of all of them), a legacy member's from `LegacyConsumer.owned()` (what it may hand
+    out records from: empty while fenced), read under the same lock; plus every consumed record and its reader."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.holding: dict[str, set[int]] = {}
-        self.consumed: list[tuple[int, int]] = []
-        self.crash_uncommitted = 0  # records a crashed member consumed after its last commit (allowed again)
+        self.views: dict[str, Callable[[], set[int]]] = {}  # legacy members: what they believe they own
+        self.consumed: list[tuple[int, int, str]] = []
+        self.times: list[float] = []
+        self.crashes: list[tuple[str, float, dict[int, int]]] = []
+        self.crash_uncommitted = 0  # records crashed members consumed past their last commit (may come again)
 
     def acquire(self, member: str, parts: set[int]) -> None:
         with self.lock:
             self.holding.setdefault(member, set()).update(parts)
 
-    def release(self, member: str, parts: set[int] | None = None) -> None:
+    def release(self, member: str) -> None:
         with self.lock:
-            held = self.holding.setdefault(member, set())
-            if parts is None:
-                held.clear()
-            else:
-                held.difference_update(parts)
+            self.holding.setdefault(member, set()).clear()
 
-    def add(self, partition: int, offset: int) -> None:
+    def add(self, partition: int, offset: int, member: str) -> None:
         with self.lock:
-            self.consumed.append((partition, offset))
+            self.consumed.append((partition, offset, member))
+            self.times.append(time.monotonic())
 
     def snapshot(self) -> dict[str, set[int]]:
+        with self.lock:  # classic members' callbacks wait; legacy views are read in microseconds
+            held = {m: set(ps) for m, ps in self.holding.items() if ps}
+            for name, view in self.views.items():
+                mine = view()
+                if mine:
+                    held[name] = mine
+            return held
+
+    def records(self) -> list[tuple[int, int]]:
         with self.lock:
-            return {m: set(ps) for m, ps in self.holding.items() if ps}
+            return [(p, o) for p, o, _ in self.consumed]
+
+    def crashed(self, member: str, committed: Mapping[int, int]) -> None:
+        """`member` lost its progress past `committed` (partition -> next offset): those records may be
+        delivered again, and are allowed as duplicates."""
+        with self.lock:
+            self.crashes.append((member, time.monotonic(), dict(committed)))
+            self.crash_uncommitted += sum(
+                1 for p, o, m in self.consumed if m == member and o >= committed.get(p, 0)
+            )
 
 
 def double_held(snapshot: Mapping[str, set[int]]) -> list[int]:
@@ -129,20 +152,14 @@ class LegacyMember:
             mode=mode,  # type: ignore[arg-type]
             partition_assignment_strategy=strategy,  # type: ignore[arg-type]
         )
-        self.consumer = LegacyConsumer(config, {topic: 1}, listener=self, offsets=member_offsets)
+        self.consumer = LegacyConsumer(config, {topic: 1}, offsets=member_offsets)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"legacy-{name}", daemon=True)
 
-    # RebalanceListener
-    def before_release(self, consumer_id: str, partitions: Mapping[str, frozenset[int]]) -> None:
-        self.ledger.release(self.name)
-
-    def after_claim(self, consumer_id: str, assignment: Mapping[Any, str]) -> None:
-        mine = {tp[1] for tp, thread in assignment.items() if consumer_of_thread(thread) == consumer_id}
-        self.ledger.acquire(self.name, mine)
-
     def start(self) -> LegacyMember:
         self.consumer.start()
+        with self.ledger.lock:
+            self.ledger.views[self.name] = lambda: {tp.partition for tp in self.consumer.owned()}
         self._thread.start()
         return self
 
@@ -150,13 +167,14 @@ class LegacyMember:
         while not self._stop.is_set():
             msg = self.consumer.next_message(timeout=0.1)
             if msg is not None:
-                self.ledger.add(msg.partition, msg.offset)
+                self.ledger.add(msg.partition, msg.offset, self.name)
 
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(10)
         self.consumer.close()
-        self.ledger.release(self.name)
+        with self.ledger.lock:
+            self.ledger.views.pop(self.name, None)
 
     def stable(self) -> bool:
         return self.consumer.is_stable()
@@ -199,6 +217,9 @@ class KafkaPythonMember(ConsumerRebalanceListener):  # type: ignore[misc]
         self.ledger.acquire(self.name, {tp.partition for tp in assigned})
         self.assigned_once.set()
 
+    def on_partitions_lost(self, lost: Any) -> None:
+        self.ledger.release(self.name)
+
     def start(self) -> KafkaPythonMember:
         self._thread.start()
         return self
@@ -206,9 +227,10 @@ class KafkaPythonMember(ConsumerRebalanceListener):  # type: ignore[misc]
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                for records in self.consumer.poll(timeout_ms=100).values():
+                # kafka-python bounds its pre-rebalance commit by the poll's timeout: give it a second
+                for records in self.consumer.poll(timeout_ms=1000).values():
                     for r in records:
-                        self.ledger.add(r.partition, r.offset)
+                        self.ledger.add(r.partition, r.offset, self.name)
         except BaseException as exc:
             self.errors.append(exc)
 
@@ -276,7 +298,7 @@ class ConfluentMember:
                 if not err.retriable() and err.code() != -191:  # -191: partition EOF
                     self.errors.append(str(err))
                 continue
-            self.ledger.add(msg.partition(), msg.offset())
+            self.ledger.add(msg.partition(), msg.offset(), self.name)
 
     def stop(self) -> None:
         self._stop.set()
@@ -284,6 +306,53 @@ class ConfluentMember:
         self.consumer.close()
         self.ledger.release(self.name)
         assert not self.errors, self.errors
+
+    def stable(self) -> bool:
+        return self.assigned_once.is_set()
+
+
+class CrashableMember:
+    """A kafka-python member in its own process (tests/e2e/mixed_member_proc.py), so kill -9 is a real crash."""
+
+    kind = "kafka-python (process)"
+
+    def __init__(self, cluster: Cluster, group: str, topic: str, name: str, ledger: Ledger, strategy: str):
+        self.name = name
+        self.ledger = ledger
+        self.assigned_once = threading.Event()
+        script = Path(__file__).with_name("mixed_member_proc.py")
+        args = [cluster.node.bootstrap, group, topic, name, strategy, str(SESSION_MS), str(HEARTBEAT_MS),
+                str(COMMIT_INTERVAL_MS)]  # fmt: skip
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        self._reader = threading.Thread(target=self._read, name=f"proc-{name}", daemon=True)
+
+    def start(self) -> CrashableMember:
+        self._reader.start()
+        return self
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            kind, _, rest = line.strip().partition(" ")
+            if kind == "A":
+                self.ledger.acquire(self.name, {int(p) for p in rest.split(",") if p})
+                self.assigned_once.set()
+            elif kind == "R":
+                self.ledger.release(self.name)
+            elif kind == "M":
+                p, o = rest.split()
+                self.ledger.add(int(p), int(o), self.name)
+
+    def kill9(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        self._reader.join(10)  # everything it printed before dying is in the ledger
+        self.ledger.release(self.name)  # a dead process consumes nothing
+
+    def stop(self) -> None:  # only on cleanup after a failure: the test crashes it on purpose
+        self.kill9()
 
     def stable(self) -> bool:
         return self.assigned_once.is_set()
@@ -394,7 +463,7 @@ class Observer:
         return self.seen
 
 
-def wait_settled(cluster: Cluster, group: str, members: list[Any], ledger: Ledger) -> None:
+def wait_settled(cluster: Cluster, group: str, members: list[Any], ledger: Ledger, partitions: int) -> None:
     """Every partition held by exactly one member (what they say), every owner znode present."""
     client = connect(cluster.zk_connect)
     try:
@@ -404,10 +473,10 @@ def wait_settled(cluster: Cluster, group: str, members: list[Any], ledger: Ledge
                 return False
             snap = ledger.snapshot()
             held = sorted(p for ps in snap.values() for p in ps)
-            if held != list(range(PARTITIONS)) or set(snap) - {m.name for m in members}:
-                return False
+            if held != list(range(partitions)) or set(snap) != {m.name for m in members}:
+                return False  # every member holds its share (none mid-rebalance: eager members revoke all)
             owners = registry.read_owners(client, group)
-            return len(owners) == PARTITIONS
+            return len(owners) == partitions
 
         wait_for(settled, 60, f"group {group} to settle with {[m.name for m in members]}", interval=0.05)
     finally:
@@ -418,13 +487,83 @@ def wait_settled(cluster: Cluster, group: str, members: list[Any], ledger: Ledge
 # ----------------------------------------------------------------------------------------------- the scenario
 
 
-def migrate_and_roll_back(
-    cluster: Cluster,
-    mode: str,
-    strategy: str,
-    *,
-    fault: Callable[[Cluster, str, list[Any]], None] | None = None,
-) -> None:
+@dataclass
+class Run:
+    cluster: Cluster
+    group: str
+    topic: str
+    ledger: Ledger
+    members: list[Any]
+    partitions: int = PARTITIONS
+
+    def settle(self) -> None:
+        wait_settled(self.cluster, self.group, self.members, self.ledger, self.partitions)
+
+    def committed(self) -> dict[int, int]:
+        """Per partition, the max of the ZooKeeper offset and the coordinator's (what a next owner starts at)."""
+        client = connect(self.cluster.zk_connect)
+        broker = BrokerOffsetStore(self.cluster.node.bootstrap, self.group, request_timeout_ms=3000)
+        try:
+            out = {tp[1]: off for tp, off in registry.read_offsets(client, self.group).items()}
+            read = broker.read_offsets()
+            for tp, off in (read.offsets if read.request_error is None else {}).items():
+                out[tp[1]] = max(off, out.get(tp[1], -1))
+            return out
+        finally:
+            broker.close()
+            client.stop()
+            client.close()
+
+
+Fault = Callable[[Run], None]
+
+
+def crash_classic_member(run: Run) -> None:
+    """kill -9 of a broker-protocol member: its owner znodes stay until its session times out on the
+    coordinator, then the legacy members may take its partitions."""
+    victim = next(m for m in run.members if isinstance(m, CrashableMember))
+    victim.kill9()
+    run.members.remove(victim)
+    run.ledger.crashed(victim.name, run.committed())
+
+
+def expire_legacy_session(run: Run) -> None:
+    """A legacy member's ZooKeeper session expires (its ephemerals go; it fences, then registers again)."""
+    victim = next(m for m in run.members if isinstance(m, LegacyMember))
+    committed = run.committed()
+    expire_session(victim.consumer.client)
+    wait_for(lambda: not victim.consumer.owned(), 30, "the expired member to fence", interval=0.01)
+    run.ledger.crashed(victim.name, committed)
+
+
+def kill9_coordinator(run: Run) -> None:
+    """kill -9 of the only serve node, restarted on the same data dir: the bridged znodes outlive it, the
+    restarted coordinator adopts them; classic members may lose commits in flight."""
+    for m in run.members:
+        if not isinstance(m, LegacyMember):
+            run.ledger.crashed(m.name, run.committed())
+    run.cluster.node.kill9()
+    client = connect(run.cluster.zk_connect)
+    try:  # the dead node's registration goes with its ZooKeeper session
+        wait_for(lambda: 1 not in registry.read_brokers(client), 30, "the killed node's session to expire")
+    finally:
+        client.stop()
+        client.close()
+    run.cluster.node.start()
+
+
+def grow_topic(run: Run) -> None:
+    """The topic grows from 12 to 16 partitions (kafka-topics --alter, ZooKeeper-era)."""
+    client = connect(run.cluster.zk_connect)
+    try:
+        increase_partitions(client, run.topic, PARTITIONS + 4)
+    finally:
+        client.stop()
+        client.close()
+    run.partitions = PARTITIONS + 4
+
+
+def migrate_and_roll_back(cluster: Cluster, mode: str, strategy: str, fault: Fault | None = None) -> None:
     tag = uuid.uuid4().hex[:6]
     topic, group = f"mixed-{tag}", f"mixed-{mode}-{strategy}-{tag}"
     ledger = Ledger()
@@ -432,56 +571,69 @@ def migrate_and_roll_back(
     producer.producer.send(topic, b"first").get(timeout=30)  # creates the topic (12 partitions)
     producer.start()
     legacy = [LegacyMember(cluster, group, topic, f"l{i}", ledger, mode, strategy).start() for i in range(4)]
-    members: list[Any] = list(legacy)
+    run = Run(cluster, group, topic, ledger, list(legacy))
     observer: Observer | None = None
     try:
-        wait_settled(cluster, group, members, ledger)
+        run.settle()
         observer = Observer(cluster, group, ledger).start()
-        kinds = [KafkaPythonMember, ConfluentMember]
+        kinds: list[Any] = [KafkaPythonMember, ConfluentMember] * 2
+        if fault is crash_classic_member:
+            kinds[1] = CrashableMember  # the one that crashes in the mixed phase
         classic: list[Any] = []
         for i, old in enumerate(legacy):  # migrate: a broker-protocol member in, then the legacy one out
-            new = kinds[i % 2](cluster, group, topic, f"c{i}", ledger, strategy).start()
-            members.append(new)
+            new = kinds[i](cluster, group, topic, f"c{i}", ledger, strategy).start()
+            run.members.append(new)
             classic.append(new)
-            wait_settled(cluster, group, members, ledger)
-            if fault is not None and i == 1:
-                fault(cluster, group, members)
-                wait_settled(cluster, group, members, ledger)
+            run.settle()
+            if fault is not None and i == 1:  # the mixed phase: 3 legacy members, 2 broker-protocol ones
+                fault(run)
+                run.settle()
             old.stop()
-            members.remove(old)
-            wait_settled(cluster, group, members, ledger)
+            run.members.remove(old)
+            run.settle()
+        live = [m for m in classic if m in run.members]
         client = connect(cluster.zk_connect)
         try:
             views = read_members(client, group)
         finally:
             client.stop()
             client.close()
-        assert sorted(v.protocol for v in views) == ["classic"] * 4
-        assert sorted(p.partition for v in views for p in v.owned) == list(range(PARTITIONS))
-        for i, old in enumerate(classic):  # roll back the same way
+        assert sorted(v.protocol for v in views) == ["classic"] * len(live)
+        assert sorted(p.partition for v in views for p in v.owned) == list(range(run.partitions))
+        for i, old in enumerate(live):  # roll back the same way
             new = LegacyMember(cluster, group, topic, f"r{i}", ledger, mode, strategy).start()
-            members.append(new)
-            wait_settled(cluster, group, members, ledger)
+            run.members.append(new)
+            run.settle()
             old.stop()
-            members.remove(old)
-            wait_settled(cluster, group, members, ledger)
+            run.members.remove(old)
+            run.settle()
         producer.stop()
         wanted = set(producer.acked)
         wait_for(
-            lambda: wanted <= set(ledger.consumed), 60, "every acknowledged record consumed", interval=0.1
+            lambda: wanted <= set(ledger.records()), 60, "every acknowledged record consumed", interval=0.1
         )
     finally:
         producer.stop()
         seen = observer.stop() if observer is not None else Observed()
-        for m in members:
+        for m in run.members:
             with contextlib.suppress(Exception):
                 m.stop()
+    consumed = ledger.records()
     assert seen.samples > 50
     assert seen.double_held == [], seen.double_held[:3]
-    lost = set(producer.acked) - set(ledger.consumed)
+    lost = set(producer.acked) - set(consumed)
     assert not lost, sorted(lost)[:20]
-    duplicates = sum(n - 1 for n in Counter(ledger.consumed).values() if n > 1)
-    assert duplicates <= ledger.crash_uncommitted, (duplicates, ledger.crash_uncommitted)
+    counts = Counter(consumed)
+    duplicates = sum(n - 1 for n in counts.values() if n > 1)
+    readers: dict[tuple[int, int], list[str]] = {}
+    for (p, o, m), t in zip(ledger.consumed, ledger.times, strict=True):
+        if counts[(p, o)] > 1:
+            readers.setdefault((p, o), []).append(f"{m}@{t:.2f}")
+    assert duplicates <= ledger.crash_uncommitted, (
+        duplicates,
+        ledger.crash_uncommitted,
+        sorted(readers.items())[:30],
+    )
     assert seen.regressions == []
     assert any("_classic-" in t for t in seen.owner_threads_seen)  # the coordinator held owner znodes
 
@@ -489,3 +641,19 @@ def migrate_and_roll_back(
 @pytest.mark.parametrize(("mode", "strategy"), [("fast", "range"), ("faithful", "roundrobin")])
 def test_member_by_member_migration_and_rollback(cluster: Cluster, mode: str, strategy: str) -> None:
     migrate_and_roll_back(cluster, mode, strategy)
+
+
+@pytest.mark.parametrize(
+    ("fault", "mode", "strategy"),
+    [
+        (crash_classic_member, "fast", "range"),
+        (expire_legacy_session, "faithful", "range"),
+        (grow_topic, "fast", "roundrobin"),
+        (kill9_coordinator, "fast", "range"),
+    ],
+    ids=["classic-crash", "legacy-session-expiry", "partition-increase", "coordinator-kill9"],
+)
+def test_migration_survives_a_fault_in_the_mixed_phase(
+    cluster: Cluster, fault: Fault, mode: str, strategy: str
+) -> None:
+    migrate_and_roll_back(cluster, mode, strategy, fault)

@@ -18,6 +18,7 @@ owner znodes, legacy membership changes start a rebalance, and legacy members' g
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import logging
 import time
@@ -374,8 +375,12 @@ class GroupService(GroupCoordinator):
             (m.member_id, m.client_id, tuple(subscription_topics(m.metadata(protocol)) or ()))
             for m in group.members.values()
         ]
-        timeout_ms = max(1000, group.rebalance_timeout_ms() // 2)
+        # Members do not heartbeat while their JoinGroup/SyncGroup is answered, so the wait for previous owners
+        # stays well inside the shortest session; what is not held by then goes to a later rebalance.
+        shortest = min(m.session_timeout_ms for m in group.members.values())
+        timeout_ms = max(500, min(group.rebalance_timeout_ms(), shortest) // 2)
         try:
+            await self._mirror_settled(req.group_id, timeout_ms)
             assignments = await bridge.assign(req.group_id, protocol, members, timeout_ms)
         except Exception as exc:
             log.error(
@@ -405,6 +410,20 @@ class GroupService(GroupCoordinator):
             log.warning("group=%s legacy commit: ZooKeeper ownership unknown (%s)", req.group_id, exc)
             return False
 
+    async def _mirror_settled(self, group_id: str, timeout_ms: int) -> None:
+        """Before partitions are handed to legacy members (who read only ZooKeeper), the group's committed
+        offsets are in ZooKeeper: resubmitted to the offset mirror (never-regress, so a no-op when they landed)
+        and waited for, bounded. Without a mirror, legacy members see only what is already there."""
+        if self.offset_mirror is None:
+            return
+        stored = self.state.view.offsets.get(group_id, {})
+        offsets = {tp: v.offset for tp, v in sorted(stored.items()) if v.offset >= 0}
+        if offsets:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.shield(self.offset_mirror.submit(group_id, offsets)), timeout_ms / 1000
+                )
+
     def _report_members(self, group_id: str) -> None:
         """Tell the bridge when a mixed group's member list changed (a departed member's znodes go)."""
         if not group_id or not self._bridged(group_id):
@@ -419,6 +438,7 @@ class GroupService(GroupCoordinator):
 
         async def report() -> None:
             try:
+                await self._mirror_settled(group_id, 5000)
                 await bridge.members_changed(group_id, present)
             except Exception:
                 log.exception("group=%s: releasing departed members' znodes failed", group_id)

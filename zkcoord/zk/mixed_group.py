@@ -13,6 +13,7 @@ import contextlib
 import json
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
@@ -163,8 +164,18 @@ def watch_group(
     client.ensure_path(paths.ids_path(group))
     ChildrenWatch(client, paths.ids_path(group), lambda children: fire("ids", children))
     for topic in topics:
-        DataWatch(client, paths.topic_path(topic), lambda _d, _s, topic=topic: fire(topic, None))
+        DataWatch(client, paths.topic_path(topic), _topic_callback(fire, topic))
     return stopped.set
+
+
+def _topic_callback(
+    fire: Callable[[str, Sequence[str] | None], bool], topic: str
+) -> Callable[[Any, Any], bool]:
+    # Two parameters exactly: kazoo's DataWatch passes the event too to a function that takes three.
+    def changed(_data: Any, _stat: Any) -> bool:
+        return fire(topic, None)
+
+    return changed
 
 
 def repair_ops(
