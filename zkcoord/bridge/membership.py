@@ -275,6 +275,14 @@ class MixedGroupBridge:
         registered.update(wanted)
         deadline = time.monotonic() + timeout_ms / 1000
         pending = list(plan.acquire)
+        with contextlib.suppress(zkm.OwnerHeld):  # all free (the usual case): one multi-op
+            creates = [
+                (paths.owner_path(group, tp.topic, tp.partition), zkm.owner_payload(th)) for tp, th in pending
+            ]
+            if creates:
+                zkm.fenced_write(client, group, fence, create=creates)
+                held.update(dict(pending))
+                pending = []
         while pending:
             tp, thread = pending.pop(0)
             path = paths.owner_path(group, tp.topic, tp.partition)
@@ -304,6 +312,28 @@ class MixedGroupBridge:
             out[m.member_id] = encode_assignment(tp for tp in shares[m.member_id] if held.get(tp) == thread)
         self.incomplete[group] = any(held.get(tp) != th for tp, th in target.items())
         return out
+
+    async def preregister(self, group: str, member: tuple[str, str, tuple[str, ...]]) -> None:
+        """Register a joining member under ids before its rebalance completes, so the legacy members rebalance
+        (and release what it will get) while the broker-protocol side is still joining."""
+        mid, client_id, topics = member
+        if mid in self._registered.get(group, {}):
+            return
+        async with self._lock(group):
+            await asyncio.to_thread(
+                self._refenced, group, self._preregister, group, ClassicMember(mid, client_id, topics)
+            )
+
+    def _preregister(self, group: str, member: ClassicMember) -> None:
+        fence = self._adopt(group)
+        registered = self._registered.setdefault(group, {})
+        if member.member_id in registered:
+            return
+        cid = consumer_id_for(group, member.member_id)
+        data = encode_classic_registration(member, int(time.time() * 1000))
+        with contextlib.suppress(zkm.OwnerHeld):  # already there (adopted from a previous coordinator)
+            zkm.fenced_write(self._zk(), group, fence, create=[(paths.id_path(group, cid), data)])
+        registered[member.member_id] = cid
 
     async def members_changed(self, group: str, present: Iterable[str]) -> None:
         """The group's members are now `present` (member ids): release what members gone held, remove their ids."""

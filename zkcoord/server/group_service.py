@@ -97,6 +97,8 @@ class MembershipBridge(Protocol):
         self, group: str, protocol: str, members: Sequence[tuple[str, str, tuple[str, ...]]], timeout_ms: int
     ) -> dict[str, bytes]: ...
 
+    async def preregister(self, group: str, member: tuple[str, str, tuple[str, ...]]) -> None: ...
+
     async def members_changed(self, group: str, present: Iterable[str]) -> None: ...
 
     async def legacy_owns(self, group: str, tps: Sequence[tuple[str, int]]) -> bool: ...
@@ -355,6 +357,16 @@ class GroupService(GroupCoordinator):
             log.error("group=%s member %r refused from the mixed group: %s", req.group_id, req.member_id, exc)
             return h.error_response(req, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)  # type: ignore[return-value]
         bridge.watch(req.group_id, topics, lambda: self.request_rebalance(req.group_id))
+        group = self.state.groups.get(req.group_id)
+        if req.member_id and group is not None and req.member_id in group.pending_members:
+            # The member id is known (KIP-394's second JoinGroup): register it now, so the legacy members
+            # rebalance while this side joins, instead of after its SyncGroup.
+            try:
+                await bridge.preregister(req.group_id, (req.member_id, req.client_id, topics))
+            except Exception as exc:
+                log.warning(
+                    "group=%s member %s: early registration failed (%s)", req.group_id, req.member_id, exc
+                )
         return replace(req, protocols=tuple((n, m) for n, m in req.protocols if n in usable))
 
     async def _bridge_sync(self, req: SyncGroupRequest) -> SyncGroupRequest | SyncGroupResponse:
@@ -429,7 +441,7 @@ class GroupService(GroupCoordinator):
         if not group_id or not self._bridged(group_id):
             return
         group = self.state.groups.get(group_id)
-        present = tuple(group.members) if group is not None else ()
+        present = (*group.members, *group.pending_members) if group is not None else ()
         if self._reported.get(group_id) == present:
             return
         self._reported[group_id] = present
