@@ -358,9 +358,16 @@ class GroupService(GroupCoordinator):
             return h.error_response(req, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)  # type: ignore[return-value]
         bridge.watch(req.group_id, topics, lambda: self.request_rebalance(req.group_id))
         group = self.state.groups.get(req.group_id)
-        if req.member_id and group is not None and req.member_id in group.pending_members:
+        if (
+            req.member_id
+            and group is not None
+            and req.member_id in group.pending_members
+            and group.state is not GroupState.EMPTY
+            and group.initial_join is None
+        ):
             # The member id is known (KIP-394's second JoinGroup): register it now, so the legacy members
-            # rebalance while this side joins, instead of after its SyncGroup.
+            # rebalance while this side joins, instead of after its SyncGroup. Not into an Empty group, whose
+            # first rebalance waits group.initial.rebalance.delay.ms: the legacy members keep consuming meanwhile.
             try:
                 await bridge.preregister(req.group_id, (req.member_id, req.client_id, topics))
             except Exception as exc:
