@@ -31,6 +31,7 @@ from zkcoord.bridge.member import member_offsets
 from zkcoord.bridge.membership import read_members
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
+from zkcoord.placement.coordinator import OFFSETS_TOPIC, partition_for_group
 from zkcoord.testing import wait_for
 from zkcoord.zk import registry
 from zkcoord.zk.member import LegacyConsumer
@@ -48,22 +49,31 @@ SAMPLE_S = 0.05
 @dataclass
 class Cluster:
     zk_connect: str
-    node: NodeProcess
+    nodes: list[NodeProcess]
+
+    @property
+    def node(self) -> NodeProcess:
+        return self.nodes[0]
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes if n.running)
+
+
+def node_flags(connect_string: str, node_id: int = 1, *extra: str) -> tuple[str, ...]:
+    return ("--zk", connect_string, "--node-id", str(node_id), f"--num.partitions={PARTITIONS}", *FAST_GROUP_FLAGS,
+            "--zookeeper.session.timeout.ms=4000", "--bridge-zk-offsets", "--bridge-zk-groups", "mixed-.*",
+            *extra)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def cluster(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     """One chroot and one bridged serve node for the module; each test uses its own topic and group."""
     connect_string = ensure_chroot(zk_server.hosts, f"/zkcoord-tests/mixed-{uuid.uuid4().hex[:8]}")
-    node = NodeProcess(
-        tmp_path_factory.mktemp("mixed-node"),
-        ("--zk", connect_string, "--node-id", "1", f"--num.partitions={PARTITIONS}", *FAST_GROUP_FLAGS,
-         "--zookeeper.session.timeout.ms=4000",
-         "--bridge-zk-offsets", "--bridge-zk-groups", "mixed-.*"),
-    )  # fmt: skip
+    node = NodeProcess(tmp_path_factory.mktemp("mixed-node"), node_flags(connect_string))
     node.start()
     try:
-        yield Cluster(connect_string, node)
+        yield Cluster(connect_string, [node])
     finally:
         node.stop()
 
@@ -190,7 +200,7 @@ class KafkaPythonMember(ConsumerRebalanceListener):  # type: ignore[misc]
         self.name = name
         self.ledger = ledger
         self.consumer = KafkaConsumer(
-            bootstrap_servers=cluster.node.bootstrap,
+            bootstrap_servers=cluster.bootstrap,
             group_id=group,
             client_id=name,
             auto_offset_reset="earliest",
@@ -254,7 +264,7 @@ class ConfluentMember:
         self.topic = topic
         self.consumer = Consumer(
             {
-                "bootstrap.servers": cluster.node.bootstrap,
+                "bootstrap.servers": cluster.bootstrap,
                 "group.id": group,
                 "client.id": name,
                 "auto.offset.reset": "earliest",
@@ -321,7 +331,7 @@ class CrashableMember:
         self.ledger = ledger
         self.assigned_once = threading.Event()
         script = Path(__file__).with_name("mixed_member_proc.py")
-        args = [cluster.node.bootstrap, group, topic, name, strategy, str(SESSION_MS), str(HEARTBEAT_MS),
+        args = [cluster.bootstrap, group, topic, name, strategy, str(SESSION_MS), str(HEARTBEAT_MS),
                 str(COMMIT_INTERVAL_MS)]  # fmt: skip
         self.proc = subprocess.Popen(
             [sys.executable, str(script), *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
@@ -403,12 +413,12 @@ class Observed:
 
 
 class Observer:
-    """Every 50 ms: the members' holdings (one instant, from the ledger) and the owner znodes; in a second thread,
-    as often as they answer, both offset stores (ZooKeeper, and the coordinator's OffsetFetch)."""
+    """Every 50 ms: the members' holdings (one instant, from the ledger); in a second thread, as often as they
+    answer, the owner znodes and both offset stores (ZooKeeper, and the coordinator's OffsetFetch)."""
 
     def __init__(self, cluster: Cluster, group: str, ledger: Ledger) -> None:
         self.client = connect(cluster.zk_connect)
-        self.broker = BrokerOffsetStore(cluster.node.bootstrap, group, request_timeout_ms=3000)
+        self.broker = BrokerOffsetStore(cluster.bootstrap, group, request_timeout_ms=3000)
         self.group = group
         self.ledger = ledger
         self.seen = Observed()
@@ -420,14 +430,14 @@ class Observer:
         )
 
     def sample(self) -> None:
-        """One instant of what the members hold, and the owner znodes."""
+        """One instant of what the members hold."""
         snap = self.ledger.snapshot()
         if double_held(snap):
             self.seen.double_held.append((time.monotonic(), snap))
-        self.seen.owner_threads_seen.update(registry.read_owners(self.client, self.group).values())
         self.seen.samples += 1
 
     def sample_offsets(self) -> None:
+        self.seen.owner_threads_seen.update(registry.read_owners(self.client, self.group).values())
         zk = registry.read_offsets(self.client, self.group)
         read = self.broker.read_offsets()
         broker = {} if read.request_error is not None else dict(read.offsets)
@@ -478,7 +488,14 @@ def wait_settled(cluster: Cluster, group: str, members: list[Any], ledger: Ledge
             owners = registry.read_owners(client, group)
             return len(owners) == partitions
 
-        wait_for(settled, 60, f"group {group} to settle with {[m.name for m in members]}", interval=0.05)
+        try:
+            wait_for(settled, 60, f"group {group} to settle with {[m.name for m in members]}", interval=0.05)
+        except Exception as exc:
+            owners = registry.read_owners(client, group)
+            stable = {m.name: m.stable() for m in members}
+            raise AssertionError(
+                f"{exc}; holdings {ledger.snapshot()}; stable {stable}; owners {owners}"
+            ) from exc
     finally:
         client.stop()
         client.close()
@@ -502,7 +519,7 @@ class Run:
     def committed(self) -> dict[int, int]:
         """Per partition, the max of the ZooKeeper offset and the coordinator's (what a next owner starts at)."""
         client = connect(self.cluster.zk_connect)
-        broker = BrokerOffsetStore(self.cluster.node.bootstrap, self.group, request_timeout_ms=3000)
+        broker = BrokerOffsetStore(self.cluster.bootstrap, self.group, request_timeout_ms=3000)
         try:
             out = {tp[1]: off for tp, off in registry.read_offsets(client, self.group).items()}
             read = broker.read_offsets()
@@ -567,7 +584,7 @@ def migrate_and_roll_back(cluster: Cluster, mode: str, strategy: str, fault: Fau
     tag = uuid.uuid4().hex[:6]
     topic, group = f"mixed-{tag}", f"mixed-{mode}-{strategy}-{tag}"
     ledger = Ledger()
-    producer = Producer(cluster.node.bootstrap, topic)
+    producer = Producer(cluster.bootstrap, topic)
     producer.producer.send(topic, b"first").get(timeout=30)  # creates the topic (12 partitions)
     producer.start()
     legacy = [LegacyMember(cluster, group, topic, f"l{i}", ledger, mode, strategy).start() for i in range(4)]
@@ -657,3 +674,77 @@ def test_migration_survives_a_fault_in_the_mixed_phase(
     cluster: Cluster, fault: Fault, mode: str, strategy: str
 ) -> None:
     migrate_and_roll_back(cluster, mode, strategy, fault)
+
+
+def test_migration_survives_a_zookeeper_leader_kill(zk_ensemble: Any, tmp_path: Path) -> None:
+    """The ensemble's leader is killed in the mixed phase: a new one is elected, sessions survive, the bridge's
+    fenced writes and the legacy members' claims resume; the killed server comes back for the next test."""
+    connect_string = ensure_chroot(zk_ensemble.hosts, f"/zkcoord-tests/mixed-ens-{uuid.uuid4().hex[:8]}")
+    node = NodeProcess(
+        tmp_path / "node", node_flags(connect_string, 1, "--zookeeper.session.timeout.ms=10000")
+    )
+    node.start()
+    try:
+
+        def kill_leader(run: Run) -> None:
+            # A connection loss for every legacy member: each fences and, reconnected, starts again from its
+            # last commit (the 0.8 member's own behaviour), so what it consumed past that may come again.
+            committed = run.committed()
+            zk_ensemble.kill_node(zk_ensemble.leader())
+            legacy = {m.name: m for m in run.members if isinstance(m, LegacyMember)}
+            deadline = time.monotonic() + 10
+            while legacy and time.monotonic() < deadline:  # each one's loss is counted once it fenced
+                for name, m in list(legacy.items()):
+                    if not m.consumer.owned():
+                        run.ledger.crashed(name, committed)
+                        del legacy[name]
+                time.sleep(0.005)  # polling the members' own state, not synchronising with them
+
+        migrate_and_roll_back(Cluster(connect_string, [node]), "fast", "range", kill_leader)
+    finally:
+        node.stop()
+
+
+def test_migration_survives_a_coordinator_failover_in_a_3_node_cluster(
+    zk_server: Any, tmp_path: Path
+) -> None:
+    """The group's coordinator (one of 3 nodes) is killed -9 in the mixed phase: another node takes the offsets
+    partition, loads the group, adopts the bridged znodes (still held: they are persistent) and continues. The
+    killed node restarts afterwards, so the records of the topic partitions it led are readable again."""
+    connect_string = ensure_chroot(zk_server.hosts, f"/zkcoord-tests/mixed-3n-{uuid.uuid4().hex[:8]}")
+    nodes = [
+        NodeProcess(tmp_path / f"node{i}", node_flags(connect_string, i, "--offsets.topic.num.partitions=3"))
+        for i in (1, 2, 3)
+    ]
+    client = connect(connect_string)
+    try:
+        for n in nodes:
+            n.start()
+        wait_for(lambda: sorted(registry.read_brokers(client)) == [1, 2, 3], 30, "three brokers registered")
+
+        def coordinator(group: str) -> int:
+            state = registry.read_partition_state(client, OFFSETS_TOPIC, partition_for_group(group, 3))
+            return state.leader if state is not None else -1
+
+        def failover(run: Run) -> None:
+            old = coordinator(run.group)
+            assert old in (1, 2, 3)
+            for m in run.members:
+                if not isinstance(m, LegacyMember):
+                    run.ledger.crashed(m.name, run.committed())
+            nodes[old - 1].kill9()
+            wait_for(
+                lambda: coordinator(run.group) not in (old, -1), 60, "another node to coordinate the group"
+            )
+            run.settle()  # the new coordinator serves the group while the old one is down
+            wait_for(
+                lambda: old not in registry.read_brokers(client), 30, "the killed node's session to expire"
+            )
+            nodes[old - 1].start()
+
+        migrate_and_roll_back(Cluster(connect_string, nodes), "fast", "range", failover)
+    finally:
+        client.stop()
+        client.close()
+        for n in nodes:
+            n.kill9()

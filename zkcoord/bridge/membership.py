@@ -97,6 +97,7 @@ class MixedGroupBridge:
         self._held: dict[str, dict[TopicPartition, str]] = {}  # group -> partition -> our thread
         self._registered: dict[str, dict[str, str]] = {}  # group -> member id -> consumer id
         self._watches: dict[str, Callable[[], None]] = {}
+        self._callbacks: dict[str, Callable[[], None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         # group -> whether its last hand-over left a partition unheld (the service rebalances again soon)
@@ -195,12 +196,19 @@ class MixedGroupBridge:
     def watch(self, group: str, topics: Sequence[str], on_change: Callable[[], None]) -> None:
         """Call `on_change()` on the loop whenever the group's legacy members change (one joins, leaves or
         loses its session: the ids children other than our own `<group>_classic-<hex>` ones) or a subscribed
-        topic's partition data changes. Idempotent per group."""
+        topic's partition data changes. The watch is set once per group; a later call only replaces the callback
+        (a reloaded group service rebinds it to itself)."""
+        self._callbacks[group] = on_change
         if group in self._watches or self._loop is None:
             return
         loop = self._loop
         self._watches[group] = lambda: None  # placeholder until the watch is set
         seen: list[frozenset[str] | None] = [None]
+
+        def fire() -> None:
+            callback = self._callbacks.get(group)
+            if callback is not None:
+                callback()
 
         def changed(children: tuple[str, ...] | None) -> None:
             if children is not None:
@@ -209,7 +217,7 @@ class MixedGroupBridge:
                 if previous == legacy:
                     return  # only our own registrations moved
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(on_change)
+                loop.call_soon_threadsafe(fire)
 
         def setup() -> None:
             self._watches[group] = zkm.watch_group(self._zk(), group, topics, changed)

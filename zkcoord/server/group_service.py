@@ -451,6 +451,12 @@ class GroupService(GroupCoordinator):
         present = (*group.members, *group.pending_members) if group is not None else ()
         if self._reported.get(group_id) == present:
             return
+        if group is not None and group.members and self.membership_bridge is not None:
+            # (Re)bind the legacy-change watch to this service: after a reload or a coordinator move the
+            # previous service's callback would rebalance nothing.
+            topics = sorted(group.subscribed_topics or group.compute_subscribed_topics() or ())
+            group_id_ = group_id
+            self.membership_bridge.watch(group_id, topics, lambda: self.request_rebalance(group_id_))
         self._reported[group_id] = present
         bridge = self.membership_bridge
         assert bridge is not None
