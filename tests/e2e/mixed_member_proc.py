@@ -40,6 +40,7 @@ def main(argv: list[str]) -> None:
         heartbeat_interval_ms=int(heartbeat_ms),
         max_poll_interval_ms=20000,
         fetch_max_wait_ms=100,
+        reconnect_backoff_max_ms=500,
         partition_assignment_strategy=[
             {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[strategy]
         ],
