@@ -1,51 +1,389 @@
-"""Who is in a ZooKeeper-era group and who owns what, by protocol: a legacy member's registration has no
-"zkcoord" key, a broker-protocol member's (written by `zkcoord serve --bridge-zk-groups`) carries
-`"zkcoord":{"protocol":"classic",...}`; ownership comes from the owner znodes (`<consumer id>-<thread>`).
-Read-only: nothing here writes a znode."""
+"""The mixed-group membership bridge (`zkcoord serve --bridge-zk-groups REGEX`): makes the legacy ZooKeeper members
+and the broker-protocol members of a matching group one group, and the read/repair API the migrate workflow uses.
+
+Mechanism (docs/migration.md, "Member-by-member migration"): each broker-protocol member is registered under
+`/consumers/G/ids/<consumer id>` (zkcoord.bridge.mixed_policy names and encodes it) so legacy members include it;
+at the leader's SyncGroup the coordinator computes the legacy algorithm over the combined member list, deletes the
+owner znodes its members give up (every member of the new generation has rejoined, and eager members revoke all
+before JoinGroup), creates the owner znodes of their new partitions (waiting for the previous holder's deletion,
+bounded) and answers exactly those partitions, whatever the leader proposed. A legacy join, leave or session loss,
+or a partition increase, makes the coordinator rebalance the broker-protocol side.
+
+Guarantees: a broker-protocol member is sent a partition only after its owner znode is held for it; its owner
+znode is deleted only once it gave the partition up (rejoined, left, or was removed); the znodes are persistent and
+written only under the group's fence (zkcoord.zk.mixed_group), so a coordinator's crash does not free partitions
+its members may still consume, and a coordinator that lost the group cannot write any more.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+import asyncio
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
+from zkcoord.bridge.mixed_policy import (
+    ClassicMember,
+    MemberView,
+    MixedGroupRefused,
+    check_protocols,
+    check_strategy,
+    check_subscriptions,
+    classic_marker,
+    consumer_id_for,
+    encode_assignment,
+    encode_classic_registration,
+    is_classic_id,
+    member_views,
+    plan_assignment,
+    plan_hand_over,
+    thread_for,
+)
 from zkcoord.legacy import paths
+from zkcoord.legacy.codecs import ConsumerRegistration
 from zkcoord.legacy.topic_partition import TopicPartition
-from zkcoord.zk import registry
-from zkcoord.zk.registrations import read_children
-from zkcoord.zk.session import Client
+from zkcoord.zk import mixed_group as zkm
+from zkcoord.zk.member_zk import read_topic_partitions
+from zkcoord.zk.session import Client, connect
 
-LEGACY = "legacy"
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
-
-@dataclass(frozen=True, slots=True)
-class MemberView:
-    """One registered member: its consumer id, its protocol ("legacy", or the "zkcoord" key's protocol, e.g.
-    "classic") and the partitions its threads hold owner znodes for, sorted."""
-
-    consumer_id: str
-    protocol: str
-    owned: tuple[TopicPartition, ...]
-
-
-def _protocol(data: bytes) -> str:
-    # A registration another tool wrote may not be JSON we understand; it is still a legacy member's.
-    try:
-        obj = json.loads(data)
-    except ValueError:
-        return LEGACY
-    extra = obj.get("zkcoord") if isinstance(obj, dict) else None
-    if isinstance(extra, dict) and isinstance(extra.get("protocol"), str):
-        return str(extra["protocol"])
-    return LEGACY
+__all__ = ["MemberView", "MixedGroupBridge", "MixedGroupRefused", "read_members", "repair"]
 
 
 def read_members(client: Client, group: str) -> list[MemberView]:
-    """The members of `group` in consumer-id order, each with its protocol and owned partitions."""
-    owners = registry.read_owners(client, group)
-    owned: dict[str, list[TopicPartition]] = {}
-    for tp, thread in owners.items():
-        owned.setdefault(thread.rpartition("-")[0], []).append(tp)
-    return [
-        MemberView(cid, _protocol(data), tuple(sorted(owned.get(cid, ()))))
-        for cid, data in read_children(client, paths.ids_path(group))
-    ]
+    """The members of `group` (consumer ids in Java order) with their protocol (`legacy` or `classic`) and the
+    partitions their owner znodes hold."""
+    return member_views(zkm.read_ids(client, group), zkm.read_owners(client, group))
+
+
+def repair(client: Client, group: str) -> list[str]:
+    """Remove what coordinators that are all gone left of a group's broker-protocol members: their ids znodes,
+    the owner znodes their threads hold, the fence. Returns the deleted paths.
+
+    Call it only when no coordinator serves the group any more (every `zkcoord serve --bridge-zk-groups` node
+    is stopped, or the group's broker-protocol members are all stopped): the znodes are persistent precisely so
+    that no one else frees partitions those members may still consume."""
+    ids = zkm.read_ids(client, group)
+    classic = [cid for cid, data in ids.items() if classic_marker(data) is not None]
+    return zkm.repair_ops(client, group, classic, [thread_for(c) for c in classic])
+
+
+class MixedGroupBridge:
+    """Process-wide (one per `serve`, shared by every group service). Blocking ZooKeeper work runs in worker
+    threads; call the async methods on the serving loop. `hand_over_timeout_ms` bounds the wait for a previous
+    owner's release at one SyncGroup (whatever was not held by then is left for the next rebalance)."""
+
+    def __init__(
+        self,
+        connect_string: str,
+        groups: str,
+        *,
+        holder: str = "zkcoord",
+        hand_over_timeout_ms: int = 10000,
+        session_timeout_s: float = 10.0,
+    ) -> None:
+        self.pattern = re.compile(groups)
+        self.connect_string = connect_string
+        self.holder = holder
+        self.hand_over_timeout_ms = hand_over_timeout_ms
+        self.session_timeout_s = session_timeout_s
+        self.client: Client | None = None
+        self._fences: dict[str, int] = {}
+        self._held: dict[str, dict[TopicPartition, str]] = {}  # group -> partition -> our thread
+        self._registered: dict[str, dict[str, str]] = {}  # group -> member id -> consumer id
+        self._watches: dict[str, Callable[[], None]] = {}
+        self._callbacks: dict[str, Callable[[], None]] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # group -> whether its last hand-over left a partition unheld (the service rebalances again soon)
+        self.incomplete: dict[str, bool] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.client = await asyncio.to_thread(
+            connect, self.connect_string, session_timeout_s=self.session_timeout_s
+        )
+
+    async def close(self) -> None:
+        for stop in self._watches.values():
+            stop()
+        self._watches.clear()
+        if self.client is not None:
+            client, self.client = self.client, None
+            await asyncio.to_thread(lambda: (client.stop(), client.close()))
+
+    def bridges(self, group_id: str) -> bool:
+        return self.pattern.fullmatch(group_id) is not None
+
+    def _lock(self, group: str) -> asyncio.Lock:
+        return self._locks.setdefault(group, asyncio.Lock())
+
+    def _zk(self) -> Client:
+        if self.client is None:
+            raise RuntimeError("mixed-group bridge used before start()")
+        return self.client
+
+    # -- adoption ------------------------------------------------------------------------------------------
+
+    def _adopt(self, group: str) -> int:
+        """Blocking: take the group's fence (once per bridge) and learn what our members' znodes hold."""
+        fence = self._fences.get(group)
+        if fence is None:
+            client = self._zk()
+            fence = self._fences[group] = zkm.adopt(client, group, self.holder)
+            ids = zkm.read_ids(client, group)
+            ours = {cid for cid, data in ids.items() if classic_marker(data) is not None}
+            self._registered[group] = {
+                (classic_marker(ids[cid]) or {}).get("member_id", cid): cid for cid in sorted(ours)
+            }
+            threads = {thread_for(cid) for cid in ours}
+            self._held[group] = {tp: th for tp, th in zkm.read_owners(client, group).items() if th in threads}
+            log.info(
+                "group=%s adopted: %d classic members, %d owner znodes",
+                group,
+                len(ours),
+                len(self._held[group]),
+            )
+        return fence
+
+    def _refenced(self, group: str, fn: Callable[..., T], *args: object) -> T:
+        """Run `fn`; if another coordinator adopted the group since, adopt it back once and rerun: the service
+        calls only while it serves the group, so the other one's time is over (it cannot write any more)."""
+        try:
+            return fn(*args)
+        except zkm.FenceMoved:
+            log.warning("group=%s: adopted by another coordinator meanwhile; adopting it again", group)
+            self._fences.pop(group, None)
+            return fn(*args)
+
+    # -- the group service's hooks -------------------------------------------------------------------------
+
+    def usable_protocols(self, names: Iterable[str]) -> tuple[str, ...]:
+        """Raises MixedGroupRefused for a member that offers no legacy-compatible protocol."""
+        return check_protocols(names)
+
+    async def check_join(self, group: str, topics: Sequence[str], protocol: str) -> None:
+        """Refuse a classic member whose subscription or strategy disagrees with the legacy members'."""
+        await asyncio.to_thread(self._check_join, group, tuple(topics), protocol)
+
+    def _check_join(self, group: str, topics: tuple[str, ...], protocol: str) -> None:
+        client = self._zk()
+        ids = zkm.read_ids(client, group)
+        legacy = {
+            cid: ConsumerRegistration.decode(paths.id_path(group, cid), data)
+            for cid, data in ids.items()
+            if classic_marker(data) is None
+        }
+        check_subscriptions(legacy, [ClassicMember("joining", "", topics)], protocol)
+        parts = self._partitions(client, topics)
+        check_strategy(protocol, legacy, parts, zkm.read_owners(client, group))
+
+    @staticmethod
+    def _partitions(client: Client, topics: Iterable[str]) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for topic in sorted(set(topics)):
+            found = read_topic_partitions(client, topic)
+            out[topic] = list(found or ())
+        return out
+
+    def watch(self, group: str, topics: Sequence[str], on_change: Callable[[], None]) -> None:
+        """Call `on_change()` on the loop whenever the group's legacy members change (one joins, leaves or
+        loses its session: the ids children other than our own `<group>_classic-<hex>` ones) or a subscribed
+        topic's partition data changes. The watch is set once per group; a later call only replaces the callback
+        (a reloaded group service rebinds it to itself)."""
+        self._callbacks[group] = on_change
+        if group in self._watches or self._loop is None:
+            return
+        loop = self._loop
+        self._watches[group] = lambda: None  # placeholder until the watch is set
+        seen: list[frozenset[str] | None] = [None]
+
+        def fire() -> None:
+            callback = self._callbacks.get(group)
+            if callback is not None:
+                callback()
+
+        def changed(children: tuple[str, ...] | None) -> None:
+            if children is not None:
+                legacy = frozenset(c for c in children if not is_classic_id(group, c))
+                previous, seen[0] = seen[0], legacy
+                if previous == legacy:
+                    return  # only our own registrations moved
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(fire)
+
+        def setup() -> None:
+            self._watches[group] = zkm.watch_group(self._zk(), group, topics, changed)
+
+        loop.run_in_executor(None, setup)
+
+    async def assign(
+        self, group: str, protocol: str, members: Sequence[tuple[str, str, tuple[str, ...]]], timeout_ms: int
+    ) -> dict[str, bytes]:
+        """The leader's SyncGroup: register the generation's members, hand partitions over, and return each
+        member's assignment (ConsumerProtocolAssignment bytes) of exactly the partitions held for it."""
+        async with self._lock(group):
+            classic = tuple(ClassicMember(mid, client, topics) for mid, client, topics in members)
+            return await asyncio.to_thread(
+                self._refenced, group, self._assign, group, protocol, classic, timeout_ms
+            )
+
+    def _assign(
+        self, group: str, protocol: str, classic: tuple[ClassicMember, ...], timeout_ms: int
+    ) -> dict[str, bytes]:
+        client = self._zk()
+        fence = self._adopt(group)
+        ids = zkm.read_ids(client, group)
+        legacy = {
+            cid: ConsumerRegistration.decode(paths.id_path(group, cid), data)
+            for cid, data in ids.items()
+            if classic_marker(data) is None
+        }
+        check_subscriptions(legacy, classic, protocol)
+        parts = self._partitions(client, {t for m in classic for t in m.topics})
+        registered = self._registered.setdefault(group, {})
+        wanted = {m.member_id: consumer_id_for(group, m.member_id) for m in classic}
+        now_ms = int(time.time() * 1000)
+        create = [
+            (paths.id_path(group, cid), encode_classic_registration(m, now_ms))
+            for m in classic
+            if (cid := wanted[m.member_id]) not in ids
+        ]
+        gone = [cid for mid, cid in registered.items() if mid not in wanted]
+        target: dict[TopicPartition, str] = {}
+        shares = plan_assignment(protocol, legacy, classic, group, parts)
+        for mid, tps in shares.items():
+            for tp in tps:
+                target[tp] = thread_for(wanted[mid])
+        held = self._held.setdefault(group, {})
+        threads = {thread_for(c) for c in registered.values()} | set(target.values())
+        plan = plan_hand_over(target, held, threads)
+        # Release first: every member of this generation has rejoined (revoked), and a member gone holds nothing.
+        release = [paths.owner_path(group, tp.topic, tp.partition) for tp in plan.release]
+        release += [
+            paths.owner_path(group, tp.topic, tp.partition)
+            for tp, th in held.items()
+            if th in {thread_for(c) for c in gone} and tp not in plan.release
+        ]
+        zkm.fenced_write(
+            client, group, fence, create=create, delete=release + [paths.id_path(group, c) for c in gone]
+        )
+        for path in release:
+            topic, part = path.rsplit("/", 2)[-2:]
+            held.pop(TopicPartition(topic, int(part)), None)
+        for c in gone:
+            registered.pop(next(mid for mid, cid in registered.items() if cid == c), None)
+        registered.update(wanted)
+        deadline = time.monotonic() + timeout_ms / 1000
+        pending = list(plan.acquire)
+        with contextlib.suppress(zkm.OwnerHeld):  # all free (the usual case): one multi-op
+            creates = [
+                (paths.owner_path(group, tp.topic, tp.partition), zkm.owner_payload(th)) for tp, th in pending
+            ]
+            if creates:
+                zkm.fenced_write(client, group, fence, create=creates)
+                held.update(dict(pending))
+                pending = []
+        while pending:
+            tp, thread = pending.pop(0)
+            path = paths.owner_path(group, tp.topic, tp.partition)
+            try:
+                zkm.fenced_write(client, group, fence, create=[(path, zkm.owner_payload(thread))])
+                held[tp] = thread
+                continue
+            except zkm.OwnerHeld:
+                pass
+            current = zkm.owner_holder(client, group, tp)
+            if current == thread:
+                held[tp] = thread
+                continue
+            left = deadline - time.monotonic()
+            if left > 0 and zkm.wait_gone(client, path, left):
+                pending.insert(0, (tp, thread))
+                continue
+            log.warning(
+                "group=%s %s: still owned by %s after the hand-over wait; left for the next rebalance",
+                group,
+                tp,
+                current,
+            )
+        out: dict[str, bytes] = {}
+        for m in classic:
+            thread = thread_for(wanted[m.member_id])
+            out[m.member_id] = encode_assignment(tp for tp in shares[m.member_id] if held.get(tp) == thread)
+        self.incomplete[group] = any(held.get(tp) != th for tp, th in target.items())
+        return out
+
+    async def preregister(self, group: str, member: tuple[str, str, tuple[str, ...]]) -> None:
+        """Register a joining member under ids before its rebalance completes, so the legacy members rebalance
+        (and release what it will get) while the broker-protocol side is still joining."""
+        mid, client_id, topics = member
+        if mid in self._registered.get(group, {}):
+            return
+        async with self._lock(group):
+            await asyncio.to_thread(
+                self._refenced, group, self._preregister, group, ClassicMember(mid, client_id, topics)
+            )
+
+    def _preregister(self, group: str, member: ClassicMember) -> None:
+        fence = self._adopt(group)
+        registered = self._registered.setdefault(group, {})
+        if member.member_id in registered:
+            return
+        cid = consumer_id_for(group, member.member_id)
+        data = encode_classic_registration(member, int(time.time() * 1000))
+        with contextlib.suppress(zkm.OwnerHeld):  # already there (adopted from a previous coordinator)
+            zkm.fenced_write(self._zk(), group, fence, create=[(paths.id_path(group, cid), data)])
+        registered[member.member_id] = cid
+
+    async def members_changed(self, group: str, present: Iterable[str]) -> None:
+        """The group's members are now `present` (member ids): release what members gone held, remove their ids."""
+        present_set = set(present)
+        if group in self._fences and not any(
+            mid not in present_set for mid in self._registered.get(group, {})
+        ):
+            return
+        async with self._lock(group):
+            await asyncio.to_thread(self._refenced, group, self._release_gone, group, present_set)
+
+    def _release_gone(self, group: str, present: set[str]) -> None:
+        client = self._zk()
+        fence = self._adopt(group)
+        registered = self._registered.setdefault(group, {})
+        gone = {mid: cid for mid, cid in registered.items() if mid not in present}
+        if not gone:
+            return
+        threads = {thread_for(c) for c in gone.values()}
+        held = self._held.setdefault(group, {})
+        victims = [tp for tp, th in held.items() if th in threads]
+        zkm.fenced_write(
+            client,
+            group,
+            fence,
+            delete=[paths.owner_path(group, tp.topic, tp.partition) for tp in victims]
+            + [paths.id_path(group, c) for c in gone.values()],
+        )
+        for tp in victims:
+            held.pop(tp, None)
+        for mid in gone:
+            registered.pop(mid, None)
+        log.info(
+            "group=%s released %d partitions of %d departed classic members", group, len(victims), len(gone)
+        )
+
+    async def legacy_owns(self, group: str, tps: Sequence[tuple[str, int]]) -> bool:
+        """True when every partition's owner znode is held by a legacy member (not one of ours)."""
+
+        def check() -> bool:
+            owners = zkm.read_owners(self._zk(), group)
+            ours = {thread_for(c) for c in self._registered.get(group, {}).values()}
+            return all(tp in owners and owners[tp] not in ours for tp in tps)
+
+        return await asyncio.to_thread(check)

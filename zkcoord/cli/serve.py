@@ -2,6 +2,8 @@
 
 `--bridge-zk-offsets` adds the coordinator-side offset bridge (zkcoord.bridge.mirror.ZkOffsetBridge):
 OffsetFetch answers max(coordinator, /consumers/G/offsets) and acknowledged commits are mirrored there.
+`--bridge-zk-groups REGEX` makes the matching groups mixed groups (zkcoord.bridge.membership.MixedGroupBridge):
+legacy ZooKeeper members and broker-protocol members in one group, migrated member by member.
 """
 
 from __future__ import annotations
@@ -9,10 +11,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import re
 import signal
 from pathlib import Path
 from typing import Any
 
+from zkcoord.bridge.membership import MixedGroupBridge
 from zkcoord.bridge.mirror import ZkOffsetBridge
 from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
 from zkcoord.cli.listeners import add_listener_options, listener_setup
@@ -248,6 +252,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="HOST:PORT",
         help="serve Prometheus metrics at http://HOST:PORT/metrics (port 0 = any free; default: off)",
     )
+    parser.add_argument(
+        "--bridge-zk-groups",
+        dest="bridge_groups",
+        default=None,
+        metavar="REGEX",
+        help="mixed groups for member-by-member migration: the groups whose id fully matches REGEX hold legacy "
+        "ZooKeeper members and broker-protocol members as one group (the legacy assignor over both; owner "
+        "znodes held for the broker-protocol members). Uses --zk (or the --bridge-zk-offsets CONNECT)",
+    )
     add_listener_options(parser)
     parser.set_defaults(func=run)
 
@@ -295,13 +308,23 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError("--bridge-zk-offsets needs a ZooKeeper connect string: give one, or use --zk")
         if args.bridge_wait_ms < 0:
             raise ConfigError(f"--bridge-zk-offsets-wait-ms must be >= 0, got {args.bridge_wait_ms}")
+    groups_connect = None
+    if args.bridge_groups is not None:
+        try:
+            re.compile(args.bridge_groups)
+        except re.error as exc:
+            raise ConfigError(f"--bridge-zk-groups: not a regular expression: {exc}") from exc
+        groups_connect = args.zk or bridge_connect
+        if not groups_connect:
+            raise ConfigError("--bridge-zk-groups needs ZooKeeper: use --zk (or --bridge-zk-offsets CONNECT)")
     metrics = ServeMetrics() if args.metrics_listen is not None else None
     node = Node(
         server, group, args.zk, args.advertise, cluster, metrics=metrics, zk_auth=auth,
         security=listeners.security, more_listeners=listeners.more, authorizer=listeners.authorizer,
     )  # fmt: skip
     try:
-        return asyncio.run(_serve(node, bridge_connect, args.bridge_wait_ms, args.metrics_listen))
+        mixed = (groups_connect, args.bridge_groups) if groups_connect else None
+        return asyncio.run(_serve(node, bridge_connect, args.bridge_wait_ms, mixed, args.metrics_listen))
     finally:
         listeners.close()
 
@@ -310,6 +333,7 @@ async def _serve(
     node: Node,
     bridge_connect: str | None = None,
     bridge_wait_ms: int = 1000,
+    mixed: tuple[str, str] | None = None,
     metrics_listen: tuple[str, int] | None = None,
 ) -> int:
     stop = asyncio.Event()
@@ -325,6 +349,15 @@ async def _serve(
         # Given to the node before it starts, so no service (and no commit) ever runs without it.
         node = dataclasses.replace(node, offset_mirror=bridge)
         print(f"zkcoord serve: bridging group offsets to ZooKeeper {bridge_connect}", flush=True)
+    members = None
+    if mixed is not None:
+        members = MixedGroupBridge(mixed[0], mixed[1], holder=f"node-{node.server_config.node_id}")
+        await members.start()
+        node = dataclasses.replace(node, membership_bridge=members)
+        print(
+            f"zkcoord serve: mixed groups matching {mixed[1]!r} bridged through ZooKeeper {mixed[0]}",
+            flush=True,
+        )
     endpoint = None
     if node.metrics is not None and metrics_listen is not None:
         node.metrics.bind(node, bridge)
@@ -343,6 +376,8 @@ async def _serve(
     finally:
         if endpoint is not None:
             endpoint.stop()
+        if members is not None:
+            await members.close()
         if bridge is not None and zk_side is not None:
             await bridge.close()
             await asyncio.to_thread(zk_side.close)

@@ -47,6 +47,7 @@ from zkcoord.group.common import (
 )
 from zkcoord.group.loading import load, unload_groups
 from zkcoord.group.membership import (
+    handle_external_rebalance,
     handle_heartbeat,
     handle_join,
     handle_leave,
@@ -56,6 +57,7 @@ from zkcoord.group.membership import (
 from zkcoord.group.model import CoordinatorState
 from zkcoord.group.offsets import (
     expire_offsets,
+    handle_legacy_member_commit,
     handle_offset_commit,
     handle_offset_fetch,
     on_retention_timer,
@@ -81,9 +83,11 @@ __all__ = [
     "group_status_error",
     "handle_delete",
     "handle_describe",
+    "handle_external_rebalance",
     "handle_heartbeat",
     "handle_join",
     "handle_leave",
+    "handle_legacy_member_commit",
     "handle_list",
     "handle_offset_commit",
     "handle_offset_fetch",

@@ -612,6 +612,19 @@ def _leave_response(
 # ----------------------------------------------------------------------------------------------------- timers
 
 
+def handle_external_rebalance(st: CoordinatorState, group_id: str, now_ms: int) -> Result:
+    """Something outside the classic protocol changed the group (a legacy ZooKeeper member of a mixed group
+    joined, left or lost its session; a subscribed topic grew): a Stable or CompletingRebalance group prepares a
+    rebalance, so its members rejoin and get the new assignment. No record: only the live layer changes, as on any
+    rebalance start, so a replayed log is the same with or without it. Any other state: nothing to do (a rebalance
+    is already running, or there is no member to tell)."""
+    out = Effects(st)
+    group = st.groups.get(group_id)
+    if group is not None and group.state in (STABLE, COMPLETING):
+        _prepare_rebalance(out, group, now_ms)
+    return out.result()
+
+
 def on_member_timer(st: CoordinatorState, key: TimerKey, now_ms: int) -> Result:
     """A membership timer fired at `now_ms`. Stale firings (the thing it guarded moved on) do nothing."""
     out = Effects(st)

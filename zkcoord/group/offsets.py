@@ -54,6 +54,29 @@ def handle_offset_commit(st: CoordinatorState, req: OffsetCommitRequest, now_ms:
     if group.state is not EMPTY:
         member = group.members[req.member_id]
         touch(out, group, member, now_ms, member.session_timeout_ms)
+    return _store_commit(out, st, req, now_ms, token)
+
+
+def handle_legacy_member_commit(
+    st: CoordinatorState, req: OffsetCommitRequest, now_ms: int, token: int
+) -> Result:
+    """A commit without group management (generation -1) into a *mixed* group, from a legacy ZooKeeper member
+    whose owner znodes hold every committed partition (the edge checked that in ZooKeeper before calling): it is
+    stored whatever the classic members' state, instead of UNKNOWN_MEMBER_ID. A group this coordinator does not
+    know, or an Empty one, takes it as any commit."""
+    group = st.groups.get(req.group_id)
+    if group is None or group.state is EMPTY or req.generation_id >= 0:
+        return handle_offset_commit(st, req, now_ms, token)
+    out = Effects(st)
+    if group.state is DEAD:
+        out.respond(token, commit_errors(req, E.COORDINATOR_NOT_AVAILABLE))
+        return out.result()
+    return _store_commit(out, st, req, now_ms, token)
+
+
+def _store_commit(
+    out: Effects, st: CoordinatorState, req: OffsetCommitRequest, now_ms: int, token: int
+) -> Result:
     max_meta = st.config.offset_metadata_max_bytes
     expire = now_ms + req.retention_time_ms if req.retention_time_ms != -1 else -1
     gid = req.group_id

@@ -18,7 +18,7 @@ from zkcoord.metrics import ServeMetrics
 from zkcoord.server.authorization import RequestAuthorizer
 from zkcoord.server.broker import Broker, NewData, Response, ServerConfig
 from zkcoord.server.cluster_routing import ClusterRouting
-from zkcoord.server.group_service import GroupService, OffsetMirror
+from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetMirror
 from zkcoord.server.kafka_protocol import RequestFrame
 from zkcoord.server.listener_security import ListenerSecurity
 from zkcoord.server.log import LogManager
@@ -39,6 +39,9 @@ class Node:
     cluster_overrides: dict[str, int] = field(default_factory=dict)  # ClusterConfig fields set by flags
     zk_auth: ZkAuth = NO_AUTH  # who the cluster node is to ZooKeeper, and zookeeper.set.acl
     offset_mirror: OffsetMirror | None = None  # the bridge's (`--bridge-zk-offsets`), for every group service
+    membership_bridge: MembershipBridge | None = (
+        None  # mixed groups (`--bridge-zk-groups`), for every service
+    )
     logs: LogManager | None = None
     broker: Broker | None = None
     wire: WireServer | None = None
@@ -58,7 +61,12 @@ class Node:
         logs = self.logs = LogManager(cfg.data_dir, cfg.log_segment_bytes, cfg.log_limits)
         if not self.zk_connect:
             store = FileRecordStore(cfg.data_dir / "group-records")
-            self.groups = GroupService(self.group_config, store, offset_mirror=self.offset_mirror)
+            self.groups = GroupService(
+                self.group_config,
+                store,
+                offset_mirror=self.offset_mirror,
+                membership_bridge=self.membership_bridge,
+            )
             await self.groups.start()
         self.wire = WireServer(
             self._dispatch,
@@ -79,7 +87,12 @@ class Node:
         observe_group = self.metrics.observe_group_response if self.metrics is not None else None
         if self.zk_connect:
             self.cluster = ClusterRouting(
-                self._cluster_config(cfg), self.group_config, logs, new_data.notify, self.offset_mirror
+                self._cluster_config(cfg),
+                self.group_config,
+                logs,
+                new_data.notify,
+                self.offset_mirror,
+                self.membership_bridge,
             )
             self.broker = Broker(
                 cfg,

@@ -55,13 +55,13 @@ from zkcoord.group.messages import (
 from zkcoord.legacy import paths
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.placement.leadership import NO_LEADER, single_replica_assignment
-from zkcoord.server.group_service import GroupService, OffsetMirror
+from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetMirror
 from zkcoord.server.log import LogManager, OffsetsTopicLog
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
 from zkcoord.server.seams import ClusterSide, GroupCoordinator
 from zkcoord.zk import registry
 from zkcoord.zk.controller import ZooKeeperError, create_topic_if_absent, read_topic_states
-from zkcoord.zk.record_store import ZkRecordStore
+from zkcoord.zk.record_store import StoreFenced, ZkRecordStore
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +87,12 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         logs: LogManager,
         on_new_data: Callable[[], None] | None = None,
         offset_mirror: OffsetMirror | None = None,
+        membership_bridge: MembershipBridge | None = None,
     ) -> None:
         self.config = config
         self.group_config = group_config
         self.offset_mirror = offset_mirror  # shared by every service this node starts
+        self.membership_bridge = membership_bridge  # likewise (mixed groups)
         self.node = ClusterNode(config, on_become_leader=self._become_leader, on_resign=self._resign)
         self.services: dict[int, GroupService] = {}
         self.offsets_logs: dict[int, OffsetsTopicLog] = {}
@@ -143,6 +145,7 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             store,
             owns_group=lambda g: self.node.partition_for(g) == partition,
             offset_mirror=self.offset_mirror,
+            membership_bridge=self.membership_bridge,
         )
         await service.start()
         self.services[partition] = service
@@ -248,6 +251,24 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
                 await asyncio.wait_for(self._kick.wait(), REFRESH_INTERVAL_S)
             self._kick.clear()
             await self.refresh()
+            await self._restart_failed_services()
+
+    async def _restart_failed_services(self) -> None:
+        """A service whose append failed for a ZooKeeper reason (a connection loss during a leader election)
+        stopped serving (fail-stop); while this node still leads the partition, reload it from its store, as
+        a new leader would. A fenced store (leadership moved) is left to the resign that follows."""
+        for partition, service in sorted(self.services.items()):
+            failed = service.failed
+            if failed is None or isinstance(failed, StoreFenced) or self._closing:
+                continue
+            log.warning("node=%d offsets partition %d: reloading after a failed append (%r)",
+                        self.config.node_id, partition, failed)  # fmt: skip
+            try:
+                await self._start_service(partition, cast(ZkRecordStore, service.store))
+            except Exception:
+                log.exception(
+                    "node=%d offsets partition %d: reload failed; retrying", self.config.node_id, partition
+                )
 
     def leader(self, topic: str, partition: int) -> int:
         return self.topics.get(topic, {}).get(partition, (NO_LEADER, ()))[0]

@@ -9,17 +9,22 @@ so every waiting and later request gets COORDINATOR_NOT_AVAILABLE until a new se
 
 An `OffsetMirror` handed to the constructor (zkcoord.bridge.ZkOffsetBridge with `serve --bridge-zk-offsets`) sees
 every acknowledged commit and merges every OffsetFetch with the legacy znodes; without one, nothing leaves the
-coordinator's own store.
+coordinator's own store. A `MembershipBridge` (zkcoord.bridge.membership.MixedGroupBridge, `serve
+--bridge-zk-groups`) makes the groups it matches mixed groups: JoinGroup keeps only legacy-compatible protocols,
+the leader's SyncGroup assignment is replaced by the bridge's (held in ZooKeeper first), member departures release
+owner znodes, legacy membership changes start a rebalance, and legacy members' generation -1 commits are stored.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 from zkcoord.group import handlers as h
@@ -47,8 +52,9 @@ from zkcoord.group.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
-from zkcoord.group.model import CoordinatorState
+from zkcoord.group.model import CoordinatorState, subscription_topics
 from zkcoord.group.results import Cancel, Result, TimerKey
+from zkcoord.group.state import GroupState
 from zkcoord.records.offsets import decode_record, encode_records
 from zkcoord.server.seams import GroupCoordinator
 from zkcoord.storage.store import RawRecord, RecordStore
@@ -73,6 +79,31 @@ class OffsetMirror(Protocol):
     ) -> OffsetFetchResponse: ...
 
 
+class MembershipBridge(Protocol):
+    """What the service needs of the mixed-group bridge (zkcoord.bridge.membership.MixedGroupBridge,
+    `serve --bridge-zk-groups`). Members are passed as (member id, client id, subscribed topics)."""
+
+    incomplete: dict[str, bool]
+
+    def bridges(self, group_id: str) -> bool: ...
+
+    def usable_protocols(self, names: Iterable[str]) -> tuple[str, ...]: ...
+
+    async def check_join(self, group: str, topics: Sequence[str], protocol: str) -> None: ...
+
+    def watch(self, group: str, topics: Sequence[str], on_change: Callable[[], None]) -> None: ...
+
+    async def assign(
+        self, group: str, protocol: str, members: Sequence[tuple[str, str, tuple[str, ...]]], timeout_ms: int
+    ) -> dict[str, bytes]: ...
+
+    async def preregister(self, group: str, member: tuple[str, str, tuple[str, ...]]) -> None: ...
+
+    async def members_changed(self, group: str, present: Iterable[str]) -> None: ...
+
+    async def legacy_owns(self, group: str, tps: Sequence[tuple[str, int]]) -> bool: ...
+
+
 class GroupService(GroupCoordinator):
     """One per node (one per led offsets partition in cluster mode). `clock()` returns seconds (like `time.time`); the core sees `int(clock() * 1000)`."""
 
@@ -86,6 +117,7 @@ class GroupService(GroupCoordinator):
         append_in_thread: bool = True,
         owns_group: Callable[[str], bool] | None = None,
         offset_mirror: OffsetMirror | None = None,
+        membership_bridge: MembershipBridge | None = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -94,6 +126,9 @@ class GroupService(GroupCoordinator):
         self._append_in_thread = append_in_thread
         self._owns = owns_group
         self.offset_mirror = offset_mirror
+        self.membership_bridge = membership_bridge
+        self._reported: dict[str, tuple[str, ...]] = {}  # bridged group -> members last told to the bridge
+        self._bridge_tasks: set[asyncio.Future[Any]] = set()
         self.state = CoordinatorState(config)
         self._active = False
         self._loading = False
@@ -124,6 +159,8 @@ class GroupService(GroupCoordinator):
             self._apply(h.load(self.state, records, self.now_ms()))
             log.info("group service loaded %d records: %d groups", len(records), len(self.state.groups))
             self._remirror_loaded()
+            for group_id in sorted(self.state.groups):
+                self._report_members(group_id)
         except BaseException:
             self._active = False
             raise
@@ -188,6 +225,9 @@ class GroupService(GroupCoordinator):
             self._waiting.pop(token, None)
             return h.error_response(req, ErrorCode.UNKNOWN_SERVER_ERROR)
         self._apply(result)
+        group_id = getattr(req, "group_id", None)
+        if isinstance(group_id, str):
+            self._report_members(group_id)
         try:
             return await fut
         finally:
@@ -197,6 +237,11 @@ class GroupService(GroupCoordinator):
         err = self._status(h.JOIN_GROUP, req.group_id)
         if err is not None:
             return h.error_response(req, err)  # type: ignore[return-value]
+        if self._bridged(req.group_id):
+            refused = await self._bridge_join(req)
+            if isinstance(refused, JoinGroupResponse):
+                return refused
+            req = refused
         member_uuid = self._new_uuid() if req.member_id == "" else ""  # only a new member gets an id
         resp: JoinGroupResponse = await self._run(
             req, lambda now, token: h.handle_join(self.state, req, now, token, member_uuid)
@@ -207,8 +252,14 @@ class GroupService(GroupCoordinator):
         err = self._status(h.SYNC_GROUP, req.group_id)
         if err is not None:
             return h.error_response(req, err)  # type: ignore[return-value]
+        if self._bridged(req.group_id):
+            bridged = await self._bridge_sync(req)
+            if isinstance(bridged, SyncGroupResponse):
+                return bridged
+            req = bridged
+        synced = req
         resp: SyncGroupResponse = await self._run(
-            req, lambda now, token: h.handle_sync(self.state, req, now, token)
+            req, lambda now, token: h.handle_sync(self.state, synced, now, token)
         )
         return resp
 
@@ -265,8 +316,11 @@ class GroupService(GroupCoordinator):
         err = self._status(h.OFFSET_COMMIT, req.group_id)
         if err is not None:
             return h.error_response(req, err)  # type: ignore[return-value]
+        handler = h.handle_offset_commit
+        if self._bridged(req.group_id) and await self._legacy_member_commit(req):
+            handler = h.handle_legacy_member_commit
         resp: OffsetCommitResponse = await self._run(
-            req, lambda now, token: h.handle_offset_commit(self.state, req, now, token)
+            req, lambda now, token: handler(self.state, req, now, token)
         )
         if self.offset_mirror is not None:
             await self.offset_mirror.mirror_commit(req, resp)
@@ -309,6 +363,145 @@ class GroupService(GroupCoordinator):
             req, lambda now, token: h.handle_delete(self.state, req, now, token, status)
         )
         return resp
+
+    # ----------------------------------------------------------------------------------- mixed groups
+
+    def _bridged(self, group_id: str) -> bool:
+        return self.membership_bridge is not None and self.membership_bridge.bridges(group_id)
+
+    def request_rebalance(self, group_id: str) -> None:
+        """A legacy member of a mixed group joined, left or lost its session (or a topic grew): rebalance."""
+        if self._active and not self._loading and self.owns_group(group_id):
+            log.info("group=%s legacy membership changed: rebalancing the broker-protocol side", group_id)
+            self._apply(h.handle_external_rebalance(self.state, group_id, self.now_ms()))
+
+    async def _bridge_join(self, req: JoinGroupRequest) -> JoinGroupRequest | JoinGroupResponse:
+        """Keep only the protocols the legacy side knows; refuse a member that disagrees with the legacy ones."""
+        bridge = self.membership_bridge
+        assert bridge is not None
+        try:
+            usable = bridge.usable_protocols(name for name, _ in req.protocols)
+            topics = tuple(subscription_topics(dict(req.protocols)[usable[0]]) or ())
+            await bridge.check_join(req.group_id, topics, usable[0])
+        except Exception as exc:
+            log.error("group=%s member %r refused from the mixed group: %s", req.group_id, req.member_id, exc)
+            return h.error_response(req, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)  # type: ignore[return-value]
+        bridge.watch(req.group_id, topics, lambda: self.request_rebalance(req.group_id))
+        group = self.state.groups.get(req.group_id)
+        if (
+            req.member_id
+            and group is not None
+            and req.member_id in group.pending_members
+            and group.state is not GroupState.EMPTY
+            and group.initial_join is None
+        ):
+            # The member id is known (KIP-394's second JoinGroup): register it now, so the legacy members
+            # rebalance while this side joins, instead of after its SyncGroup. Not into an Empty group, whose
+            # first rebalance waits group.initial.rebalance.delay.ms: the legacy members keep consuming meanwhile.
+            try:
+                await bridge.preregister(req.group_id, (req.member_id, req.client_id, topics))
+            except Exception as exc:
+                log.warning(
+                    "group=%s member %s: early registration failed (%s)", req.group_id, req.member_id, exc
+                )
+        return replace(req, protocols=tuple((n, m) for n, m in req.protocols if n in usable))
+
+    async def _bridge_sync(self, req: SyncGroupRequest) -> SyncGroupRequest | SyncGroupResponse:
+        """The leader's SyncGroup: the bridge's assignment (held in ZooKeeper) replaces the leader's."""
+        bridge = self.membership_bridge
+        assert bridge is not None
+        group = self.state.groups.get(req.group_id)
+        if (
+            group is None
+            or group.state is not GroupState.COMPLETING_REBALANCE
+            or group.generation != req.generation_id
+            or group.leader_id != req.member_id
+            or group.protocol_name is None
+        ):
+            return req
+        protocol = group.protocol_name
+        members = [
+            (m.member_id, m.client_id, tuple(subscription_topics(m.metadata(protocol)) or ()))
+            for m in group.members.values()
+        ]
+        # Members do not heartbeat while their JoinGroup/SyncGroup is answered, so the wait for previous owners
+        # stays well inside the shortest session; what is not held by then goes to a later rebalance.
+        shortest = min(m.session_timeout_ms for m in group.members.values())
+        timeout_ms = max(500, min(group.rebalance_timeout_ms(), shortest) // 2)
+        try:
+            await self._mirror_settled(req.group_id, timeout_ms)
+            assignments = await bridge.assign(req.group_id, protocol, members, timeout_ms)
+        except Exception as exc:
+            log.error(
+                "group=%s gen=%d hand-over failed: %s; rebalancing", req.group_id, req.generation_id, exc
+            )
+            self.request_rebalance(req.group_id)
+            return h.error_response(req, ErrorCode.REBALANCE_IN_PROGRESS)  # type: ignore[return-value]
+        if bridge.incomplete.get(req.group_id):
+            # A previous owner did not let go in time: try again once its owner znode can be taken.
+            loop = asyncio.get_running_loop()
+            loop.call_later(1.0, self.request_rebalance, req.group_id)
+        return replace(req, assignments=tuple(assignments.items()))
+
+    async def _legacy_member_commit(self, req: OffsetCommitRequest) -> bool:
+        """A generation -1 commit into a live mixed group: a legacy member's, if it owns every partition."""
+        group = self.state.groups.get(req.group_id)
+        if req.generation_id >= 0 or req.member_id or group is None:
+            return False
+        if group.state in (GroupState.EMPTY, GroupState.DEAD):
+            return False
+        bridge = self.membership_bridge
+        assert bridge is not None
+        tps = [(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+        try:
+            return await bridge.legacy_owns(req.group_id, tps)
+        except Exception as exc:
+            log.warning("group=%s legacy commit: ZooKeeper ownership unknown (%s)", req.group_id, exc)
+            return False
+
+    async def _mirror_settled(self, group_id: str, timeout_ms: int) -> None:
+        """Before partitions are handed to legacy members (who read only ZooKeeper), the group's committed
+        offsets are in ZooKeeper: resubmitted to the offset mirror (never-regress, so a no-op when they landed)
+        and waited for, bounded. Without a mirror, legacy members see only what is already there."""
+        if self.offset_mirror is None:
+            return
+        stored = self.state.view.offsets.get(group_id, {})
+        offsets = {tp: v.offset for tp, v in sorted(stored.items()) if v.offset >= 0}
+        if offsets:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    asyncio.shield(self.offset_mirror.submit(group_id, offsets)), timeout_ms / 1000
+                )
+
+    def _report_members(self, group_id: str) -> None:
+        """Tell the bridge when a mixed group's member list changed (a departed member's znodes go)."""
+        if not group_id or not self._bridged(group_id):
+            return
+        group = self.state.groups.get(group_id)
+        present = (*group.members, *group.pending_members) if group is not None else ()
+        if self._reported.get(group_id) == present:
+            return
+        if group is not None and group.members and self.membership_bridge is not None:
+            # (Re)bind the legacy-change watch to this service: after a reload or a coordinator move the
+            # previous service's callback would rebalance nothing.
+            topics = sorted(group.subscribed_topics or group.compute_subscribed_topics() or ())
+            group_id_ = group_id
+            self.membership_bridge.watch(group_id, topics, lambda: self.request_rebalance(group_id_))
+        self._reported[group_id] = present
+        bridge = self.membership_bridge
+        assert bridge is not None
+
+        async def report() -> None:
+            try:
+                await self._mirror_settled(group_id, 5000)
+                await bridge.members_changed(group_id, present)
+            except Exception:
+                log.exception("group=%s: releasing departed members' znodes failed", group_id)
+                self._reported.pop(group_id, None)  # the next event retries
+
+        task = asyncio.ensure_future(report())
+        self._bridge_tasks.add(task)
+        task.add_done_callback(self._bridge_tasks.discard)
 
     # ------------------------------------------------------------------------------------ carrying it out
 
@@ -411,6 +604,7 @@ class GroupService(GroupCoordinator):
                 self._apply(h.on_timer(self.state, key, now))
             except Exception:
                 log.exception("coordinator timer %s failed", key)
+            self._report_members(key.group_id)
         if fired:
             self._arm_wake()
         return fired

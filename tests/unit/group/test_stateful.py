@@ -163,6 +163,18 @@ class CoordinatorMachine(RuleBasedStateMachine):
             if gid not in self.d.st.groups:
                 self.max_generation.pop(gid, None)
 
+    @rule()
+    def external_rebalance(self) -> None:
+        # A legacy member of a mixed group joined or left: the classic side rebalances, and no record is written.
+        g = self.d.st.groups.get("g")
+        before = g.state if g else None
+        self.d.apply(h.handle_external_rebalance(self.d.st, "g", self.d.now))
+        if before in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
+            assert g is not None and g.state in (
+                GroupState.PREPARING_REBALANCE,
+                GroupState.COMPLETING_REBALANCE,
+            )
+
     @rule(ms=st.sampled_from([0, 1, 500, 1000, 3000, 9000, 20_000]))
     def advance(self, ms: int) -> None:
         self.d.advance(ms)

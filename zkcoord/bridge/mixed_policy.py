@@ -1,0 +1,265 @@
+"""The pure decisions of mixed groups (legacy ZooKeeper members and broker-protocol members in one group): how a
+broker-protocol member is named and registered in the legacy tree, which assignment the whole group follows, which
+owner znodes a hand-over deletes and creates, and which groups are refused. No I/O, no clock: deterministic.
+
+Guarantees: a broker-protocol member's consumer id is a function of its group and classic member id (a legal znode
+name, so the same member is always the same legacy consumer); the assignment is exactly what every 0.8-era member
+computes from `/consumers/G/ids` (zkcoord.legacy.assignment over the combined, Java-sorted thread ids), so both
+sides agree without talking; a hand-over plan never acquires a partition whose owner znode another thread holds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from zkcoord.errors import ConfigError
+from zkcoord.legacy.assignment import assign
+from zkcoord.legacy.codecs import ConsumerRegistration, Escaped, encode_json, json_escape_string
+from zkcoord.legacy.ids import consumer_of_thread, java_sorted, thread_id, utf16_key
+from zkcoord.legacy.topic_partition import TopicPartition
+
+LEGACY: Final = "legacy"
+CLASSIC: Final = "classic"
+# The classic protocol names whose algorithm the legacy tree also knows; every other one (sticky,
+# cooperative-sticky: incremental, so a member keeps partitions across a rebalance) is refused for a bridged group.
+LEGACY_STRATEGIES: Final = ("range", "roundrobin")
+MARKER_KEY: Final = "zkcoord"
+
+
+class MixedGroupRefused(ConfigError):
+    """The group cannot be bridged as it is (strategy or subscriptions disagree); nothing was changed."""
+
+    code = 23  # INCONSISTENT_GROUP_PROTOCOL: what the refused classic member is answered
+
+
+@dataclass(frozen=True, slots=True)
+class MemberView:
+    """One member of a (possibly mixed) group as the legacy tree shows it: protocol `legacy` or `classic`."""
+
+    consumer_id: str
+    protocol: str
+    owned: tuple[TopicPartition, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMember:
+    """What the bridge needs of one broker-protocol member: its id, client id and subscribed topics."""
+
+    member_id: str
+    client_id: str
+    topics: tuple[str, ...]
+
+
+def consumer_id_for(group: str, member_id: str) -> str:
+    """The legacy consumer id of a classic member: `<group>_classic-<16 hex of sha256(member id)>`. A legal znode
+    name whatever the member id holds, and it sorts among legacy ids (`<group>_<host>-...`) like any other."""
+    return f"{group}_classic-{hashlib.sha256(member_id.encode()).hexdigest()[:16]}"
+
+
+def is_classic_id(group: str, consumer_id: str) -> bool:
+    """Whether an ids child has the shape of `consumer_id_for` (the bridge's watch tells its own ids by name)."""
+    prefix = f"{group}_classic-"
+    tail = consumer_id[len(prefix) :]
+    return consumer_id.startswith(prefix) and len(tail) == 16 and all(c in "0123456789abcdef" for c in tail)
+
+
+def thread_for(consumer_id: str) -> str:
+    """A classic member has one stream per topic: its only thread id is `<consumer id>-0`."""
+    return thread_id(consumer_id, 0)
+
+
+def encode_classic_registration(member: ClassicMember, timestamp_ms: int) -> bytes:
+    """The ids znode of a classic member: the 0.8 static registration (`{T: 1}` per topic) plus one key
+    `"zkcoord":{"protocol":"classic","member_id":...,"client_id":...}`, which 0.8's `TopicCount` ignores."""
+    base = ConsumerRegistration.static({t: 1 for t in member.topics}, timestamp_ms=timestamp_ms)
+    text = base.encode().decode()
+    marker = encode_json(
+        {
+            "protocol": CLASSIC,
+            "member_id": Escaped(json_escape_string(member.member_id)),
+            "client_id": Escaped(json_escape_string(member.client_id)),
+        }
+    )
+    return f'{text[:-1]},"{MARKER_KEY}":{marker}}}'.encode()
+
+
+def classic_marker(data: bytes | None) -> dict[str, str] | None:
+    """The `zkcoord` key of an ids znode, or None for a legacy member's registration (or unreadable data)."""
+    try:
+        obj = json.loads(data or b"")
+    except ValueError:
+        return None
+    marker = obj.get(MARKER_KEY) if isinstance(obj, dict) else None
+    if not isinstance(marker, dict) or marker.get("protocol") != CLASSIC:
+        return None
+    return {str(k): str(v) for k, v in marker.items()}
+
+
+def member_views(ids: Mapping[str, bytes | None], owners: Mapping[TopicPartition, str]) -> list[MemberView]:
+    """Members (Java order of consumer ids) with their protocol and owned partitions; owners whose consumer is
+    not registered (a member mid-exit, or a stale znode) are listed as members of protocol `legacy` too, so
+    nothing owned is hidden."""
+    owned: dict[str, list[TopicPartition]] = {}
+    for tp, thread in owners.items():
+        owned.setdefault(consumer_of_thread(thread) if "-" in thread else thread, []).append(tp)
+    views = []
+    for cid in java_sorted(set(ids) | set(owned)):
+        protocol = CLASSIC if classic_marker(ids.get(cid)) is not None else LEGACY
+        tps = tuple(sorted(owned.get(cid, ()), key=lambda tp: (utf16_key(tp.topic), tp.partition)))
+        views.append(MemberView(cid, protocol, tps))
+    return views
+
+
+def check_protocols(names: Iterable[str]) -> tuple[str, ...]:
+    """The offered protocol names a bridged group may use (range, roundrobin, in the member's order); raises
+    MixedGroupRefused when none is left (a cooperative-only member)."""
+    offered = list(names)
+    usable = tuple(n for n in offered if n in LEGACY_STRATEGIES)
+    if not usable:
+        raise MixedGroupRefused(
+            f"a bridged group follows the legacy assignor (range or roundrobin, eager); the member offers "
+            f"{offered}: cooperative and sticky protocols keep partitions across rebalances and are refused"
+        )
+    return usable
+
+
+def check_subscriptions(
+    legacy: Mapping[str, ConsumerRegistration], classic: Sequence[ClassicMember], strategy: str
+) -> None:
+    """Refuse a group whose members subscribe to different topic sets, or whose legacy members use wildcards
+    (their topics are resolved by each member against /brokers/topics, which the bridge does not mirror)."""
+    sets: dict[tuple[str, ...], list[str]] = {}
+    for cid, reg in legacy.items():
+        if reg.is_wildcard:
+            raise MixedGroupRefused(
+                f"legacy member {cid} uses a wildcard subscription; only static ones bridge"
+            )
+        sets.setdefault(tuple(sorted(t for t, _ in reg.subscription)), []).append(cid)
+    for m in classic:
+        sets.setdefault(tuple(sorted(m.topics)), []).append(m.member_id)
+    if len(sets) > 1:
+        detail = "; ".join(f"{list(k)}: {', '.join(v)}" for k, v in sorted(sets.items()))
+        raise MixedGroupRefused(
+            f"members of a bridged group must subscribe to the same topics ({strategy}): {detail}"
+        )
+
+
+def check_strategy(
+    strategy: str,
+    legacy: Mapping[str, ConsumerRegistration],
+    partitions: Mapping[str, Sequence[int]],
+    owners: Mapping[TopicPartition, str],
+) -> None:
+    """Refuse when the legacy members evidently use the other algorithm: their current, complete ownership
+    (every partition owned, only legacy owners) matches the other strategy's decision and not `strategy`'s. An
+    incomplete picture (mid-rebalance) proves nothing and passes."""
+    topic_counts = {cid: reg.topic_counts for cid, reg in legacy.items() if not reg.is_wildcard}
+    expected = {
+        TopicPartition(t, p)
+        for t in {t for c in topic_counts.values() for t in c}
+        for p in partitions.get(t, ())
+    }
+    if not topic_counts or set(owners) != expected:
+        return
+    decisions = {s: assign(s, topic_counts, partitions) for s in LEGACY_STRATEGIES}
+    if decisions[strategy] == dict(owners):
+        return
+    others = [s for s in LEGACY_STRATEGIES if s != strategy and decisions[s] == dict(owners)]
+    if others:
+        raise MixedGroupRefused(
+            f"the legacy members assign with {others[0]} (their owner znodes match it), the broker-protocol "
+            f"members chose {strategy}: configure both sides with one partition.assignment.strategy"
+        )
+
+
+def plan_assignment(
+    strategy: str,
+    legacy: Mapping[str, ConsumerRegistration],
+    classic: Sequence[ClassicMember],
+    group: str,
+    partitions: Mapping[str, Sequence[int]],
+) -> dict[str, tuple[TopicPartition, ...]]:
+    """Classic member id -> its partitions under the legacy algorithm over the combined member list (legacy
+    consumers with their stream counts, each classic member as one stream per topic)."""
+    consumers: dict[str, Mapping[str, int]] = {cid: reg.topic_counts for cid, reg in legacy.items()}
+    by_consumer = {}
+    for m in classic:
+        cid = consumer_id_for(group, m.member_id)
+        consumers[cid] = {t: 1 for t in m.topics}
+        by_consumer[thread_for(cid)] = m.member_id
+    decision = assign(strategy, consumers, partitions)
+    out: dict[str, list[TopicPartition]] = {m.member_id: [] for m in classic}
+    for tp, thread in decision.items():
+        member_id = by_consumer.get(thread)
+        if member_id is not None:
+            out[member_id].append(TopicPartition(*tp))
+    return {mid: tuple(tps) for mid, tps in out.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class HandOver:
+    """Owner znodes to delete (held for a classic member that no longer gets them) and to create."""
+
+    release: tuple[TopicPartition, ...]
+    acquire: tuple[tuple[TopicPartition, str], ...]  # (partition, thread id)
+
+
+def plan_hand_over(
+    target: Mapping[TopicPartition, str], held: Mapping[TopicPartition, str], classic_threads: Iterable[str]
+) -> HandOver:
+    """`target`: partition -> classic thread that should hold it now; `held`: partition -> thread holding its
+    owner znode; `classic_threads`: every thread the bridge answers for. Release what a classic thread holds but
+    is not its target; acquire the targets not yet held by their thread (a partition another thread holds is
+    acquired once that holder is gone: the caller waits on the deletion)."""
+    ours = set(classic_threads)
+    release = tuple(sorted(tp for tp, th in held.items() if th in ours and target.get(tp) != th))
+    acquire = tuple(sorted((tp, th) for tp, th in target.items() if held.get(tp) != th))
+    return HandOver(release, acquire)
+
+
+# --- the embedded consumer protocol's assignment (ConsumerProtocolAssignment v0) -------------------------------
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+
+def encode_assignment(tps: Iterable[TopicPartition]) -> bytes:
+    """ConsumerProtocolAssignment v0 (what kafka-python and librdkafka read): topics with their partitions, no
+    user data."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in tps:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    out = bytearray(_I16.pack(0) + _I32.pack(len(by_topic)))
+    for topic in sorted(by_topic, key=utf16_key):
+        name = topic.encode()
+        out += _I16.pack(len(name)) + name + _I32.pack(len(by_topic[topic]))
+        for p in sorted(by_topic[topic]):
+            out += _I32.pack(p)
+    out += _I32.pack(-1)
+    return bytes(out)
+
+
+def decode_assignment(data: bytes) -> tuple[TopicPartition, ...]:
+    """The partitions of a ConsumerProtocolAssignment (any version; the prefix is shared); () if empty."""
+    if len(data) < 6:
+        return ()
+    pos = 2
+    (count,) = _I32.unpack_from(data, pos)
+    pos += 4
+    found = []
+    for _ in range(count):
+        (n,) = _I16.unpack_from(data, pos)
+        pos += 2
+        topic = data[pos : pos + n].decode()
+        pos += n
+        (k,) = _I32.unpack_from(data, pos)
+        pos += 4
+        for _ in range(k):
+            found.append(TopicPartition(topic, _I32.unpack_from(data, pos)[0]))
+            pos += 4
+    return tuple(found)

@@ -1,0 +1,201 @@
+"""The ZooKeeper side of mixed groups: reading a group's ids and owners raw, and the fenced writes with which a
+coordinator holds `/consumers/G/ids/<id>` and `/consumers/G/owners/T/P` for its broker-protocol members.
+
+Guarantees: those znodes are persistent (they do not vanish with one node's session while a broker-protocol member
+may still consume); every write is one multi-op that also checks the version of the group's fence znode
+`/zkcoord/mixed-groups/<group>`, so once another coordinator adopted the group (bumped the fence), the old one can
+no longer create or delete anything; an owner is deleted only when it still holds the expected thread id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    RuntimeInconsistency,
+)
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from zkcoord.legacy import paths
+from zkcoord.legacy.codecs import decode_owner, encode_owner
+from zkcoord.legacy.ids import java_sorted
+from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.zk import registry
+
+FENCE_ROOT = "/zkcoord/mixed-groups"
+OwnerHeld = NodeExistsError  # a create found the owner znode held by someone else
+
+
+class FenceMoved(Exception):
+    """Another coordinator adopted the group since this one did: it must stop writing for the group."""
+
+
+def fence_path(group: str) -> str:
+    return f"{FENCE_ROOT}/{paths.validate_group(group)}"
+
+
+def read_ids(client: KazooClient, group: str) -> dict[str, bytes]:
+    """Consumer id -> raw registration, Java order; members that vanish while read are left out."""
+    out: dict[str, bytes] = {}
+    for cid in java_sorted(registry.children(client, paths.ids_path(group))):
+        try:
+            out[cid] = client.get(paths.id_path(group, cid))[0]
+        except NoNodeError:
+            continue
+    return out
+
+
+def read_owners(client: KazooClient, group: str) -> dict[TopicPartition, str]:
+    return registry.read_owners(client, group)
+
+
+def adopt(client: KazooClient, group: str, holder: str) -> int:
+    """Become the only writer of the group's bridged znodes: bump the fence; returns its new version."""
+    path = fence_path(group)
+    while True:
+        try:
+            data, stat = client.get(path)
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                client.create(path, json.dumps({"holder": holder, "epoch": 0}).encode(), makepath=True)
+            continue
+        try:
+            epoch = int(json.loads(data or b"{}").get("epoch", 0)) + 1
+        except (ValueError, AttributeError):
+            epoch = stat.version + 1
+        try:
+            new = client.set(
+                path, json.dumps({"holder": holder, "epoch": epoch}).encode(), version=stat.version
+            )
+        except BadVersionError:
+            continue
+        return int(new.version)
+
+
+def fenced_write(
+    client: KazooClient,
+    group: str,
+    fence_version: int,
+    *,
+    create: Sequence[tuple[str, bytes]] = (),
+    delete: Sequence[str] = (),
+) -> None:
+    """All-or-nothing: create persistent `create` znodes and delete `delete` ones (missing ones are skipped), if
+    the fence is still at `fence_version`. Raises FenceMoved, or NodeExistsError when a create found its znode
+    held (the caller waits for it)."""
+    for path, _ in create:
+        client.ensure_path(path.rsplit("/", 1)[0])
+    live = [p for p in delete if client.exists(p) is not None]
+    tx = client.transaction()
+    tx.check(fence_path(group), fence_version)
+    for path in live:
+        tx.delete(path)
+    for path, data in create:
+        tx.create(path, data)
+    results = tx.commit()
+    errors = [r for r in results if isinstance(r, Exception)]
+    if not errors:
+        return
+    if isinstance(results[0], Exception) and not isinstance(
+        results[0], (RolledBackError, RuntimeInconsistency)
+    ):
+        raise FenceMoved(f"group {group}: another coordinator adopted it ({results[0]!r})")
+    for r in errors:
+        if isinstance(r, NodeExistsError):
+            raise r
+    # A delete raced with someone else's (the node vanished): retry without it.
+    fenced_write(client, group, fence_version, create=create, delete=[p for p in delete if client.exists(p)])
+
+
+def owner_holder(client: KazooClient, group: str, tp: TopicPartition) -> str | None:
+    path = paths.owner_path(group, tp.topic, tp.partition)
+    try:
+        return decode_owner(path, client.get(path)[0])
+    except NoNodeError:
+        return None
+
+
+def owner_payload(thread: str) -> bytes:
+    return encode_owner(thread)
+
+
+def wait_gone(client: KazooClient, path: str, timeout_s: float) -> bool:
+    """Wait (a watch, no polling) until `path` does not exist; False on timeout."""
+    gone = threading.Event()
+
+    def watch(_event: object) -> None:
+        if client.exists(path, watch=watch) is None:
+            gone.set()
+
+    if client.exists(path, watch=watch) is None:
+        return True
+    return gone.wait(timeout_s)
+
+
+def watch_group(
+    client: KazooClient,
+    group: str,
+    topics: Sequence[str],
+    on_change: Callable[[tuple[str, ...] | None], None],
+) -> Callable[[], None]:
+    """Call `on_change(ids children)` whenever the ids children of `group` change and `on_change(None)` when the
+    partition data of one of `topics` changes (not for the first reads). Returns a function that stops it."""
+    stopped = threading.Event()
+    first = {"ids": True, **{t: True for t in topics}}
+
+    def fire(key: str, children: Sequence[str] | None) -> bool:
+        if stopped.is_set():
+            return False
+        if first[key]:
+            first[key] = False
+        else:
+            on_change(None if children is None else tuple(sorted(children)))
+        return True
+
+    client.ensure_path(paths.ids_path(group))
+    ChildrenWatch(client, paths.ids_path(group), lambda children: fire("ids", children))
+    for topic in topics:
+        DataWatch(client, paths.topic_path(topic), _topic_callback(fire, topic))
+    return stopped.set
+
+
+def _topic_callback(
+    fire: Callable[[str, Sequence[str] | None], bool], topic: str
+) -> Callable[[Any, Any], bool]:
+    # Two parameters exactly: kazoo's DataWatch passes the event too to a function that takes three.
+    def changed(_data: Any, _stat: Any) -> bool:
+        return fire(topic, None)
+
+    return changed
+
+
+def repair_ops(
+    client: KazooClient, group: str, classic_ids: Sequence[str], threads: Sequence[str]
+) -> list[str]:
+    """Delete every ids znode in `classic_ids`, every owner held by one of `threads`, and the fence: the
+    znodes of broker-protocol members left behind by coordinators that are all gone. Returns the deleted paths."""
+    gone: list[str] = []
+    wanted = set(threads)
+    for tp, thread in read_owners(client, group).items():
+        if thread in wanted:
+            gone.append(paths.owner_path(group, tp.topic, tp.partition))
+    gone += [paths.id_path(group, cid) for cid in classic_ids]
+    deleted = []
+    for path in gone:
+        try:
+            client.delete(path)
+            deleted.append(path)
+        except NoNodeError:
+            continue
+    with contextlib.suppress(NoNodeError):
+        client.delete(fence_path(group))
+    return deleted
