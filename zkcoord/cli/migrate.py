@@ -80,6 +80,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         p.set_defaults(func=_run_step, step=step)
 
     p = cmds.add_parser(
+        "repair",
+        help="remove what stopped coordinators left of a mixed group's broker-protocol members",
+        description="A mixed group's broker-protocol members hold persistent ids and owner znodes, so a "
+        "coordinator's crash never frees partitions they may still consume. When every coordinator of the group "
+        "is gone for good (or its broker-protocol members are all stopped), this deletes those znodes and the "
+        "group's fence so the legacy members can take the partitions. Without --force it only lists what it "
+        "would delete.",
+        epilog=examples(
+            "zkcoord migrate repair --zk 127.0.0.1:2181 --group orders            # show what would go",
+            "zkcoord migrate repair --zk 127.0.0.1:2181 --group orders --force    # delete it",
+        ),
+    )
+    common(p, bootstrap=False)
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="delete; without it the command only lists the znodes it would delete (default: list only)",
+    )
+    p.set_defaults(func=_run_repair)
+
+    p = cmds.add_parser(
         "export",
         help="write ZooKeeper offsets to a file (ExportZkOffsets lines, JSON lines, Parquet)",
         epilog=examples(
@@ -323,6 +344,30 @@ def _one_step(runner: Any, args: argparse.Namespace, group: str) -> tuple[list[s
     if step == "rollback":
         return runner.rollback(group).lines, 0
     return runner.status(group), 0
+
+
+def _run_repair(args: argparse.Namespace) -> int:
+    from zkcoord.bridge.membership import read_members, repair
+
+    groups = _groups(args, required=True)
+    with _zookeeper(args) as zk:
+        for group in groups:
+            classic = [m for m in read_members(zk, group) if m.protocol != "legacy"]
+            if not classic:
+                print(f"group {group}: no broker-protocol member in ZooKeeper, nothing to repair")
+                continue
+            for m in classic:
+                held = ", ".join(f"{tp[0]}-{tp[1]}" for tp in m.owned) or "no partition"
+                print(f"group {group}: {m.protocol} member {m.consumer_id} holds {held}")
+            if not args.force:
+                print(
+                    f"group {group}: not repaired; stop every `zkcoord serve --bridge-zk-groups` node serving it "
+                    "(or its broker-protocol members), then run again with --force"
+                )
+                continue
+            deleted = repair(zk, group)
+            print(f"group {group}: deleted {len(deleted)} znode(s): " + ", ".join(deleted))
+    return 0
 
 
 def _run_export(args: argparse.Namespace) -> int:
