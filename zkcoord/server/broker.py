@@ -16,13 +16,13 @@ from pathlib import Path
 
 from zkcoord.errors import ConfigError
 from zkcoord.group.errors import ErrorCode as E
-from zkcoord.group.messages import GroupResponse, OffsetCommitRequest, OffsetFetchRequest
+from zkcoord.group.messages import GroupRequest, GroupResponse, OffsetCommitRequest, OffsetFetchRequest
 from zkcoord.records.batch import AppendRules, CorruptBatch, validate_for_append
 from zkcoord.security.acl import Operation
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server import messages as dm
 from zkcoord.server import old_formats
-from zkcoord.server.authorization import RequestAuthorizer
+from zkcoord.server.authorization import RequestAuthorizer, authorized_group_call
 from zkcoord.server.groups import GroupDispatch
 from zkcoord.server.limits import ConnectionLimits, LogLimits
 from zkcoord.server.log import LEGAL_TOPIC, InvalidTopic, LogManager, OffsetsTopicLog, PartitionLog
@@ -174,12 +174,19 @@ class Broker:
         return kp.error_response(req, E.COORDINATOR_NOT_AVAILABLE)
 
     async def _offsets_v0(self, req: kp.RequestFrame, store: OffsetsV0) -> Response:
-        """Kafka 0.8.2-2.x: version 0 reads and writes `/consumers/G/offsets/T/P`, never the coordinator."""
+        """Kafka 0.8.2-2.x: version 0 reads and writes `/consumers/G/offsets/T/P`, never the coordinator; the
+        authorizer judges it as it judges every other version (Read on the group and topics to commit...)."""
+
+        async def call(r: GroupRequest) -> GroupResponse:
+            if isinstance(r, OffsetCommitRequest):
+                return await store.offset_commit(r)
+            assert isinstance(r, OffsetFetchRequest)
+            return await store.offset_fetch(r)
+
         r = kp.group_requests(req)[0]
-        if isinstance(r, OffsetCommitRequest):
-            return kp.group_response(req, [await store.offset_commit(r)])
-        assert isinstance(r, OffsetFetchRequest)
-        return kp.group_response(req, [await store.offset_fetch(r)])
+        if self.authorizer is not None:
+            return kp.group_response(req, [await authorized_group_call(self.authorizer, req, r, call)])
+        return kp.group_response(req, [await call(r)])
 
     def _denied(self, req: kp.RequestFrame, operation: Operation, topics: Iterable[str]) -> frozenset[str]:
         """The topics of `req` its principal may not `operation` (zkcoord.server.authorization)."""
