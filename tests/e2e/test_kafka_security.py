@@ -394,7 +394,8 @@ def test_migrate_plan_and_verify_reach_the_sasl_ssl_listener_with_command_config
         f'ScramLoginModule required username="{SCRAM_USER}" password="{SCRAM_PASSWORD}";\n'
     )
     base = [sys.executable, "-m", "zkcoord", "migrate"]
-    where = ["--zk", secured.zk_connect, "--bootstrap", secured.bootstrap, "--group", group]
+    where = ["--zk", secured.zk_connect, "--bootstrap", secured.bootstrap, "--group", group,
+             "--state-dir", str(tmp_path / "journals")]  # fmt: skip
     for step in ("plan", "verify"):
         run = subprocess.run([*base, step, *where, "--command-config", str(props)], capture_output=True,
                              text=True, timeout=120)  # fmt: skip
