@@ -8,6 +8,10 @@ import platform
 import re
 from pathlib import Path
 
+# The 1-minute load average when this benchmark started (scripts/bench.sh reads it just before it starts the
+# benchmark; run alone, when this module is imported): the figure that says whether anything else competed for
+# the cores, stamped beside the one at the end of the run.
+LOAD_AT_START = float(os.environ.get("ZKCOORD_BENCH_LOAD") or os.getloadavg()[0])
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
 HEADER = "# Benchmarks\n\nRun them all with `bash scripts/bench.sh` (or one: `bash scripts/bench.sh NAME`).\n"
 
@@ -31,8 +35,12 @@ def machine() -> str:
 
 
 def write_section(name: str, body: str) -> None:
-    """Replace (or append) the section `name` of docs/benchmarks.md with `body`, stamped with machine and date."""
-    stamp = f"_Measured {dt.date.today().isoformat()} on {machine()}._"
+    """Replace (or append) the section `name` of docs/benchmarks.md with `body`, stamped with machine, date and load."""
+    start, end = LOAD_AT_START, os.getloadavg()[0]
+    stamp = (
+        f"_Measured {dt.date.today().isoformat()} on {machine()}; load average (1 min) {start:.2f} at the "
+        f"start, {end:.2f} at the end (the end includes this benchmark's own processes)._"
+    )
     section = f"<!-- bench:{name} -->\n## {name}\n\n{stamp}\n\n{body.strip()}\n<!-- /bench:{name} -->\n"
     text = DOC.read_text() if DOC.exists() else HEADER
     pattern = re.compile(rf"<!-- bench:{re.escape(name)} -->.*?<!-- /bench:{re.escape(name)} -->\n", re.S)
