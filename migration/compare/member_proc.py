@@ -22,6 +22,8 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
+from zkcoord.zk.auth_flags import add_arguments as zk_security_arguments
+
 CONSUME_POLL_S = 0.2
 COMMIT_EVERY_S = 1.0
 
@@ -185,6 +187,7 @@ def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
     from zkcoord.bridge.member import member_offsets
     from zkcoord.legacy.config import LegacyConsumerConfig
     from zkcoord.legacy.rebalance import TopicPartition
+    from zkcoord.zk.auth_flags import ZkSecurityFlags
     from zkcoord.zk.member import LegacyConsumer
     from zkcoord.zk.session import connect, expire_session
 
@@ -213,7 +216,8 @@ def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
         mode=mode,  # type: ignore[arg-type]
     )
     # The member gets a client made here, so every request it sends can be traced from its first one.
-    client = connect(args.zk, session_timeout_s=args.session_timeout_ms / 1000.0)
+    auth = ZkSecurityFlags.from_args(args).load()  # the runner's own flags: the member logs in as it does
+    client = connect(args.zk, session_timeout_s=args.session_timeout_ms / 1000.0, auth=auth)
     trace_zk_requests(client, rec)
     client.add_listener(lambda state: fence_on(state, rec))
     consumer = LegacyConsumer(
@@ -399,6 +403,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--topics", required=True, type=lambda s: [t for t in s.split(",") if t])
     p.add_argument("--strategy", default="range")
     p.add_argument("--zk", default=None, help="ZooKeeper connect string (legacy protocols)")
+    zk_security_arguments(p)
     p.add_argument("--bootstrap", default=None, help="bootstrap servers (classic protocols)")
     p.add_argument("--session-timeout-ms", type=int, default=6000)
     p.add_argument("--trace-file", required=True)

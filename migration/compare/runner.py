@@ -40,6 +40,8 @@ from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.local.zookeeper import ZooKeeper
 from zkcoord.zk import registry
 from zkcoord.zk import retry as zk_retry
+from zkcoord.zk.auth import ZkAuth
+from zkcoord.zk.auth_flags import NO_FLAGS, ZkSecurityFlags
 from zkcoord.zk.session import connect, ensure_chroot
 
 OWNER_SAMPLE_S = 0.25
@@ -159,8 +161,14 @@ class _Play:
         bootstrap: str | None,
         work_dir: Path,
         tick: Callable[[float], None],
+        zk_security: ZkSecurityFlags = NO_FLAGS,
+        zk_auth: ZkAuth | None = None,
     ) -> None:
         self.sc = scenario
+        # Every ZooKeeper client of the play logs in alike: the runner's own (auth), and through the same flags
+        # the members and the node it starts.
+        self.zk_security = zk_security
+        self.auth = zk_auth if zk_auth is not None else zk_security.load()
         self.proto = proto
         self.run_index = run_index
         self.run_dir = run_dir
@@ -172,7 +180,7 @@ class _Play:
         if bootstrap is None:
             # Our own node per play, registered in a fresh chroot: nothing is shared between plays.
             self.group = f"{scenario.name}-{self.label}-r{run_index}"
-            self.zk_connect = ensure_chroot(zk_hosts, f"/zkcoord-compare/{self.run_id}")
+            self.zk_connect = ensure_chroot(zk_hosts, f"/zkcoord-compare/{self.run_id}", auth=self.auth)
         else:
             # A given node is registered in the given ZooKeeper (connect string with its chroot, if any): legacy
             # members must see its topics there. Topics are shared between plays, so groups must not be.
@@ -213,6 +221,7 @@ class _Play:
                 "--num.partitions=1",
                 *FAST_GROUP_FLAGS,
                 *bridge,
+                *self.zk_security.argv(),
             ),
         )
         self.node.start()
@@ -230,7 +239,7 @@ class _Play:
                     admin.create_topics([NewTopic(t.name, t.partitions, 1)])
         finally:
             admin.close()
-        client = connect(self.zk_connect)
+        client = connect(self.zk_connect, auth=self.auth)
         try:
             deadline = time.monotonic() + 30
             for t in self.sc.topics:
@@ -262,7 +271,7 @@ class _Play:
                "--strategy", run.strategy, "--session-timeout-ms", str(self.sc.session_timeout_ms),
                "--trace-file", str(trace_path)]  # fmt: skip
         if run.family is Family.LEGACY:
-            cmd += ["--zk", self.zk_connect]
+            cmd += ["--zk", self.zk_connect, *self.zk_security.argv()]
         else:
             assert self.bootstrap is not None
             cmd += ["--bootstrap", self.bootstrap]
@@ -320,7 +329,7 @@ class _Play:
             self.produced.append((now_ms(), md.topic, md.partition, md.offset))
 
     def _sample_owners(self) -> None:
-        client = connect(self.zk_connect)
+        client = connect(self.zk_connect, auth=self.auth)
         try:
             while not self._stop.wait(OWNER_SAMPLE_S):
                 ts = now_ms()
@@ -339,7 +348,7 @@ class _Play:
         try:
             # As a broker of the era, the restarted node cannot register while the killed process's ephemeral
             # /brokers/ids/1 lives on: wait for ZooKeeper to expire that session first.
-            client = connect(self.zk_connect)
+            client = connect(self.zk_connect, auth=self.auth)
             try:
                 deadline = time.monotonic() + NODE_RESTART_TIMEOUT_S
                 # A zk-leader-kill can land in this wait: ride out its ConnectionLoss (kazoo reconnects on the
@@ -400,7 +409,7 @@ class _Play:
             return True
         if k is ChurnKind.PARTITION_INCREASE:
             assert ev.topic is not None and ev.partitions is not None
-            client = connect(self.zk_connect)
+            client = connect(self.zk_connect, auth=self.auth)
             try:
                 before, _ = increase_partitions(client, ev.topic, ev.partitions)
             except PartitionIncreaseError as exc:
@@ -688,6 +697,7 @@ def run_scenario(
     out_dir: str | Path,
     *,
     zk_connect: str | None = None,
+    zk_security: ZkSecurityFlags = NO_FLAGS,
     bootstrap: str | None = None,
     runs: int = 1,
     progress: bool = True,
@@ -695,9 +705,13 @@ def run_scenario(
     on_result: Callable[[PlayResult], None] | None = None,
 ) -> list[Path]:
     """Play `scenario` `runs` times for each of its protocols (or only `protocols`); returns the run directories
-    (out_dir/<scenario>/<protocol>/run-<i>)."""
+    (out_dir/<scenario>/<protocol>/run-<i>). `zk_security`: how every ZooKeeper client of the plays (the
+    runner's, the members', the nodes') logs in to `zk_connect`."""
     if runs < 1:
         raise RunnerError("runs must be >= 1")
+    if zk_security.given and not zk_connect:
+        raise RunnerError("ZooKeeper security settings need a given ZooKeeper (the local one is open)")
+    auth = zk_security.load()  # a bad JAAS file is refused before anything starts
     chosen = [p for p in scenario.protocols if protocols is None or p.protocol in protocols]
     if scenario.shared:  # one play holds every protocol's members: the first run stands for the group
         if protocols is not None:
@@ -722,7 +736,8 @@ def run_scenario(
                 label = MIXED if scenario.shared else proto.protocol
                 run_dir = out / scenario.name / label / f"run-{stamp}-{i}"
                 bar.describe(f"{label} run {i + 1}/{runs}")
-                play = _Play(scenario, proto, i, run_dir, hosts, zk, bootstrap, work, bar.advance)
+                play = _Play(scenario, proto, i, run_dir, hosts, zk, bootstrap, work, bar.advance,
+                             zk_security, auth)  # fmt: skip
                 try:
                     result = play.run()
                 finally:
@@ -788,6 +803,7 @@ def run_builtin_demo(
     *,
     progress: bool = True,
     zk_connect: str | None = None,
+    zk_security: ZkSecurityFlags = NO_FLAGS,
     bootstrap: str | None = None,
     rolling_migration: bool = False,
 ) -> tuple[list[Path], list[dict[str, Any]]]:
@@ -800,6 +816,7 @@ def run_builtin_demo(
         builtin_scenario("demo"),
         out_dir,
         zk_connect=zk_connect,
+        zk_security=zk_security,
         bootstrap=bootstrap,
         progress=progress,
         on_result=results.append,
@@ -809,6 +826,7 @@ def run_builtin_demo(
             builtin_scenario("rolling-migration"),
             out_dir,
             zk_connect=zk_connect,
+            zk_security=zk_security,
             bootstrap=bootstrap,
             progress=progress,
             on_result=results.append,
@@ -821,6 +839,7 @@ def run_command(
     out_dir: str | Path,
     *,
     zk_connect: str | None = None,
+    zk_security: ZkSecurityFlags = NO_FLAGS,
     bootstrap: str | None = None,
     runs: int = 1,
     protocols: Sequence[str] | None = None,
@@ -833,7 +852,8 @@ def run_command(
     from migration.compare.scenario import resolve_scenario
 
     results: list[PlayResult] = []
-    run_scenario(resolve_scenario(spec), out_dir, zk_connect=zk_connect, bootstrap=bootstrap, runs=runs,
+    run_scenario(resolve_scenario(spec), out_dir, zk_connect=zk_connect, zk_security=zk_security,
+                 bootstrap=bootstrap, runs=runs,
                  progress=progress, protocols=protocols, on_result=results.append)  # fmt: skip
     table = Table(title=f"compare run {spec}: traces under {out_dir}", title_justify="left")
     columns = ("protocol", "produced", "consumed", "duplicates", "lost", "owner_overlaps", "run_dir")

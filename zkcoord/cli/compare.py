@@ -10,6 +10,7 @@ from typing import Any
 
 from zkcoord.cli.logs import quiet_client_logs
 from zkcoord.cli.options import examples
+from zkcoord.cli.zkargs import add_zk_security, zk_flags
 
 DEFAULT_GROUP_SIZES = "2,5,10,25"
 DEFAULT_CHURN = "1,2,4"
@@ -124,6 +125,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--protocol", action="append", dest="protocols", default=None,
                      help="only this protocol (repeatable; default: every protocol of the scenario)")  # fmt: skip
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_zk_security(run)  # for --zk: the runner, its members and the nodes it starts all log in with them
     run.set_defaults(func=_run)
 
 
@@ -264,11 +266,19 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    security = zk_flags(args)
+    if security.given and not args.zk:
+        print(
+            "zkcoord compare run: the ZooKeeper security flags need --zk (a local ZooKeeper is open)",
+            file=sys.stderr,
+        )
+        return 2
     quiet_client_logs(args)
     return run_command(
         args.scenario,
         args.out,
         zk_connect=args.zk,
+        zk_security=security,
         bootstrap=args.bootstrap,
         runs=args.runs,
         protocols=args.protocols,
