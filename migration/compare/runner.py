@@ -32,6 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from migration.compare.member_proc import client_security
 from migration.compare.partitions import PartitionIncreaseError, increase_partitions
 from migration.compare.scenario import PROTOCOLS, ChurnEvent, ChurnKind, Family, ProtocolRun, Scenario
 from migration.compare.trace import EventKind, RunMeta, TraceWriter
@@ -163,8 +164,13 @@ class _Play:
         tick: Callable[[float], None],
         zk_security: ZkSecurityFlags = NO_FLAGS,
         zk_auth: ZkAuth | None = None,
+        command_config: str | None = None,
     ) -> None:
         self.sc = scenario
+        # Kafka client security for the given node (--command-config): the runner's admin client and producer
+        # use it, and every member gets the file to read the same way.
+        self.command_config = command_config
+        self.kafka_security = client_security(command_config)
         # Every ZooKeeper client of the play logs in alike: the runner's own (auth), and through the same flags
         # the members and the node it starts.
         self.zk_security = zk_security
@@ -231,7 +237,9 @@ class _Play:
         from kafka.admin import KafkaAdminClient, NewTopic
         from kafka.errors import TopicAlreadyExistsError
 
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="zkcoord-compare")
+        admin = KafkaAdminClient(
+            bootstrap_servers=self.bootstrap, client_id="zkcoord-compare", **self.kafka_security
+        )
         try:
             for t in self.sc.topics:
                 # A given node may have it from an earlier play: its partition count is checked below.
@@ -275,6 +283,8 @@ class _Play:
         else:
             assert self.bootstrap is not None
             cmd += ["--bootstrap", self.bootstrap]
+        if self.command_config is not None:  # legacy members fetch from the same brokers
+            cmd += ["--command-config", str(Path(self.command_config).resolve())]
         with open(stderr_path, "wb") as err:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
         m = MemberProc(name, proc, trace_path, stderr_path, now_ms(), protocol=run.protocol)
@@ -297,7 +307,7 @@ class _Play:
         # coordinator-kill outage it could go ~30 s without a refresh and miss a partition increase.
         producer = KafkaProducer(
             bootstrap_servers=self.bootstrap, linger_ms=5, acks=1, retries=5, metadata_max_age_ms=1000,
-            reconnect_backoff_max_ms=1000,
+            reconnect_backoff_max_ms=1000, **self.kafka_security,
         )  # fmt: skip
         try:
             for i in range(total):
@@ -699,6 +709,7 @@ def run_scenario(
     zk_connect: str | None = None,
     zk_security: ZkSecurityFlags = NO_FLAGS,
     bootstrap: str | None = None,
+    command_config: str | None = None,
     runs: int = 1,
     progress: bool = True,
     protocols: Sequence[str] | None = None,
@@ -712,6 +723,12 @@ def run_scenario(
     if zk_security.given and not zk_connect:
         raise RunnerError("ZooKeeper security settings need a given ZooKeeper (the local one is open)")
     auth = zk_security.load()  # a bad JAAS file is refused before anything starts
+    if command_config is not None:
+        if bootstrap is None:
+            raise RunnerError(
+                "--command-config is for a given node (--bootstrap); the runner's own node is open"
+            )
+        client_security(command_config)  # likewise a bad properties file
     chosen = [p for p in scenario.protocols if protocols is None or p.protocol in protocols]
     if scenario.shared:  # one play holds every protocol's members: the first run stands for the group
         if protocols is not None:
@@ -737,7 +754,7 @@ def run_scenario(
                 run_dir = out / scenario.name / label / f"run-{stamp}-{i}"
                 bar.describe(f"{label} run {i + 1}/{runs}")
                 play = _Play(scenario, proto, i, run_dir, hosts, zk, bootstrap, work, bar.advance,
-                             zk_security, auth)  # fmt: skip
+                             zk_security, auth, command_config)  # fmt: skip
                 try:
                     result = play.run()
                 finally:
@@ -841,6 +858,7 @@ def run_command(
     zk_connect: str | None = None,
     zk_security: ZkSecurityFlags = NO_FLAGS,
     bootstrap: str | None = None,
+    command_config: str | None = None,
     runs: int = 1,
     protocols: Sequence[str] | None = None,
     progress: bool = True,
@@ -853,7 +871,7 @@ def run_command(
 
     results: list[PlayResult] = []
     run_scenario(resolve_scenario(spec), out_dir, zk_connect=zk_connect, zk_security=zk_security,
-                 bootstrap=bootstrap, runs=runs,
+                 bootstrap=bootstrap, command_config=command_config, runs=runs,
                  progress=progress, protocols=protocols, on_result=results.append)  # fmt: skip
     table = Table(title=f"compare run {spec}: traces under {out_dir}", title_justify="left")
     columns = ("protocol", "produced", "consumed", "duplicates", "lost", "owner_overlaps", "run_dir")
