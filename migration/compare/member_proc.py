@@ -22,6 +22,10 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
+from zkcoord.errors import ConfigError
+from zkcoord.security.client_config import kafka_python_security, parse_properties
+from zkcoord.zk.auth_flags import add_arguments as zk_security_arguments
+
 CONSUME_POLL_S = 0.2
 COMMIT_EVERY_S = 1.0
 
@@ -165,6 +169,40 @@ def trace_commits(storage: Any, rec: Recorder) -> None:
     storage.commit = traced
 
 
+def client_security(path: str | None) -> dict[str, Any]:
+    """kafka-python's security arguments from a `--command-config` properties file (none without one); a file
+    that cannot be read or holds an unknown key is a ConfigError naming the file (and the key)."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError(f"--command-config {path}: {exc.strerror}") from None
+    return kafka_python_security(parse_properties(text, path), f"--command-config {path}")
+
+
+# kafka-python's security argument -> librdkafka's property, for confluent-kafka members.
+_LIBRDKAFKA = {
+    "security_protocol": "security.protocol",
+    "sasl_mechanism": "sasl.mechanisms",
+    "sasl_plain_username": "sasl.username",
+    "sasl_plain_password": "sasl.password",
+    "ssl_cafile": "ssl.ca.location",
+    "ssl_certfile": "ssl.certificate.location",
+    "ssl_keyfile": "ssl.key.location",
+    "ssl_password": "ssl.key.password",
+}
+
+
+def librdkafka_security(security: Mapping[str, Any]) -> dict[str, Any]:
+    """The same settings as librdkafka properties."""
+    out = {_LIBRDKAFKA[k]: v for k, v in security.items() if k in _LIBRDKAFKA}
+    if "ssl_check_hostname" in security:
+        out["ssl.endpoint.identification.algorithm"] = "https" if security["ssl_check_hostname"] else "none"
+    return out
+
+
 class Flags:
     def __init__(self) -> None:
         self.stop = threading.Event()
@@ -185,6 +223,7 @@ def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
     from zkcoord.bridge.member import member_offsets
     from zkcoord.legacy.config import LegacyConsumerConfig
     from zkcoord.legacy.rebalance import TopicPartition
+    from zkcoord.zk.auth_flags import ZkSecurityFlags
     from zkcoord.zk.member import LegacyConsumer
     from zkcoord.zk.session import connect, expire_session
 
@@ -213,12 +252,14 @@ def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
         mode=mode,  # type: ignore[arg-type]
     )
     # The member gets a client made here, so every request it sends can be traced from its first one.
-    client = connect(args.zk, session_timeout_s=args.session_timeout_ms / 1000.0)
+    auth = ZkSecurityFlags.from_args(args).load()  # the runner's own flags: the member logs in as it does
+    client = connect(args.zk, session_timeout_s=args.session_timeout_ms / 1000.0, auth=auth)
     trace_zk_requests(client, rec)
     client.add_listener(lambda state: fence_on(state, rec))
     consumer = LegacyConsumer(
-        config, {t: 1 for t in args.topics}, listener=Listener(), client=client, offsets=member_offsets
-    )
+        config, {t: 1 for t in args.topics}, listener=Listener(), client=client, offsets=member_offsets,
+        kafka_security=client_security(args.command_config),  # its data path reaches the same brokers
+    )  # fmt: skip
     consumer.start()
     assert consumer.offset_storage is not None
     trace_commits(consumer.offset_storage, rec)
@@ -279,6 +320,7 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, flags: Flags) -> N
         reconnect_backoff_max_ms=1000,
         partition_assignment_strategy=[assignors[args.strategy]],
         default_offset_commit_callback=lambda offsets, res: _kafka_python_committed(rec, offsets, res),
+        **client_security(args.command_config),
     )
     _trace_sync_commits(consumer, rec)
 
@@ -348,6 +390,7 @@ def run_confluent(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None
             # to expire; a group.instance.id would avoid that but also changes how a clean leave and a crash
             # rebalance, so it is not set here (docs/comparison.md, mixed).
             "on_commit": lambda err, partitions: _confluent_committed(rec, err, partitions),
+            **librdkafka_security(client_security(args.command_config)),
         }
     )
 
@@ -399,7 +442,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--topics", required=True, type=lambda s: [t for t in s.split(",") if t])
     p.add_argument("--strategy", default="range")
     p.add_argument("--zk", default=None, help="ZooKeeper connect string (legacy protocols)")
+    zk_security_arguments(p)
     p.add_argument("--bootstrap", default=None, help="bootstrap servers (classic protocols)")
+    p.add_argument("--command-config", default=None, metavar="FILE",
+                   help="Kafka client security properties for --bootstrap (as kafka-consumer-groups.sh)")  # fmt: skip
     p.add_argument("--session-timeout-ms", type=int, default=6000)
     p.add_argument("--trace-file", required=True)
     args = p.parse_args(argv)

@@ -32,6 +32,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from migration.compare.member_proc import client_security
 from migration.compare.partitions import PartitionIncreaseError, increase_partitions
 from migration.compare.scenario import PROTOCOLS, ChurnEvent, ChurnKind, Family, ProtocolRun, Scenario
 from migration.compare.trace import EventKind, RunMeta, TraceWriter
@@ -40,6 +41,8 @@ from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.local.zookeeper import ZooKeeper
 from zkcoord.zk import registry
 from zkcoord.zk import retry as zk_retry
+from zkcoord.zk.auth import ZkAuth
+from zkcoord.zk.auth_flags import NO_FLAGS, ZkSecurityFlags
 from zkcoord.zk.session import connect, ensure_chroot
 
 OWNER_SAMPLE_S = 0.25
@@ -159,8 +162,19 @@ class _Play:
         bootstrap: str | None,
         work_dir: Path,
         tick: Callable[[float], None],
+        zk_security: ZkSecurityFlags = NO_FLAGS,
+        zk_auth: ZkAuth | None = None,
+        command_config: str | None = None,
     ) -> None:
         self.sc = scenario
+        # Kafka client security for the given node (--command-config): the runner's admin client and producer
+        # use it, and every member gets the file to read the same way.
+        self.command_config = command_config
+        self.kafka_security = client_security(command_config)
+        # Every ZooKeeper client of the play logs in alike: the runner's own (auth), and through the same flags
+        # the members and the node it starts.
+        self.zk_security = zk_security
+        self.auth = zk_auth if zk_auth is not None else zk_security.load()
         self.proto = proto
         self.run_index = run_index
         self.run_dir = run_dir
@@ -172,7 +186,7 @@ class _Play:
         if bootstrap is None:
             # Our own node per play, registered in a fresh chroot: nothing is shared between plays.
             self.group = f"{scenario.name}-{self.label}-r{run_index}"
-            self.zk_connect = ensure_chroot(zk_hosts, f"/zkcoord-compare/{self.run_id}")
+            self.zk_connect = ensure_chroot(zk_hosts, f"/zkcoord-compare/{self.run_id}", auth=self.auth)
         else:
             # A given node is registered in the given ZooKeeper (connect string with its chroot, if any): legacy
             # members must see its topics there. Topics are shared between plays, so groups must not be.
@@ -213,6 +227,7 @@ class _Play:
                 "--num.partitions=1",
                 *FAST_GROUP_FLAGS,
                 *bridge,
+                *self.zk_security.argv(),
             ),
         )
         self.node.start()
@@ -222,7 +237,9 @@ class _Play:
         from kafka.admin import KafkaAdminClient, NewTopic
         from kafka.errors import TopicAlreadyExistsError
 
-        admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="zkcoord-compare")
+        admin = KafkaAdminClient(
+            bootstrap_servers=self.bootstrap, client_id="zkcoord-compare", **self.kafka_security
+        )
         try:
             for t in self.sc.topics:
                 # A given node may have it from an earlier play: its partition count is checked below.
@@ -230,7 +247,7 @@ class _Play:
                     admin.create_topics([NewTopic(t.name, t.partitions, 1)])
         finally:
             admin.close()
-        client = connect(self.zk_connect)
+        client = connect(self.zk_connect, auth=self.auth)
         try:
             deadline = time.monotonic() + 30
             for t in self.sc.topics:
@@ -262,10 +279,12 @@ class _Play:
                "--strategy", run.strategy, "--session-timeout-ms", str(self.sc.session_timeout_ms),
                "--trace-file", str(trace_path)]  # fmt: skip
         if run.family is Family.LEGACY:
-            cmd += ["--zk", self.zk_connect]
+            cmd += ["--zk", self.zk_connect, *self.zk_security.argv()]
         else:
             assert self.bootstrap is not None
             cmd += ["--bootstrap", self.bootstrap]
+        if self.command_config is not None:  # legacy members fetch from the same brokers
+            cmd += ["--command-config", str(Path(self.command_config).resolve())]
         with open(stderr_path, "wb") as err:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
         m = MemberProc(name, proc, trace_path, stderr_path, now_ms(), protocol=run.protocol)
@@ -288,7 +307,7 @@ class _Play:
         # coordinator-kill outage it could go ~30 s without a refresh and miss a partition increase.
         producer = KafkaProducer(
             bootstrap_servers=self.bootstrap, linger_ms=5, acks=1, retries=5, metadata_max_age_ms=1000,
-            reconnect_backoff_max_ms=1000,
+            reconnect_backoff_max_ms=1000, **self.kafka_security,
         )  # fmt: skip
         try:
             for i in range(total):
@@ -320,7 +339,7 @@ class _Play:
             self.produced.append((now_ms(), md.topic, md.partition, md.offset))
 
     def _sample_owners(self) -> None:
-        client = connect(self.zk_connect)
+        client = connect(self.zk_connect, auth=self.auth)
         try:
             while not self._stop.wait(OWNER_SAMPLE_S):
                 ts = now_ms()
@@ -339,7 +358,7 @@ class _Play:
         try:
             # As a broker of the era, the restarted node cannot register while the killed process's ephemeral
             # /brokers/ids/1 lives on: wait for ZooKeeper to expire that session first.
-            client = connect(self.zk_connect)
+            client = connect(self.zk_connect, auth=self.auth)
             try:
                 deadline = time.monotonic() + NODE_RESTART_TIMEOUT_S
                 # A zk-leader-kill can land in this wait: ride out its ConnectionLoss (kazoo reconnects on the
@@ -400,7 +419,7 @@ class _Play:
             return True
         if k is ChurnKind.PARTITION_INCREASE:
             assert ev.topic is not None and ev.partitions is not None
-            client = connect(self.zk_connect)
+            client = connect(self.zk_connect, auth=self.auth)
             try:
                 before, _ = increase_partitions(client, ev.topic, ev.partitions)
             except PartitionIncreaseError as exc:
@@ -688,16 +707,28 @@ def run_scenario(
     out_dir: str | Path,
     *,
     zk_connect: str | None = None,
+    zk_security: ZkSecurityFlags = NO_FLAGS,
     bootstrap: str | None = None,
+    command_config: str | None = None,
     runs: int = 1,
     progress: bool = True,
     protocols: Sequence[str] | None = None,
     on_result: Callable[[PlayResult], None] | None = None,
 ) -> list[Path]:
     """Play `scenario` `runs` times for each of its protocols (or only `protocols`); returns the run directories
-    (out_dir/<scenario>/<protocol>/run-<i>)."""
+    (out_dir/<scenario>/<protocol>/run-<i>). `zk_security`: how every ZooKeeper client of the plays (the
+    runner's, the members', the nodes') logs in to `zk_connect`."""
     if runs < 1:
         raise RunnerError("runs must be >= 1")
+    if zk_security.given and not zk_connect:
+        raise RunnerError("ZooKeeper security settings need a given ZooKeeper (the local one is open)")
+    auth = zk_security.load()  # a bad JAAS file is refused before anything starts
+    if command_config is not None:
+        if bootstrap is None:
+            raise RunnerError(
+                "--command-config is for a given node (--bootstrap); the runner's own node is open"
+            )
+        client_security(command_config)  # likewise a bad properties file
     chosen = [p for p in scenario.protocols if protocols is None or p.protocol in protocols]
     if scenario.shared:  # one play holds every protocol's members: the first run stands for the group
         if protocols is not None:
@@ -722,7 +753,8 @@ def run_scenario(
                 label = MIXED if scenario.shared else proto.protocol
                 run_dir = out / scenario.name / label / f"run-{stamp}-{i}"
                 bar.describe(f"{label} run {i + 1}/{runs}")
-                play = _Play(scenario, proto, i, run_dir, hosts, zk, bootstrap, work, bar.advance)
+                play = _Play(scenario, proto, i, run_dir, hosts, zk, bootstrap, work, bar.advance,
+                             zk_security, auth, command_config)  # fmt: skip
                 try:
                     result = play.run()
                 finally:
@@ -788,6 +820,7 @@ def run_builtin_demo(
     *,
     progress: bool = True,
     zk_connect: str | None = None,
+    zk_security: ZkSecurityFlags = NO_FLAGS,
     bootstrap: str | None = None,
     rolling_migration: bool = False,
 ) -> tuple[list[Path], list[dict[str, Any]]]:
@@ -800,6 +833,7 @@ def run_builtin_demo(
         builtin_scenario("demo"),
         out_dir,
         zk_connect=zk_connect,
+        zk_security=zk_security,
         bootstrap=bootstrap,
         progress=progress,
         on_result=results.append,
@@ -809,6 +843,7 @@ def run_builtin_demo(
             builtin_scenario("rolling-migration"),
             out_dir,
             zk_connect=zk_connect,
+            zk_security=zk_security,
             bootstrap=bootstrap,
             progress=progress,
             on_result=results.append,
@@ -821,7 +856,9 @@ def run_command(
     out_dir: str | Path,
     *,
     zk_connect: str | None = None,
+    zk_security: ZkSecurityFlags = NO_FLAGS,
     bootstrap: str | None = None,
+    command_config: str | None = None,
     runs: int = 1,
     protocols: Sequence[str] | None = None,
     progress: bool = True,
@@ -833,7 +870,8 @@ def run_command(
     from migration.compare.scenario import resolve_scenario
 
     results: list[PlayResult] = []
-    run_scenario(resolve_scenario(spec), out_dir, zk_connect=zk_connect, bootstrap=bootstrap, runs=runs,
+    run_scenario(resolve_scenario(spec), out_dir, zk_connect=zk_connect, zk_security=zk_security,
+                 bootstrap=bootstrap, command_config=command_config, runs=runs,
                  progress=progress, protocols=protocols, on_result=results.append)  # fmt: skip
     table = Table(title=f"compare run {spec}: traces under {out_dir}", title_justify="left")
     columns = ("protocol", "produced", "consumed", "duplicates", "lost", "owner_overlaps", "run_dir")

@@ -410,3 +410,57 @@ def test_migrate_plan_and_verify_reach_the_sasl_ssl_listener_with_command_config
     refused = subprocess.run([*base, "plan", *where, "--command-config", str(bad)], capture_output=True,
                              text=True, timeout=60)  # fmt: skip
     assert refused.returncode != 0 and "security.protocoll" in refused.stderr
+
+
+def test_a_legacy_member_fetches_over_sasl_ssl_with_command_config(
+    secured: Secured, zk_server: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`zkcoord legacy consume --command-config`: the member finds the leader in /brokers/ids of its ZooKeeper,
+    so the module's single node (which registers nowhere) cannot serve it. As the other legacy-member tests do,
+    a `serve --zk` cluster node is used: one SASL_SSL listener, the module's certificate and PLAIN users."""
+    from zkcoord.cli import main
+
+    d = secured.ca.parent  # the module's certificates and KafkaServer JAAS file
+    zk_connect = ensure_chroot(zk_server.hosts, f"/kafka-security-legacy-{uuid.uuid4().hex[:8]}")
+    port = free_port()
+    node = ServerProcess(
+        tmp_path / "node",
+        (*FAST_GROUP_FLAGS, "--zk", zk_connect, "--node-id", "1", "--num.partitions=2", "--listeners",
+         f"SASL_SSL://127.0.0.1:{port}", "--jaas-config", str(d / "kafka_server_jaas.conf"),
+         "--ssl.keystore.location", str(d / "keystore.pem")),
+        port, plaintext=False,
+    )  # fmt: skip
+    node.start()
+    try:
+        cfg = {
+            **secured.kafka_python("PLAIN", "alice", PLAIN_USERS["alice"]),
+            "bootstrap_servers": f"127.0.0.1:{port}",
+        }
+        topic = _topic("legacy-sec")
+        producer = KafkaProducer(**cfg)
+        try:
+            for i in range(6):
+                producer.send(topic, b"l%d" % i, partition=i % 2).get(30)
+        finally:
+            producer.close()
+        props = tmp_path / "client.properties"
+        props.write_text(
+            f"security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nssl.truststore.type=PEM\nssl.truststore.location={secured.ca}\n"
+            'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+            f'password="{PLAIN_USERS["alice"]}";\n'
+        )
+        member = [sys.executable, "-m", "zkcoord", "legacy", "consume", "--zk", zk_connect, "--group", "legacy-sec",
+                  "--topic", topic, "--from-beginning", "--max-messages", "6", "--timeout-ms", "60000"]  # fmt: skip
+        run = subprocess.run([*member, "--command-config", str(props)], capture_output=True, timeout=120,
+                             stdin=subprocess.DEVNULL)  # fmt: skip
+        assert run.returncode == 0, run.stderr.decode()[-3000:]
+        assert sorted(run.stdout.split()) == sorted(b"l%d" % i for i in range(6))
+        assert b"Processed a total of 6 messages (max-messages)" in run.stderr
+    finally:
+        node.stop()
+    bad = tmp_path / "typo.properties"
+    bad.write_text("security.protocol=SASL_SSL\nsasl.mechanisms=PLAIN\nssl.trustore.location=/ca.pem\n")
+    assert main(["legacy", "consume", "--zk", zk_connect, "--group", "g", "--topic", "t",
+                 "--command-config", str(bad)]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "typo.properties" in err and "'ssl.trustore.location'" in err, err

@@ -1,4 +1,5 @@
-"""zkcoord against a ZooKeeper that requires SASL: serve (cluster mode, with the offset bridge), a legacy group,
+"""zkcoord against a ZooKeeper that requires SASL: serve (cluster mode, with the offset and mixed-group bridges), a
+legacy group,
 `legacy describe` and `migrate verify` work with the JAAS file and fail clearly without it; with --zk-set-acl
 every znode they create carries Kafka's ACLs, which another user cannot get past. One server, one node."""
 
@@ -26,6 +27,7 @@ from zkcoord.zk.session import ZkAuthFailed, connect
 pytestmark = pytest.mark.integration
 
 TOPIC = "secured"
+MIXED_GROUP = "g-mixed"  # the one group the node bridges as a mixed group
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +56,7 @@ def node(secured: str, jaas: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     server = NodeProcess(
         tmp_path_factory.mktemp("secured-node"),
         ("--zk", secured, "--zk-jaas-config", str(jaas), "--zk-set-acl", "--node-id", "1",
-         "--num.partitions=2", "--bridge-zk-offsets", *FAST_GROUP_FLAGS),
+         "--num.partitions=2", "--bridge-zk-offsets", "--bridge-zk-groups", MIXED_GROUP, *FAST_GROUP_FLAGS),
     )  # fmt: skip
     server.start()
     try:
@@ -138,6 +140,38 @@ def test_every_znode_serve_and_the_bridge_create_carries_kafkas_acls(
     wrong = {p: _acl(zkc, p) for p in created if p != "/consumers" and _acl(zkc, p) != CREATOR_AND_WORLD_READ}
     assert wrong == {}
     assert len(created) > 20
+
+
+def test_the_mixed_group_bridge_logs_in_and_locks_what_it_creates(
+    node: NodeProcess, broker_group: str, zkc: Any
+) -> None:
+    """A broker-protocol member of a bridged group: the bridge registers it under /consumers/G/ids and holds its
+    owner znodes, on the secured ZooKeeper, each with Kafka's ACL."""
+    from kafka import KafkaConsumer
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+
+    consumer = KafkaConsumer(
+        TOPIC, bootstrap_servers=node.bootstrap, group_id=MIXED_GROUP, auto_offset_reset="earliest",
+        enable_auto_commit=False, partition_assignment_strategy=[RangePartitionAssignor],
+    )  # fmt: skip
+    try:
+
+        def assigned() -> bool:
+            consumer.poll(timeout_ms=200)
+            return {tp.partition for tp in consumer.assignment()} == {0, 1}
+
+        wait_for(assigned, 60, "the mixed group's member assigned both partitions")
+        ids = zkc.get_children(f"/consumers/{MIXED_GROUP}/ids")
+        assert len(ids) == 1 and ids[0].startswith(f"{MIXED_GROUP}_classic-")
+        owners = f"/consumers/{MIXED_GROUP}/owners/{TOPIC}"
+        assert sorted(zkc.get_children(owners)) == ["0", "1"]
+        assert zkc.get(f"{owners}/0")[0].decode() == f"{ids[0]}-0"
+        made = [f"/consumers/{MIXED_GROUP}", *_walk(zkc, f"/consumers/{MIXED_GROUP}"), "/zkcoord/mixed-groups",
+                f"/zkcoord/mixed-groups/{MIXED_GROUP}"]  # fmt: skip
+        assert len(made) >= 8
+        assert {p: _acl(zkc, p) for p in made} == {p: CREATOR_AND_WORLD_READ for p in made}
+    finally:
+        consumer.close()
 
 
 def test_another_user_cannot_change_what_zkcoord_created(

@@ -46,6 +46,7 @@ from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import ConsumerRegistration
 from zkcoord.legacy.topic_partition import TopicPartition
 from zkcoord.zk import mixed_group as zkm
+from zkcoord.zk.auth import NO_AUTH, ZkAuth
 from zkcoord.zk.member_zk import read_topic_partitions
 from zkcoord.zk.session import Client, connect
 
@@ -86,12 +87,16 @@ class MixedGroupBridge:
         holder: str = "zkcoord",
         hand_over_timeout_ms: int = 10000,
         session_timeout_s: float = 10.0,
+        auth: ZkAuth = NO_AUTH,
     ) -> None:
         self.pattern = re.compile(groups)
         self.connect_string = connect_string
         self.holder = holder
         self.hand_over_timeout_ms = hand_over_timeout_ms
         self.session_timeout_s = session_timeout_s
+        # The node's ZooKeeper identity: it logs in on a secured ZooKeeper, and under zookeeper.set.acl every
+        # znode the bridge creates (ids, owners, the fence) gets Kafka's ACLs through the client's policy.
+        self.auth = auth
         self.client: Client | None = None
         self._fences: dict[str, int] = {}
         self._held: dict[str, dict[TopicPartition, str]] = {}  # group -> partition -> our thread
@@ -108,7 +113,7 @@ class MixedGroupBridge:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.client = await asyncio.to_thread(
-            connect, self.connect_string, session_timeout_s=self.session_timeout_s
+            connect, self.connect_string, session_timeout_s=self.session_timeout_s, auth=self.auth
         )
 
     async def close(self) -> None:

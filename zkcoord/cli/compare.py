@@ -8,8 +8,10 @@ import random
 import sys
 from typing import Any
 
+from zkcoord.cli.client_security import add_command_config, command_config
 from zkcoord.cli.logs import quiet_client_logs
 from zkcoord.cli.options import examples
+from zkcoord.cli.zkargs import add_zk_security, zk_flags
 
 DEFAULT_GROUP_SIZES = "2,5,10,25"
 DEFAULT_CHURN = "1,2,4"
@@ -124,6 +126,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     run.add_argument("--protocol", action="append", dest="protocols", default=None,
                      help="only this protocol (repeatable; default: every protocol of the scenario)")  # fmt: skip
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_command_config(run)  # for --bootstrap: the runner's clients and every member use it
+    add_zk_security(run)  # for --zk: the runner, its members and the nodes it starts all log in with them
     run.set_defaults(func=_run)
 
 
@@ -264,12 +268,27 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    security = zk_flags(args)
+    if security.given and not args.zk:
+        print(
+            "zkcoord compare run: the ZooKeeper security flags need --zk (a local ZooKeeper is open)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.command_config and not args.bootstrap:
+        print(
+            "zkcoord compare run: --command-config is for a given node: it needs --bootstrap", file=sys.stderr
+        )
+        return 2
+    command_config(args)  # a bad file is refused (naming it and the key) before anything starts
     quiet_client_logs(args)
     return run_command(
         args.scenario,
         args.out,
         zk_connect=args.zk,
+        zk_security=security,
         bootstrap=args.bootstrap,
+        command_config=args.command_config,
         runs=args.runs,
         protocols=args.protocols,
         progress=not args.no_progress,

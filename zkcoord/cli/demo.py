@@ -13,6 +13,7 @@ from typing import Any
 
 from zkcoord.cli.logs import quiet_client_logs
 from zkcoord.cli.options import examples
+from zkcoord.cli.zkargs import add_zk_security, zk_flags
 
 DEFAULT_OUT = "reports"
 
@@ -69,6 +70,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="one more play: the built-in rolling-migration, legacy members replaced one at a time by classic "
         "ones and back in one group (a node with --bridge-zk-groups), drawn in the ownership timeline",
     )
+    add_zk_security(demo)  # for --zk: the runner, its members and the nodes it starts all log in with them
     demo.set_defaults(func=run_demo)
 
 
@@ -159,6 +161,13 @@ def run_demo(args: argparse.Namespace) -> int:
             "zkcoord demo: --bootstrap needs --zk (the ZooKeeper that node is registered in)", file=sys.stderr
         )
         return 2
+    security = zk_flags(args)
+    if security.given and not args.zk:
+        print(
+            "zkcoord demo: the ZooKeeper security flags need --zk (a local ZooKeeper is open)",
+            file=sys.stderr,
+        )
+        return 2
     quiet_client_logs(args)
     t0 = time.monotonic()
     out = Path(args.out or f"{DEFAULT_OUT}/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
@@ -173,6 +182,7 @@ def run_demo(args: argparse.Namespace) -> int:
             out / "traces",
             progress=not args.no_progress,
             zk_connect=args.zk,
+            zk_security=security,
             bootstrap=args.bootstrap,
             rolling_migration=args.rolling_migration,
         )

@@ -15,6 +15,7 @@ from types import FrameType
 from typing import BinaryIO
 
 from zkcoord.bridge.member import member_offsets
+from zkcoord.cli.client_security import add_command_config, command_config
 from zkcoord.cli.options import add_config_option, examples
 from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError, ZkcoordError
@@ -53,6 +54,7 @@ def register(legacy_sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_config_option(p)
     p.add_argument("--zk", required=True, metavar="CONNECT", help="ZooKeeper connect string (chroot allowed)")
     add_zk_security(p)
+    add_command_config(p)  # the data path: the member fetches from the leaders with these settings
     p.add_argument("--group", required=True, metavar="G", help="consumer group id (group.id)")
     p.add_argument("--topic", required=True, help="topic to consume")
     p.add_argument(
@@ -193,8 +195,9 @@ def consume(
 def cmd_consume(args: argparse.Namespace) -> int:
     config = build_config(args)
     consumer = LegacyConsumer(
-        config, {args.topic: args.streams}, offsets=member_offsets, zk_auth=zk_auth(args)
-    )
+        config, {args.topic: args.streams}, offsets=member_offsets, zk_auth=zk_auth(args),
+        kafka_security=command_config(args),
+    )  # fmt: skip
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:

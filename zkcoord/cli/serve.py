@@ -351,7 +351,9 @@ async def _serve(
         print(f"zkcoord serve: bridging group offsets to ZooKeeper {bridge_connect}", flush=True)
     members = None
     if mixed is not None:
-        members = MixedGroupBridge(mixed[0], mixed[1], holder=f"node-{node.server_config.node_id}")
+        members = MixedGroupBridge(
+            mixed[0], mixed[1], holder=f"node-{node.server_config.node_id}", auth=node.zk_auth
+        )
         await members.start()
         node = dataclasses.replace(node, membership_bridge=members)
         print(

@@ -45,12 +45,17 @@ def _kill_all_at_exit() -> None:
 
 
 class NodeProcess:
-    """A `python -m zkcoord serve` child; `extra` are further serve flags (e.g. `--zk`, `--node-id`)."""
+    """A `python -m zkcoord serve` child; `extra` are further serve flags (e.g. `--zk`, `--node-id`).
+    `plaintext=False`: no `--listen` PLAINTEXT listener on `port`; `extra` then names the node's listener on
+    `port` (`--listeners SASL_SSL://127.0.0.1:PORT`), as a cluster node with one secured listener needs."""
 
-    def __init__(self, data_dir: Path, extra: tuple[str, ...] = (), port: int | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, extra: tuple[str, ...] = (), port: int | None = None, *, plaintext: bool = True
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port if port is not None else free_port()
         self.extra = extra
+        self.plaintext = plaintext
         self.proc: subprocess.Popen[str] | None = None
         self.output: deque[str] = deque(maxlen=2000)
 
@@ -63,7 +68,8 @@ class NodeProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, timeout: float = 30.0) -> NodeProcess:
-        cmd = [sys.executable, "-m", "zkcoord", "-v", "serve", "--listen", self.bootstrap,
+        listen = ("--listen", self.bootstrap) if self.plaintext else ()
+        cmd = [sys.executable, "-m", "zkcoord", "-v", "serve", *listen,
                "--data-dir", str(self.data_dir), *self.extra]  # fmt: skip
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(

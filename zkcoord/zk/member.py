@@ -143,6 +143,7 @@ class LegacyConsumer:
         uuid_bits: Callable[[], int] = lambda: uuid.uuid4().int >> 64,
         sleep: Callable[[float], None] = time.sleep,
         zk_auth: ZkAuth = NO_AUTH,
+        kafka_security: Mapping[str, Any] | None = None,
     ) -> None:
         if sum(x is not None for x in (topics, whitelist, blacklist)) != 1:
             raise ConfigError("give exactly one of topics={topic: streams}, whitelist=REGEX, blacklist=REGEX")
@@ -185,6 +186,8 @@ class LegacyConsumer:
         self._own_client = client is None
         self.client: KazooClient | None = client
         self._zk_auth = zk_auth  # used when the member connects its own client
+        # kafka-python's security arguments for the data path (--command-config), given to the fetcher.
+        self.kafka_security: Mapping[str, Any] = dict(kafka_security or {})
         self._zk: member_zk.Deadlined | None = None  # the client with a deadline on every blocking call
         self.stats = MemberStats()
         self.offset_storage: member_offsets.MemberOffsets | None = None
@@ -835,7 +838,7 @@ class LegacyConsumer:
             if self._fetcher_factory is not None:
                 self._fetcher = self._fetcher_factory(self)
             else:
-                self._fetcher = KafkaFetcher(self)
+                self._fetcher = KafkaFetcher(self, self.kafka_security)
         return self._fetcher
 
     def _close_fetcher(self) -> None:
@@ -845,13 +848,14 @@ class LegacyConsumer:
             finally:
                 self._fetcher = None
 
-    def leader_endpoints(self, tps: list[TopicPartition]) -> list[str]:
-        """`host:port` of the leaders ZooKeeper names for `tps` (partition state -> broker registration)."""
+    def leader_endpoints(self, tps: list[TopicPartition], protocol: str = "PLAINTEXT") -> list[str]:
+        """`host:port` of the leaders ZooKeeper names for `tps` (partition state -> broker registration ->
+        the listener of security `protocol`)."""
         assert self.client is not None
         out = []
         for tp in tps:
             try:
-                host, port = leader_endpoint(self.client, tp.topic, tp.partition)
+                host, port = leader_endpoint(self.client, tp.topic, tp.partition, protocol)
             except (NoNodeError, ZkcoordError, LookupError) as exc:
                 log.info("no leader for %s yet: %s", tp, exc)
                 continue

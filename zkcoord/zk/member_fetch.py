@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from kazoo.client import KazooClient
 
@@ -57,7 +57,7 @@ class FetchSource(Protocol):
     @property
     def client(self) -> KazooClient | None: ...
 
-    def leader_endpoints(self, tps: list[TopicPartition]) -> list[str]: ...
+    def leader_endpoints(self, tps: list[TopicPartition], protocol: str = "PLAINTEXT") -> list[str]: ...
 
 
 class NoLeaderAvailable(ZkcoordError):
@@ -65,10 +65,14 @@ class NoLeaderAvailable(ZkcoordError):
 
 
 class KafkaFetcher:
-    """One KafkaConsumer per member, re-assigned on every ownership change."""
+    """One KafkaConsumer per member, re-assigned on every ownership change. `security`: kafka-python's
+    security arguments (zkcoord.security.client_config, from --command-config); the leaders are reached on the
+    listener of their `security_protocol`."""
 
-    def __init__(self, member: FetchSource) -> None:
+    def __init__(self, member: FetchSource, security: Mapping[str, Any] | None = None) -> None:
         self._member = member
+        self._security = dict(security or {})
+        self._protocol = str(self._security.get("security_protocol", "PLAINTEXT"))
         self._consumer = None
         self._assigned: dict[TopicPartition, int] = {}
         self._unresolved: set[TopicPartition] = set()  # reset partitions whose position is not known yet
@@ -79,7 +83,7 @@ class KafkaFetcher:
             return self._consumer
         from kafka import KafkaConsumer
 
-        bootstrap = self._member.leader_endpoints(tps) or self._any_broker()
+        bootstrap = self._member.leader_endpoints(tps, self._protocol) or self._any_broker()
         if not bootstrap:
             raise NoLeaderAvailable(f"no leader registered in ZooKeeper for {', '.join(map(str, tps))}")
         cfg = self._member.config
@@ -94,6 +98,7 @@ class KafkaFetcher:
             max_partition_fetch_bytes=cfg.fetch_message_max_bytes,
             request_timeout_ms=max(cfg.socket_timeout_ms, cfg.fetch_wait_max_ms + 5000),
             retry_backoff_ms=cfg.refresh_leader_backoff_ms,
+            **self._security,
         )
         return self._consumer
 
@@ -109,7 +114,7 @@ class KafkaFetcher:
             path = f"{paths.BROKER_IDS}/{bid}"
             try:
                 data, _stat = client.get(path)
-                ep = BrokerRegistration.decode(path, data).plaintext_endpoint()
+                ep = BrokerRegistration.decode(path, data).endpoint_for(self._protocol)
             except Exception:
                 continue
             if ep is not None:

@@ -232,8 +232,11 @@ def write_partition_state(
         raise ZnodeVersionConflict(path, version) from None
 
 
-def leader_endpoint(client: KazooClient, topic: str, partition: int) -> tuple[str, int]:
-    """(host, port) of the partition's leader: partition state -> broker registration -> PLAINTEXT endpoint."""
+def leader_endpoint(
+    client: KazooClient, topic: str, partition: int, protocol: str = "PLAINTEXT"
+) -> tuple[str, int]:
+    """(host, port) of the partition's leader: partition state -> broker registration -> the endpoint of the
+    client's security `protocol` (BrokerRegistration.endpoint_for)."""
     state = read_partition_state(client, topic, partition)
     if state is None:
         raise NoLeader(f"no partition state for [{topic},{partition}]")
@@ -244,9 +247,9 @@ def leader_endpoint(client: KazooClient, topic: str, partition: int) -> tuple[st
         raise NoLeader(
             f"leader {state.leader} of [{topic},{partition}] is not registered in {paths.BROKER_IDS}"
         )
-    endpoint = broker.plaintext_endpoint()
+    endpoint = broker.endpoint_for(protocol)
     if endpoint is None:
-        raise NoLeader(f"leader {state.leader} of [{topic},{partition}] has no PLAINTEXT listener")
+        raise NoLeader(f"leader {state.leader} of [{topic},{partition}] has no {protocol} listener")
     return endpoint
 
 

@@ -436,3 +436,22 @@ def test_controller_round_trip(broker: int, t: int) -> None:
 @given(st.integers(-(2**63), 2**63 - 1))
 def test_offset_round_trip(offset: int) -> None:
     assert decode_offset(P, encode_offset(offset)) == offset
+
+
+def test_broker_endpoint_for_a_security_protocol() -> None:
+    data = (
+        b'{"listener_security_protocol_map":{"INTERNAL":"PLAINTEXT","EXT":"SASL_SSL"},'
+        b'"endpoints":["EXT://e:1","INTERNAL://i:2"],"jmx_port":-1,"host":null,"timestamp":"1","port":-1,'
+        b'"version":4}'
+    )
+    b = BrokerRegistration.decode(P, data)
+    assert b.endpoint_for("SASL_SSL") == ("e", 1)
+    assert b.endpoint_for("PLAINTEXT") == ("i", 2)
+    # No listener of that protocol: the PLAINTEXT one (a zkcoord cluster node registers its one listener so).
+    assert b.endpoint_for("SSL") == ("i", 2)
+    assert (
+        BrokerRegistration.create("h", 9093, timestamp_ms=TS, endpoints=["SSL://h:9093"]).endpoint_for(
+            "SASL_SSL"
+        )
+        is None
+    )
