@@ -47,10 +47,17 @@ def _kill_all_at_exit() -> None:
 class NodeProcess:
     """A `python -m zkcoord serve` child; `extra` are further serve flags (e.g. `--zk`, `--node-id`)."""
 
-    def __init__(self, data_dir: Path, extra: tuple[str, ...] = (), port: int | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        extra: tuple[str, ...] = (),
+        port: int | None = None,
+        protocol: str = "PLAINTEXT",  # the listener's security protocol (a cluster node has only this one)
+    ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port if port is not None else free_port()
         self.extra = extra
+        self.protocol = protocol
         self.proc: subprocess.Popen[str] | None = None
         self.output: deque[str] = deque(maxlen=2000)
 
@@ -63,7 +70,12 @@ class NodeProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, timeout: float = 30.0) -> NodeProcess:
-        cmd = [sys.executable, "-m", "zkcoord", "-v", "serve", "--listen", self.bootstrap,
+        listen = (
+            ["--listen", self.bootstrap]
+            if self.protocol == "PLAINTEXT"
+            else ["--listeners", f"{self.protocol}://{self.bootstrap}"]
+        )
+        cmd = [sys.executable, "-m", "zkcoord", "-v", "serve", *listen,
                "--data-dir", str(self.data_dir), *self.extra]  # fmt: skip
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         proc = subprocess.Popen(
