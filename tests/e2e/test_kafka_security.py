@@ -425,10 +425,10 @@ def test_a_legacy_member_fetches_over_sasl_ssl_with_command_config(
     port = free_port()
     node = ServerProcess(
         tmp_path / "node",
-        (*FAST_GROUP_FLAGS, "--zk", zk_connect, "--node-id", "1", "--num.partitions=2", "--listeners",
-         f"SASL_SSL://127.0.0.1:{port}", "--jaas-config", str(d / "kafka_server_jaas.conf"),
+        (*FAST_GROUP_FLAGS, "--zk", zk_connect, "--node-id", "1", "--num.partitions=2",
+         "--jaas-config", str(d / "kafka_server_jaas.conf"),
          "--ssl.keystore.location", str(d / "keystore.pem")),
-        port, plaintext=False,
+        port, protocol="SASL_SSL",
     )  # fmt: skip
     node.start()
     try:
@@ -464,3 +464,96 @@ def test_a_legacy_member_fetches_over_sasl_ssl_with_command_config(
                  "--command-config", str(bad)]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert "typo.properties" in err and "'ssl.trustore.location'" in err, err
+
+
+def test_a_cluster_node_on_sasl_ssl_authenticates_and_authorizes_the_group(
+    tmp_path_factory: pytest.TempPathFactory, zk_server: Any
+) -> None:
+    """One `serve --zk` node whose only listener is SASL_SSL (SCRAM credentials and ACLs under its own --zk,
+    allow.everyone.if.no.acl.found off): it registers a SASL_SSL endpoint and sends clients back to it, mallory
+    (Describe on the group, no Read) is refused with GROUP_AUTHORIZATION_FAILED and changes nothing, alice (Read
+    on the group, added by `zkcoord security add-acl`) forms the group and commits."""
+    d = tmp_path_factory.mktemp("cluster-security")
+    ca, keystore = make_certificates(d)
+    zk_connect = ensure_chroot(zk_server.hosts, f"/cluster-security-{uuid.uuid4().hex[:8]}")
+    users = {"alice": "alice-scram", "mallory": "mallory-scram"}
+    for user, password in users.items():
+        subprocess.run(
+            [sys.executable, "-m", "zkcoord", "security", "add-scram-user", "--zk", zk_connect, "--user", user],
+            env={**os.environ, "ZKCOORD_SCRAM_PASSWORD": password}, check=True, capture_output=True, timeout=60,
+        )  # fmt: skip
+    topic, group = _topic("cl-topic"), _topic("cl-group")
+    _add_acl_with_zkcoord(zk_connect, "--topic", topic, "--allow-principal", "User:alice",
+                          "--operation", "Read", "--operation", "Write", "--operation", "Create")  # fmt: skip
+    _add_acl_with_zkcoord(
+        zk_connect, "--topic", topic, "--allow-principal", "User:mallory", "--operation", "Read"
+    )
+    _add_acl_with_zkcoord(
+        zk_connect, "--group", group, "--allow-principal", "User:alice", "--operation", "Read"
+    )
+    _add_acl_with_zkcoord(zk_connect, "--group", group, "--allow-principal", "User:mallory",
+                          "--operation", "Describe")  # fmt: skip
+    flags = (*FAST_GROUP_FLAGS, "--zk", zk_connect, "--node-id", "1", "--offsets.topic.num.partitions=1",
+             "--sasl.enabled.mechanisms", "SCRAM-SHA-256", "--ssl.keystore.location", str(keystore),
+             "--authorizer.class.name", "kafka.security.authorizer.AclAuthorizer")  # fmt: skip
+    node = ServerProcess(d / "data", flags, protocol="SASL_SSL")
+    node.start()
+    try:
+        registered = connect(zk_connect)
+        try:
+            registration = json.loads(registered.get("/brokers/ids/1")[0])
+        finally:
+            registered.stop()
+            registered.close()
+        assert registration["endpoints"] == [f"SASL_SSL://{node.bootstrap}"]
+
+        def client(user: str) -> dict[str, Any]:
+            return {"bootstrap_servers": node.bootstrap, "security_protocol": "SASL_SSL",
+                    "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": user,
+                    "sasl_plain_password": users[user], "ssl_cafile": str(ca)}  # fmt: skip
+
+        producer = KafkaProducer(**client("alice"))  # the login works, and Write (and Create) on the topic
+        try:
+            assert [producer.send(topic, b"c%d" % i, partition=0).get(30).offset for i in range(3)] == [
+                0,
+                1,
+                2,
+            ]
+        finally:
+            producer.close()
+
+        intruder = KafkaConsumer(group_id=group, enable_auto_commit=False, **client("mallory"))
+        try:
+            with pytest.raises(KPErrors.GroupAuthorizationFailedError):
+                intruder.commit({TopicPartition(topic, 0): OffsetAndMetadata(2, "", -1)})
+            intruder.subscribe([topic])
+            with pytest.raises(KPErrors.GroupAuthorizationFailedError):
+                deadline = time.monotonic() + 30
+                while time.monotonic() < deadline:
+                    intruder.poll(timeout_ms=500)
+        finally:
+            intruder.close()
+        admin = KafkaAdminClient(**client("alice"))
+        try:
+            assert admin.list_group_offsets(group) == {group: {}}  # no commit stored
+            assert admin.describe_groups([group])[group]["members"] == []  # no member joined
+        finally:
+            admin.close()
+
+        consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                                 **client("alice"))  # fmt: skip
+        try:
+            values: list[bytes] = []
+            deadline = time.monotonic() + 60
+            while len(values) < 3 and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=500).values():
+                    values.extend(r.value for r in records)
+            assert values == [b"c0", b"c1", b"c2"]
+            assert TopicPartition(topic, 0) in consumer.assignment()  # the group formed
+            consumer.commit()
+            assert consumer.committed(TopicPartition(topic, 0)) == 3
+        finally:
+            consumer.close()
+    finally:
+        node.stop()
+        node.kill9()

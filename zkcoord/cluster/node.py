@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from zkcoord.errors import ConfigError, MalformedZnode
 from zkcoord.group.errors import ErrorCode
 from zkcoord.legacy import paths
-from zkcoord.legacy.codecs import BrokerRegistration
+from zkcoord.legacy.codecs import BrokerRegistration, format_endpoint
 from zkcoord.placement.coordinator import (
     DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS,
     OFFSETS_TOPIC,
@@ -75,6 +75,9 @@ class ClusterConfig:
     offsets_compact_after_batches: int = DEFAULT_COMPACT_AFTER_BATCHES
     # Who the node is to ZooKeeper (JAAS Client section / digest) and Kafka's zookeeper.set.acl.
     zookeeper_auth: ZkAuth = NO_AUTH
+    # The security protocol of the node's one listener: registered as its endpoint's name, and the endpoint read
+    # from the other nodes' registrations (clients are sent to brokers on the protocol they connected with).
+    security_protocol: str = "PLAINTEXT"
 
     def __post_init__(self) -> None:
         if not self.zookeeper_connect:
@@ -83,6 +86,8 @@ class ClusterConfig:
             raise ConfigError(f"node.id must be in 0..2^31-1, got {self.node_id}")
         if not 0 < self.port < 65536:
             raise ConfigError(f"port must be 1..65535, got {self.port}")
+        if self.security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise ConfigError(f"security protocol {self.security_protocol!r} is not one of Kafka's four")
         if self.offsets_topic_num_partitions < 1:
             raise ConfigError(
                 f"offsets.topic.num.partitions must be >= 1, got {self.offsets_topic_num_partitions}"
@@ -200,7 +205,7 @@ class ClusterNode:
         return self.config.node_id
 
     def brokers(self) -> list[tuple[int, str, int]]:
-        """Live nodes with a PLAINTEXT endpoint, by id."""
+        """Live nodes with an endpoint of this node's security protocol, by id."""
         return [(n, h, p) for n, (h, p) in sorted(self._brokers.items())]
 
     def offsets_leaders(self) -> dict[int, Leadership]:
@@ -307,7 +312,10 @@ class ClusterNode:
 
     def _register(self) -> None:
         cfg = self.config
-        reg = BrokerRegistration.create(cfg.host, cfg.port, version=4, timestamp_ms=self._clock_ms())
+        endpoint = format_endpoint(cfg.security_protocol, cfg.host, cfg.port)
+        reg = BrokerRegistration.create(
+            cfg.host, cfg.port, version=4, timestamp_ms=self._clock_ms(), endpoints=(endpoint,)
+        )
         register_node(self.client, cfg.node_id, reg.encode())
 
     def _resume_serving(self, gen: int) -> bool:
@@ -326,7 +334,8 @@ class ClusterNode:
         brokers: dict[int, tuple[str, int]] = {}
         for node, data in read_brokers(self.client, self._on_watch).items():
             try:
-                endpoint = BrokerRegistration.decode(paths.broker_path(node), data).plaintext_endpoint()
+                registration = BrokerRegistration.decode(paths.broker_path(node), data)
+                endpoint = registration.endpoint_for(self.config.security_protocol)
             except MalformedZnode as exc:
                 log.warning("node=%d ignoring broker %d: %s", self.node_id, node, exc)
                 continue

@@ -480,26 +480,19 @@ class BrokerRegistration:
         rack = None if raw_rack is None else r.string(raw_rack, "rack")
         return cls(version, host, port, jmx_port, timestamp, eps, lspm, rack, _writer_of(r, version))
 
-    def endpoint_for(self, protocol: str) -> tuple[str, int] | None:
-        """(host, port) of the listener a client of security `protocol` connects to. A broker that lists no
-        listener of that protocol gives its PLAINTEXT one: a zkcoord cluster node registers its single listener,
-        whatever its protocol, under that name (as the pre-0.10 registrations could only say PLAINTEXT)."""
-        if protocol != "PLAINTEXT":
-            protocols = dict(self.listener_security_protocol_map)
-            for endpoint in self.endpoints:
-                name, host, port = parse_endpoint(endpoint)
-                if protocols.get(name, name) == protocol:
-                    return host, port
-        return self.plaintext_endpoint()
-
     def plaintext_endpoint(self) -> tuple[str, int] | None:
         """(host, port) a PLAINTEXT client connects to, or None when the broker has no such listener."""
+        return self.endpoint_for("PLAINTEXT")
+
+    def endpoint_for(self, protocol: str) -> tuple[str, int] | None:
+        """(host, port) of the broker's listener of security protocol `protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT,
+        SASL_SSL), or None; the top-level host/port of old registrations is a PLAINTEXT listener."""
         protocols = dict(self.listener_security_protocol_map)
         for endpoint in self.endpoints:
             name, host, port = parse_endpoint(endpoint)
-            if protocols.get(name, name) == "PLAINTEXT":
+            if protocols.get(name, name) == protocol:
                 return host, port
-        if self.host is not None and self.port >= 0:
+        if protocol == "PLAINTEXT" and self.host is not None and self.port >= 0:
             return self.host, self.port
         return None
 

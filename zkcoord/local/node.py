@@ -46,16 +46,20 @@ def _kill_all_at_exit() -> None:
 
 class NodeProcess:
     """A `python -m zkcoord serve` child; `extra` are further serve flags (e.g. `--zk`, `--node-id`).
-    `plaintext=False`: no `--listen` PLAINTEXT listener on `port`; `extra` then names the node's listener on
-    `port` (`--listeners SASL_SSL://127.0.0.1:PORT`), as a cluster node with one secured listener needs."""
+    `protocol`: the security protocol of its listener on `port` (a cluster node has only that one); other than
+    PLAINTEXT, `extra` carries what it needs (`--jaas-config`, `--ssl.keystore.location`)."""
 
     def __init__(
-        self, data_dir: Path, extra: tuple[str, ...] = (), port: int | None = None, *, plaintext: bool = True
+        self,
+        data_dir: Path,
+        extra: tuple[str, ...] = (),
+        port: int | None = None,
+        protocol: str = "PLAINTEXT",  # the listener's security protocol (a cluster node has only this one)
     ) -> None:
         self.data_dir = Path(data_dir)
         self.port = port if port is not None else free_port()
         self.extra = extra
-        self.plaintext = plaintext
+        self.protocol = protocol
         self.proc: subprocess.Popen[str] | None = None
         self.output: deque[str] = deque(maxlen=2000)
 
@@ -68,7 +72,11 @@ class NodeProcess:
         return self.proc is not None and self.proc.poll() is None
 
     def start(self, timeout: float = 30.0) -> NodeProcess:
-        listen = ("--listen", self.bootstrap) if self.plaintext else ()
+        listen = (
+            ["--listen", self.bootstrap]
+            if self.protocol == "PLAINTEXT"
+            else ["--listeners", f"{self.protocol}://{self.bootstrap}"]
+        )
         cmd = [sys.executable, "-m", "zkcoord", "-v", "serve", *listen,
                "--data-dir", str(self.data_dir), *self.extra]  # fmt: skip
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -28,6 +28,9 @@ class ResourceType(enum.Enum):
     TOPIC = "Topic"
     GROUP = "Group"
     CLUSTER = "Cluster"
+    TRANSACTIONAL_ID = (
+        "TransactionalId"  # checked although zkcoord has no transactions (FindCoordinator, ...)
+    )
 
 
 class Operation(enum.Enum):
@@ -44,6 +47,47 @@ class Operation(enum.Enum):
     DESCRIBE_CONFIGS = "DescribeConfigs"
     ALTER_CONFIGS = "AlterConfigs"
     IDEMPOTENT_WRITE = "IdempotentWrite"
+
+
+# Kafka's `AclOperation` codes: the bit each operation sets in an "authorized operations" field (KIP-430).
+OPERATION_CODE: dict[Operation, int] = {
+    Operation.ALL: 2,
+    Operation.READ: 3,
+    Operation.WRITE: 4,
+    Operation.CREATE: 5,
+    Operation.DELETE: 6,
+    Operation.ALTER: 7,
+    Operation.DESCRIBE: 8,
+    Operation.CLUSTER_ACTION: 9,
+    Operation.DESCRIBE_CONFIGS: 10,
+    Operation.ALTER_CONFIGS: 11,
+    Operation.IDEMPOTENT_WRITE: 12,
+}
+
+# The operations each resource type has (Kafka 2.8's `AclEntry.supportedOperations`), sorted by code.
+SUPPORTED_OPERATIONS: dict[ResourceType, tuple[Operation, ...]] = {
+    ResourceType.TOPIC: (
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DELETE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (Operation.READ, Operation.DELETE, Operation.DESCRIBE),
+    ResourceType.CLUSTER: (
+        Operation.CREATE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+        Operation.CLUSTER_ACTION,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+    ),
+    ResourceType.TRANSACTIONAL_ID: (Operation.WRITE, Operation.DESCRIBE),
+}
 
 
 class Permission(enum.Enum):
@@ -200,3 +244,23 @@ def authorize_any(
     if not resources:
         return config.allow_everyone_if_no_acl_found
     return any(authorize(table, config, session, operation, r) for r in resources)
+
+
+def authorized_operations(
+    table: AclTable, config: AuthorizerConfig, session: Session, resource: Resource
+) -> int:
+    """Kafka's "authorized operations" bit field (KIP-430, `AuthHelper.authorizedOperations`): bit `code` set for
+    each operation of the resource's type that `session` may do on it."""
+    bits = 0
+    for op in SUPPORTED_OPERATIONS[resource.type]:
+        if authorize(table, config, session, op, resource):
+            bits |= 1 << OPERATION_CODE[op]
+    return bits
+
+
+def all_operations(rtype: ResourceType) -> int:
+    """The bit field without an authorizer: every operation of the type (Kafka answers the same)."""
+    bits = 0
+    for op in SUPPORTED_OPERATIONS[rtype]:
+        bits |= 1 << OPERATION_CODE[op]
+    return bits

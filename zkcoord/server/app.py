@@ -162,6 +162,7 @@ class Node:
             port=cfg.port,
             offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
             zookeeper_auth=self.zk_auth,
+            security_protocol=self.security.protocol if self.security is not None else "PLAINTEXT",
             **self.cluster_overrides,
         )
 

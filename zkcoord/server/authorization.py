@@ -19,7 +19,7 @@ from typing import Protocol
 
 from zkcoord.errors import ErrorCode as E
 from zkcoord.group import messages as gm
-from zkcoord.group.common import error_response
+from zkcoord.group.common import error_response, join_error, sync_error
 from zkcoord.security.acl import (
     CLUSTER,
     AclTable,
@@ -28,8 +28,10 @@ from zkcoord.security.acl import (
     Resource,
     ResourceType,
     Session,
+    all_operations,
     authorize,
     authorize_any,
+    authorized_operations,
 )
 from zkcoord.server.kafka_protocol import RequestFrame
 
@@ -64,6 +66,13 @@ class RequestAuthorizer:
 
     def cluster(self, req: RequestFrame, operation: Operation) -> bool:
         return self.allowed(req, operation, CLUSTER)
+
+    def transactional_id(self, req: RequestFrame, operation: Operation, name: str) -> bool:
+        return self.allowed(req, operation, Resource(ResourceType.TRANSACTIONAL_ID, name))
+
+    def operations(self, req: RequestFrame, resource: Resource) -> int:
+        """The KIP-430 bit field of what `req`'s principal may do on `resource`."""
+        return authorized_operations(self.acls.table, self.config, self._session(req), resource)
 
     def may_create_topic(self, req: RequestFrame, name: str) -> bool:
         """Kafka 2.0+: Create on the cluster, or on the topic."""
@@ -122,6 +131,13 @@ async def authorized_group_call(
             got = await call(replace(r, groups=allowed))
             assert isinstance(got, gm.DescribeGroupsResponse)
             described = {g.group_id: g for g in got.groups}
+            if r.include_authorized_operations and r.api_version >= 3:
+                described = {
+                    name: g
+                    if g.error_code != 0
+                    else replace(g, authorized_operations=authz.operations(req, Resource(ResourceType.GROUP, name)))
+                    for name, g in described.items()
+                }  # fmt: skip
         refused = gm.DescribedGroup(int(denied_group), "", "", "", "", ())
         groups = tuple(described.get(g) or replace(refused, group_id=g) for g in r.groups)
         return gm.DescribeGroupsResponse(groups)
@@ -136,13 +152,43 @@ async def authorized_group_call(
             deleted.get(g) or gm.DeletableGroupResult(g, int(denied_group)) for g in r.groups_names
         )
         return gm.DeleteGroupsResponse(results)
+    if (
+        isinstance(r, gm.SyncGroupRequest)
+        and r.api_version >= 5
+        and None in (r.protocol_type, r.protocol_name)
+    ):
+        # KafkaApis refuses a v5+ SyncGroup without its mandatory protocol type and name before it authorizes
+        return sync_error(E.INCONSISTENT_GROUP_PROTOCOL)
     if not authz.group(req, GROUP_OPERATION[type(r)], r.group_id):
-        return error_response(r, denied_group)
+        return _group_refused(r)
     if isinstance(r, gm.OffsetCommitRequest):
         return await _commit(authz, req, r, call)
     if isinstance(r, gm.OffsetFetchRequest):
         return await _fetch(authz, req, r, call)
     return await call(r)
+
+
+def _group_refused(r: gm.GroupRequest) -> gm.GroupResponse:
+    """Kafka's answer to a principal refused on the group: as any group-wide error, except that JoinGroup names
+    no member (UNKNOWN_MEMBER_ID, "") and OffsetFetch v2+ carries the error at the top, with no partitions."""
+    denied = E.GROUP_AUTHORIZATION_FAILED
+    if isinstance(r, gm.JoinGroupRequest):
+        return join_error(r.api_version, "", denied)
+    if isinstance(r, gm.OffsetFetchRequest) and r.api_version >= 2:
+        return gm.OffsetFetchResponse(int(denied), ())
+    return error_response(r, denied)
+
+
+def with_every_operation(
+    req: gm.DescribeGroupsRequest, r: gm.DescribeGroupsResponse
+) -> gm.DescribeGroupsResponse:
+    """A node without an authorizer: Kafka answers include_authorized_operations with every group operation."""
+    if not (req.include_authorized_operations and req.api_version >= 3):
+        return r
+    every = all_operations(ResourceType.GROUP)
+    return replace(
+        r, groups=tuple(g if g.error_code != 0 else replace(g, authorized_operations=every) for g in r.groups)
+    )
 
 
 async def _commit(

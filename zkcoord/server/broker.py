@@ -10,15 +10,16 @@ import asyncio
 import logging
 import os
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from zkcoord.errors import ConfigError
 from zkcoord.group.errors import ErrorCode as E
 from zkcoord.group.messages import GroupRequest, GroupResponse, OffsetCommitRequest, OffsetFetchRequest
 from zkcoord.records.batch import AppendRules, CorruptBatch, validate_for_append
-from zkcoord.security.acl import Operation
+from zkcoord.security.acl import CLUSTER, Operation, Resource, ResourceType, all_operations
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server import messages as dm
 from zkcoord.server import old_formats
@@ -267,14 +268,20 @@ class Broker:
                     continue
                 logs = self.logs.topics.get(name)
                 if logs is None:
+                    # Kafka decides Create (for auto-creation) before it looks at the name: an illegal name the
+                    # principal may not create is TOPIC_AUTHORIZATION_FAILED, not INVALID_TOPIC_EXCEPTION.
+                    if (
+                        allow_auto
+                        and self.authorizer is not None
+                        and not self.authorizer.may_create_topic(req, name)
+                    ):
+                        topics.append(dm.TopicMeta(name, E.TOPIC_AUTHORIZATION_FAILED, ()))
+                        continue
                     if not LEGAL_TOPIC.match(name):
                         topics.append(dm.TopicMeta(name, E.INVALID_TOPIC_EXCEPTION, ()))
                         continue
                     if not allow_auto:
                         topics.append(dm.TopicMeta(name, E.UNKNOWN_TOPIC_OR_PARTITION, ()))
-                        continue
-                    if self.authorizer is not None and not self.authorizer.may_create_topic(req, name):
-                        topics.append(dm.TopicMeta(name, E.TOPIC_AUTHORIZATION_FAILED, ()))
                         continue
                     if self.cluster is not None:
                         # As a Kafka broker whose metadata cache lacks the topic: publish it to ZooKeeper
@@ -292,9 +299,30 @@ class Broker:
         if r.topics is None and self.authorizer is not None:  # Kafka lists only the topics one may describe
             hidden = self.authorizer.denied_topics(req, Operation.DESCRIBE, (t.name for t in topics))
             topics = [t for t in topics if t.name not in hidden]
+        cluster_ops = dm.NO_OPERATIONS_FIELD
+        if r.include_cluster_authorized_operations:
+            cluster_ops = self._operations(req, CLUSTER) if self._may_describe_cluster(req) else 0
+        if r.include_topic_authorized_operations:  # refused topics keep the field's default, as in Kafka
+            topics = [
+                t
+                if t.error_code == E.TOPIC_AUTHORIZATION_FAILED
+                else replace(t, authorized_operations=self._operations(req, Resource(ResourceType.TOPIC, t.name)))
+                for t in topics
+            ]  # fmt: skip
         controller = self.cluster.controller_id() if self.cluster is not None else self.config.node_id
-        resp = dm.MetadataResponse(tuple(self.brokers), self.config.cluster_id, controller, tuple(topics))
+        resp = dm.MetadataResponse(
+            tuple(self.brokers), self.config.cluster_id, controller, tuple(topics), cluster_ops
+        )
         return kp.metadata_response(req, resp)
+
+    def _may_describe_cluster(self, req: kp.RequestFrame) -> bool:
+        return self.authorizer is None or self.authorizer.cluster(req, Operation.DESCRIBE)
+
+    def _operations(self, req: kp.RequestFrame, resource: Resource) -> int:
+        """KIP-430's bit field; without an authorizer, every operation of the type (as Kafka)."""
+        if self.authorizer is None:
+            return all_operations(resource.type)
+        return self.authorizer.operations(req, resource)
 
     def find_coordinator(self, req: kp.RequestFrame) -> Response:
         r = kp.find_coordinator_request(req)
@@ -307,6 +335,13 @@ class Broker:
                 and not self.authorizer.group(req, Operation.DESCRIBE, key)
             ):
                 results.append(dm.Coordinator(key, E.GROUP_AUTHORIZATION_FAILED, None, -1, "", -1))
+            elif (
+                r.key_type == 1
+                and self.authorizer
+                and not self.authorizer.transactional_id(req, Operation.DESCRIBE, key)
+            ):
+                refused = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                results.append(dm.Coordinator(key, refused, None, -1, "", -1))
             elif r.key_type == 0 and self.cluster is not None:
                 results.append(self.cluster.find_coordinator(key))
             elif r.key_type == 0 and self.groups is not None:
@@ -320,6 +355,7 @@ class Broker:
         r = kp.create_topics_request(req)
         results: list[dm.CreatableTopicResult] = []
         to_create: list[int] = []  # indexes into results of topics to create
+        counts = Counter(t.name for t in r.topics)
         for t in r.topics:
             n = t.num_partitions
             if t.assignment_count:
@@ -327,7 +363,11 @@ class Broker:
             elif n == -1:
                 n = self.config.num_partitions
             exists = f"Topic '{t.name}' already exists."
-            if self.authorizer is not None and not self.authorizer.may_create_topic(req, t.name or ""):
+            if counts[t.name] > 1:  # Kafka refuses every entry of a repeated name, before it authorizes
+                results.append(
+                    Created(t.name, E.INVALID_REQUEST, "Found multiple entries for this topic.", n)
+                )
+            elif self.authorizer is not None and not self.authorizer.may_create_topic(req, t.name or ""):
                 results.append(Created(t.name, E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.", n))
             elif t.name == OFFSETS_TOPIC:
                 results.append(
@@ -358,7 +398,12 @@ class Broker:
             else:
                 if not r.validate_only:
                     to_create.append(len(results))
-                results.append(Created(t.name, E.NONE, None, n))
+                # Kafka 2.x: a created topic's configs are shown only with DescribeConfigs on it
+                hidden = self.authorizer is not None and not self.authorizer.topic(
+                    req, Operation.DESCRIBE_CONFIGS, t.name or ""
+                )
+                config_error = E.TOPIC_AUTHORIZATION_FAILED if hidden else E.NONE
+                results.append(Created(t.name, E.NONE, None, n, config_error))
         if self.cluster is not None and to_create:
             return self._create_topics_in_cluster(req, self.cluster, results, to_create)
         for i in to_create:
@@ -544,7 +589,13 @@ class Broker:
 
     def fetch(self, req: kp.RequestFrame) -> Response | Awaitable[Response]:
         r = kp.fetch_request(req)
-        denied = self._denied(req, Operation.READ, (t.topic for t in r.topics))
+        if r.replica_id >= 0:
+            # A follower's fetch (Kafka: ClusterAction on the cluster, else every partition refused).
+            follower_ok = self.authorizer is None or self.authorizer.cluster(req, Operation.CLUSTER_ACTION)
+            everything = frozenset(t.topic for t in r.topics)
+            denied = frozenset() if follower_ok else everything
+        else:
+            denied = self._denied(req, Operation.READ, (t.topic for t in r.topics))
         total, resp = self._collect_fetch(r, denied)
         min_bytes = max(r.min_bytes, 1)
         wait_ms = min(r.max_wait_ms, self.config.fetch_max_wait_cap_ms)
@@ -576,7 +627,11 @@ class Broker:
     def init_producer_id(self, req: kp.RequestFrame) -> Response:
         r = kp.init_producer_id_request(req)
         if r.transactional_id is not None:
-            resp = dm.InitProducerIdResponse(E.COORDINATOR_NOT_AVAILABLE, -1, -1)
+            allowed = self.authorizer is None or self.authorizer.transactional_id(
+                req, Operation.WRITE, r.transactional_id
+            )
+            error = E.COORDINATOR_NOT_AVAILABLE if allowed else E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+            resp = dm.InitProducerIdResponse(error, -1, -1)
         elif self.authorizer is not None and not self.authorizer.may_write_idempotently(req):
             resp = dm.InitProducerIdResponse(E.CLUSTER_AUTHORIZATION_FAILED, -1, -1)
         else:

@@ -8,8 +8,9 @@ from collections.abc import Awaitable, Callable
 
 from zkcoord.group import messages as gm
 from zkcoord.group.errors import ErrorCode
+from zkcoord.security.acl import Operation
 from zkcoord.server import kafka_protocol as kp
-from zkcoord.server.authorization import RequestAuthorizer, authorized_group_call
+from zkcoord.server.authorization import RequestAuthorizer, authorized_group_call, with_every_operation
 from zkcoord.server.seams import GroupCoordinator
 
 
@@ -37,6 +38,11 @@ class GroupDispatch:
         # The hottest API: answered synchronously (no task, no future) whenever the service can.
         (r,) = kp.group_requests(req)
         assert isinstance(r, gm.HeartbeatRequest)
+        if self.authorizer is not None and not self.authorizer.group(req, Operation.READ, r.group_id):
+            refused = gm.HeartbeatResponse(int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            if self.observe is not None:
+                self.observe(req.api_key, refused)
+            return kp.group_response(req, [refused])
         answer = self.service.heartbeat_now(r)
         if not isinstance(answer, gm.HeartbeatResponse):
             return self._finish(req, answer)
@@ -79,7 +85,8 @@ class GroupDispatch:
         if isinstance(r, gm.OffsetFetchRequest):
             return await s.offset_fetch(r)
         if isinstance(r, gm.DescribeGroupsRequest):
-            return await s.describe_groups(r)
+            described = await s.describe_groups(r)
+            return described if self.authorizer is not None else with_every_operation(r, described)
         if isinstance(r, gm.ListGroupsRequest):
             return await s.list_groups(r)
         return await s.delete_groups(r)

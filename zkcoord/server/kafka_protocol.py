@@ -820,7 +820,13 @@ def metadata_request(req: RequestFrame) -> dm.MetadataRequest:
     names: tuple[str, ...] | None = None
     if b.topics is not None and not (v == 0 and not b.topics):  # v0 asks for every topic by an empty list
         names = tuple(t.name for t in b.topics if t.name is not None)
-    return dm.MetadataRequest(v, names, v < 4 or bool(b.allow_auto_topic_creation))
+    return dm.MetadataRequest(
+        v,
+        names,
+        v < 4 or bool(b.allow_auto_topic_creation),
+        8 <= v <= 10 and bool(b.include_cluster_authorized_operations),
+        v >= 8 and bool(b.include_topic_authorized_operations),
+    )
 
 
 def metadata_response(req: RequestFrame, r: dm.MetadataResponse) -> bytes:
@@ -838,6 +844,7 @@ def metadata_response(req: RequestFrame, r: dm.MetadataResponse) -> bytes:
                 error_code=t.error_code,
                 name=t.name,
                 is_internal=t.internal,
+                authorized_operations=_bitfield(t.authorized_operations),
                 partitions=[
                     P(
                         error_code=p.error_code,
@@ -853,6 +860,7 @@ def metadata_response(req: RequestFrame, r: dm.MetadataResponse) -> bytes:
             )
             for t in r.topics
         ],
+        authorized_operations=_bitfield(r.cluster_authorized_operations),
     )
     return _encode(req, resp)
 
@@ -921,6 +929,7 @@ def create_topics_response(req: RequestFrame, r: dm.CreateTopicsResponse) -> byt
                 num_partitions=t.num_partitions if t.error_code == 0 else -1,
                 replication_factor=1 if t.error_code == 0 else -1,
                 configs=[],
+                topic_config_error_code=t.topic_config_error_code,
             )
             for t in r.topics
         ],
@@ -1017,7 +1026,9 @@ def fetch_request(req: RequestFrame) -> dm.FetchRequest:
         )
         for t in b.topics
     )
-    return dm.FetchRequest(v, b.max_wait_ms, b.min_bytes, b.max_bytes if v >= 3 else 2**31 - 1, topics)
+    return dm.FetchRequest(
+        v, b.max_wait_ms, b.min_bytes, b.max_bytes if v >= 3 else 2**31 - 1, topics, b.replica_id
+    )
 
 
 def fetch_response(req: RequestFrame, r: dm.FetchResponse) -> bytes:

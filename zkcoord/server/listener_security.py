@@ -189,6 +189,13 @@ class ListenerSecurity:
     tls: ssl.SSLContext | None = None
     sasl: SaslConfig | None = None
 
+    @property
+    def protocol(self) -> str:
+        """Kafka's security protocol name for what this listener requires."""
+        if self.sasl is not None:
+            return "SASL_SSL" if self.tls is not None else "SASL_PLAINTEXT"
+        return "SSL" if self.tls is not None else "PLAINTEXT"
+
     def authenticator(self, peer: str) -> SaslAuthenticator | None:
         return SaslAuthenticator(self.sasl, peer) if self.sasl is not None else None
 

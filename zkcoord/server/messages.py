@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+NO_OPERATIONS_FIELD = -(2**31)  # an "authorized operations" field not asked for (Kafka's INT32_MIN default)
+
 # -- Metadata ---------------------------------------------------------------------------------------------------
 
 
@@ -35,6 +37,7 @@ class TopicMeta:
     error_code: int
     partitions: tuple[PartitionMeta, ...]
     internal: bool = False
+    authorized_operations: int = NO_OPERATIONS_FIELD  # v8+, when asked (KIP-430)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +45,8 @@ class MetadataRequest:
     api_version: int
     topics: tuple[str, ...] | None  # None: every topic (a null list v1+, an empty list v0)
     allow_auto_topic_creation: bool  # always true before v4, which has no such field
+    include_cluster_authorized_operations: bool = False  # v8-10
+    include_topic_authorized_operations: bool = False  # v8+
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +55,7 @@ class MetadataResponse:
     cluster_id: str
     controller_id: int
     topics: tuple[TopicMeta, ...]
+    cluster_authorized_operations: int = NO_OPERATIONS_FIELD  # v8-10, when asked
 
 
 # -- FindCoordinator --------------------------------------------------------------------------------------------
@@ -101,6 +107,7 @@ class CreatableTopicResult:
     error_code: int
     error_message: str | None
     num_partitions: int
+    topic_config_error_code: int = 0  # v5+: TOPIC_AUTHORIZATION_FAILED without DescribeConfigs on the topic
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +220,7 @@ class FetchRequest:
     min_bytes: int
     max_bytes: int  # the response's byte budget; unbounded (2^31-1) before v3, which has no such field
     topics: tuple[FetchTopic, ...]
+    replica_id: int = -1  # >= 0: a follower broker's fetch (Kafka then needs ClusterAction, not Read)
 
 
 @dataclass(frozen=True, slots=True)

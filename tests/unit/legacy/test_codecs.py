@@ -164,6 +164,15 @@ def test_broker_plaintext_endpoint_via_protocol_map() -> None:
     assert BrokerRegistration.decode(P, data).encode() == data
 
 
+def test_broker_endpoint_of_a_secured_protocol() -> None:
+    """A cluster node on a SASL_SSL listener registers that endpoint, and its peers find it by protocol."""
+    b = BrokerRegistration.create("h", 9094, timestamp_ms=TS, endpoints=["SASL_SSL://h:9094"])
+    assert b.endpoint_for("SASL_SSL") == ("h", 9094)
+    assert b.endpoint_for("PLAINTEXT") is None and b.endpoint_for("SSL") is None
+    old = BrokerRegistration.create("h", 9092, version=1, timestamp_ms=TS)  # host/port only: PLAINTEXT
+    assert old.endpoint_for("PLAINTEXT") == ("h", 9092) and old.endpoint_for("SASL_SSL") is None
+
+
 def test_ipv6_endpoint() -> None:
     assert parse_endpoint("PLAINTEXT://[::1]:9092") == ("PLAINTEXT", "::1", 9092)
     b = BrokerRegistration.create("::1", 9092, timestamp_ms=TS)
@@ -447,8 +456,8 @@ def test_broker_endpoint_for_a_security_protocol() -> None:
     b = BrokerRegistration.decode(P, data)
     assert b.endpoint_for("SASL_SSL") == ("e", 1)
     assert b.endpoint_for("PLAINTEXT") == ("i", 2)
-    # No listener of that protocol: the PLAINTEXT one (a zkcoord cluster node registers its one listener so).
-    assert b.endpoint_for("SSL") == ("i", 2)
+    # No listener of that protocol: none (a client of one protocol cannot talk to a listener of another).
+    assert b.endpoint_for("SSL") is None
     assert (
         BrokerRegistration.create("h", 9093, timestamp_ms=TS, endpoints=["SSL://h:9093"]).endpoint_for(
             "SASL_SSL"
