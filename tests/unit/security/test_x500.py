@@ -18,7 +18,7 @@ from zkcoord.security.x500 import (
     ssl_principal,
 )
 
-CN, O, OU, C, DC, EMAIL = (
+CN, ORG, OU, C, DC, EMAIL = (
     "2.5.4.3",
     "2.5.4.10",
     "2.5.4.11",
@@ -63,7 +63,7 @@ def test_values_are_escaped_as_java_prints_them(value: str, printed: str) -> Non
 
 def test_rdns_are_printed_most_specific_first() -> None:
     # ASN.1 order as in the certificate: C, O, OU, CN.
-    rdns = ((_a(C, "US", PRINTABLE),), (_a(O, "Acme, Inc."),), (_a(OU, "ops"),), (_a(CN, "alice"),))
+    rdns = ((_a(C, "US", PRINTABLE),), (_a(ORG, "Acme, Inc."),), (_a(OU, "ops"),), (_a(CN, "alice"),))
     assert rfc2253(rdns) == "CN=alice,OU=ops,O=Acme\\, Inc.,C=US"
 
 
