@@ -4,7 +4,8 @@ confluent-kafka and kcat produce, consume and form a group with each mechanism; 
 Kafka's error; a credential written to /config/users by the test itself, not by zkcoord, logs in. The server
 authorizes with Kafka's ACLs (allow.everyone.if.no.acl.found, so resources without ACLs stay open): a principal
 without Read on a group is refused with GROUP_AUTHORIZATION_FAILED and changes nothing; one with the ACLs works;
-an ACL written to /kafka-acl in Kafka's JSON by the test is honoured."""
+an ACL written to /kafka-acl in Kafka's JSON by the test is honoured. A second node's SSL listener requires client
+certificates (ssl.client.auth=required): the principal is the certificate's subject DN, as Kafka names it."""
 
 from __future__ import annotations
 
@@ -557,3 +558,121 @@ def test_a_cluster_node_on_sasl_ssl_authenticates_and_authorizes_the_group(
     finally:
         node.stop()
         node.kill9()
+
+
+# --- TLS client authentication (ssl.client.auth=required on an SSL listener) ----------------------------------
+
+ALICE_SUBJECT, ALICE_DN = "/O=Acme, Inc./OU=clients/CN=alice", "CN=alice,OU=clients,O=Acme\\, Inc."
+
+
+@dataclass
+class Mtls:
+    server: ServerProcess
+    ca: Path
+    certs: dict[str, tuple[Path, Path]]  # name -> (certificate, key), signed by the module's CA
+    groups: tuple[str, str]  # groups with a Read ACL for alice's certificate principal only
+
+    def kafka_python(self, name: str | None) -> dict[str, Any]:
+        cfg: dict[str, Any] = {"bootstrap_servers": self.server.bootstrap, "security_protocol": "SSL",
+                               "ssl_cafile": str(self.ca)}  # fmt: skip
+        if name is not None:
+            cfg["ssl_certfile"], cfg["ssl_keyfile"] = (str(p) for p in self.certs[name])
+        return cfg
+
+
+@pytest.fixture(scope="module")
+def mtls(secured: Secured, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mtls]:
+    """One extra single node, its only listener SSL with ssl.client.auth=required against the module's CA, ACLs
+    from the module's ZooKeeper chroot (allow.everyone.if.no.acl.found: the topics stay open)."""
+    d = tmp_path_factory.mktemp("mtls")
+    ca_dir = secured.ca.parent
+    certs: dict[str, tuple[Path, Path]] = {}
+    for name, subject in (("alice", ALICE_SUBJECT), ("bob", "/CN=bob")):
+        _openssl("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-subj", subject,
+                 "-keyout", str(d / f"{name}.key"), "-out", str(d / f"{name}.csr"), cwd=d)  # fmt: skip
+        _openssl("x509", "-req", "-in", str(d / f"{name}.csr"), "-CA", str(secured.ca), "-CAkey",
+                 str(ca_dir / "ca.key"), "-CAcreateserial", "-days", "2", "-out", str(d / f"{name}.pem"),
+                 cwd=d)  # fmt: skip
+        certs[name] = (d / f"{name}.pem", d / f"{name}.key")
+    groups = (_topic("mtls-group"), _topic("mtls-group"))
+    for group in groups:  # written before the node starts, so its ACL cache holds them from the first request
+        _add_acl_with_zkcoord(secured.zk_connect, "--group", group, "--allow-principal", f"User:{ALICE_DN}",
+                              "--operation", "Read")  # fmt: skip
+    flags = (*FAST_GROUP_FLAGS, "--num.partitions=1", "--security-zk", secured.zk_connect,
+             "--ssl.keystore.location", str(ca_dir / "keystore.pem"), "--ssl.client.auth", "required",
+             "--ssl.truststore.location", str(secured.ca),
+             "--authorizer.class.name", "kafka.security.authorizer.AclAuthorizer",
+             "--allow.everyone.if.no.acl.found", "true")  # fmt: skip
+    server = ServerProcess(d / "data", flags, protocol="SSL")
+    server.start()
+    try:
+        yield Mtls(server, secured.ca, certs, groups)
+    finally:
+        server.stop()
+        server.kill9()
+
+
+def test_a_client_certificate_with_an_acl_for_its_subject_commits_in_a_group(mtls: Mtls) -> None:
+    topic, group = _topic("mtls-topic"), mtls.groups[0]
+    producer = KafkaProducer(**mtls.kafka_python("alice"))
+    try:
+        assert [producer.send(topic, b"t%d" % i).get(30).offset for i in range(3)] == [0, 1, 2]
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                             **mtls.kafka_python("alice"))  # fmt: skip
+    try:
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(values) < 3 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(r.value for r in records)
+        assert values == [b"t0", b"t1", b"t2"]
+        consumer.commit()
+        assert consumer.committed(TopicPartition(topic, 0)) == 3
+    finally:
+        consumer.close()
+
+
+def _api_versions_over_tls(mtls: Mtls, cert: tuple[Path, Path] | None) -> bytes:
+    """Send ApiVersions v0 over TLS; what the server answers (b"" when it closed the connection)."""
+    ctx = ssl.create_default_context(cafile=str(mtls.ca))
+    if cert is not None:
+        ctx.load_cert_chain(*(str(p) for p in cert))
+    host, port = mtls.server.bootstrap.split(":")
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        ctx.wrap_socket(raw, server_hostname=host) as s,
+    ):
+        body = struct.pack(">hhih", kp.API_VERSIONS, 0, 7, 4) + b"test"
+        s.sendall(struct.pack(">i", len(body)) + body)
+        return s.recv(4)
+
+
+def test_without_a_client_certificate_the_handshake_is_refused(mtls: Mtls) -> None:
+    assert len(_api_versions_over_tls(mtls, mtls.certs["alice"])) == 4  # the same way in with a certificate
+    # TLS 1.3: the server refuses the missing certificate after the client's half of the handshake, so the
+    # refusal arrives as an alert on the first read (TLS 1.2 would fail in do_handshake; both are SSLError).
+    try:
+        answer = _api_versions_over_tls(mtls, None)
+    except (ssl.SSLError, ConnectionResetError):
+        answer = b""  # the refusal (an alert, or a reset)
+    assert answer == b"", answer  # never an answer
+    # kafka-python without a certificate: every bootstrap attempt fails its handshake, so it cannot start.
+    with pytest.raises(KPErrors.KafkaTimeoutError, match="Unable to bootstrap"):
+        KafkaProducer(**mtls.kafka_python(None), bootstrap_timeout_ms=3000).close()
+
+
+def test_another_certificate_without_an_acl_gets_group_authorization_failed(mtls: Mtls) -> None:
+    topic, group = _topic("mtls-topic"), mtls.groups[1]
+    intruder = KafkaConsumer(group_id=group, enable_auto_commit=False, **mtls.kafka_python("bob"))
+    try:
+        with pytest.raises(KPErrors.GroupAuthorizationFailedError):
+            intruder.commit({TopicPartition(topic, 0): OffsetAndMetadata(2, "", -1)})
+    finally:
+        intruder.close()
+    admin = KafkaAdminClient(**mtls.kafka_python("alice"))
+    try:
+        assert admin.list_group_offsets(group) == {group: {}}  # bob's commit stored nothing
+    finally:
+        admin.close()

@@ -1,5 +1,6 @@
-"""`zkcoord cluster describe --zk CONNECT`: the cluster as ZooKeeper records it — nodes, controller and its
-epoch, and every partition's leader, leader epoch and ISR (read-only; a malformed znode is reported, not fixed)."""
+"""`zkcoord cluster describe --zk CONNECT`: the cluster as ZooKeeper records it — nodes with every registered
+endpoint and its security protocol, the controller and its epoch, and every partition's leader, leader epoch and
+ISR (read-only; a malformed znode is reported, not fixed)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from zkcoord.cli.options import examples
 from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
-from zkcoord.legacy.codecs import BrokerRegistration
+from zkcoord.legacy.codecs import BrokerRegistration, format_endpoint
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 
 
@@ -50,7 +51,12 @@ def describe_cluster(client: Any, topics: list[str] | None = None) -> dict[str, 
                 {
                     "id": node_id,
                     "version": reg.version,
-                    "endpoint": endpoint and f"{endpoint[0]}:{endpoint[1]}",
+                    "endpoint": endpoint and f"{endpoint[0]}:{endpoint[1]}",  # the PLAINTEXT one (or None)
+                    # every listener, whatever its protocol: a SASL_SSL-only node has no PLAINTEXT endpoint
+                    "endpoints": [
+                        {"listener": name, "protocol": protocol, "host": host, "port": port}
+                        for name, protocol, host, port in reg.listeners()
+                    ],
                 }
             )
         except MalformedZnode as exc:
@@ -98,14 +104,21 @@ def _show(value: Any) -> str:
     return str(value)
 
 
+def _endpoint(e: dict[str, Any]) -> str:
+    """`SASL_SSL://h:9094`; a listener named apart from its protocol says which: `INTERNAL://h:9093 (SSL)`."""
+    text = format_endpoint(e["listener"], e["host"], e["port"])
+    return text if e["listener"] == e["protocol"] else f"{text} ({e['protocol']})"
+
+
 def format_description(desc: dict[str, Any]) -> str:
     out = [
         f"controller: {_show(desc['controller'])}  controller_epoch: {_show(desc['controller_epoch'])}",
         "",
     ]
-    node_rows = [["NODE", "VERSION", "ENDPOINT"]]
+    node_rows = [["NODE", "VERSION", "ENDPOINTS"]]
     for n in desc["nodes"]:
-        node_rows.append([str(n["id"]), _show(n.get("version")), n.get("endpoint") or n.get("error", "-")])
+        shown = ",".join(_endpoint(e) for e in n.get("endpoints", ())) or n.get("error", "-")
+        node_rows.append([str(n["id"]), _show(n.get("version")), shown])
     out += [_table(node_rows), ""]
     rows = [["TOPIC", "PARTITION", "LEADER", "LEADER_EPOCH", "ISR", "REPLICAS", "CONTROLLER_EPOCH"]]
     for r in desc["partitions"]:

@@ -1,7 +1,8 @@
 """`zkcoord serve`'s listener flags with Kafka's names (`listeners`, `sasl.enabled.mechanisms`, the JAAS
-`KafkaServer` section, `ssl.keystore.location` as PEM, `connection.failed.authentication.delay.ms`) and the
-authorizer's (`authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`), read into each listener's
-validated `ListenerSecurity` and the node's `RequestAuthorizer` before anything binds."""
+`KafkaServer` section, `ssl.keystore.location` as PEM, `connection.failed.authentication.delay.ms`), TLS client
+authentication (`ssl.client.auth`, `ssl.truststore.location` as PEM) and the authorizer's
+(`authorizer.class.name`, `super.users`, `allow.everyone.if.no.acl.found`), read into each listener's validated
+`ListenerSecurity` and the node's `RequestAuthorizer` before anything binds."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from zkcoord.security.acl import AuthorizerConfig
 from zkcoord.security.sasl import PLAIN, Listener, SecurityProtocol, parse_listeners, parse_mechanisms
 from zkcoord.security.scram import HASHES, ScramCredential
 from zkcoord.server.authorization import RequestAuthorizer
-from zkcoord.server.listener_security import ListenerSecurity, SaslConfig, tls_context
+from zkcoord.server.listener_security import CLIENT_AUTH, ListenerSecurity, SaslConfig, tls_context
 from zkcoord.zk.auth import ZkAuth, parse_jaas
 from zkcoord.zk.kafka_acls import AclCache
 from zkcoord.zk.kafka_credentials import ScramCredentialStore
@@ -73,7 +74,24 @@ def add_listener_options(parser: argparse.ArgumentParser) -> None:
         dest="ssl_truststore",
         type=Path,
         metavar="PEM",
-        help="CA certificates; given, clients must present a certificate it signed (ssl.client.auth=required)",
+        help="PEM CA certificates (ssl.truststore.type=PEM) that client certificates must be signed by, with "
+        "--ssl.client.auth required|requested",
+    )
+    group.add_argument(
+        "--ssl.client.auth",
+        dest="ssl_client_auth",
+        choices=tuple(CLIENT_AUTH),
+        default="none",
+        help="Kafka's ssl.client.auth for SSL and SASL_SSL listeners: required (no certificate, no connection), "
+        "requested (without one the client is User:ANONYMOUS) or none (default); on an SSL listener the "
+        "principal is User:<the certificate's subject DN>, on SASL_SSL the SASL login's",
+    )
+    group.add_argument(
+        "--ssl.principal.mapping.rules",
+        dest="ssl_principal_mapping_rules",
+        default="DEFAULT",
+        metavar="RULES",
+        help="only DEFAULT (the principal is the whole subject DN, as Kafka's default)",
     )
     group.add_argument(
         "--connection.failed.authentication.delay.ms",
@@ -156,7 +174,7 @@ def listener_setup(args: argparse.Namespace, auth: ZkAuth) -> ListenerSetup:
     if any(x.protocol.tls for x in listeners):
         if args.ssl_keystore is None:
             raise ConfigError("an SSL or SASL_SSL listener needs --ssl.keystore.location PEM")
-        tls = tls_context(args.ssl_keystore, args.ssl_key, args.ssl_truststore)
+        tls = tls_context(args.ssl_keystore, args.ssl_key, args.ssl_truststore, _client_auth(args))
     if any(x.protocol.sasl for x in listeners):
         sasl = _sasl_config(args, auth, setup)
     secured = [
@@ -170,6 +188,22 @@ def listener_setup(args: argparse.Namespace, auth: ZkAuth) -> ListenerSetup:
     if args.authorizer is not None:
         setup.authorizer = _authorizer(args, auth, setup)
     return setup
+
+
+def _client_auth(args: argparse.Namespace) -> str:
+    if args.ssl_principal_mapping_rules.strip() != "DEFAULT":
+        raise ConfigError(
+            f"--ssl.principal.mapping.rules {args.ssl_principal_mapping_rules!r}: only DEFAULT is supported "
+            "(the principal is User:<the certificate's whole subject DN>)"
+        )
+    if args.ssl_truststore is not None and args.ssl_client_auth == "none":
+        # Before ssl.client.auth existed here a truststore alone required client certificates: refuse rather
+        # than silently stop checking them.
+        raise ConfigError(
+            "--ssl.truststore.location is only used to check client certificates: give --ssl.client.auth "
+            "required or requested (Kafka's default is none)"
+        )
+    return str(args.ssl_client_auth)
 
 
 def _authorizer(args: argparse.Namespace, auth: ZkAuth, setup: ListenerSetup) -> RequestAuthorizer:

@@ -12,7 +12,15 @@ import sys
 from zkcoord.cli.options import examples
 from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError
-from zkcoord.security.acl import CLUSTER, Acl, Operation, Permission, Resource, ResourceType
+from zkcoord.security.acl import (
+    CLUSTER,
+    SUPPORTED_OPERATIONS,
+    Acl,
+    Operation,
+    Permission,
+    Resource,
+    ResourceType,
+)
 from zkcoord.security.scram import DEFAULT_ITERATIONS, HASHES, ScramCredential
 from zkcoord.zk.kafka_acls import add_acls, resource_path
 from zkcoord.zk.kafka_credentials import user_path, write_scram
@@ -59,13 +67,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def _register_add_acl(cmds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     acl = cmds.add_parser(
         "add-acl",
-        help="add ACLs to /kafka-acl/<Topic|Group|Cluster>/NAME (Kafka's format, kafka-acls.sh's options)",
+        help="add ACLs to /kafka-acl/<Topic|Group|Cluster|TransactionalId>/NAME (Kafka's format, kafka-acls.sh's options)",
         description="Add an ACL for each principal x operation x host to the resource's ACL set in ZooKeeper "
         "(keeping the ACLs already there) and announce it under /kafka-acl-changes, as kafka-acls.sh does.",
         epilog=examples(
             "zkcoord security add-acl --zk h:2181 --allow-principal User:alice --operation Read --group payments",
             "zkcoord security add-acl --zk h:2181 --allow-principal User:alice --operation Write --topic '*'",
             "zkcoord security add-acl --zk h:2181 --deny-principal User:mallory --operation All --cluster",
+            "zkcoord security add-acl --zk h:2181 --allow-principal User:app --operation Write --transactional-id tx1",
         ),
     )
     acl.add_argument(
@@ -75,6 +84,9 @@ def _register_add_acl(cmds: argparse._SubParsersAction[argparse.ArgumentParser])
     target.add_argument("--topic", help="the topic (or '*', every topic)")
     target.add_argument("--group", help="the consumer group (or '*', every group)")
     target.add_argument("--cluster", action="store_true", help="the cluster (kafka-cluster)")
+    target.add_argument(
+        "--transactional-id", help="the transactional id (or '*', every one): Write and Describe, as Kafka"
+    )
     acl.add_argument("--allow-principal", action="append", default=[], metavar="User:NAME", help="repeatable")
     acl.add_argument("--deny-principal", action="append", default=[], metavar="User:NAME", help="repeatable")
     acl.add_argument(
@@ -94,9 +106,20 @@ def add_acl(args: argparse.Namespace) -> int:
         resource = CLUSTER
     elif args.topic is not None:
         resource = Resource(ResourceType.TOPIC, args.topic)
+    elif args.transactional_id is not None:
+        resource = Resource(ResourceType.TRANSACTIONAL_ID, args.transactional_id)
     else:
         resource = Resource(ResourceType.GROUP, args.group)
     path = resource_path(resource)  # validates the name before connecting
+    supported = SUPPORTED_OPERATIONS[resource.type]
+    unsupported = [
+        op for op in args.operation if op != Operation.ALL.value and Operation(op) not in supported
+    ]
+    if unsupported:  # as kafka-acls.sh refuses them: such an ACL could never allow anything
+        names = ",".join([o.value for o in supported] + [Operation.ALL.value])
+        raise ConfigError(
+            f"ResourceType {resource.type.value} only supports operations {names}, not {','.join(unsupported)}"
+        )
     entries = [(p, Permission.ALLOW) for p in args.allow_principal] + [
         (p, Permission.DENY) for p in args.deny_principal
     ]

@@ -141,6 +141,10 @@ def error_response(req: GroupRequest, code: ErrorCode) -> GroupResponse:
     if isinstance(req, OffsetCommitRequest):
         return commit_errors(req, code)
     if isinstance(req, OffsetFetchRequest):
+        if (
+            req.api_version >= 2
+        ):  # Kafka 2.8 OffsetFetchRequest.getErrorResponse: top-level error, no partitions
+            return OffsetFetchResponse(c, ())
         topics = tuple(
             OffsetFetchResponseTopic(
                 t.name, tuple(OffsetFetchResponsePartition(p, -1, -1, "", c) for p in t.partition_indexes)

@@ -484,6 +484,18 @@ class BrokerRegistration:
         """(host, port) a PLAINTEXT client connects to, or None when the broker has no such listener."""
         return self.endpoint_for("PLAINTEXT")
 
+    def listeners(self) -> tuple[tuple[str, str, str, int], ...]:
+        """Every registered listener as (listener name, security protocol, host, port), in registration order;
+        the top-level host/port of a registration without endpoints (v1) is a PLAINTEXT listener."""
+        protocols = dict(self.listener_security_protocol_map)
+        found: list[tuple[str, str, str, int]] = []
+        for endpoint in self.endpoints:
+            name, host, port = parse_endpoint(endpoint)
+            found.append((name, protocols.get(name, name), host, port))
+        if not found and self.host is not None and self.port >= 0:
+            found.append(("PLAINTEXT", "PLAINTEXT", self.host, self.port))
+        return tuple(found)
+
     def endpoint_for(self, protocol: str) -> tuple[str, int] | None:
         """(host, port) of the broker's listener of security protocol `protocol` (PLAINTEXT, SSL, SASL_PLAINTEXT,
         SASL_SSL), or None; the top-level host/port of old registrations is a PLAINTEXT listener."""

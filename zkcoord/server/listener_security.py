@@ -1,4 +1,5 @@
-"""What a listener asks of a connection before it serves it: TLS from PEM files, and on SASL listeners a
+"""What a listener asks of a connection before it serves it: TLS from PEM files (with Kafka's `ssl.client.auth`,
+the principal of an SSL listener's connection is its client certificate's subject), and on SASL listeners a
 per-connection authenticator that carries SaslHandshake (17) + SaslAuthenticate (36) through PLAIN or SCRAM.
 
 Guarantees: on a SASL listener nothing but ApiVersions, SaslHandshake and SaslAuthenticate is served before the
@@ -19,8 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zkcoord.errors import ConfigError, ErrorCode
+from zkcoord.security.acl import Session
 from zkcoord.security.sasl import ANONYMOUS, PLAIN, SaslFailure, plain_authenticate, principal
 from zkcoord.security.scram import HASHES, ScramCredential, ScramError, ScramServer
+from zkcoord.security.x500 import CertificateParseError, ssl_principal
 from zkcoord.server import kafka_protocol as kp
 
 log = logging.getLogger(__name__)
@@ -29,18 +32,35 @@ log = logging.getLogger(__name__)
 ScramLookup = Callable[[str, str], Awaitable[ScramCredential | None]]
 
 
-def tls_context(certfile: Path, keyfile: Path | None = None, cafile: Path | None = None) -> ssl.SSLContext:
-    """A server TLS context from PEM files (Kafka's `ssl.keystore.type=PEM`: the certificate chain, its key; a
-    CA file makes client certificates required, as `ssl.client.auth=required`)."""
+# Kafka's `ssl.client.auth` values, and what the TLS server asks of the client for each.
+CLIENT_AUTH: dict[str, ssl.VerifyMode] = {
+    "required": ssl.CERT_REQUIRED,
+    "requested": ssl.CERT_OPTIONAL,  # asked for; a client without one connects as User:ANONYMOUS
+    "none": ssl.CERT_NONE,
+}
+
+
+def tls_context(
+    certfile: Path, keyfile: Path | None = None, cafile: Path | None = None, client_auth: str = "none"
+) -> ssl.SSLContext:
+    """A server TLS context from PEM files (Kafka's `ssl.keystore.type=PEM`: the certificate chain, its key) and
+    `ssl.client.auth` (`required`/`requested`, a certificate signed by a CA of `cafile`, the truststore)."""
+    if client_auth not in CLIENT_AUTH:
+        raise ConfigError(f"ssl.client.auth must be one of {', '.join(CLIENT_AUTH)}, not {client_auth!r}")
+    if client_auth != "none" and cafile is None:
+        raise ConfigError(
+            f"ssl.client.auth={client_auth} checks client certificates against the CAs of "
+            "--ssl.truststore.location PEM: give it"
+        )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
         ctx.load_cert_chain(str(certfile), str(keyfile) if keyfile is not None else None)
         if cafile is not None:
             ctx.load_verify_locations(str(cafile))
-            ctx.verify_mode = ssl.CERT_REQUIRED
     except (OSError, ssl.SSLError) as exc:
         raise ConfigError(f"TLS: cannot load {certfile}/{keyfile}/{cafile}: {exc}") from None
+    ctx.verify_mode = CLIENT_AUTH[client_auth]
     return ctx
 
 
@@ -198,6 +218,21 @@ class ListenerSecurity:
 
     def authenticator(self, peer: str) -> SaslAuthenticator | None:
         return SaslAuthenticator(self.sasl, peer) if self.sasl is not None else None
+
+    def session(self, ssl_object: ssl.SSLObject | None, host: str, peer: str) -> Session | None:
+        """Who a new connection is once its TLS handshake is done: on an SSL listener Kafka's principal for the
+        client certificate (`User:<subject DN>`, `User:ANONYMOUS` without one); on a SASL listener anonymous
+        until the login names it (Kafka takes the principal from SASL there, whatever the certificate). None
+        when the certificate's subject cannot be read: the connection is closed rather than let in anonymous."""
+        if self.sasl is not None or self.tls is None or ssl_object is None:
+            return Session(host=host)
+        try:
+            name = ssl_principal(ssl_object.getpeercert(binary_form=True))
+        except CertificateParseError as exc:
+            log.warning("connection %s: client certificate subject unreadable (%s), closing", peer, exc)
+            return None
+        log.debug("connection %s: TLS principal %s", peer, name)
+        return Session(name, host)
 
 
 PLAINTEXT_SECURITY = ListenerSecurity()

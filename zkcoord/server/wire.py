@@ -207,10 +207,17 @@ class WireServer:
         ip = str(peername[0]) if isinstance(peername, tuple) else peer
         if self._refuse(writer, peer, ip):
             return
+        # The TLS handshake is done here: an SSL listener's principal is the client certificate's (or ANONYMOUS).
+        tls = writer.get_extra_info("ssl_object")
+        session = self.security.session(tls, ip, peer) if self.security is not None else Session(host=ip)
+        if session is None:
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             self._tasks.add(task)
         conn = _Connection(writer, peer, ip, asyncio.get_running_loop().time())
+        conn.session = session
         if self.security is not None:
             conn.auth = self.security.authenticator(peer)
         self._live.add(conn)

@@ -17,6 +17,7 @@ from zkcoord.group.messages import (
     ListGroupsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetFetchRequest,
     OffsetFetchRequestTopic,
     OffsetFetchResponse,
     SyncGroupRequest,
@@ -260,3 +261,21 @@ def test_generation_minus_one_into_empty_group_skips_member_checks() -> None:
     assert commit_codes(d, d.commit({("t", 0): 1}, member_id="whoever", instance="i")) == [0]
     (m,) = d.stable_group(1, group="h")
     assert commit_codes(d, d.commit({("t", 0): 1}, group="h", member_id=m)) == [E.ILLEGAL_GENERATION]
+
+
+def test_offset_fetch_error_response_is_kafkas_per_version() -> None:
+    """Kafka 2.8 OffsetFetchRequest.getErrorResponse: before v2 the error is in every asked partition (offset -1,
+    no metadata); from v2 it is the top-level error alone, with no partitions."""
+    topics = (OffsetFetchRequestTopic("t", (0, 1)), OffsetFetchRequestTopic("u", (3,)))
+    for code in (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE):
+        for version in (0, 1):
+            old = h.error_response(OffsetFetchRequest(version, "g", topics), code)
+            assert isinstance(old, OffsetFetchResponse)
+            assert [(t.name, p.partition_index, p.committed_offset, p.metadata, p.error_code)
+                    for t in old.topics for p in t.partitions] == [
+                ("t", 0, -1, "", code), ("t", 1, -1, "", code), ("u", 3, -1, "", code)
+            ]  # fmt: skip
+        for version in (2, 3, 5, 7):
+            for asked in (topics, None):  # named partitions, and the fetch-all form
+                new = h.error_response(OffsetFetchRequest(version, "g", asked), code)
+                assert new == OffsetFetchResponse(int(code), ())

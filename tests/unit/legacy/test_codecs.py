@@ -173,6 +173,23 @@ def test_broker_endpoint_of_a_secured_protocol() -> None:
     assert old.endpoint_for("PLAINTEXT") == ("h", 9092) and old.endpoint_for("SASL_SSL") is None
 
 
+def test_broker_listeners_are_every_endpoint_with_its_protocol() -> None:
+    data = (
+        b'{"listener_security_protocol_map":{"EXT":"SASL_SSL","INTERNAL":"PLAINTEXT"},'
+        b'"endpoints":["EXT://e:1","INTERNAL://i:2","SSL://s:3"],"jmx_port":-1,"host":null,"timestamp":"1",'
+        b'"port":-1,"version":4}'
+    )
+    assert BrokerRegistration.decode(P, data).listeners() == (
+        ("EXT", "SASL_SSL", "e", 1),
+        ("INTERNAL", "PLAINTEXT", "i", 2),
+        ("SSL", "SSL", "s", 3),  # not in the map: named by its protocol
+    )
+    secured = BrokerRegistration.create("h", 9094, timestamp_ms=TS, endpoints=["SASL_SSL://h:9094"])
+    assert secured.listeners() == (("SASL_SSL", "SASL_SSL", "h", 9094),)
+    old = BrokerRegistration.create("h", 9092, version=1, timestamp_ms=TS)
+    assert old.listeners() == (("PLAINTEXT", "PLAINTEXT", "h", 9092),)
+
+
 def test_ipv6_endpoint() -> None:
     assert parse_endpoint("PLAINTEXT://[::1]:9092") == ("PLAINTEXT", "::1", 9092)
     b = BrokerRegistration.create("::1", 9092, timestamp_ms=TS)
