@@ -274,7 +274,8 @@ def test_fetch_with_zookeeper_unavailable_answers_load_in_progress() -> None:
     ok, failed, bridge = _run(go)
     assert [p.committed_offset for _, p in _flat(ok)] == [30, 4]
     assert failed.error_code == LOAD_IN_PROGRESS
-    assert [(p.committed_offset, p.error_code) for _, p in _flat(failed)] == [(-1, 14), (-1, 14)]
+    # v2+ as Kafka 2.8's OffsetFetchRequest.getErrorResponse: the top-level error and no partitions.
+    assert list(_flat(failed)) == []
     assert bridge.stats.fetch_failures == 1 and bridge.stats.fetch_zk_ahead == 1
 
 
