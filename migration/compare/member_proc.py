@@ -22,8 +22,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import IO, Any
 
-from zkcoord.errors import ConfigError
-from zkcoord.security.client_config import kafka_python_security, parse_properties
+from zkcoord.security.client_config import read_command_config
 from zkcoord.zk.auth_flags import add_arguments as zk_security_arguments
 
 CONSUME_POLL_S = 0.2
@@ -169,19 +168,6 @@ def trace_commits(storage: Any, rec: Recorder) -> None:
     storage.commit = traced
 
 
-def client_security(path: str | None) -> dict[str, Any]:
-    """kafka-python's security arguments from a `--command-config` properties file (none without one); a file
-    that cannot be read or holds an unknown key is a ConfigError naming the file (and the key)."""
-    if not path:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise ConfigError(f"--command-config {path}: {exc.strerror}") from None
-    return kafka_python_security(parse_properties(text, path), f"--command-config {path}")
-
-
 # kafka-python's security argument -> librdkafka's property, for confluent-kafka members.
 _LIBRDKAFKA = {
     "security_protocol": "security.protocol",
@@ -258,7 +244,7 @@ def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
     client.add_listener(lambda state: fence_on(state, rec))
     consumer = LegacyConsumer(
         config, {t: 1 for t in args.topics}, listener=Listener(), client=client, offsets=member_offsets,
-        kafka_security=client_security(args.command_config),  # its data path reaches the same brokers
+        kafka_security=read_command_config(args.command_config),  # its data path reaches the same brokers
     )  # fmt: skip
     consumer.start()
     assert consumer.offset_storage is not None
@@ -320,7 +306,7 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, flags: Flags) -> N
         reconnect_backoff_max_ms=1000,
         partition_assignment_strategy=[assignors[args.strategy]],
         default_offset_commit_callback=lambda offsets, res: _kafka_python_committed(rec, offsets, res),
-        **client_security(args.command_config),
+        **read_command_config(args.command_config),
     )
     _trace_sync_commits(consumer, rec)
 
@@ -390,7 +376,7 @@ def run_confluent(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None
             # to expire; a group.instance.id would avoid that but also changes how a clean leave and a crash
             # rebalance, so it is not set here (docs/comparison.md, mixed).
             "on_commit": lambda err, partitions: _confluent_committed(rec, err, partitions),
-            **librdkafka_security(client_security(args.command_config)),
+            **librdkafka_security(read_command_config(args.command_config)),
         }
     )
 

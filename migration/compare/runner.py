@@ -32,13 +32,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from migration.compare.member_proc import client_security
 from migration.compare.partitions import PartitionIncreaseError, increase_partitions
 from migration.compare.scenario import PROTOCOLS, ChurnEvent, ChurnKind, Family, ProtocolRun, Scenario
 from migration.compare.trace import EventKind, RunMeta, TraceWriter
 from zkcoord.errors import ZkcoordError
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.local.zookeeper import ZooKeeper
+from zkcoord.security.client_config import read_command_config
 from zkcoord.zk import registry
 from zkcoord.zk import retry as zk_retry
 from zkcoord.zk.auth import ZkAuth
@@ -170,7 +170,7 @@ class _Play:
         # Kafka client security for the given node (--command-config): the runner's admin client and producer
         # use it, and every member gets the file to read the same way.
         self.command_config = command_config
-        self.kafka_security = client_security(command_config)
+        self.kafka_security = read_command_config(command_config)
         # Every ZooKeeper client of the play logs in alike: the runner's own (auth), and through the same flags
         # the members and the node it starts.
         self.zk_security = zk_security
@@ -728,7 +728,7 @@ def run_scenario(
             raise RunnerError(
                 "--command-config is for a given node (--bootstrap); the runner's own node is open"
             )
-        client_security(command_config)  # likewise a bad properties file
+        read_command_config(command_config)  # likewise a bad properties file
     chosen = [p for p in scenario.protocols if protocols is None or p.protocol in protocols]
     if scenario.shared:  # one play holds every protocol's members: the first run stands for the group
         if protocols is not None:

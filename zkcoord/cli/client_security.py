@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from zkcoord.errors import ConfigError
-from zkcoord.security.client_config import kafka_python_security, parse_properties
+from zkcoord.security.client_config import read_command_config
 
 
 def add_command_config(parser: argparse.ArgumentParser) -> None:
@@ -21,12 +20,4 @@ def add_command_config(parser: argparse.ArgumentParser) -> None:
 
 def command_config(args: argparse.Namespace) -> dict[str, Any]:
     """kafka-python's security arguments from --command-config (none without it)."""
-    path = getattr(args, "command_config", None)
-    if not path:
-        return {}
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as exc:
-        raise ConfigError(f"--command-config {path}: {exc.strerror}") from None
-    return kafka_python_security(parse_properties(text, path), f"--command-config {path}")
+    return read_command_config(getattr(args, "command_config", None))

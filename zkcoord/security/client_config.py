@@ -74,3 +74,16 @@ def kafka_python_security(props: Mapping[str, str], source: str = "--command-con
     if protocol.startswith("SASL") and "sasl_plain_username" not in out:
         raise ConfigError(f"{source}: {protocol} needs sasl.jaas.config (or sasl.username and sasl.password)")
     return out
+
+
+def read_command_config(path: str | None) -> dict[str, Any]:
+    """kafka-python's security arguments from a `--command-config` properties file (none without one); a file
+    that cannot be read or holds an unknown key is a ConfigError naming the file (and the key)."""
+    if not path:
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as exc:
+        raise ConfigError(f"--command-config {path}: {exc.strerror}") from None
+    return kafka_python_security(parse_properties(text, path), f"--command-config {path}")
