@@ -29,6 +29,7 @@ from zkcoord.records.batch import AppendRules
 from zkcoord.server.app import Node
 from zkcoord.server.broker import ServerConfig
 from zkcoord.server.limits import ConnectionLimits, LogLimits
+from zkcoord.storage import FileRecordStore
 
 # (flag, limits class, field, help) for the node's resource limits (docs/operations.md); Kafka's names where Kafka
 # has the limit, defaults from the classes.
@@ -366,6 +367,9 @@ async def _serve(
     try:
         await node.start()
         cfg = node.server_config
+        store = node.groups.store if node.groups is not None else None
+        if isinstance(store, FileRecordStore):  # how durable an acknowledged commit is (benchmarks report it)
+            print(f"zkcoord serve: group records in {store.directory} (fsync={store.fsync})", flush=True)
         print(f"zkcoord serve: listening on {cfg.host}:{cfg.port} node {cfg.node_id}", flush=True)
         for wire in node.more_wires:
             print(f"zkcoord serve: also listening on {wire.host}:{wire.port}", flush=True)
