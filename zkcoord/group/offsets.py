@@ -84,29 +84,23 @@ def _store_commit(
     topics = []
     # The hottest handler (one record per partition): names bound once, the cached answer looked up inline.
     add_record = records.append
-    Key, Value = OffsetCommitKey, OffsetCommitValue
+    # The records are NamedTuples built whole, so tuple.__new__ straight (their __new__ is a Python function).
+    Key, Value, new = OffsetCommitKey, OffsetCommitValue, tuple.__new__
     ok_cache = _OK_PARTITIONS
     for t in req.topics:
         parts: list[OffsetCommitResponsePartition] = []
         add_part = parts.append
         name = t.name
-        for p in t.partitions:
-            meta = p.committed_metadata if p.committed_metadata is not None else ""
-            index = p.partition_index
+        for index, offset, epoch, meta, stamp in t.partitions:
+            if meta is None:
+                meta = ""
             if len(meta) > max_meta:
                 add_part(OffsetCommitResponsePartition(index, int(E.OFFSET_METADATA_TOO_LARGE)))
                 continue
-            stamp = p.commit_timestamp
             add_record(
                 (
-                    Key(gid, name, index),
-                    Value(
-                        p.committed_offset,
-                        p.committed_leader_epoch,
-                        meta,
-                        stamp if stamp != -1 else now_ms,
-                        expire,
-                    ),
+                    new(Key, (gid, name, index)),
+                    new(Value, (offset, epoch, meta, stamp if stamp != -1 else now_ms, expire)),
                 )
             )
             add_part(ok_cache.get(index) or _ok_partition(index))

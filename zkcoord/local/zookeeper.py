@@ -277,9 +277,12 @@ class ZooKeeper:
         tick_time_ms: int = 2000,
         timeout: float = 60.0,
         sasl_users: Mapping[str, str] | None = None,
+        heap: str = ZooKeeperNode.heap,
     ) -> ZooKeeper:
         """Start `size` nodes; with `sasl_users` ({name: password}) every node requires a SASL DIGEST-MD5 login
-        as one of them (clients log in with a JAAS `Client` section)."""
+        as one of them (clients log in with a JAAS `Client` section). `heap` is each JVM's -Xmx: the default
+        suits tests; a run that writes megabytes a second (the coordinator's records in cluster mode) needs more,
+        as ZooKeeper holds every znode and its recent transactions in memory."""
         if size < 1:
             raise ValueError(f"ensemble size must be at least 1, got {size}")
         owns_dir = base_dir is None
@@ -292,6 +295,7 @@ class ZooKeeper:
                 client_port=client_port,
                 data_dir=base / (f"node{i}" if size > 1 else "standalone"),
                 tick_time_ms=tick_time_ms,
+                heap=heap,
                 sasl_users=dict(sasl_users) if sasl_users else None,
             )
             if size > 1:

@@ -112,9 +112,10 @@ def _uniform_v8_partitions(buf: bytes, pos: int, count: int) -> list[gm.OffsetCo
     values = s.unpack_from(buf, pos)
     if values[3::5].count(1) != count or values[4::5].count(0) != count:
         return None
-    Partition = gm.OffsetCommitRequestPartition
+    # tuple.__new__ straight, skipping the NamedTuple's Python-level __new__ (the fields are complete here).
+    new, Partition = tuple.__new__, gm.OffsetCommitRequestPartition
     return [
-        Partition(index, offset, epoch, "", -1)
+        new(Partition, (index, offset, epoch, "", -1))
         for index, offset, epoch in zip(values[0::5], values[1::5], values[2::5], strict=True)
     ]
 

@@ -482,6 +482,18 @@ class WireServer:
                 data = item
             pending.popleft()
             conn.room.set()
-            if data:
+            chunks = [data] if data else []
+            # The answers queued behind it that are ready already leave in the same write: a batch of commits is
+            # answered all at once (after one append), and a send() each would cost more than the answers.
+            while pending:
+                ready = pending[0]
+                if isinstance(ready, asyncio.Future):
+                    if not ready.done() or ready.cancelled() or ready.exception() is not None:
+                        break  # not ready, or the connection must close there: the loop above decides
+                    ready = ready.result()
+                pending.popleft()
+                if ready:
+                    chunks.append(ready)
+            if chunks:
                 self._write_out(conn)
-                writer.write(data)
+                writer.write(chunks[0] if len(chunks) == 1 else b"".join(chunks))

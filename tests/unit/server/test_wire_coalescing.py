@@ -7,6 +7,8 @@ import asyncio
 import struct
 from pathlib import Path
 
+import pytest
+
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.app import Node
 from zkcoord.server.broker import ServerConfig
@@ -56,3 +58,43 @@ def test_ready_and_parked_answers_keep_request_order(tmp_path: Path) -> None:
             await node.close()
 
     asyncio.run(run())
+
+
+def test_answers_released_together_leave_in_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Commits queued behind one append are answered together: their answers go out in a few writes (one per
+    append batch), not a send() each, and still in request order."""
+    writes: list[int] = []
+    real_write = asyncio.StreamWriter.write
+
+    def counting_write(self: asyncio.StreamWriter, data: bytes) -> None:
+        if self.get_extra_info("sockname")[1] == port:
+            writes.append(len(data))
+        real_write(self, data)
+
+    port = 0
+
+    async def run() -> None:
+        nonlocal port
+        node = Node(ServerConfig(port=0, data_dir=tmp_path))
+        await node.start()
+        try:
+            assert node.wire is not None
+            port = node.wire.port
+            monkeypatch.setattr(asyncio.StreamWriter, "write", counting_write)
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b"".join(_commit(corr, corr) for corr in range(1, 41)))
+            seen = []
+            for _ in range(40):
+                (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))
+                body = await asyncio.wait_for(reader.readexactly(size), 10)
+                seen.append(struct.unpack_from(">i", body, 0)[0])
+            assert seen == list(range(1, 41))
+            writer.close()
+        finally:
+            await node.close()
+
+    asyncio.run(run())
+    # The reader takes 8 frames per turn, so at worst one append batch per turn: 5 writes, not 40.
+    assert 1 <= len(writes) <= 20, writes
