@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 
 from benchmarks.report import write_section
 from zkcoord.local.node import NodeProcess
@@ -132,20 +132,30 @@ def run(runs: int, session_timeout_ms: int, poll_ms: int = 50) -> list[float]:
                 assigned = {(tp.topic, tp.partition) for tp in consumer.assignment()}
                 return assigned == everything and _try_commit(consumer)
 
-            try:
-                wait_for(stable, 60, "group stable")
-            except Exception:
-                print(f"not stable: assignment {consumer.assignment()}, last commit error {_last_error[0]}")
-                for n, node in nodes.items():
-                    print(f"--- node {n}", "".join(list(node.output)[-15:]))
-                raise
+            def settle(what: str) -> None:
+                try:
+                    wait_for(stable, 60, what)
+                except Exception:
+                    assert consumer is not None
+                    print(
+                        f"not stable: assignment {consumer.assignment()}, last commit error {_last_error[0]}"
+                    )
+                    for n, node in nodes.items():
+                        print(f"--- node {n}", "".join(list(node.output)[-15:]))
+                    live = [n.bootstrap for n in nodes.values() if n.running]
+                    admin = KafkaAdminClient(bootstrap_servers=live)
+                    print("the coordinator's view:", admin.describe_consumer_groups([GROUP]), flush=True)
+                    admin.close()
+                    raise
+
+            settle("group stable")
             for i in range(runs):
                 victim = _coordinator(zk)
                 t0 = time.monotonic()
                 nodes[victim].kill9()
                 # first wait until the kill is visible (a commit still in flight to the dead node could succeed)
                 wait_for(functools.partial(_moved_from, zk, victim), 60, "coordinator moved")
-                wait_for(stable, 60, "group stable after failover")
+                settle("group stable after failover")
                 elapsed = time.monotonic() - t0
                 times.append(elapsed)
                 print(f"run {i + 1}: node {victim} killed, group stable after {elapsed:.2f} s", flush=True)
@@ -153,7 +163,7 @@ def run(runs: int, session_timeout_ms: int, poll_ms: int = 50) -> list[float]:
                 wait_for(functools.partial(_gone, zk, victim), 30, "dead node's registration gone")
                 nodes[victim].start()
                 wait_for(functools.partial(_balanced, zk, ids), 30, "offsets partitions balanced again")
-                wait_for(stable, 60, "group stable on the settled cluster")
+                settle("group stable on the settled cluster")
                 wait_for(lambda: sorted(registry.read_brokers(zk)) == ids, 30, "killed node registered again")
         finally:
             if consumer is not None:

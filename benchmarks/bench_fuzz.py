@@ -295,7 +295,7 @@ def _report(tally: Tally, facts: dict[str, Any], goal: int) -> str:
         (
             "load average (1/5/15 min) at the end",
             f"{la[0]:.1f} / {la[1]:.1f} / {la[2]:.1f}",
-            "shared machine",
+            "nothing else ran",
         ),
     ]
     table = "| what | value | note |\n|---|---:|---|\n" + "\n".join(
@@ -303,8 +303,8 @@ def _report(tally: Tally, facts: dict[str, Any], goal: int) -> str:
     )
     return (
         f"`python -m benchmarks.bench_fuzz` with a goal of {goal:,} frames, {CONNECTIONS} concurrent connections,"
-        f" every one of the {len(wf.accepted_versions())} accepted (api, version) pairs. The machine is shared"
-        " with other workers while this runs: frames/s falls with the CPU share the server gets (load average"
+        f" every one of the {len(wf.accepted_versions())} accepted (api, version) pairs. frames/s"
+        " follows the CPU share the server gets: anything else running on the cores lowers it (load average"
         " below).\n\n" + table + "\n\n" + NOTE
     )
 

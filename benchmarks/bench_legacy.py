@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
 session (as each JVM of a real group is), consuming from a synthetic fetcher so every rebalance commits moved
 offsets first. {args.changes} changes per mode, alternating a member leaving (SIGTERM: commit, release, deregister)
 and one joining. Time = from the moment the group's ids children change (seen by a watch) until the owner znodes are
-exactly the range assignment of the new member list. Loopback ZooKeeper 3.8 on the shared machine (load average
+exactly the range assignment of the new member list. Loopback ZooKeeper 3.8 on this machine (load average
 {load_before:.1f} at the start, {os.cpu_count()} cores).
 
 | mode | median | min | max | per change (s) |

@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
 partition (sampled every {int(SAMPLE_S * 1000)} ms from the members' own views), divided by the members replaced.
 Two broker settings: `group.initial.rebalance.delay.ms` = 3000 (Kafka's default, what a real migration meets)
 and 0 (zkcoord's test setting). Machine load average {load_before:.1f} at the start, {load_after:.1f} at the end
-(2 cores shared with other workers).
+(2 cores, nothing else running).
 
 | initial delay | way | median (partition-s per member) | min | max | runs |
 |---|---|---:|---:|---:|---|
