@@ -112,11 +112,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--output-file", "--out", dest="output", required=True, metavar="FILE", help="file to write"
     )
-    p.add_argument(
-        "--format",
-        choices=("zk", "jsonl", "parquet"),
-        help="file format (default: by file extension: .jsonl, .parquet, otherwise zk)",
-    )
+    _format_option(p)
     p.set_defaults(func=_run_export)
 
     p = cmds.add_parser(
@@ -131,11 +127,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--input-file", "--in", dest="input", required=True, metavar="FILE", help="offsets file to read"
     )
-    p.add_argument(
-        "--format",
-        choices=("zk", "jsonl", "parquet"),
-        help="file format (default: by file extension: .jsonl, .parquet, otherwise zk)",
-    )
+    _format_option(p)
     p.add_argument(
         "--target", choices=("zookeeper", "broker"), default="zookeeper", help="the offset store to write"
     )
@@ -247,6 +239,15 @@ _STEP_HELP = {
     "status": "the group's marker state and membership phase, members by protocol, the next member move, "
     "and the tail of its journal",
 }
+
+
+def _format_option(p: argparse.ArgumentParser) -> None:
+    """The offsets file format option export and import share."""
+    p.add_argument(
+        "--format",
+        choices=("zk", "jsonl", "parquet"),
+        help="file format (default: by file extension: .jsonl, .parquet, otherwise zk)",
+    )
 
 
 def _groups(args: argparse.Namespace, required: bool = True) -> list[str]:

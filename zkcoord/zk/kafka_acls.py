@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from types import MappingProxyType
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 from zkcoord.errors import ConfigError
 from zkcoord.security.acl import (
@@ -32,7 +32,7 @@ from zkcoord.security.acl import (
     parse_acls,
 )
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
-from zkcoord.zk.session import Client, connect
+from zkcoord.zk.session import Client, connect, update_znode
 
 log = logging.getLogger(__name__)
 
@@ -67,17 +67,12 @@ def add_acls(client: Client, resource: Resource, acls: Iterable[Acl]) -> tuple[A
     """Add `acls` to the resource's set (kept: the others); returns the stored set."""
     path = resource_path(resource)
     new = tuple(acls)
-    while True:
+
+    def merge() -> tuple[bytes, int | None]:
         current, version = read_acls(client, resource)
-        data = encode_acls(current + new)
-        try:
-            if version is None:
-                client.create(path, data, makepath=True)
-            else:
-                client.set(path, data, version=version)
-            break
-        except (NodeExistsError, BadVersionError):
-            continue  # raced another writer: merge again
+        return encode_acls(current + new), version
+
+    data = update_znode(client, path, merge)
     client.create(
         f"{CHANGES_PATH}/{CHANGE_PREFIX}",
         f"{resource.type.value}:{resource.name}".encode(),

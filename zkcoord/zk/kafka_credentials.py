@@ -14,12 +14,12 @@ import json
 import logging
 from typing import Any
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 from zkcoord.errors import ConfigError, MalformedZnode
 from zkcoord.security.scram import HASHES, ScramCredential
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
-from zkcoord.zk.session import Client, connect
+from zkcoord.zk.session import Client, connect, update_znode
 
 log = logging.getLogger(__name__)
 
@@ -68,18 +68,13 @@ def write_scram(client: Client, user: str, mechanism: str, credential: ScramCred
     if mechanism not in HASHES:
         raise ConfigError(f"{mechanism} is not a SCRAM mechanism ({', '.join(sorted(HASHES))})")
     path = user_path(user)
-    while True:
+
+    def merge() -> tuple[bytes, int | None]:
         config, version = _user_config(client, path)
         config[mechanism] = credential.to_kafka()
-        data = json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode()
-        try:
-            if version is None:
-                client.create(path, data, makepath=True)
-            else:
-                client.set(path, data, version=version)
-            break
-        except (NodeExistsError, BadVersionError):
-            continue  # raced another writer: merge again
+        return json.dumps({"version": 1, "config": config}, separators=(",", ":")).encode(), version
+
+    update_znode(client, path, merge)
     client.create(
         f"{CHANGES_PATH}/{CHANGE_PREFIX}",
         json.dumps({"version": 2, "entity_path": f"users/{user}"}, separators=(",", ":")).encode(),

@@ -17,10 +17,12 @@ from typing import Any
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import (
     AuthFailedError,
+    BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
     NoAuthError,
+    NodeExistsError,
     SessionClosedRequireSaslError,
     SessionExpiredError,
 )
@@ -242,6 +244,22 @@ def ensure_chroot(hosts: str, chroot: str, auth: ZkAuth = NO_AUTH) -> str:
 def host_string(client: KazooClient) -> str:
     """The client's servers as a connect string, without its chroot."""
     return ",".join(f"{h}:{p}" for h, p in client.hosts)
+
+
+def update_znode(client: KazooClient, path: str, merge: Callable[[], tuple[bytes, int | None]]) -> bytes:
+    """Read-merge-write without a lock: `merge()` reads the znode and returns the data to store and the version
+    it read (None: the znode was absent); the write is conditional on that version (or on absence), and the
+    merge runs again if another writer came between. Returns the data written."""
+    while True:
+        data, version = merge()
+        try:
+            if version is None:
+                client.create(path, data, makepath=True)
+            else:
+                client.set(path, data, version=version)
+            return data
+        except (NodeExistsError, BadVersionError):
+            continue  # raced another writer: merge again
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str, interval: float = 0.02) -> None:
