@@ -5,6 +5,7 @@ committed offsets (watched by a separate admin client throughout) never going ba
 from __future__ import annotations
 
 import contextlib
+import logging
 import signal
 import subprocess
 import threading
@@ -19,6 +20,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 
 from e2e.conftest import ServerProcess
 from zkcoord.testing import wait_for
+from zkcoord.zk.session import SessionFault
 
 pytestmark = pytest.mark.e2e
 
@@ -333,8 +335,15 @@ class CommitWatcher:
             assert seen == sorted(seen), f"partition {p}: committed offset went backwards: {seen}"
 
 
-def wait_stable(admin: KafkaAdminClient, group: str, members: int, timeout: float = 60) -> dict[str, Any]:
-    """Wait until the group is Stable with `members` members that between them own every partition once."""
+def wait_stable(
+    admin: KafkaAdminClient,
+    group: str,
+    members: int,
+    timeout: float = 60,
+    server: ServerProcess | None = None,
+) -> dict[str, Any]:
+    """Wait until the group is Stable with `members` members that between them own every partition once; on
+    timeout, fail with the group's last description and the coordinator's log of the group (from `server`)."""
     found: dict[str, Any] = {}
 
     def ready() -> bool:
@@ -345,7 +354,11 @@ def wait_stable(admin: KafkaAdminClient, group: str, members: int, timeout: floa
         owned = assigned_partitions(found)
         return sorted(p for ps in owned.values() for p in ps) == list(range(PARTITIONS))
 
-    wait_for(ready, timeout, f"group {group} Stable with {members} members covering all partitions", 0.1)
+    try:
+        wait_for(ready, timeout, f"group {group} Stable with {members} members covering all partitions", 0.1)
+    except SessionFault as exc:
+        told = "".join(line for line in list(server.output) if group in line) if server is not None else ""
+        raise AssertionError(f"{exc}\nlast description: {found}\ncoordinator log:\n{told}") from exc
     return found
 
 
@@ -403,18 +416,18 @@ def run_group(server: ServerProcess, prefix: str, make: Callable[[str, str, Cons
             for m in members:
                 m.start()
                 started.append(m)
-            wait_stable(admin, group, 3)
+            wait_stable(admin, group, 3, server=server)
             wait_for(lambda: sink.deliveries >= 1000, 60, "the 3-member group consumes")
             produced |= produce(server, topic, RECORDS // 3, RECORDS // 3)
             # one member leaves (commit + LeaveGroup), another joins
             leaving = started.pop(0)
             leaving.stop()
-            wait_stable(admin, group, 2)
+            wait_stable(admin, group, 2, server=server)
             joining = make(group, topic, sink)
             joining.start()
             started.append(joining)
             produced |= produce(server, topic, 2 * RECORDS // 3, RECORDS - 2 * (RECORDS // 3))
-            wait_stable(admin, group, 3)
+            wait_stable(admin, group, 3, server=server)
             try:
                 wait_for(lambda: sink.covers(produced), 90, f"all {RECORDS} records consumed")
             except Exception as exc:
@@ -441,7 +454,10 @@ def run_group(server: ServerProcess, prefix: str, make: Callable[[str, str, Cons
         admin.close()
 
 
-def test_kafka_python_group(server: ServerProcess) -> None:
+def test_kafka_python_group(server: ServerProcess, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(
+        logging.INFO, logger="kafka.coordinator"
+    )  # the members' view of each rebalance, on failure
     run_group(server, "kp", lambda g, t, s: KafkaPythonMember(server, g, t, s))
 
 

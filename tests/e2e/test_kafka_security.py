@@ -237,10 +237,12 @@ def test_kafka_python_reads_error_58_for_a_wrong_password(
     secured: Secured, caplog: pytest.LogCaptureFixture
 ) -> None:
     """kafka-python 3.0.12 logs the error, then retries its bootstrap until it gives up (it never raises 58);
-    one mechanism here, as each retry round costs it seconds (all three are refused above, through librdkafka)."""
+    one mechanism here (all three are refused above, through librdkafka), and its bootstrap bounded to 3 s."""
     with caplog.at_level(logging.WARNING, logger="kafka"), pytest.raises(KPKafkaError):
         KafkaProducer(
-            **secured.kafka_python("SCRAM-SHA-256", SCRAM_USER, "wrong-password"), max_block_ms=3000
+            **secured.kafka_python("SCRAM-SHA-256", SCRAM_USER, "wrong-password"),
+            max_block_ms=3000,
+            bootstrap_timeout_ms=3000,
         )
     assert "[Error 58] SaslAuthenticationFailedError" in caplog.text
 

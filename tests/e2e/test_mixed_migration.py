@@ -24,6 +24,7 @@ import pytest
 from confluent_kafka import Consumer
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from migration.compare.partitions import increase_partitions
 from zkcoord.bridge.broker_store import BrokerOffsetStore
@@ -412,6 +413,9 @@ class Observed:
     double_held: list[tuple[float, dict[str, set[int]]]] = field(default_factory=list)
     regressions: list[str] = field(default_factory=list)
     owner_threads_seen: set[str] = field(default_factory=set)
+    offset_samples: int = 0
+    offsets_unreachable: int = 0  # samples skipped while ZooKeeper was out of reach (a fault under test)
+    errors: list[BaseException] = field(default_factory=list)  # what stopped a sampling thread
 
 
 class Observer:
@@ -451,12 +455,23 @@ class Observer:
                 self._last[key] = max(off, self._last.get(key, -1))
 
     def _run(self) -> None:
-        while not self._stop.wait(SAMPLE_S):
-            self.sample()
+        try:
+            while not self._stop.wait(SAMPLE_S):
+                self.sample()
+        except BaseException as exc:  # asserted by the test, not lost in a thread
+            self.seen.errors.append(exc)
 
     def _run_offsets(self) -> None:
-        while not self._stop.wait(SAMPLE_S):
-            self.sample_offsets()
+        try:
+            while not self._stop.wait(SAMPLE_S):
+                try:
+                    self.sample_offsets()
+                except (ConnectionLoss, SessionExpiredError):
+                    self.seen.offsets_unreachable += 1  # kazoo reconnects; the next sample reads again
+                    continue
+                self.seen.offset_samples += 1
+        except BaseException as exc:
+            self.seen.errors.append(exc)
 
     def start(self) -> Observer:
         self._thread.start()
@@ -647,7 +662,9 @@ def migrate_and_roll_back(cluster: Cluster, mode: str, strategy: str, fault: Fau
             with contextlib.suppress(Exception):
                 m.stop()
     consumed = ledger.records()
+    assert seen.errors == [], seen.errors
     assert seen.samples > 50
+    assert seen.offset_samples > 10, seen  # the offset stores were watched, not only sampled once at the end
     if seen.double_held:  # what the coordinator did around it
         print(
             "".join(line for n in cluster.nodes for line in n.output if "group=" in line or "zkcoord" in line)

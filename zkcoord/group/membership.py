@@ -8,6 +8,8 @@ the leader's SyncGroup, whose assignment is recorded before any member's respons
 
 from __future__ import annotations
 
+import logging
+
 from zkcoord.group.common import (
     COMPLETING,
     DEAD,
@@ -44,16 +46,27 @@ from zkcoord.group.state import CAN_REBALANCE
 
 _HEARTBEAT_RESPONSES = {code: HeartbeatResponse(int(code)) for code in ErrorCode}
 
+# Rebalances and departures at INFO, as Kafka's GroupCoordinator logs them: why a group rebalanced is the first
+# question of anyone watching one that does not settle. Heartbeats and commits log nothing.
+log = logging.getLogger(__name__)
+
 
 # ---------------------------------------------------------------------------------------- rebalance mechanics
 
 
-def _maybe_prepare_rebalance(out: Effects, group: ClassicGroup, now_ms: int) -> None:
+def _maybe_prepare_rebalance(out: Effects, group: ClassicGroup, now_ms: int, reason: str) -> None:
     if group.state in CAN_REBALANCE:
-        _prepare_rebalance(out, group, now_ms)
+        _prepare_rebalance(out, group, now_ms, reason)
 
 
-def _prepare_rebalance(out: Effects, group: ClassicGroup, now_ms: int) -> None:
+def _prepare_rebalance(out: Effects, group: ClassicGroup, now_ms: int, reason: str) -> None:
+    log.info(
+        "group=%s gen=%d preparing to rebalance in state %s (reason: %s)",
+        group.group_id,
+        group.generation,
+        group.state.value,
+        reason,
+    )
     if group.state is COMPLETING:
         _reset_and_propagate_assignment_error(out, group, E.REBALANCE_IN_PROGRESS, now_ms)
     out.cancel(sync_key(group))
@@ -103,10 +116,13 @@ def _drop_member(out: Effects, group: ClassicGroup, member: Member) -> None:
         out.cancel(heartbeat_key(group, member.member_id))
 
 
-def _remove_member_and_update_group(out: Effects, group: ClassicGroup, member: Member, now_ms: int) -> None:
+def _remove_member_and_update_group(
+    out: Effects, group: ClassicGroup, member: Member, now_ms: int, why: str
+) -> None:
+    log.info("group=%s gen=%d member=%s removed: %s", group.group_id, group.generation, member.member_id, why)
     _drop_member(out, group, member)
     if group.state in (STABLE, COMPLETING):
-        _maybe_prepare_rebalance(out, group, now_ms)
+        _maybe_prepare_rebalance(out, group, now_ms, f"removing member {member.member_id}: {why}")
     elif group.state is PREPARING:
         _try_complete_join(out, group, now_ms)
 
@@ -120,6 +136,12 @@ def _remove_pending_member(out: Effects, group: ClassicGroup, member_id: str, no
 
 def _on_complete_join(out: Effects, group: ClassicGroup, now_ms: int) -> None:
     for member in [m for m in group.members.values() if m.join_token is None and m.group_instance_id is None]:
+        log.info(
+            "group=%s gen=%d member=%s removed: did not rejoin",
+            group.group_id,
+            group.generation,
+            member.member_id,
+        )
         _drop_member(out, group, member)
     if group.state is DEAD:
         return
@@ -128,6 +150,14 @@ def _on_complete_join(out: Effects, group: ClassicGroup, now_ms: int) -> None:
         out.schedule(join_key(group), now_ms + group.rebalance_timeout_ms())
         return
     _init_next_generation(group, now_ms)
+    log.info(
+        "group=%s gen=%d stabilized with %d members, leader %s, protocol %s",
+        group.group_id,
+        group.generation,
+        len(group.members),
+        group.leader_id,
+        group.protocol_name,
+    )
     if group.state is EMPTY:
         out.record(group_record(group, now_ms))
         return
@@ -365,7 +395,9 @@ def _update_member_and_rebalance(
     member.rebalance_timeout_ms = _rebalance_timeout(req)
     member.session_timeout_ms = req.session_timeout_ms
     _set_join(out, group, member, token, req.api_version)
-    _maybe_prepare_rebalance(out, group, now_ms)
+    _maybe_prepare_rebalance(
+        out, group, now_ms, f"member {member.member_id} rejoined in state {group.state.value}"
+    )
 
 
 def _add_member_and_rebalance(
@@ -387,7 +419,7 @@ def _add_member_and_rebalance(
     group.add(member, token, req.api_version)
     # New members cannot heartbeat while parked, and a dropped connection is invisible meanwhile: bound the wait.
     touch(out, group, member, now_ms, out.st.config.new_member_join_timeout_ms)
-    _maybe_prepare_rebalance(out, group, now_ms)
+    _maybe_prepare_rebalance(out, group, now_ms, f"adding new member {member_id} (client {req.client_id})")
 
 
 def _update_static_member_and_rebalance(
@@ -426,10 +458,12 @@ def _update_static_member_and_rebalance(
                 )
             out.respond(token, response)
         else:
-            _maybe_prepare_rebalance(out, group, now_ms)
+            _maybe_prepare_rebalance(
+                out, group, now_ms, f"static member {new_id} rejoined with other protocols"
+            )
     elif state is COMPLETING:
         # Assignments computed for the old id would not reach the new one: start over.
-        _prepare_rebalance(out, group, now_ms)
+        _prepare_rebalance(out, group, now_ms, f"static member {new_id} replaced {old_id} during the sync")
 
 
 def _replace_skip(response: JoinGroupResponse) -> JoinGroupResponse:
@@ -585,7 +619,7 @@ def handle_leave(st: CoordinatorState, req: LeaveGroupRequest, now_ms: int, toke
             if current is None:
                 code = E.UNKNOWN_MEMBER_ID
             else:
-                _remove_member_and_update_group(out, group, group.members[current], now_ms)
+                _remove_member_and_update_group(out, group, group.members[current], now_ms, "LeaveGroup")
         elif leaving.member_id in group.pending_members:
             _remove_pending_member(out, group, leaving.member_id, now_ms)
         else:
@@ -593,7 +627,9 @@ def handle_leave(st: CoordinatorState, req: LeaveGroupRequest, now_ms: int, toke
             if err is not None:
                 code = err
             else:
-                _remove_member_and_update_group(out, group, group.members[leaving.member_id], now_ms)
+                _remove_member_and_update_group(
+                    out, group, group.members[leaving.member_id], now_ms, "LeaveGroup"
+                )
         results.append(LeaveGroupMemberResponse(leaving.member_id, leaving.group_instance_id, int(code)))
     out.respond(token, _leave_response(req, 0, tuple(results)))
     return out.result()
@@ -621,7 +657,7 @@ def handle_external_rebalance(st: CoordinatorState, group_id: str, now_ms: int) 
     out = Effects(st)
     group = st.groups.get(group_id)
     if group is not None and group.state in (STABLE, COMPLETING):
-        _prepare_rebalance(out, group, now_ms)
+        _prepare_rebalance(out, group, now_ms, "membership changed outside the classic protocol")
     return out.result()
 
 
@@ -642,7 +678,7 @@ def on_member_timer(st: CoordinatorState, key: TimerKey, now_ms: int) -> Result:
         elif not member.is_new and (member.awaiting_join or member.awaiting_sync):
             pass  # parked members satisfy their heartbeat; re-armed when the parked request is answered
         else:
-            _remove_member_and_update_group(out, group, member, now_ms)
+            _remove_member_and_update_group(out, group, member, now_ms, "session timeout expired")
     elif key.kind is TimerKind.PENDING_MEMBER:
         deadline = group.pending_members.get(key.member_id)
         if deadline is not None and deadline <= now_ms:
@@ -665,6 +701,12 @@ def on_member_timer(st: CoordinatorState, key: TimerKey, now_ms: int) -> Result:
         for member_id in list(group.pending_sync):
             member = group.members.get(member_id)
             if member is not None:
+                log.info(
+                    "group=%s gen=%d member=%s removed: no SyncGroup",
+                    group.group_id,
+                    group.generation,
+                    member_id,
+                )
                 _drop_member(out, group, member)
-        _prepare_rebalance(out, group, now_ms)
+        _prepare_rebalance(out, group, now_ms, "members did not send SyncGroup in time")
     return out.result()

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from zkcoord.group.config import GroupConfig
 from zkcoord.group.errors import ErrorCode as E
 from zkcoord.group.messages import HeartbeatResponse, LeaveGroupMember, LeaveGroupResponse
@@ -127,6 +131,28 @@ def test_session_expiry_removes_member_and_heartbeats_keep_it() -> None:
     assert a in g.members and b not in g.members
     assert g.state is GroupState.PREPARING_REBALANCE
     assert not any(k.member_id == b for k in d.timers)
+
+
+def test_rebalances_and_departures_are_logged_with_their_reason(caplog: pytest.LogCaptureFixture) -> None:
+    """What an operator reads when a group does not settle: who left, why the group rebalanced, the new
+    generation (Kafka's GroupCoordinator logs the same events at INFO)."""
+    d = Driver()
+    with caplog.at_level(logging.INFO, logger="zkcoord.group.membership"):
+        a, b = d.stable_group(2)
+        for _ in range(2):
+            d.advance(9000)
+            d.heartbeat(a, 1)
+        d.join(member_id=a)
+        d.advance(0)
+        lv(d, d.leave(LeaveGroupMember(a)))
+    lines = [r.getMessage() for r in caplog.records]
+    assert f"group=g gen=1 member={b} removed: session timeout expired" in lines
+    assert (
+        f"group=g gen=1 preparing to rebalance in state Stable (reason: removing member {b}: session timeout expired)"
+        in lines
+    )
+    assert f"group=g gen=2 stabilized with 1 members, leader {a}, protocol range" in lines
+    assert f"group=g gen=2 member={a} removed: LeaveGroup" in lines
 
 
 def test_parked_member_survives_its_session_deadline() -> None:
