@@ -71,6 +71,8 @@ class Client(KazooClient):  # type: ignore[misc]  # kazoo is untyped
         super().__init__(**kwargs)
         self.auth = auth
         self.acl_policy: AclPolicy = KAFKA_SECURE if auth.set_acl else OPEN
+        if auth.sasl is not None:
+            _refused_login_stops_connecting(self._connection)
 
     def denied(self, path: str, operation: str) -> ZnodeAccessDenied:
         return ZnodeAccessDenied(path, operation, self.auth.describe())
@@ -153,6 +155,22 @@ class _PolicyTransaction(TransactionRequest):  # type: ignore[misc]  # kazoo is 
             if isinstance(result, NoAuthError):
                 raise self.client.denied(path, operation) from result
         return results
+
+
+def _refused_login_stops_connecting(connection: Any) -> None:
+    """ZooKeeper answers refused DIGEST-MD5 credentials with SessionClosedRequireSasl; kazoo 2.11 handles only
+    AuthFailedError from its login (state AUTH_FAILED, stop connecting) and lets this one escape its connection
+    thread, which dies printing a traceback. Raised as AuthFailedError instead, it takes kazoo's own path for a
+    refused login, as kazoo does itself since python-zk/kazoo#810 (not in a release yet)."""
+    login = connection._authenticate_with_sasl
+
+    def authenticate(host: str, timeout: float) -> Any:
+        try:
+            return login(host, timeout)
+        except SessionClosedRequireSaslError as exc:
+            raise AuthFailedError("ZooKeeper closed the session during the SASL login") from exc
+
+    connection._authenticate_with_sasl = authenticate
 
 
 def connect(
