@@ -22,8 +22,9 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(tmp_path / "data", (*FAST_GROUP_FLAGS, "--num.partitions=1"))
+def node(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    extra = tuple(getattr(request, "param", ()))
+    proc = ServerProcess(tmp_path / "data", (*FAST_GROUP_FLAGS, "--num.partitions=1", *extra))
     proc.start()
     try:
         yield proc
@@ -142,3 +143,29 @@ def test_kill9_restart_keeps_acknowledged_commits_and_records(node: ServerProces
     finally:
         resumed.stop()
     assert sink2.offsets == more
+
+
+@pytest.mark.parametrize("node", [("--group.records.fsync", "never")], indirect=True, ids=["fsync-never"])
+def test_without_fsync_a_process_crash_still_keeps_acknowledged_commits(node: ServerProcess) -> None:
+    """fsync=never leaves the disk to the OS: a machine crash may lose commits, a process crash loses none (each
+    batch is written to the file before its answers). The node says at start which policy it runs."""
+    assert any("(fsync=never)" in line for line in node.output), list(node.output)[-5:]
+    topic = new_topic(node, "nofsync")
+    group = f"simple-{uuid.uuid4().hex[:6]}"
+    loop = CommitLoop(node, group, topic)
+    loop.thread.start()
+    try:
+        wait_for(lambda: loop.commits >= 50, 60, "50 acknowledged commits")
+        node.kill9()
+        node.start()
+        loop.halt.set()
+        loop.thread.join(60)
+        assert not loop.thread.is_alive()
+    finally:
+        loop.halt.set()
+        loop.consumer.close(autocommit=False)
+    after = committed(node, group, topic)
+    assert all(loop.acked[p] <= after[p] <= loop.attempted + p for p in range(PARTITIONS)), (
+        loop.acked,
+        after,
+    )

@@ -191,6 +191,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="BYTES",
         help="largest request frame accepted, in bytes; a larger size header closes the connection",
     )
+    parser.add_argument(
+        "--group.records.fsync",
+        dest="records_fsync",
+        choices=("always", "interval", "never"),
+        default=None,
+        help="without --zk: when the group-records log (commits, group metadata) is fsync'd: always (before any "
+        "answer: an acknowledged commit survives a machine crash), interval (with the first batch after each "
+        "--group.records.fsync.interval.ms), never (the OS decides); with either, a machine crash may lose the "
+        "commits acknowledged since the last fsync, a process crash loses none (default: always)",
+    )
+    parser.add_argument(
+        "--group.records.fsync.interval.ms",
+        dest="records_fsync_interval_ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="without --zk, with --group.records.fsync interval: fsync with the first batch this long after the "
+        "last (default 1000)",
+    )
     for flag, cls, name, text in _LIMIT_FLAGS:
         default = cls.__dataclass_fields__[name].default
         parser.add_argument(
@@ -267,6 +286,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(func=run)
 
 
+def _records_fsync(args: argparse.Namespace) -> dict[str, Any]:
+    """The group-records fsync settings given, refused where they mean nothing: a cluster node (--zk) keeps its
+    group records in ZooKeeper, and an interval only paces the "interval" policy."""
+    given: dict[str, Any] = {}
+    if args.records_fsync is not None:
+        given["group_records_fsync"] = args.records_fsync
+    if args.records_fsync_interval_ms is not None:
+        if args.records_fsync != "interval":
+            raise ConfigError("--group.records.fsync.interval.ms needs --group.records.fsync interval")
+        given["group_records_fsync_interval_ms"] = args.records_fsync_interval_ms
+    if given and args.zk:
+        raise ConfigError(
+            "--group.records.fsync applies to a standalone node: with --zk, group records are "
+            "written to ZooKeeper before any answer"
+        )
+    return given
+
+
 def run(args: argparse.Namespace) -> int:
     auth = zk_auth(args)
     listeners = listener_setup(args, auth)
@@ -283,6 +320,7 @@ def run(args: argparse.Namespace) -> int:
             connection_limits=_limits(args, ConnectionLimits),
             log_limits=_limits(args, LogLimits),
             append_rules=_limits(args, AppendRules),
+            **_records_fsync(args),
         )
         overrides = {
             dest: getattr(args, dest) for _flag, dest in _GROUP_FLAGS if getattr(args, dest) is not None

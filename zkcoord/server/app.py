@@ -60,7 +60,11 @@ class Node:
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
         logs = self.logs = LogManager(cfg.data_dir, cfg.log_segment_bytes, cfg.log_limits)
         if not self.zk_connect:
-            store = FileRecordStore(cfg.data_dir / "group-records")
+            store = FileRecordStore(
+                cfg.data_dir / "group-records",
+                cfg.group_records_fsync,
+                fsync_interval_ms=cfg.group_records_fsync_interval_ms,
+            )
             self.groups = GroupService(
                 self.group_config,
                 store,

@@ -28,6 +28,7 @@ from zkcoord.server.groups import GroupDispatch
 from zkcoord.server.limits import ConnectionLimits, LogLimits
 from zkcoord.server.log import LEGAL_TOPIC, InvalidTopic, LogManager, OffsetsTopicLog, PartitionLog
 from zkcoord.server.seams import ClusterSide, GroupCoordinator, OffsetsV0
+from zkcoord.storage.file_store import FSYNC_POLICIES
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,10 @@ class ServerConfig:
     append_rules: AppendRules = field(default_factory=AppendRules)
     connection_limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     log_limits: LogLimits = field(default_factory=LogLimits)
+    # A standalone node's group-records log: when an acknowledged commit reaches the disk (FileRecordStore's
+    # policies: "always" fsyncs before any answer, "interval" at most every interval, "never" leaves it to the OS)
+    group_records_fsync: str = "always"
+    group_records_fsync_interval_ms: int = 1000
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -78,6 +83,14 @@ class ServerConfig:
             )
         if self.log_segment_bytes < 1024:
             raise ConfigError(f"log.segment.bytes must be >= 1024, got {self.log_segment_bytes}")
+        if self.group_records_fsync not in FSYNC_POLICIES:
+            raise ConfigError(
+                f"group.records.fsync must be one of {', '.join(FSYNC_POLICIES)}, got {self.group_records_fsync!r}"
+            )
+        if self.group_records_fsync_interval_ms < 1:
+            raise ConfigError(
+                f"group.records.fsync.interval.ms must be >= 1, got {self.group_records_fsync_interval_ms}"
+            )
 
 
 class ProducerIds:

@@ -71,3 +71,34 @@ def test_limit_flags_reach_the_node_and_are_validated(
     assert seen["node"].group_config.group_max_size == 3
     assert main(["serve", "--data-dir", str(tmp_path), "--max.connections", "0"]) == 2
     assert "max.connections must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_records_fsync_flags_reach_the_config_and_are_refused_where_meaningless(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: dict[str, Any] = {}
+
+    async def fake_serve(node: Any, *_: Any) -> int:
+        seen["node"] = node
+        return 0
+
+    monkeypatch.setattr(serve_cli, "_serve", fake_serve)
+    base = ["serve", "--data-dir", str(tmp_path)]
+    assert main(base) == 0
+    cfg = seen["node"].server_config
+    assert (cfg.group_records_fsync, cfg.group_records_fsync_interval_ms) == ("always", 1000)
+    assert main([*base, "--group.records.fsync", "interval", "--group.records.fsync.interval.ms", "250"]) == 0
+    cfg = seen["node"].server_config
+    assert (cfg.group_records_fsync, cfg.group_records_fsync_interval_ms) == ("interval", 250)
+    for argv, message in (
+        (["--group.records.fsync.interval.ms", "250"], "needs --group.records.fsync interval"),
+        (
+            ["--group.records.fsync", "interval", "--group.records.fsync.interval.ms", "0"],
+            "must be >= 1, got 0",
+        ),
+        (["--group.records.fsync", "never", "--zk", "127.0.0.1:1"], "applies to a standalone node"),
+    ):
+        seen.clear()
+        assert main([*base, *argv]) == 2, argv
+        assert message in capsys.readouterr().err
+        assert not seen
