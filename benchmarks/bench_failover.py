@@ -146,7 +146,10 @@ def run(runs: int, session_timeout_ms: int, poll_ms: int = 50) -> list[float]:
                         f"not stable: assignment {consumer.assignment()}, last commit error {_last_error[0]}"
                     )
                     for n, node in nodes.items():
-                        print(f"--- node {n}", "".join(list(node.output)[-15:]))
+                        lines = list(node.output)
+                        group_lines = [line for line in lines if f"group={GROUP} " in line]
+                        print(f"--- node {n}: the group's rebalances and departures, then its last lines")
+                        print("".join(group_lines[-30:]) + "...\n" + "".join(lines[-10:]))
                     live = [n.bootstrap for n in nodes.values() if n.running]
                     admin = KafkaAdminClient(bootstrap_servers=live)
                     print("the coordinator's view:", admin.describe_groups([GROUP]), flush=True)
