@@ -99,12 +99,15 @@ def run(runs: int, session_timeout_ms: int, poll_ms: int = 50) -> list[float]:
             for p in range(PARTITIONS):
                 producer.send(TOPIC, b"x", partition=p).get(20)
             producer.close(5)
-            # Subscribe only once the client holds the topic's metadata. Otherwise its first join assigns
-            # nothing, the metadata that arrives next forces a rejoin through kafka-python's snapshot check
-            # (not its rejoin flag), and a poll() timing out mid-join then loses the SyncGroup result: 3.0.12's
-            # join_group_async re-checks need_rejoin(), which the leader's own assignment has already made
-            # False, so _on_join_complete never runs (empty assignment, heartbeats off, forever). Short polls
-            # (50 ms) hit that window on a loaded machine; see docs/cluster.md.
+            # kafka-python 3.0.12 loses a join when a rejoin requested only by its metadata snapshot check
+            # outlives a poll(): the next poll() re-checks need_rejoin(), which the leader's own assignment has
+            # made False meanwhile, so it never awaits the JoinGroup/SyncGroup task again and _on_join_complete
+            # never runs (state REBALANCING, heartbeats off, every commit RebalanceInProgressError, forever;
+            # see docs/cluster.md). The trigger is the first metadata update after subscribe(): the client's
+            # metadata snapshot is rebuilt for the new subscription only then, so a join before it records an
+            # empty assignment snapshot and that update forces such a rejoin (during the first settle or the
+            # first failover). So: the topic's metadata first, then subscribe, then one metadata round trip
+            # (topics() blocks on it) so the snapshot holds every partition before the first join.
             consumer = KafkaConsumer(
                 bootstrap_servers=bootstrap,
                 group_id=GROUP,
@@ -124,6 +127,8 @@ def run(runs: int, session_timeout_ms: int, poll_ms: int = 50) -> list[float]:
                 "the consumer's metadata for the topic",
             )
             consumer.subscribe([TOPIC])
+            if TOPIC not in consumer.topics():
+                raise RuntimeError(f"{TOPIC} vanished from the cluster's metadata")
             everything = {(TOPIC, p) for p in range(PARTITIONS)}
 
             def stable() -> bool:
@@ -141,10 +146,20 @@ def run(runs: int, session_timeout_ms: int, poll_ms: int = 50) -> list[float]:
                         f"not stable: assignment {consumer.assignment()}, last commit error {_last_error[0]}"
                     )
                     for n, node in nodes.items():
-                        print(f"--- node {n}", "".join(list(node.output)[-15:]))
+                        lines = list(node.output)
+                        group_lines = [line for line in lines if f"group={GROUP} " in line]
+                        print(f"--- node {n}: the group's rebalances and departures, then its last lines")
+                        print("".join(group_lines[-30:]) + "...\n" + "".join(lines[-10:]))
                     live = [n.bootstrap for n in nodes.values() if n.running]
                     admin = KafkaAdminClient(bootstrap_servers=live)
-                    print("the coordinator's view:", admin.describe_consumer_groups([GROUP]), flush=True)
+                    print("the coordinator's view:", admin.describe_groups([GROUP]), flush=True)
+                    # The client's own view (private attributes: no public API exposes them): REBALANCING with
+                    # need_rejoin() False is the lost join described above.
+                    coordinator = consumer._coordinator
+                    print(
+                        f"the client's view: state {coordinator.state}, need_rejoin {coordinator.need_rejoin()}",
+                        flush=True,
+                    )
                     admin.close()
                     raise
 
