@@ -112,6 +112,7 @@ class Classic(ConsumerRebalanceListener):  # type: ignore[misc]
             heartbeat_interval_ms=200, max_poll_interval_ms=20000, fetch_max_wait_ms=100,
         )  # fmt: skip
         self.consumer.subscribe([topic], listener=self)
+        self.consumer.topics()  # metadata before the first join (kafka-python 3.0.12's lost join: docs/cluster.md)
         self.name, self.h = name, h
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)

@@ -46,6 +46,7 @@ def main(argv: list[str]) -> None:
         ],
     )
     consumer.subscribe([topic], listener=_Report())
+    consumer.topics()  # metadata before the first join (kafka-python 3.0.12's lost join: docs/cluster.md)
     while True:
         for records in consumer.poll(timeout_ms=1000).values():
             for r in records:

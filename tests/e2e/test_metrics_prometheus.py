@@ -76,6 +76,7 @@ class Member:
         self.commit_now = threading.Event()
         self.committed = threading.Event()
         self.errors: list[BaseException] = []
+        self.consumer.topics()  # metadata before the first join (kafka-python 3.0.12's lost join: docs/cluster.md)
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 

@@ -217,6 +217,7 @@ class KafkaPythonMember(ConsumerRebalanceListener):  # type: ignore[misc]
             ],
         )
         self.consumer.subscribe([topic], listener=self)
+        self.consumer.topics()  # metadata before the first join (kafka-python 3.0.12's lost join: docs/cluster.md)
         self.assigned_once = threading.Event()
         self._stop = threading.Event()
         self.errors: list[BaseException] = []
