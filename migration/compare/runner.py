@@ -822,10 +822,12 @@ def run_builtin_demo(
     zk_connect: str | None = None,
     zk_security: ZkSecurityFlags = NO_FLAGS,
     bootstrap: str | None = None,
+    command_config: str | None = None,
     rolling_migration: bool = False,
 ) -> tuple[list[Path], list[dict[str, Any]]]:
     """The built-in demo scenario, once per protocol, and with `rolling_migration` one more play, the built-in
-    rolling-migration in one mixed group: (run directories, one summary row per run)."""
+    rolling-migration in one mixed group: (run directories, one summary row per run). `command_config`: the
+    client security properties for a given (`bootstrap`) node."""
     from migration.compare.scenario import builtin_scenario
 
     results: list[PlayResult] = []
@@ -835,6 +837,7 @@ def run_builtin_demo(
         zk_connect=zk_connect,
         zk_security=zk_security,
         bootstrap=bootstrap,
+        command_config=command_config,
         progress=progress,
         on_result=results.append,
     )
@@ -845,6 +848,7 @@ def run_builtin_demo(
             zk_connect=zk_connect,
             zk_security=zk_security,
             bootstrap=bootstrap,
+            command_config=command_config,
             progress=progress,
             on_result=results.append,
         )

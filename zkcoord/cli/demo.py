@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from zkcoord.cli.client_security import add_command_config, command_config
 from zkcoord.cli.logs import quiet_client_logs
 from zkcoord.cli.options import examples
 from zkcoord.cli.zkargs import add_zk_security, zk_flags
@@ -71,6 +72,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "ones and back in one group (a node with --bridge-zk-groups), drawn in the ownership timeline",
     )
     add_zk_security(demo)  # for --zk: the runner, its members and the nodes it starts all log in with them
+    add_command_config(demo)  # for --bootstrap: the runner's clients and every member use it
     demo.set_defaults(func=run_demo)
 
 
@@ -168,6 +170,10 @@ def run_demo(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.command_config and not args.bootstrap:
+        print("zkcoord demo: --command-config is for a given node: it needs --bootstrap", file=sys.stderr)
+        return 2
+    command_config(args)  # a bad file is refused (naming it and the key) before anything starts
     quiet_client_logs(args)
     t0 = time.monotonic()
     out = Path(args.out or f"{DEFAULT_OUT}/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
@@ -184,6 +190,7 @@ def run_demo(args: argparse.Namespace) -> int:
             zk_connect=args.zk,
             zk_security=security,
             bootstrap=args.bootstrap,
+            command_config=args.command_config,
             rolling_migration=args.rolling_migration,
         )
         console.print(f"  {len(dirs)} runs played in {time.monotonic() - t0:.0f} s; building the report ...")
