@@ -212,9 +212,11 @@ def _old_mode(fallback: str) -> dict[str, Any]:
     return {"api.version.request": False, "broker.version.fallback": fallback, "log_level": 3}
 
 
-def _ck_produce(bootstrap: str, topic: str, tag: str, conf: dict[str, Any]) -> list[Record]:
+def _ck_produce(
+    bootstrap: str, topic: str, tag: str, conf: dict[str, Any], codecs: tuple[str, ...] = CODECS
+) -> list[Record]:
     sent: list[Record] = []
-    for codec in CODECS:
+    for codec in codecs:
         producer = confluent_kafka.Producer(
             {"bootstrap.servers": bootstrap, "compression.codec": codec, "linger.ms": 5, **conf}
         )
@@ -252,9 +254,15 @@ def _ck_consume(bootstrap: str, topic: str, n: int, conf: dict[str, Any]) -> lis
     return got
 
 
-def _kp_produce(bootstrap: str, topic: str, tag: str, api_version: tuple[int, ...] | None) -> list[Record]:
+def _kp_produce(
+    bootstrap: str,
+    topic: str,
+    tag: str,
+    api_version: tuple[int, ...] | None,
+    codecs: tuple[str | None, ...] = (None, "gzip", "snappy"),
+) -> list[Record]:
     sent: list[Record] = []
-    for codec in (None, "gzip", "snappy"):
+    for codec in codecs:
         kw: dict[str, Any] = {"api_version": api_version} if api_version else {}
         producer = KafkaProducer(bootstrap_servers=bootstrap, compression_type=codec, linger_ms=5, **kw)
         try:
@@ -371,6 +379,28 @@ def test_every_generation_produces_and_reads_every_record(cluster: Cluster) -> N
     readers["kafka-node"] = [
         (o, (base64.b64decode(k) if k is not None else b"", base64.b64decode(v))) for o, k, v in node_seen
     ]
+    for name, got in readers.items():
+        assert got[:n] == want, name
+
+
+def test_lz4_from_every_generation_is_read_back_by_old_and_current_clients(cluster: Cluster) -> None:
+    """lz4 as each generation writes it: kafka-python at (0, 8, 2) (magic 0, Kafka 0.8.2's header checksum), at
+    (0, 10, 0) (magic 1) and today (RecordBatch v2), librdkafka today and in 0.8.2.2 mode (magic 0); every record
+    read back in order by old clients (Fetch v0: converted down) and current ones (the stored lz4 batches)."""
+    bs, topic = cluster.node.bootstrap, f"{TOPIC}-lz4"
+    expected: list[Record] = []
+    expected += _kp_produce(bs, topic, "kp-now", None, ("lz4",))  # creates the topic
+    expected += _kp_produce(bs, topic, "kp-0.10", (0, 10, 0), ("lz4",))
+    expected += _kp_produce(bs, topic, "kp-0.8.2", (0, 8, 2), ("lz4",))
+    expected += _ck_produce(bs, topic, "ck-now", {}, ("lz4",))
+    expected += _ck_produce(bs, topic, "ck-0.8.2.2", _old_mode("0.8.2.2"), ("lz4",))
+    want, n = list(enumerate(expected)), len(expected)
+    readers = {
+        "kafka-python (0, 8, 2)": _kp_consume(bs, topic, n, (0, 8, 2)),
+        "kafka-python": _kp_consume(bs, topic, n, None),
+        "confluent-kafka 0.8.2.2": _ck_consume(bs, topic, n, _old_mode("0.8.2.2")),
+        "confluent-kafka": _ck_consume(bs, topic, n, {}),
+    }
     for name, got in readers.items():
         assert got[:n] == want, name
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from zkcoord.errors import ErrorCode, ZkcoordError
-from zkcoord.records import snappy
+from zkcoord.records import lz4, snappy
 from zkcoord.records.crc32c import crc32c
 
 HEADER_SIZE = 61
@@ -215,9 +215,8 @@ GZIP: Final = 1
 SNAPPY: Final = 2
 LZ4: Final = 3
 ZSTD: Final = 4
-# Codecs whose records the server can read (and so validate record by record, and down-convert for old Fetch
-# versions); lz4 batches are checked at the header level only (no decompressor is installed) and stored as sent.
-READABLE_CODECS: Final = frozenset({NO_COMPRESSION, GZIP, SNAPPY, ZSTD})
+# Codecs whose records the server reads (so validates record by record, and down-converts for old Fetch versions).
+READABLE_CODECS: Final = frozenset({NO_COMPRESSION, GZIP, SNAPPY, LZ4, ZSTD})
 
 
 def _decompress(codec: int, data: bytes, max_bytes: int = -1) -> bytes:
@@ -233,9 +232,15 @@ def _decompress(codec: int, data: bytes, max_bytes: int = -1) -> bytes:
             out = _zstd_read(data, limit)
         elif codec == SNAPPY:
             out = snappy.decompress(data, limit)
+        elif codec == LZ4:
+            out = lz4.decompress(
+                data, max_bytes
+            )  # RecordBatch v2: the standard frame, its header checksum checked
         else:
-            raise CorruptBatch(f"compression codec {codec} cannot be read here (none, gzip, snappy, zstd)")
-    except (zlib.error, _ZstdError, snappy.SnappyError) as exc:
+            raise CorruptBatch(
+                f"compression codec {codec} cannot be read here (none, gzip, snappy, lz4, zstd)"
+            )
+    except (zlib.error, _ZstdError, snappy.SnappyError, lz4.Lz4Error) as exc:
         raise CorruptBatch(f"records do not decompress: {exc}") from exc
     if max_bytes >= 0 and len(out) > max_bytes:
         raise CorruptBatch(f"records inflate past {max_bytes} bytes")
@@ -406,11 +411,13 @@ def build_batch(
     partition_leader_epoch: int = -1,
     compression: int = 0,
 ) -> bytes:
-    """An uncompressed (or gzip) RecordBatch v2 of (key, value[, headers]) records with a correct CRC-32C."""
+    """An uncompressed (or gzip or lz4) RecordBatch v2 of (key, value[, headers]) records with a correct CRC-32C."""
     if not records:
         raise ValueError("a record batch needs at least one record")
-    if compression not in (0, 1):
-        raise ValueError(f"compression {compression} not supported by build_batch (only none=0, gzip=1)")
+    if compression not in (NO_COMPRESSION, GZIP, LZ4):
+        raise ValueError(
+            f"compression {compression} not supported by build_batch (only none=0, gzip=1, lz4=3)"
+        )
     stamps = list(timestamps) if timestamps is not None else [base_timestamp] * len(records)
     if len(stamps) != len(records):
         raise ValueError("timestamps must have one entry per record")
@@ -420,9 +427,11 @@ def build_batch(
         headers: Headers = rec[2] if len(rec) == 3 else ()
         body += _encode_record(i, stamps[i] - first_ts, rec[0], rec[1], headers)
     payload = bytes(body)
-    if compression == 1:
+    if compression == GZIP:
         comp = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
         payload = comp.compress(payload) + comp.flush()
+    elif compression == LZ4:
+        payload = lz4.compress(payload)
     after_crc = (
         struct.pack(
             ">hiqqqhii",

@@ -12,7 +12,9 @@ codes (`CorruptBatch` and its subclasses from `zkcoord.records.batch`).
 
 Guarantees: every function here either returns whole, checked messages or raises a `CorruptBatch` subclass naming
 what was wrong and where; no input inflates past the caller's `max_inflated` (gzip is read with a bounded
-decompressor, snappy checks each block's stated length first); no I/O, no clock (time is a parameter).
+decompressor, snappy checks each block's stated length first, lz4 is read in bounded chunks); no I/O, no clock
+(time is a parameter). lz4 wrappers of magic 0 are read as Kafka reads them, their frame header checksum ignored
+(Kafka 0.8.2-0.9 computed it wrongly, KAFKA-3160); those of magic 1 are standard frames, checked.
 """
 
 from __future__ import annotations
@@ -23,10 +25,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from zkcoord.records import snappy
+from zkcoord.records import lz4, snappy
 from zkcoord.records.batch import (
     CONTROL_BIT,
     GZIP,
+    LZ4,
     NO_COMPRESSION,
     NO_TIMESTAMP,
     SNAPPY,
@@ -50,7 +53,7 @@ _V1_MIN: Final = _V0_MIN + 8  # + timestamp
 _LOG_HEADER = struct.Struct(">qi")
 _INT32 = struct.Struct(">i")
 _DEFAULT_RULES: Final = AppendRules()
-_CODECS: Final = {NO_COMPRESSION: "none", GZIP: "gzip", SNAPPY: "snappy"}
+_CODECS: Final = {NO_COMPRESSION: "none", GZIP: "gzip", SNAPPY: "snappy", LZ4: "lz4"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +85,7 @@ class _Budget:
     left: int  # < 0: unbounded
 
 
-def _inflate(codec: int, data: bytes, budget: _Budget, where: int) -> bytes:
+def _inflate(codec: int, magic: int, data: bytes, budget: _Budget, where: int) -> bytes:
     limit = budget.left
     try:
         if codec == GZIP:
@@ -92,10 +95,13 @@ def _inflate(codec: int, data: bytes, budget: _Budget, where: int) -> bytes:
                 raise CorruptBatch("gzip data is truncated", where)
         elif codec == SNAPPY:
             out = snappy.decompress(data, limit)
+        elif codec == LZ4:
+            out = lz4.decompress(data, limit, old_header_checksum=magic == MAGIC_V0)
         else:
-            name = "lz4" if codec == 3 else f"codec {codec}"
-            raise CorruptBatch(f"{name} message sets cannot be read here (none, gzip, snappy)", where)
-    except (zlib.error, snappy.SnappyError) as exc:
+            raise CorruptBatch(
+                f"codec {codec} message sets cannot be read here (none, gzip, snappy, lz4)", where
+            )
+    except (zlib.error, snappy.SnappyError, lz4.Lz4Error) as exc:
         raise CorruptBatch(f"compressed message does not decompress: {exc}", where) from exc
     if limit >= 0 and len(out) > limit:
         raise CorruptBatch(f"compressed messages inflate past the limit of {limit} more bytes", where)
@@ -191,7 +197,7 @@ def decode_message_set(
             continue
         if value is None:
             raise CorruptBatch("compressed message has a null value", where)
-        inner = _inflate(codec, value, budget, where)
+        inner = _inflate(codec, magic, value, budget, where)
         out.extend(_open_wrapper(inner, offset, magic, codec, timestamp, log_append, where))
     return out
 
@@ -248,19 +254,21 @@ def encode_message(
     return _LOG_HEADER.pack(offset, len(body) + 4) + struct.pack(">I", crc) + bytes(body)
 
 
-def _compress(codec: int, data: bytes) -> bytes:
+def _compress(codec: int, magic: int, data: bytes) -> bytes:
     if codec == GZIP:
         c = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
         return c.compress(data) + c.flush()
     if codec == SNAPPY:
         return snappy.compress(data)
-    raise ValueError(f"codec {codec}: only none, gzip and snappy are written here")
+    if codec == LZ4:
+        return lz4.compress(data, old_header_checksum=magic == MAGIC_V0)  # as each Kafka generation wrote it
+    raise ValueError(f"codec {codec}: only none, gzip, snappy and lz4 are written here")
 
 
 def encode_message_set(
     messages: Sequence[LegacyMessage], *, magic: int = MAGIC_V1, codec: int = NO_COMPRESSION
 ) -> bytes:
-    """`messages` as a message set of `magic`, in one wrapper when `codec` is gzip or snappy (inner offsets
+    """`messages` as a message set of `magic`, in one wrapper when `codec` is gzip, snappy or lz4 (inner offsets
     absolute in magic 0, relative in magic 1, the wrapper at the last message's offset)."""
     if codec == NO_COMPRESSION:
         return b"".join(
@@ -292,7 +300,7 @@ def encode_message_set(
     return encode_message(
         last.offset,
         None,
-        _compress(codec, inner),
+        _compress(codec, magic, inner),
         magic=magic,
         attributes=codec,
         timestamp=wrapper_ts,
@@ -331,10 +339,10 @@ def to_record_batch(
                 if m.timestamp > now_ms + rules.timestamp_after_max_ms:
                     raise InvalidTimestamp(f"timestamp {m.timestamp} is too far after the broker's {now_ms}")
             stamps.append(m.timestamp)
-    gzip = any(m.codec == GZIP for m in messages)
-    return build_batch(
-        [(m.key, m.value) for m in messages], timestamps=stamps, compression=GZIP if gzip else NO_COMPRESSION
-    )
+    # The producer's codec is kept where build_batch writes it (Kafka keeps it: compression.type=producer).
+    codecs = {m.codec for m in messages}
+    keep = GZIP if GZIP in codecs else LZ4 if LZ4 in codecs else NO_COMPRESSION
+    return build_batch([(m.key, m.value) for m in messages], timestamps=stamps, compression=keep)
 
 
 def down_convert(

@@ -5,8 +5,9 @@ magic 1 for v2-v3), so producers and consumers of every generation share one top
 What Kafka's LogValidator and down-conversion decide for these versions is kept: a Produce v0-v2 whose records are
 a RecordBatch v2 is CORRUPT_MESSAGE (those versions carry message sets only); a bad CRC, a truncated or nested
 wrapper, or a wrapper inflating past the bound is CORRUPT_MESSAGE and stores nothing; a message over
-message.max.bytes is MESSAGE_TOO_LARGE. A stored batch that cannot be down-converted (lz4, which no codec here
-reads) is that partition's UNSUPPORTED_FOR_MESSAGE_FORMAT, never an empty answer without an error.
+message.max.bytes is MESSAGE_TOO_LARGE. Every codec (none, gzip, snappy, lz4, zstd) is read both ways; a stored batch
+that still cannot be down-converted (its records do not decompress, or inflate past the bound) is that partition's
+UNSUPPORTED_FOR_MESSAGE_FORMAT, never an empty answer without an error.
 """
 
 from __future__ import annotations

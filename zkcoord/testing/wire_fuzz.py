@@ -72,9 +72,9 @@ def _bytes(rng: random.Random, name: str, nullable: bool) -> bytes | None:
             msgs = [
                 LegacyMessage(i, None, rng.randbytes(rng.randint(0, 50)), magic=magic) for i in range(count)
             ]
-            return encode_message_set(msgs, magic=magic, codec=rng.choice((0, 1, 2)))
+            return encode_message_set(msgs, magic=magic, codec=rng.choice((0, 1, 2, 3)))
         return build_batch(
-            [(None, rng.randbytes(rng.randint(0, 50)))] * count, compression=rng.choice((0, 1))
+            [(None, rng.randbytes(rng.randint(0, 50)))] * count, compression=rng.choice((0, 1, 3))
         )
     return rng.randbytes(rng.choice((0, 1, 8, 64)))
 

@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from zkcoord.errors import ErrorCode
-from zkcoord.records import snappy
+from zkcoord.records import lz4, snappy
 from zkcoord.records.batch import (
     GZIP,
+    LZ4,
     NO_COMPRESSION,
     NO_TIMESTAMP,
     SNAPPY,
@@ -38,7 +39,7 @@ NOW = 1_700_000_000_000
 opt_bytes = st.one_of(st.none(), st.binary(max_size=64))
 pairs = st.lists(st.tuples(opt_bytes, opt_bytes), min_size=1, max_size=12)
 magics = st.sampled_from([0, 1])
-codecs = st.sampled_from([NO_COMPRESSION, GZIP, SNAPPY])
+codecs = st.sampled_from([NO_COMPRESSION, GZIP, SNAPPY, LZ4])
 
 
 def _messages(kv: list[tuple[bytes | None, bytes | None]], magic: int, base: int = 0) -> list[LegacyMessage]:
@@ -60,7 +61,7 @@ def test_encode_decode_round_trip(
         assert [m.timestamp for m in got] == [NOW + i for i in range(len(kv))]
 
 
-@given(pairs, magics, st.sampled_from([0, 1, 2]))
+@given(pairs, magics, st.sampled_from([0, 1, 2, 3]))
 def test_kafka_pythons_own_message_sets_decode(
     kv: list[tuple[bytes | None, bytes | None]], magic: int, codec: int
 ) -> None:
@@ -167,7 +168,11 @@ def test_truncated_and_nested_wrappers_are_corrupt_message() -> None:
 
 def test_compressed_bomb_is_refused_without_inflating_it() -> None:
     bomb_inner = encode_message(0, None, b"\x00" * (8 << 20))
-    for codec, payload in ((GZIP, _gzip(bomb_inner)), (SNAPPY, snappy.compress(bomb_inner))):
+    for codec, payload in (
+        (GZIP, _gzip(bomb_inner)),
+        (SNAPPY, snappy.compress(bomb_inner)),
+        (LZ4, lz4.compress(bomb_inner)),
+    ):
         frame = encode_message(0, None, payload, attributes=codec)
         assert len(frame) < 500_000
         assert _code(frame, max_inflated=1 << 20) == ErrorCode.CORRUPT_MESSAGE

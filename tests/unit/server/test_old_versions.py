@@ -19,7 +19,7 @@ from kafka.protocol.producer import ProduceRequest
 
 from zkcoord.errors import ErrorCode
 from zkcoord.group.config import GroupConfig
-from zkcoord.records.batch import CRC_START, GZIP, build_batch
+from zkcoord.records.batch import CRC_START, GZIP, LZ4, build_batch
 from zkcoord.records.crc32c import crc32c
 from zkcoord.records.message_set import LegacyMessage, decode_message_set, encode_message_set
 from zkcoord.server import kafka_protocol as kp
@@ -190,11 +190,20 @@ def test_unsupported_version_gets_kafkas_answer(server: _Server) -> None:
 
 
 def test_a_stored_batch_that_cannot_be_converted_is_the_partitions_error() -> None:
-    """lz4 batches are stored as sent (no lz4 codec here): an old Fetch gets UNSUPPORTED_FOR_MESSAGE_FORMAT for
-    that partition, never an empty answer without an error."""
+    """A stored batch whose records do not decompress (here: plain records under the lz4 flag): an old Fetch gets
+    UNSUPPORTED_FOR_MESSAGE_FORMAT for that partition, never an empty answer without an error."""
     batch = bytearray(build_batch([(b"k", b"v")]))
     struct.pack_into(">h", batch, CRC_START, 3)  # attributes: lz4
     struct.pack_into(">I", batch, 17, crc32c(bytes(batch[CRC_START:])))
     data, error = old_formats.fetch_records(0, "t-0", bytes(batch), 0, 1 << 20, 1 << 20)
     assert (data, error) == (b"", ErrorCode.UNSUPPORTED_FOR_MESSAGE_FORMAT)
     assert old_formats.fetch_records(4, "t-0", bytes(batch), 0, 1 << 20, 1 << 20) == (bytes(batch), 0)
+
+
+def test_a_stored_lz4_batch_is_converted_down_for_old_fetches() -> None:
+    batch = build_batch([(b"k0", b"v0"), (None, b"v1")], base_offset=5, base_timestamp=1000, compression=LZ4)
+    for version, magic in ((0, 0), (1, 0), (2, 1), (3, 1)):
+        data, error = old_formats.fetch_records(version, "t-0", batch, 6, 1 << 20, 1 << 20)
+        assert error == ErrorCode.NONE
+        got = decode_message_set(data)
+        assert [(m.offset, m.key, m.value, m.magic) for m in got] == [(6, None, b"v1", magic)]
