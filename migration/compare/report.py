@@ -604,11 +604,13 @@ def run_report(
         (out / "plots").mkdir(parents=True, exist_ok=True)
         result = ReportResult(out_dir=out, runs=metas)
         stage("start Spark")
+        size = sum(r.size for r in found)
         if spark is None:
             from migration.spark import spark_session
 
-            spark = spark_session(master, app_name="zkcoord-compare-report")
-        size = sum(r.size for r in found)
+            spark = spark_session(
+                master, app_name="zkcoord-compare-report", short_job=size < SMALL_TRACES_BYTES
+            )
         if shuffle_partitions is None:
             shuffle_partitions = max(1, min(200, size // (64 << 20)))
         settings = {"spark.sql.shuffle.partitions": str(shuffle_partitions)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import subprocess
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,10 @@ class Cluster:
         }
 
     def start(self, zk: Any) -> None:
-        for node in self.nodes.values():
-            node.start()
+        # Side by side: each start is a new interpreter's import-bound second, and the nodes do not need one
+        # another to come up (whichever registers first may win the controller election; the tests read it).
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            list(pool.map(NodeProcess.start, self.nodes.values()))
         wait_for(
             lambda: sorted(registry.read_brokers(zk)) == sorted(self.nodes), 20, "all brokers registered"
         )

@@ -10,8 +10,10 @@ certificates (ssl.client.auth=required): the principal is the certificate's subj
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import hmac
+import io
 import json
 import logging
 import os
@@ -124,10 +126,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory, zk_server: Any) -> Iterato
     )
     zk_connect = ensure_chroot(zk_server.hosts, f"/kafka-security-{uuid.uuid4().hex[:8]}")
     # One SCRAM user through zkcoord's own tool ...
-    subprocess.run(
-        [sys.executable, "-m", "zkcoord", "security", "add-scram-user", "--zk", zk_connect, "--user", SCRAM_USER],
-        env={**os.environ, "ZKCOORD_SCRAM_PASSWORD": SCRAM_PASSWORD}, check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+    _add_scram_user_with_zkcoord(zk_connect, SCRAM_USER, SCRAM_PASSWORD, d)
     sasl_port = free_port()
     flags = (*FAST_GROUP_FLAGS, "--num.partitions=2", "--listeners", f"SASL_SSL://127.0.0.1:{sasl_port}",
              "--security-zk", zk_connect, "--jaas-config", str(jaas), "--ssl.keystore.location", str(keystore),
@@ -284,9 +283,25 @@ def test_requests_before_login_close_the_connection(secured: Secured) -> None:
         assert size > 4
 
 
+def _zkcoord(*argv: str) -> None:
+    """One `zkcoord` command run in this process (its own argument parsing and code, exit status 0), without
+    a new interpreter's start-up: about 1 CPU s each, and this module runs a dozen."""
+    from zkcoord.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        status = main(list(argv))
+    assert status == 0, (argv, out.getvalue())
+
+
 def _add_acl_with_zkcoord(zk_connect: str, *args: str) -> None:
-    subprocess.run([sys.executable, "-m", "zkcoord", "security", "add-acl", "--zk", zk_connect, *args],
-                   check=True, capture_output=True, timeout=60)  # fmt: skip
+    _zkcoord("security", "add-acl", "--zk", zk_connect, *args)
+
+
+def _add_scram_user_with_zkcoord(zk_connect: str, user: str, password: str, d: Path) -> None:
+    secret = d / f"{user}.password"
+    secret.write_text(password + "\n")
+    _zkcoord("security", "add-scram-user", "--zk", zk_connect, "--user", user, "--password-file", str(secret))
 
 
 def test_group_and_topic_acls_refuse_without_changing_anything_and_allow_with_them(secured: Secured) -> None:
@@ -470,21 +485,18 @@ def test_a_legacy_member_fetches_over_sasl_ssl_with_command_config(
 
 
 def test_a_cluster_node_on_sasl_ssl_authenticates_and_authorizes_the_group(
-    tmp_path_factory: pytest.TempPathFactory, zk_server: Any
+    secured: Secured, tmp_path_factory: pytest.TempPathFactory, zk_server: Any
 ) -> None:
     """One `serve --zk` node whose only listener is SASL_SSL (SCRAM credentials and ACLs under its own --zk,
     allow.everyone.if.no.acl.found off): it registers a SASL_SSL endpoint and sends clients back to it, mallory
     (Describe on the group, no Read) is refused with GROUP_AUTHORIZATION_FAILED and changes nothing, alice (Read
     on the group, added by `zkcoord security add-acl`) forms the group and commits."""
     d = tmp_path_factory.mktemp("cluster-security")
-    ca, keystore = make_certificates(d)
+    ca, keystore = secured.ca, secured.ca.parent / "keystore.pem"  # the module's certificates
     zk_connect = ensure_chroot(zk_server.hosts, f"/cluster-security-{uuid.uuid4().hex[:8]}")
     users = {"alice": "alice-scram", "mallory": "mallory-scram"}
     for user, password in users.items():
-        subprocess.run(
-            [sys.executable, "-m", "zkcoord", "security", "add-scram-user", "--zk", zk_connect, "--user", user],
-            env={**os.environ, "ZKCOORD_SCRAM_PASSWORD": password}, check=True, capture_output=True, timeout=60,
-        )  # fmt: skip
+        _add_scram_user_with_zkcoord(zk_connect, user, password, d)
     topic, group = _topic("cl-topic"), _topic("cl-group")
     _add_acl_with_zkcoord(zk_connect, "--topic", topic, "--allow-principal", "User:alice",
                           "--operation", "Read", "--operation", "Write", "--operation", "Create")  # fmt: skip

@@ -27,7 +27,7 @@ def _stop(session: Any, timeout: float = 60.0) -> None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    session = spark_session("local[2]", app_name="zkcoord-tests")
+    session = spark_session("local[2]", app_name="zkcoord-tests", short_job=True)  # test data is small
     try:
         yield session
     finally:

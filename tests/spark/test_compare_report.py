@@ -50,8 +50,8 @@ def report(spark, tmp_path_factory):
 
     seen = {}
 
-    def fake_session(master=None, app_name="zkcoord", driver_memory="1g"):
-        seen["master"] = master
+    def fake_session(master=None, app_name="zkcoord", driver_memory="1g", short_job=False):
+        seen["master"], seen["short_job"] = master, short_job
         return Borrowed()
 
     out = root / "out"
@@ -62,6 +62,7 @@ def report(spark, tmp_path_factory):
                    "--master", "local[1]", "--no-progress"])  # fmt: skip
     assert rc == 0
     assert seen["master"] == "local[1]"
+    assert seen["short_job"] is True  # a few KB of traces: a job of seconds (SHORT_JOB_JAVA_OPTIONS)
     # run_report sizes shuffles to the data and restores the setting (report.py, `finally:` of run_report).
     assert spark.conf.get("spark.sql.shuffle.partitions") == before
     return out

@@ -90,7 +90,8 @@ class _SparkStarter:
         try:
             from migration.spark import spark_session
 
-            self.session = spark_session(None, app_name="zkcoord-demo")
+            # The demo's traces are a few MB: a job of seconds (see SHORT_JOB_JAVA_OPTIONS).
+            self.session = spark_session(None, app_name="zkcoord-demo", short_job=True)
         except BaseException as exc:  # surfaced by get(); a thread cannot raise to its caller
             self.error = exc
 

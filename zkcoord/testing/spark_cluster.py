@@ -22,6 +22,10 @@ from zkcoord.local.zookeeper import free_port
 
 WORKER_MEMORY = "512m"
 EXECUTOR_MEMORY = "450m"
+# Every JVM of a test cluster lives for seconds to a few minutes on 2 shared cores: the C1 compiler only. C2's
+# compiler threads would otherwise take much of their CPU for code that pays off over longer runs (as
+# migration.spark.SHORT_JOB_JAVA_OPTIONS, which the test kit cannot import).
+JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 
 
 def spark_home() -> Path:
@@ -41,6 +45,7 @@ def _env(log_dir: Path) -> dict[str, str]:
         "SPARK_WORKER_DIR": str(log_dir / "work"),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
         "SPARK_NO_DAEMONIZE": "1",
+        "SPARK_DAEMON_JAVA_OPTS": JAVA_OPTIONS,  # the master's and the workers'
     }
     env.pop("PYSPARK_PYTHON", None)
     env.pop("PYSPARK_DRIVER_PYTHON", None)
@@ -160,6 +165,8 @@ class SparkCluster:
         return {
             "spark.executor.memory": EXECUTOR_MEMORY,
             "spark.executor.cores": "1",
+            "spark.executor.extraJavaOptions": JAVA_OPTIONS,
+            "spark.driver.extraJavaOptions": JAVA_OPTIONS,
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.ui.enabled": "true",
