@@ -16,12 +16,13 @@ from PIL import Image
 
 pytestmark = pytest.mark.integration
 
-# (width, height) in pixels of each plot for the demo's three protocols (report.py figure sizes at 100 dpi).
+# (width, height) in pixels of each plot for the demo's four runs: three protocols and the mixed group of the
+# rolling migration (report.py figure sizes at 100 dpi).
 EXPECTED_SIZES = {
-    "latency": (1080, 480),
-    "moved": (740, 450),
-    "records": (680, 450),
-    "ownership": (680, 450),
+    "latency": (1340, 480),
+    "moved": (920, 450),
+    "records": (840, 450),
+    "ownership": (840, 450),
 }
 
 
@@ -67,7 +68,7 @@ def test_demo_passes_and_prints_the_report_and_a_summary(demo) -> None:
     assert result.returncode == 0, text + result.stderr[-3000:]
     assert f"report: {out / 'report' / 'report.html'}" in text
     assert "no record lost and no partition with two owners, in every protocol" in text
-    for protocol in ("legacy-faithful", "legacy-fast", "classic-kafka-python"):
+    for protocol in ("legacy-faithful", "legacy-fast", "classic-kafka-python", "mixed"):
         row = next(line for line in text.splitlines() if f"│ {protocol} " in line)
         cells = [c.strip() for c in row.strip("│ ").split("│")]
         assert cells[0] == protocol
@@ -89,8 +90,8 @@ def test_report_plots_are_real_images_of_the_expected_size(demo) -> None:
             img.load()  # decodes every pixel: a truncated file fails here
             if size is not None:
                 assert img.size == size, (name, img.size)
-            else:  # three protocol panels of eight partitions (after the partition increase), 11 inches wide
-                assert img.size[0] == 1100 and img.size[1] >= 900, img.size
+            else:  # three protocol panels and the rolling migration's, eight partitions each, 11 inches wide
+                assert img.size[0] == 1100 and img.size[1] >= 1200, img.size
             colours = img.convert("RGB").getcolors(maxcolors=1 << 20)
             assert colours is None or len(colours) > 20, f"{name}.png looks blank"
         assert f"src='plots/{name}.png'" in page
@@ -101,7 +102,12 @@ def test_traces_hold_one_complete_run_per_protocol(demo) -> None:
 
     _, out, _, _ = demo
     metas = [read_meta(d) for d in find_runs([out / "traces"])]
-    assert sorted(m.protocol for m in metas) == ["classic-kafka-python", "legacy-faithful", "legacy-fast"]
+    assert sorted(m.protocol for m in metas) == [
+        "classic-kafka-python",
+        "legacy-faithful",
+        "legacy-fast",
+        "mixed",
+    ]
     assert all(m.complete and m.stopping_ms is not None for m in metas)
 
 

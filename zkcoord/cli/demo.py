@@ -67,9 +67,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     demo.add_argument("--no-progress", action="store_true", help="no progress bars")
     demo.add_argument(
         "--rolling-migration",
-        action="store_true",
-        help="one more play: the built-in rolling-migration, legacy members replaced one at a time by classic "
-        "ones and back in one group (a node with --bridge-zk-groups), drawn in the ownership timeline",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="after the per-protocol plays, the built-in rolling-migration: legacy members replaced one at a "
+        "time by classic ones and back in one group (a node with --bridge-zk-groups), drawn in the ownership "
+        "timeline; --no-rolling-migration skips it (about 25 s) (default: played)",
     )
     add_zk_security(demo)  # for --zk: the runner, its members and the nodes it starts all log in with them
     add_command_config(demo)  # for --bootstrap: the runner's clients and every member use it
