@@ -151,7 +151,7 @@ def _on_complete_join(out: Effects, group: ClassicGroup, now_ms: int) -> None:
         return
     _init_next_generation(group, now_ms)
     log.info(
-        "group=%s gen=%d stabilized with %d members, leader %s, protocol %s",
+        "group=%s gen=%d stabilized: members=%d leader=%s protocol=%s",
         group.group_id,
         group.generation,
         len(group.members),

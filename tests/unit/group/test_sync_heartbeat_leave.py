@@ -151,7 +151,7 @@ def test_rebalances_and_departures_are_logged_with_their_reason(caplog: pytest.L
         f"group=g gen=1 preparing to rebalance in state Stable (reason: removing member {b}: session timeout expired)"
         in lines
     )
-    assert f"group=g gen=2 stabilized with 1 members, leader {a}, protocol range" in lines
+    assert f"group=g gen=2 stabilized: members=1 leader={a} protocol=range" in lines
     assert f"group=g gen=2 member={a} removed: LeaveGroup" in lines
 
 
