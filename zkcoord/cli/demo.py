@@ -44,6 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=examples(
             "zkcoord demo",
             "zkcoord demo --out /tmp/demo --no-progress",
+            "zkcoord demo --no-rolling-migration",
         ),
     )
     demo.add_argument(
