@@ -36,6 +36,7 @@ from migration.compare.partitions import PartitionIncreaseError, increase_partit
 from migration.compare.scenario import PROTOCOLS, ChurnEvent, ChurnKind, Family, ProtocolRun, Scenario
 from migration.compare.trace import EventKind, RunMeta, TraceWriter
 from zkcoord.errors import ZkcoordError
+from zkcoord.legacy.codecs import BrokerRegistration, parse_endpoint
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.local.zookeeper import ZooKeeper
 from zkcoord.security.client_config import read_command_config
@@ -235,18 +236,24 @@ class _Play:
 
     def _create_topics(self) -> None:
         from kafka.admin import KafkaAdminClient, NewTopic
-        from kafka.errors import TopicAlreadyExistsError
+        from kafka.errors import KafkaError, TopicAlreadyExistsError
 
-        admin = KafkaAdminClient(
-            bootstrap_servers=self.bootstrap, client_id="zkcoord-compare", **self.kafka_security
-        )
         try:
-            for t in self.sc.topics:
-                # A given node may have it from an earlier play: its partition count is checked below.
-                with contextlib.suppress(TopicAlreadyExistsError):
-                    admin.create_topics([NewTopic(t.name, t.partitions, 1)])
-        finally:
-            admin.close()
+            admin = KafkaAdminClient(
+                bootstrap_servers=self.bootstrap, client_id="zkcoord-compare", **self.kafka_security
+            )
+            try:
+                for t in self.sc.topics:
+                    # A given node may have it from an earlier play: its partition count is checked below.
+                    with contextlib.suppress(TopicAlreadyExistsError):
+                        admin.create_topics([NewTopic(t.name, t.partitions, 1)])
+            finally:
+                admin.close()
+        except KafkaError as exc:  # a failed login, a missing ACL, an unreachable node: say which and where
+            protocol = self.kafka_security.get("security_protocol", "PLAINTEXT")
+            raise RunnerError(
+                f"creating the scenario's topics through {self.bootstrap} ({protocol}) failed: {exc!r}"
+            ) from exc
         client = connect(self.zk_connect, auth=self.auth)
         try:
             deadline = time.monotonic() + 30
@@ -692,6 +699,34 @@ def interval_overlaps(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int,
 # entry points
 
 
+def check_bootstrap_listener(
+    brokers: Mapping[int, BrokerRegistration], bootstrap: str, protocol: str, command_config: str | None
+) -> None:
+    """Refuse a given node whose registered listener at `bootstrap` is not of `protocol`, the security protocol
+    the runner's clients and members would speak: kafka-python speaking PLAINTEXT to a TLS port only retries its
+    bootstrap until it times out, so without this the run would end in a bare timeout. An address no
+    registration names (an alias, a load balancer) is not judged here."""
+    host, _, port = bootstrap.rpartition(":")
+    for broker_id, reg in brokers.items():
+        protocols = dict(reg.listener_security_protocol_map)
+        for endpoint in reg.endpoints:
+            name, ep_host, ep_port = parse_endpoint(endpoint)
+            registered = protocols.get(name, name)
+            if (ep_host, str(ep_port)) != (host, port) or registered == protocol:
+                continue
+            given = (
+                f"--command-config {command_config} says security.protocol={protocol}"
+                if command_config
+                else "without --command-config they speak PLAINTEXT"
+            )
+            raise RunnerError(
+                f"--bootstrap {bootstrap} is broker {broker_id}'s {registered} listener (registered in "
+                f"/brokers/ids/{broker_id}), but the runner's clients and members would not speak {registered}: "
+                f"{given}; give --command-config FILE with security.protocol={registered} and its credentials "
+                "(docs/security.md)"
+            )
+
+
 @contextlib.contextmanager
 def _zookeeper(scenario: Scenario, given: str | None, base: Path) -> Iterator[tuple[str, ZooKeeper | None]]:
     if given:
@@ -729,6 +764,15 @@ def run_scenario(
                 "--command-config is for a given node (--bootstrap); the runner's own node is open"
             )
         read_command_config(command_config)  # likewise a bad properties file
+    if bootstrap is not None and zk_connect:
+        protocol = read_command_config(command_config).get("security_protocol", "PLAINTEXT")
+        client = connect(zk_connect, auth=auth)
+        try:
+            brokers = registry.read_brokers(client)
+        finally:
+            client.stop()
+            client.close()
+        check_bootstrap_listener(brokers, bootstrap, protocol, command_config)
     chosen = [p for p in scenario.protocols if protocols is None or p.protocol in protocols]
     if scenario.shared:  # one play holds every protocol's members: the first run stands for the group
         if protocols is not None:

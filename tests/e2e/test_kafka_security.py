@@ -484,20 +484,36 @@ def test_a_legacy_member_fetches_over_sasl_ssl_with_command_config(
     assert "typo.properties" in err and "'ssl.trustore.location'" in err, err
 
 
-def test_a_cluster_node_on_sasl_ssl_authenticates_and_authorizes_the_group(
+@dataclass
+class ClusterNode:
+    node: ServerProcess
+    zk_connect: str
+    ca: Path
+    users: dict[str, str]  # SCRAM-SHA-256 user -> password
+    topic: str  # alice: Read, Write, Create; mallory: Read
+    group: str  # alice: Read; mallory: Describe
+    compare_topic: str  # comparer: Create, Write, Read (the comparison run's scenario topic)
+
+    def client(self, user: str) -> dict[str, Any]:
+        return {"bootstrap_servers": self.node.bootstrap, "security_protocol": "SASL_SSL",
+                "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": user,
+                "sasl_plain_password": self.users[user], "ssl_cafile": str(self.ca)}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster_node(
     secured: Secured, tmp_path_factory: pytest.TempPathFactory, zk_server: Any
-) -> None:
+) -> Iterator[ClusterNode]:
     """One `serve --zk` node whose only listener is SASL_SSL (SCRAM credentials and ACLs under its own --zk,
-    allow.everyone.if.no.acl.found off): it registers a SASL_SSL endpoint and sends clients back to it, mallory
-    (Describe on the group, no Read) is refused with GROUP_AUTHORIZATION_FAILED and changes nothing, alice (Read
-    on the group, added by `zkcoord security add-acl`) forms the group and commits."""
+    allow.everyone.if.no.acl.found off). Its users and ACLs are written before it starts, so its ACL cache holds
+    them from the first request."""
     d = tmp_path_factory.mktemp("cluster-security")
     ca, keystore = secured.ca, secured.ca.parent / "keystore.pem"  # the module's certificates
     zk_connect = ensure_chroot(zk_server.hosts, f"/cluster-security-{uuid.uuid4().hex[:8]}")
-    users = {"alice": "alice-scram", "mallory": "mallory-scram"}
+    users = {"alice": "alice-scram", "mallory": "mallory-scram", "comparer": "comparer-scram"}
     for user, password in users.items():
         _add_scram_user_with_zkcoord(zk_connect, user, password, d)
-    topic, group = _topic("cl-topic"), _topic("cl-group")
+    topic, group, compare_topic = _topic("cl-topic"), _topic("cl-group"), _topic("cmp-orders")
     _add_acl_with_zkcoord(zk_connect, "--topic", topic, "--allow-principal", "User:alice",
                           "--operation", "Read", "--operation", "Write", "--operation", "Create")  # fmt: skip
     _add_acl_with_zkcoord(
@@ -508,70 +524,138 @@ def test_a_cluster_node_on_sasl_ssl_authenticates_and_authorizes_the_group(
     )
     _add_acl_with_zkcoord(zk_connect, "--group", group, "--allow-principal", "User:mallory",
                           "--operation", "Describe")  # fmt: skip
+    # What a comparison run needs (docs/security.md): its admin client creates the scenario's topic, its producer
+    # writes it, the members read it (Read implies Describe: Metadata, ListOffsets) and join groups named per
+    # play (`<scenario>-<protocol>-r<i>-<ms>`, unknown beforehand: every group).
+    _add_acl_with_zkcoord(zk_connect, "--topic", compare_topic, "--allow-principal", "User:comparer",
+                          "--operation", "Create", "--operation", "Write", "--operation", "Read")  # fmt: skip
+    _add_acl_with_zkcoord(
+        zk_connect, "--group", "*", "--allow-principal", "User:comparer", "--operation", "Read"
+    )
     flags = (*FAST_GROUP_FLAGS, "--zk", zk_connect, "--node-id", "1", "--offsets.topic.num.partitions=1",
              "--sasl.enabled.mechanisms", "SCRAM-SHA-256", "--ssl.keystore.location", str(keystore),
              "--authorizer.class.name", "kafka.security.authorizer.AclAuthorizer")  # fmt: skip
     node = ServerProcess(d / "data", flags, protocol="SASL_SSL")
     node.start()
     try:
-        registered = connect(zk_connect)
-        try:
-            registration = json.loads(registered.get("/brokers/ids/1")[0])
-        finally:
-            registered.stop()
-            registered.close()
-        assert registration["endpoints"] == [f"SASL_SSL://{node.bootstrap}"]
-
-        def client(user: str) -> dict[str, Any]:
-            return {"bootstrap_servers": node.bootstrap, "security_protocol": "SASL_SSL",
-                    "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": user,
-                    "sasl_plain_password": users[user], "ssl_cafile": str(ca)}  # fmt: skip
-
-        producer = KafkaProducer(**client("alice"))  # the login works, and Write (and Create) on the topic
-        try:
-            assert [producer.send(topic, b"c%d" % i, partition=0).get(30).offset for i in range(3)] == [
-                0,
-                1,
-                2,
-            ]
-        finally:
-            producer.close()
-
-        intruder = KafkaConsumer(group_id=group, enable_auto_commit=False, **client("mallory"))
-        try:
-            with pytest.raises(KPErrors.GroupAuthorizationFailedError):
-                intruder.commit({TopicPartition(topic, 0): OffsetAndMetadata(2, "", -1)})
-            intruder.subscribe([topic])
-            with pytest.raises(KPErrors.GroupAuthorizationFailedError):
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    intruder.poll(timeout_ms=500)
-        finally:
-            intruder.close()
-        admin = KafkaAdminClient(**client("alice"))
-        try:
-            assert admin.list_group_offsets(group) == {group: {}}  # no commit stored
-            assert admin.describe_groups([group])[group]["members"] == []  # no member joined
-        finally:
-            admin.close()
-
-        consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
-                                 **client("alice"))  # fmt: skip
-        try:
-            values: list[bytes] = []
-            deadline = time.monotonic() + 60
-            while len(values) < 3 and time.monotonic() < deadline:
-                for records in consumer.poll(timeout_ms=500).values():
-                    values.extend(r.value for r in records)
-            assert values == [b"c0", b"c1", b"c2"]
-            assert TopicPartition(topic, 0) in consumer.assignment()  # the group formed
-            consumer.commit()
-            assert consumer.committed(TopicPartition(topic, 0)) == 3
-        finally:
-            consumer.close()
+        yield ClusterNode(node, zk_connect, ca, users, topic, group, compare_topic)
     finally:
         node.stop()
         node.kill9()
+
+
+def test_a_cluster_node_on_sasl_ssl_authenticates_and_authorizes_the_group(cluster_node: ClusterNode) -> None:
+    """The module's `serve --zk` node on SASL_SSL: it registers a SASL_SSL endpoint and sends clients back to
+    it, mallory (Describe on the group, no Read) is refused with GROUP_AUTHORIZATION_FAILED and changes nothing,
+    alice (Read on the group, added by `zkcoord security add-acl`) forms the group and commits."""
+    node, topic, group, client = (
+        cluster_node.node,
+        cluster_node.topic,
+        cluster_node.group,
+        cluster_node.client,
+    )
+    registered = connect(cluster_node.zk_connect)
+    try:
+        registration = json.loads(registered.get("/brokers/ids/1")[0])
+    finally:
+        registered.stop()
+        registered.close()
+    assert registration["endpoints"] == [f"SASL_SSL://{node.bootstrap}"]
+
+    producer = KafkaProducer(**client("alice"))  # the login works, and Write (and Create) on the topic
+    try:
+        assert [producer.send(topic, b"c%d" % i, partition=0).get(30).offset for i in range(3)] == [
+            0,
+            1,
+            2,
+        ]
+    finally:
+        producer.close()
+
+    intruder = KafkaConsumer(group_id=group, enable_auto_commit=False, **client("mallory"))
+    try:
+        with pytest.raises(KPErrors.GroupAuthorizationFailedError):
+            intruder.commit({TopicPartition(topic, 0): OffsetAndMetadata(2, "", -1)})
+        intruder.subscribe([topic])
+        with pytest.raises(KPErrors.GroupAuthorizationFailedError):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                intruder.poll(timeout_ms=500)
+    finally:
+        intruder.close()
+    admin = KafkaAdminClient(**client("alice"))
+    try:
+        assert admin.list_group_offsets(group) == {group: {}}  # no commit stored
+        assert admin.describe_groups([group])[group]["members"] == []  # no member joined
+    finally:
+        admin.close()
+
+    consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                             **client("alice"))  # fmt: skip
+    try:
+        values: list[bytes] = []
+        deadline = time.monotonic() + 60
+        while len(values) < 3 and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(r.value for r in records)
+        assert values == [b"c0", b"c1", b"c2"]
+        assert TopicPartition(topic, 0) in consumer.assignment()  # the group formed
+        consumer.commit()
+        assert consumer.committed(TopicPartition(topic, 0)) == 3
+    finally:
+        consumer.close()
+
+
+COMPARE_PROTOCOLS = ("legacy-fast", "classic-kafka-python", "classic-confluent")
+
+
+def test_a_comparison_run_against_the_secured_cluster_node(cluster_node: ClusterNode, tmp_path: Path) -> None:
+    """`zkcoord compare run --zk --bootstrap --command-config` against the SASL_SSL node, as the principal
+    `comparer` with only the ACLs docs/security.md lists: one complete run per protocol (a legacy member, a
+    kafka-python and a librdkafka group), nothing lost. Without --command-config it stops at once, saying why."""
+    from migration.compare.trace import find_runs, read_meta
+
+    scenario = tmp_path / "secure.yaml"
+    scenario.write_text(
+        f"""name: secure
+duration_s: 3
+session_timeout_ms: 4000
+topics:
+  - {{name: {cluster_node.compare_topic}, partitions: 2}}
+producer: {{rate_per_s: 40, duration_s: 2.5}}
+protocols:
+"""
+        + "".join(f"  {p}: {{members: 2, strategy: range}}\n" for p in COMPARE_PROTOCOLS)
+        + "churn:\n  - {at_s: 1.5, event: leave, member: 0}\n"
+    )
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\nssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={cluster_node.ca}\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="comparer" password="{cluster_node.users["comparer"]}";\n'
+    )
+    out = tmp_path / "traces"
+    cmd = [sys.executable, "-m", "zkcoord", "compare", "run", str(scenario), "--out", str(out), "--no-progress",
+           "--zk", cluster_node.zk_connect, "--bootstrap", cluster_node.node.bootstrap]  # fmt: skip
+    for protocol in COMPARE_PROTOCOLS:
+        cmd += ["--protocol", protocol]
+    run = subprocess.run([*cmd, "--command-config", str(props)], capture_output=True, text=True, timeout=120,
+                         stdin=subprocess.DEVNULL)  # fmt: skip
+    assert run.returncode == 0, (run.stdout[-3000:], run.stderr[-3000:])
+    runs = find_runs([out])
+    metas = [read_meta(r) for r in runs]
+    assert sorted(m.protocol for m in metas) == sorted(COMPARE_PROTOCOLS)
+    for meta in metas:
+        assert meta.complete, meta
+        summary = (meta.extra or {})["summary"]
+        assert summary["produced"] > 0 and summary["lost"] == 0, (meta.protocol, summary)
+        assert summary["consumed_unique"] == summary["produced"], (meta.protocol, summary)
+
+    plain = subprocess.run(cmd, capture_output=True, text=True, timeout=40, stdin=subprocess.DEVNULL)
+    assert plain.returncode != 0
+    assert "SASL_SSL" in plain.stderr and "--command-config" in plain.stderr, plain.stderr[-3000:]
+    assert "Traceback" not in plain.stderr, plain.stderr[-3000:]
 
 
 # --- TLS client authentication (ssl.client.auth=required on an SSL listener) ----------------------------------
