@@ -82,6 +82,9 @@ class MemberProc:
     ended_ms: int | None = None
     how: str | None = None  # leave | crash | stop | exited | replace
     protocol: str = ""
+    scenario_topic: Mapping[str, str] = field(
+        default_factory=dict
+    )  # Kafka topic -> the scenario's name for it
     _pos: int = 0
     rows: list[dict[str, Any]] = field(default_factory=list)
 
@@ -100,7 +103,11 @@ class MemberProc:
         new = []
         for line in data[: end + 1].splitlines():
             with contextlib.suppress(json.JSONDecodeError):
-                new.append(json.loads(line))
+                row = json.loads(line)
+                topic = row.get("topic")
+                if topic in self.scenario_topic:
+                    row["topic"] = self.scenario_topic[topic]
+                new.append(row)
         self.rows.extend(new)
         return new
 
@@ -188,11 +195,16 @@ class _Play:
             # Our own node per play, registered in a fresh chroot: nothing is shared between plays.
             self.group = f"{scenario.name}-{self.label}-r{run_index}"
             self.zk_connect = ensure_chroot(zk_hosts, f"/zkcoord-compare/{self.run_id}", auth=self.auth)
+            self.kafka_topic = {t.name: t.name for t in scenario.topics}
         else:
             # A given node is registered in the given ZooKeeper (connect string with its chroot, if any): legacy
-            # members must see its topics there. Topics are shared between plays, so groups must not be.
+            # members must see its topics there. Plays on it share neither a group nor a topic: a partition
+            # increase of one play would otherwise meet the next play's topic, and a play's new group would read
+            # the records of the plays before it. Traces keep the scenario's topic names.
             self.group = self.run_id
             self.zk_connect = zk_hosts
+            self.kafka_topic = {t.name: f"{t.name}-{self.run_id}" for t in scenario.topics}
+        self.scenario_topic = {kafka: name for name, kafka in self.kafka_topic.items()}
         self.node: NodeProcess | None = None
         self.bootstrap = bootstrap
         self.members: list[MemberProc] = []
@@ -244,9 +256,9 @@ class _Play:
             )
             try:
                 for t in self.sc.topics:
-                    # A given node may have it from an earlier play: its partition count is checked below.
+                    # It may exist (a given node, a play's name met again): its partition count is checked below.
                     with contextlib.suppress(TopicAlreadyExistsError):
-                        admin.create_topics([NewTopic(t.name, t.partitions, 1)])
+                        admin.create_topics([NewTopic(self.kafka_topic[t.name], t.partitions, 1)])
             finally:
                 admin.close()
         except KafkaError as exc:  # a failed login, a missing ACL, an unreachable node: say which and where
@@ -258,17 +270,18 @@ class _Play:
         try:
             deadline = time.monotonic() + 30
             for t in self.sc.topics:
+                name = self.kafka_topic[t.name]
                 while True:
-                    assignment = registry.read_topic(client, t.name)
+                    assignment = registry.read_topic(client, name)
                     if assignment is not None:
                         if len(assignment.partitions) != t.partitions:
                             raise RunnerError(
-                                f"topic {t.name} already exists with {len(assignment.partitions)} partitions; "
+                                f"topic {name} already exists with {len(assignment.partitions)} partitions; "
                                 f"the scenario starts it with {t.partitions} (use a fresh node)"
                             )
                         break
                     if time.monotonic() > deadline:
-                        raise RunnerError(f"topic {t.name} did not appear in ZooKeeper within 30 s")
+                        raise RunnerError(f"topic {name} did not appear in ZooKeeper within 30 s")
                     time.sleep(0.05)
         finally:
             client.stop()
@@ -282,7 +295,7 @@ class _Play:
         mdir.mkdir(parents=True, exist_ok=True)
         trace_path, stderr_path = mdir / f"{name}.jsonl", mdir / f"{name}.stderr"
         cmd = [sys.executable, "-m", "migration.compare.member_proc", "--protocol", run.protocol,
-               "--group", self.group, "--member", name, "--topics", ",".join(t.name for t in self.sc.topics),
+               "--group", self.group, "--member", name, "--topics", ",".join(self.kafka_topic.values()),
                "--strategy", run.strategy, "--session-timeout-ms", str(self.sc.session_timeout_ms),
                "--trace-file", str(trace_path)]  # fmt: skip
         if run.family is Family.LEGACY:
@@ -294,7 +307,15 @@ class _Play:
             cmd += ["--command-config", str(Path(self.command_config).resolve())]
         with open(stderr_path, "wb") as err:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
-        m = MemberProc(name, proc, trace_path, stderr_path, now_ms(), protocol=run.protocol)
+        m = MemberProc(
+            name,
+            proc,
+            trace_path,
+            stderr_path,
+            now_ms(),
+            protocol=run.protocol,
+            scenario_topic=self.scenario_topic,
+        )
         self.members.append(m)
         if slot is None:
             self.slots.append(m)
@@ -337,13 +358,16 @@ class _Play:
             counts = dict(self.partitions)
         tps = []
         for t in sorted(counts):
-            known = producer.partitions_for(t) or set()
-            tps += [(t, p) for p in range(counts[t]) if p < self.initial_partitions[t] or p in known]
+            name = self.kafka_topic[t]
+            known = producer.partitions_for(name) or set()
+            tps += [(name, p) for p in range(counts[t]) if p < self.initial_partitions[t] or p in known]
         return tps[i % len(tps)]
 
     def _acked(self, md: Any) -> None:
         with self._lock:
-            self.produced.append((now_ms(), md.topic, md.partition, md.offset))
+            self.produced.append(
+                (now_ms(), self.scenario_topic.get(md.topic, md.topic), md.partition, md.offset)
+            )
 
     def _sample_owners(self) -> None:
         client = connect(self.zk_connect, auth=self.auth)
@@ -355,7 +379,9 @@ class _Play:
                 except Exception:  # a sample lost to a ZooKeeper fault (leader kill) is just skipped
                     continue
                 with self._lock:
-                    self.samples.extend((ts, t, p, o) for (t, p), o in sorted(owners.items()))
+                    self.samples.extend(
+                        (ts, self.scenario_topic.get(t, t), p, o) for (t, p), o in sorted(owners.items())
+                    )
         finally:
             client.stop()
             client.close()
@@ -428,7 +454,7 @@ class _Play:
             assert ev.topic is not None and ev.partitions is not None
             client = connect(self.zk_connect, auth=self.auth)
             try:
-                before, _ = increase_partitions(client, ev.topic, ev.partitions)
+                before, _ = increase_partitions(client, self.kafka_topic[ev.topic], ev.partitions)
             except PartitionIncreaseError as exc:
                 self._churn_row(ev, None, applied=False, partitions=ev.partitions, reason=str(exc))
                 return False

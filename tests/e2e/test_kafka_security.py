@@ -524,10 +524,10 @@ def cluster_node(
     )
     _add_acl_with_zkcoord(zk_connect, "--group", group, "--allow-principal", "User:mallory",
                           "--operation", "Describe")  # fmt: skip
-    # What a comparison run needs (docs/security.md): its admin client creates the scenario's topic, its producer
-    # writes it, the members read it (Read implies Describe: Metadata, ListOffsets) and join groups named per
-    # play (`<scenario>-<protocol>-r<i>-<ms>`, unknown beforehand: every group).
-    _add_acl_with_zkcoord(zk_connect, "--topic", compare_topic, "--allow-principal", "User:comparer",
+    # What a comparison run needs (docs/security.md): its admin client creates each play's topic, its producer
+    # writes it, the members read it (Read implies Describe: Metadata, ListOffsets) and join the play's group;
+    # topics and groups are named per play (`...-<scenario>-<protocol>-r<i>-<ms>`, unknown beforehand: every one).
+    _add_acl_with_zkcoord(zk_connect, "--topic", "*", "--allow-principal", "User:comparer",
                           "--operation", "Create", "--operation", "Write", "--operation", "Read")  # fmt: skip
     _add_acl_with_zkcoord(
         zk_connect, "--group", "*", "--allow-principal", "User:comparer", "--operation", "Read"
@@ -609,11 +609,20 @@ def test_a_cluster_node_on_sasl_ssl_authenticates_and_authorizes_the_group(clust
 COMPARE_PROTOCOLS = ("legacy-fast", "classic-kafka-python", "classic-confluent")
 
 
+def _zk_children(zk_connect: str, path: str) -> list[str]:
+    client = connect(zk_connect)
+    try:
+        return list(client.get_children(path))
+    finally:
+        client.stop()
+        client.close()
+
+
 def test_a_comparison_run_against_the_secured_cluster_node(cluster_node: ClusterNode, tmp_path: Path) -> None:
     """`zkcoord compare run --zk --bootstrap --command-config` against the SASL_SSL node, as the principal
     `comparer` with only the ACLs docs/security.md lists: one complete run per protocol (a legacy member, a
     kafka-python and a librdkafka group), nothing lost. Without --command-config it stops at once, saying why."""
-    from migration.compare.trace import find_runs, read_meta
+    from migration.compare.trace import find_runs, read_events, read_meta
 
     scenario = tmp_path / "secure.yaml"
     scenario.write_text(
@@ -651,6 +660,14 @@ protocols:
         summary = (meta.extra or {})["summary"]
         assert summary["produced"] > 0 and summary["lost"] == 0, (meta.protocol, summary)
         assert summary["consumed_unique"] == summary["produced"], (meta.protocol, summary)
+    # Plays on a given node share no topic (a partition increase, or a new group reading the plays before it,
+    # would leak across): each had its own, named after the play; the traces speak of the scenario's topic.
+    on_node = [t for t in _zk_children(cluster_node.zk_connect, "/brokers/topics")
+               if t.startswith(f"{cluster_node.compare_topic}-secure-")]  # fmt: skip
+    assert len(on_node) == len(COMPARE_PROTOCOLS), on_node
+    for r in runs:
+        topics = set(read_events(r).column("topic").to_pylist()) - {None}
+        assert topics == {cluster_node.compare_topic}, topics
 
     plain = subprocess.run(cmd, capture_output=True, text=True, timeout=40, stdin=subprocess.DEVNULL)
     assert plain.returncode != 0

@@ -179,8 +179,9 @@ protocols:
 
 
 def test_plays_on_a_given_zookeeper_and_node(zk_connect: str, zk: Any, tmp_path: Path) -> None:
-    """--zk/--bootstrap: legacy members find the node's topics in the given ZooKeeper; a second run of the same
-    scenario reuses the topic but gets fresh groups, so each run consumes exactly what it produced and more."""
+    """--zk/--bootstrap: legacy members find the node's topics in the given ZooKeeper; plays share nothing there,
+    each gets its own group and its own topic (a second run of the same scenario too), and the traces keep the
+    scenario's topic name."""
     from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 
     results: list[PlayResult] = []
@@ -200,4 +201,9 @@ def test_plays_on_a_given_zookeeper_and_node(zk_connect: str, zk: Any, tmp_path:
     assert len(set(groups)) == 4
     # Legacy groups live in the given ZooKeeper itself (no per-play chroot), next to the node's /brokers.
     assert set(zk.get_children("/consumers")) == {groups[0], groups[2]}
-    assert zk.exists("/brokers/topics/events") is not None
+    run_ids = [read_meta(d).run_id for d in dirs]
+    assert {t for t in zk.get_children("/brokers/topics") if t.startswith("events")} == {
+        f"events-{run_id}" for run_id in run_ids
+    }
+    for d in dirs:
+        assert set(read_events(d).column("topic").to_pylist()) - {None} == {"events"}
