@@ -64,6 +64,25 @@ class CommitLoop:
             self.commits += 1
 
 
+def commits_across_a_kill9(node: ServerProcess, group: str, topic: str) -> tuple[CommitLoop, dict[int, int]]:
+    """Simple-consumer commits keep flowing while the node is killed (-9) and restarted on its data dir: the
+    loop afterwards, and what had been acknowledged when the kill landed."""
+    loop = CommitLoop(node, group, topic)
+    loop.thread.start()
+    try:
+        wait_for(lambda: loop.commits >= 50, 60, "50 acknowledged commits")
+        node.kill9()
+        acked_at_kill = dict(loop.acked)
+        node.start()  # same port, same data dir
+        loop.halt.set()
+        loop.thread.join(60)
+        assert not loop.thread.is_alive()
+    finally:
+        loop.halt.set()
+        loop.consumer.close(autocommit=False)
+    return loop, acked_at_kill
+
+
 def committed(node: ServerProcess, group: str, topic: str) -> dict[int, int]:
     admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
     try:
@@ -111,19 +130,7 @@ def test_kill9_restart_keeps_acknowledged_commits_and_records(node: ServerProces
 
     # simple-consumer commits keep flowing while the node is killed
     simple_group = f"simple-{uuid.uuid4().hex[:6]}"
-    loop = CommitLoop(node, simple_group, topic)
-    loop.thread.start()
-    try:
-        wait_for(lambda: loop.commits >= 50, 60, "50 acknowledged commits")
-        node.kill9()
-        acked_at_kill = dict(loop.acked)
-        node.start()  # same port, same data dir
-        loop.halt.set()
-        loop.thread.join(60)
-        assert not loop.thread.is_alive()
-    finally:
-        loop.halt.set()
-        loop.consumer.close(autocommit=False)
+    loop, acked_at_kill = commits_across_a_kill9(node, simple_group, topic)
 
     after = committed(node, simple_group, topic)
     for p in range(PARTITIONS):
@@ -152,18 +159,7 @@ def test_without_fsync_a_process_crash_still_keeps_acknowledged_commits(node: Se
     assert any("(fsync=never)" in line for line in node.output), list(node.output)[-5:]
     topic = new_topic(node, "nofsync")
     group = f"simple-{uuid.uuid4().hex[:6]}"
-    loop = CommitLoop(node, group, topic)
-    loop.thread.start()
-    try:
-        wait_for(lambda: loop.commits >= 50, 60, "50 acknowledged commits")
-        node.kill9()
-        node.start()
-        loop.halt.set()
-        loop.thread.join(60)
-        assert not loop.thread.is_alive()
-    finally:
-        loop.halt.set()
-        loop.consumer.close(autocommit=False)
+    loop, _ = commits_across_a_kill9(node, group, topic)
     after = committed(node, group, topic)
     assert all(loop.acked[p] <= after[p] <= loop.attempted + p for p in range(PARTITIONS)), (
         loop.acked,

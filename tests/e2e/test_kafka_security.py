@@ -590,18 +590,24 @@ def test_a_cluster_node_on_sasl_ssl_authenticates_and_authorizes_the_group(clust
     finally:
         admin.close()
 
-    consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
-                             **client("alice"))  # fmt: skip
+    _read_in_a_group_and_commit(client("alice"), topic, group, [b"c0", b"c1", b"c2"])
+
+
+def _read_in_a_group_and_commit(cfg: dict[str, Any], topic: str, group: str, expected: list[bytes]) -> None:
+    """A member of `group` reads `expected` from partition 0 of `topic` and commits past it."""
+    consumer = KafkaConsumer(
+        topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False, **cfg
+    )
     try:
         values: list[bytes] = []
         deadline = time.monotonic() + 60
-        while len(values) < 3 and time.monotonic() < deadline:
+        while len(values) < len(expected) and time.monotonic() < deadline:
             for records in consumer.poll(timeout_ms=500).values():
                 values.extend(r.value for r in records)
-        assert values == [b"c0", b"c1", b"c2"]
+        assert values == expected
         assert TopicPartition(topic, 0) in consumer.assignment()  # the group formed
         consumer.commit()
-        assert consumer.committed(TopicPartition(topic, 0)) == 3
+        assert consumer.committed(TopicPartition(topic, 0)) == len(expected)
     finally:
         consumer.close()
 
@@ -734,19 +740,7 @@ def test_a_client_certificate_with_an_acl_for_its_subject_commits_in_a_group(mtl
         assert [producer.send(topic, b"t%d" % i).get(30).offset for i in range(3)] == [0, 1, 2]
     finally:
         producer.close()
-    consumer = KafkaConsumer(topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
-                             **mtls.kafka_python("alice"))  # fmt: skip
-    try:
-        values: list[bytes] = []
-        deadline = time.monotonic() + 60
-        while len(values) < 3 and time.monotonic() < deadline:
-            for records in consumer.poll(timeout_ms=500).values():
-                values.extend(r.value for r in records)
-        assert values == [b"t0", b"t1", b"t2"]
-        consumer.commit()
-        assert consumer.committed(TopicPartition(topic, 0)) == 3
-    finally:
-        consumer.close()
+    _read_in_a_group_and_commit(mtls.kafka_python("alice"), topic, group, [b"t0", b"t1", b"t2"])
 
 
 def _api_versions_over_tls(mtls: Mtls, cert: tuple[Path, Path] | None) -> bytes:

@@ -11,6 +11,19 @@ from zkcoord.cli import main
 from zkcoord.cli import serve as serve_cli
 
 
+@pytest.fixture
+def seen(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """What `zkcoord serve` would have served (`seen["node"]`), its serving replaced by a stand-in."""
+    found: dict[str, Any] = {}
+
+    async def fake_serve(node: Any, *_: Any) -> int:
+        found["node"] = node
+        return 0
+
+    monkeypatch.setattr(serve_cli, "_serve", fake_serve)
+    return found
+
+
 def test_cluster_flags_without_zk_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc = main(["serve", "--data-dir", str(tmp_path), "--zookeeper.session.timeout.ms", "3000"])
     assert rc == 2
@@ -34,14 +47,7 @@ def test_cluster_flags_are_validated_before_start(
     assert not any(tmp_path.iterdir())
 
 
-def test_cluster_flags_reach_the_node(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: dict[str, Any] = {}
-
-    async def fake_serve(node: Any, *_: Any) -> int:
-        seen["node"] = node
-        return 0
-
-    monkeypatch.setattr(serve_cli, "_serve", fake_serve)
+def test_cluster_flags_reach_the_node(tmp_path: Path, seen: dict[str, Any]) -> None:
     argv = ["serve", "--data-dir", str(tmp_path), "--zk", "127.0.0.1:1", "--offsets.compact.after.batches",
             "7", "--zookeeper.session.timeout.ms", "4000"]  # fmt: skip
     assert main(argv) == 0
@@ -52,15 +58,8 @@ def test_cluster_flags_reach_the_node(tmp_path: Path, monkeypatch: pytest.Monkey
 
 
 def test_limit_flags_reach_the_node_and_are_validated(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, seen: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    seen: dict[str, Any] = {}
-
-    async def fake_serve(node: Any, *_: Any) -> int:
-        seen["node"] = node
-        return 0
-
-    monkeypatch.setattr(serve_cli, "_serve", fake_serve)
     argv = ["serve", "--data-dir", str(tmp_path), "--max.connections", "7", "--connections.max.idle.ms", "5000",
             "--max.partitions.per.topic", "12", "--message.max.bytes", "2048", "--group.max.size", "3"]  # fmt: skip
     assert main(argv) == 0
@@ -74,15 +73,8 @@ def test_limit_flags_reach_the_node_and_are_validated(
 
 
 def test_records_fsync_flags_reach_the_config_and_are_refused_where_meaningless(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, seen: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    seen: dict[str, Any] = {}
-
-    async def fake_serve(node: Any, *_: Any) -> int:
-        seen["node"] = node
-        return 0
-
-    monkeypatch.setattr(serve_cli, "_serve", fake_serve)
     base = ["serve", "--data-dir", str(tmp_path)]
     assert main(base) == 0
     cfg = seen["node"].server_config
