@@ -349,17 +349,7 @@ def test_group_and_topic_acls_refuse_without_changing_anything_and_allow_with_th
         producer.close()
 
     # mallory: an offset commit and a join are both refused with 30, and neither reaches the coordinator.
-    intruder = KafkaConsumer(group_id=group, enable_auto_commit=False, **mallory)
-    try:
-        with pytest.raises(KPErrors.GroupAuthorizationFailedError):
-            intruder.commit({TopicPartition(topic, 0): OffsetAndMetadata(2, "", -1)})
-        intruder.subscribe([topic])
-        with pytest.raises(KPErrors.GroupAuthorizationFailedError):
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline:
-                intruder.poll(timeout_ms=500)
-    finally:
-        intruder.close()
+    _commit_and_join_are_refused(mallory, topic, group)
     admin = KafkaAdminClient(**alice)
     try:
         assert admin.list_group_offsets(group) == {group: {}}  # no commit stored
@@ -572,7 +562,21 @@ def test_a_cluster_node_on_sasl_ssl_authenticates_and_authorizes_the_group(clust
     finally:
         producer.close()
 
-    intruder = KafkaConsumer(group_id=group, enable_auto_commit=False, **client("mallory"))
+    _commit_and_join_are_refused(client("mallory"), topic, group)
+    admin = KafkaAdminClient(**client("alice"))
+    try:
+        assert admin.list_group_offsets(group) == {group: {}}  # no commit stored
+        assert admin.describe_groups([group])[group]["members"] == []  # no member joined
+    finally:
+        admin.close()
+
+    _read_in_a_group_and_commit(client("alice"), topic, group, [b"c0", b"c1", b"c2"])
+
+
+def _commit_and_join_are_refused(cfg: dict[str, Any], topic: str, group: str) -> None:
+    """A principal without Group Read: its offset commit and its join are both answered
+    GROUP_AUTHORIZATION_FAILED (30)."""
+    intruder = KafkaConsumer(group_id=group, enable_auto_commit=False, **cfg)
     try:
         with pytest.raises(KPErrors.GroupAuthorizationFailedError):
             intruder.commit({TopicPartition(topic, 0): OffsetAndMetadata(2, "", -1)})
@@ -583,14 +587,6 @@ def test_a_cluster_node_on_sasl_ssl_authenticates_and_authorizes_the_group(clust
                 intruder.poll(timeout_ms=500)
     finally:
         intruder.close()
-    admin = KafkaAdminClient(**client("alice"))
-    try:
-        assert admin.list_group_offsets(group) == {group: {}}  # no commit stored
-        assert admin.describe_groups([group])[group]["members"] == []  # no member joined
-    finally:
-        admin.close()
-
-    _read_in_a_group_and_commit(client("alice"), topic, group, [b"c0", b"c1", b"c2"])
 
 
 def _read_in_a_group_and_commit(cfg: dict[str, Any], topic: str, group: str, expected: list[bytes]) -> None:
