@@ -3,11 +3,14 @@ ACL authorizer with allow.everyone.if.no.acl.found=true and a super user), seen 
 deeply nested JSON present at start does not stop the node and denies its group to everyone but the super user;
 one written at runtime fails closed (a new group, and a group whose Deny it replaces), is logged once however
 often it is rewritten, and its repair counts without a restart; a malformed SCRAM credential fails that user's
-login with SASL_AUTHENTICATION_FAILED (58), and its repair logs in."""
+login with SASL_AUTHENTICATION_FAILED (58), and its repair logs in. Six unauthenticated 50 MB SCRAM logins grow
+the node's peak resident memory by less than 32 MiB and delay no other client."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import struct
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,6 +27,7 @@ from kafka.structs import OffsetAndMetadata
 
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.security.scram import ScramCredential
+from zkcoord.server import kafka_protocol as kp
 from zkcoord.zk.kafka_credentials import write_scram
 from zkcoord.zk.session import connect, ensure_chroot
 
@@ -170,3 +174,78 @@ def test_a_malformed_credential_fails_the_login_with_error_58_and_its_repair_log
         "/config/users/mallory", json.dumps({"version": 1, "config": {MECHANISM: cred.to_kafka()}}).encode()
     )
     assert _may_commit(secured.client("mallory"), "open-group")
+
+
+def _vm_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} in /proc/{pid}/status")
+
+
+async def _answer(reader: asyncio.StreamReader) -> bytes:
+    try:
+        (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), 10))
+    except (asyncio.IncompleteReadError, ConnectionError):
+        return b""
+    return await asyncio.wait_for(reader.readexactly(size), 10)
+
+
+async def _huge_scram_login(host: str, port: int, token_size: int, chunk: bytes) -> int:
+    """SaslHandshake SCRAM-SHA-256, then a SaslAuthenticate whose client-first is `token_size` bytes, streamed in
+    `chunk`s; the bytes the node took before closing."""
+    reader, writer = await asyncio.open_connection(host, port)
+    try:
+        writer.write(kp.encode_request(kp.SASL_HANDSHAKE, 1, 1, "c", mechanism=MECHANISM))
+        assert await _answer(reader)
+        header = struct.pack(">hhih", kp.SASL_AUTHENTICATE, 1, 2, 1) + b"c" + struct.pack(">i", token_size)
+        writer.write(struct.pack(">i", len(header) + token_size) + header + b"n,,n=u,r=")
+        sent = 0
+        while sent < token_size and not reader.at_eof():
+            try:
+                writer.write(chunk)
+                await writer.drain()
+            except ConnectionError:
+                break
+            sent += len(chunk)
+        return sent
+    finally:
+        writer.close()
+
+
+def test_six_50_mb_scram_logins_pin_no_memory_in_the_node_and_delay_no_one(secured: SecuredNode) -> None:
+    """Before: the node read and kept each 50 MB client-first (six pinned 1.4 GB until the idle timeout) and
+    checked its nonce character by character (~3 s each, others waiting). Now each is refused on its size prefix
+    (sasl.server.max.receive.size, 512 KiB). Measured on the node process: its peak resident memory (VmHWM)."""
+    assert secured.node.proc is not None
+    pid = secured.node.proc.pid
+    host, port = secured.node.bootstrap.split(":")
+    peak_before = _vm_kib(pid, "VmHWM")
+    token_size, chunk = 50 * 1024 * 1024, b"x" * (1 << 20)
+
+    async def scenario() -> tuple[float, list[int]]:
+        hostile = [
+            asyncio.create_task(_huge_scram_login(host, int(port), token_size, chunk)) for _ in range(6)
+        ]
+        reader, writer = await asyncio.open_connection(host, int(port))
+        loop = asyncio.get_running_loop()
+        worst, corr, deadline = 0.0, 0, loop.time() + 60
+        try:
+            while corr < 5 or not all(t.done() for t in hostile):  # pings all along the hostile logins
+                assert loop.time() < deadline, "the hostile logins did not end within 60 s"
+                corr += 1
+                started = loop.time()
+                writer.write(kp.encode_request(kp.API_VERSIONS, 0, corr, "victim"))
+                assert await _answer(reader)
+                worst = max(worst, loop.time() - started)
+            taken = [t.result() for t in hostile]
+        finally:
+            writer.close()
+        return worst, taken
+
+    worst, taken = asyncio.run(scenario())
+    grown_mib = (_vm_kib(pid, "VmHWM") - peak_before) / 1024
+    assert grown_mib < 32, f"the node's peak resident memory grew {grown_mib:.0f} MiB"
+    assert worst < 1.0, f"another client waited {worst:.2f} s"
+    assert all(t < token_size for t in taken), taken  # the node stopped reading at the size prefix
+    assert "sasl.server.max.receive.size" in secured.log()
