@@ -1,7 +1,8 @@
 """The node's resource limits, with Kafka's property names where Kafka has one; validated at construction.
 
 `ConnectionLimits` bounds what clients can hold on the wire listener (connections, idle and half-sent frames,
-request memory, frames before a SASL login, per-connection pipelining); `LogLimits` bounds partitions and the descriptors their logs hold.
+request memory, frames before a SASL login, per-connection pipelining); `LogLimits` bounds partitions and the
+descriptors their logs hold.
 docs/operations.md lists every limit, its default and what a client sees when it hits it.
 """
 
