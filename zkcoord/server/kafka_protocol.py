@@ -312,7 +312,9 @@ def decode_request(frame: bytes | bytearray | memoryview, session: Session | Non
         if codec.flexible:
             ntags, pos = _read_uvarint(buf, pos)
             if ntags > prescan.MAX_TAGGED_FIELDS:
-                raise ValueError(f"{ntags} tagged fields, more than {prescan.MAX_TAGGED_FIELDS} in one request")
+                raise ValueError(
+                    f"{ntags} tagged fields, more than {prescan.MAX_TAGGED_FIELDS} in one request"
+                )
             header_tags = ntags
             for _ in range(ntags):
                 _tag, pos = _read_uvarint(buf, pos)
