@@ -249,3 +249,24 @@ def test_six_50_mb_scram_logins_pin_no_memory_in_the_node_and_delay_no_one(secur
     assert worst < 1.0, f"another client waited {worst:.2f} s"
     assert all(t < token_size for t in taken), taken  # the node stopped reading at the size prefix
     assert "sasl.server.max.receive.size" in secured.log()
+
+
+def test_zkcoord_tools_refuse_to_merge_into_a_malformed_znode_and_leave_it_intact(
+    secured: SecuredNode, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from zkcoord.cli import main
+
+    secured.write("/kafka-acl/Topic/keep-me", DEEP)
+    secured.write("/config/users/keep-me", DEEP)
+    argv = ["security", "add-acl", "--zk", secured.zk_connect, "--topic", "keep-me",
+            "--allow-principal", "User:alice", "--operation", "Read"]  # fmt: skip
+    assert main(argv) == 2
+    assert "/kafka-acl/Topic/keep-me: not JSON: brackets do not pair up" in capsys.readouterr().err
+    secret = tmp_path / "password"
+    secret.write_text("pw\n")
+    argv = ["security", "add-scram-user", "--zk", secured.zk_connect, "--user", "keep-me",
+            "--password-file", str(secret)]  # fmt: skip
+    assert main(argv) == 2
+    assert "malformed znode /config/users/keep-me" in capsys.readouterr().err
+    assert secured.zk.get("/kafka-acl/Topic/keep-me")[0] == DEEP
+    assert secured.zk.get("/config/users/keep-me")[0] == DEEP
