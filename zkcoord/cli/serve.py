@@ -56,6 +56,12 @@ _LIMIT_FLAGS: tuple[tuple[str, type[Any], str, str], ...] = (
         "max_in_flight_per_connection",
         "requests of one connection queued or being answered; its reading pauses at the bound",
     ),
+    (
+        "sasl.server.max.receive.size",
+        ConnectionLimits,
+        "sasl_server_max_receive_size",
+        "on SASL listeners, largest frame before the login completes; a larger size prefix closes the connection",
+    ),
     ("max.partitions.per.topic", LogLimits, "max_partitions_per_topic", "INVALID_PARTITIONS beyond it"),
     (
         "max.broker.partitions",

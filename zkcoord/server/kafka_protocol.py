@@ -308,8 +308,14 @@ def decode_request(frame: bytes | bytearray | memoryview, session: Session | Non
             pos += cid_len
         elif cid_len != -1:
             raise ValueError(f"client_id length {cid_len}")
+        header_tags = 0
         if codec.flexible:
             ntags, pos = _read_uvarint(buf, pos)
+            if ntags > prescan.MAX_TAGGED_FIELDS:
+                raise ValueError(
+                    f"{ntags} tagged fields, more than {prescan.MAX_TAGGED_FIELDS} in one request"
+                )
+            header_tags = ntags
             for _ in range(ntags):
                 _tag, pos = _read_uvarint(buf, pos)
                 size, pos = _read_uvarint(buf, pos)
@@ -324,7 +330,7 @@ def decode_request(frame: bytes | bytearray | memoryview, session: Session | Non
     try:
         # Bounded before the generic decoder runs: lengths against bytes left, forbidden nulls, and nested
         # unknown tagged fields dropped (kafka-python copies the rest of the frame per non-empty section).
-        unknown_tags = codec.plan.scan(buf, pos)
+        unknown_tags = codec.plan.scan(buf, pos, prescan.MAX_TAGGED_FIELDS - header_tags)
     except prescan.PrescanError as exc:
         raise MalformedBody(f"body does not decode: {exc}", key, version, corr) from exc
     if unknown_tags:

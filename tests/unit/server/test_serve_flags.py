@@ -94,3 +94,17 @@ def test_records_fsync_flags_reach_the_config_and_are_refused_where_meaningless(
         assert main([*base, *argv]) == 2, argv
         assert message in capsys.readouterr().err
         assert not seen
+
+
+def test_sasl_server_max_receive_size_flag_has_kafkas_name_and_default(
+    tmp_path: Path, seen: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--data-dir", str(tmp_path)]) == 0
+    assert seen["node"].server_config.connection_limits.sasl_server_max_receive_size == 524288
+    assert main(["serve", "--data-dir", str(tmp_path), "--sasl.server.max.receive.size", "4096"]) == 0
+    assert seen["node"].server_config.connection_limits.sasl_server_max_receive_size == 4096
+    assert main(["serve", "--data-dir", str(tmp_path), "--sasl.server.max.receive.size", "0"]) == 2
+    assert "sasl.server.max.receive.size must be >= 1, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    assert "--sasl.server.max.receive.size N" in capsys.readouterr().out
