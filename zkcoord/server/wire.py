@@ -31,7 +31,7 @@ from zkcoord.security.acl import Session
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.limits import ConnectionLimits
 from zkcoord.server.listener_security import ListenerSecurity, SaslAuthenticator
-from zkcoord.server.ratelog import RateLimitedLog
+from zkcoord.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
