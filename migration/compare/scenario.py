@@ -211,6 +211,13 @@ MAX_SCENARIO_BYTES = 1024 * 1024
 MAX_YAML_DEPTH = 64
 
 
+class _Refused(Exception):
+    def __init__(self, event: yaml.Event, problem: str) -> None:
+        super().__init__(problem)
+        self.line = event.start_mark.line + 1 if event.start_mark is not None else None
+        self.problem = problem
+
+
 class _BoundedLoader(yaml.SafeLoader):
     """SafeLoader that refuses aliases and nesting deeper than MAX_YAML_DEPTH while composing, before any value
     is built (PyYAML's composer recurses per level, so depth is also a stack bound)."""
@@ -219,20 +226,15 @@ class _BoundedLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, f"alias *{event.anchor} refused: scenario files may not use aliases", event.start_mark
-            )
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent):
+            raise _Refused(event, f"alias *{event.anchor} refused: scenario files may not use aliases")
         self._depth += 1
         try:
             if self._depth > MAX_YAML_DEPTH:
-                event = self.peek_event()
-                raise yaml.composer.ComposerError(
-                    None, None, f"nested deeper than {MAX_YAML_DEPTH} levels", event.start_mark
-                )
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+                raise _Refused(event, f"nested deeper than {MAX_YAML_DEPTH} levels")
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 
@@ -241,12 +243,17 @@ def _compose(text: str, source: str) -> tuple[Any, dict[str, int]]:
     size = len(text.encode("utf-8"))
     if size > MAX_SCENARIO_BYTES:
         raise ScenarioError(
-            source, None, "<file>", f"{size} bytes exceeds the scenario file limit of {MAX_SCENARIO_BYTES} bytes"
+            source,
+            None,
+            "<file>",
+            f"{size} bytes exceeds the scenario file limit of {MAX_SCENARIO_BYTES} bytes",
         )
     loader: _BoundedLoader | None = None
     try:
         loader = _BoundedLoader(text)  # the reader checks the characters here already
         node = loader.get_single_node()
+    except _Refused as exc:
+        raise ScenarioError(source, exc.line, "<yaml>", f"not valid YAML: {exc.problem}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark is not None else None
@@ -577,7 +584,9 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ScenarioError(str(p), None, "<file>", f"not UTF-8 text: {exc.reason} at byte {exc.start}") from None
+        raise ScenarioError(
+            str(p), None, "<file>", f"not UTF-8 text: {exc.reason} at byte {exc.start}"
+        ) from None
     return parse_scenario(text, str(p))
 
 

@@ -3,6 +3,7 @@ and what was expected."""
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
 import time
 from importlib import resources
@@ -235,7 +236,9 @@ def test_a_file_over_the_size_limit_is_refused_without_reading_it_whole(tmp_path
     big = tmp_path / "big.yaml"
     with big.open("wb") as f:
         f.write(b"name: x\n# " + b"x" * (MAX_SCENARIO_BYTES + 10) + b"\n")
-    with pytest.raises(ScenarioError, match=f"larger than the scenario file limit of {MAX_SCENARIO_BYTES} bytes"):
+    with pytest.raises(
+        ScenarioError, match=f"larger than the scenario file limit of {MAX_SCENARIO_BYTES} bytes"
+    ):
         load_scenario(big)
     with pytest.raises(ScenarioError, match="exceeds the scenario file limit"):
         parse_scenario("name: x\n#" + "x" * MAX_SCENARIO_BYTES, "s.yaml")
@@ -249,10 +252,8 @@ def test_a_file_over_the_size_limit_is_refused_without_reading_it_whole(tmp_path
 @given(st.binary(max_size=2048))
 def test_any_bytes_give_a_scenario_or_a_scenario_error(data):
     text = data.decode("utf-8", errors="replace")
-    try:
+    with contextlib.suppress(ScenarioError):
         parse_scenario(text, "fuzz.yaml")
-    except ScenarioError:
-        pass
 
 
 @settings(max_examples=50, deadline=None)
