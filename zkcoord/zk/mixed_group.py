@@ -4,7 +4,9 @@ coordinator holds `/consumers/G/ids/<id>` and `/consumers/G/owners/T/P` for its 
 Guarantees: those znodes are persistent (they do not vanish with one node's session while a broker-protocol member
 may still consume); every write is one multi-op that also checks the version of the group's fence znode
 `/zkcoord/mixed-groups/<group>`, so once another coordinator adopted the group (bumped the fence), the old one can
-no longer create or delete anything; an owner is deleted only when it still holds the expected thread id.
+no longer create or delete anything; an owner is deleted only when it still holds the expected thread id. A fence
+whose data is not what `adopt` writes (`{"holder": <text>, "epoch": <int >= 0>}`) is malformed: `adopt` raises
+`MalformedZnode` and writes nothing (fail closed: no coordinator adopts the group until it is repaired).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from kazoo.exceptions import (
 )
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import decode_owner, encode_owner
 from zkcoord.legacy.ids import java_sorted
@@ -41,6 +44,25 @@ class FenceMoved(Exception):
 
 def fence_path(group: str) -> str:
     return f"{FENCE_ROOT}/{paths.validate_group(group)}"
+
+
+MAX_FENCE_BYTES = 4096
+
+
+def decode_fence(path: str, data: bytes | None) -> int:
+    """The epoch of a fence znode; MalformedZnode for any other data (any bytes in, one exception type out)."""
+    if data is None or len(data) > MAX_FENCE_BYTES:
+        raise MalformedZnode(path, f"fence data of {0 if data is None else len(data)} bytes", data)
+    try:
+        obj = json.loads(data)
+    except Exception as exc:  # ValueError, RecursionError (nesting is bounded by the size above anyway)
+        raise MalformedZnode(path, f"not JSON ({type(exc).__name__})", data) from None
+    epoch = obj.get("epoch") if isinstance(obj, dict) else None
+    if not isinstance(obj, dict) or not isinstance(obj.get("holder"), str):
+        raise MalformedZnode(path, 'expected {"holder": <text>, "epoch": <int>}', data)
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < 2**63:
+        raise MalformedZnode(path, f"epoch must be an integer >= 0, got {json.dumps(epoch)[:40]}", data)
+    return epoch
 
 
 def read_ids(client: KazooClient, group: str) -> dict[str, bytes]:
@@ -68,10 +90,7 @@ def adopt(client: KazooClient, group: str, holder: str) -> int:
             with contextlib.suppress(NodeExistsError):
                 client.create(path, json.dumps({"holder": holder, "epoch": 0}).encode(), makepath=True)
             continue
-        try:
-            epoch = int(json.loads(data or b"{}").get("epoch", 0)) + 1
-        except (ValueError, AttributeError):
-            epoch = stat.version + 1
+        epoch = decode_fence(path, data) + 1  # a malformed fence raises: nothing is written over it
         try:
             new = client.set(
                 path, json.dumps({"holder": holder, "epoch": epoch}).encode(), version=stat.version
