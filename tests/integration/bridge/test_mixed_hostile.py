@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from zkcoord.bridge import membership
 from zkcoord.bridge.membership import MixedGroupBridge
 from zkcoord.bridge.mixed_policy import (
     ClassicMember,
@@ -22,6 +23,7 @@ from zkcoord.bridge.mixed_policy import (
     thread_for,
 )
 from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.zk import mixed_group as zkm
 from zkcoord.zk import registry
 
@@ -63,6 +65,12 @@ def run(zk_connect: str, body: Any) -> Any:
             await bridge.close()
 
     return asyncio.run(main())
+
+
+@pytest.fixture(autouse=True)
+def fresh_rate_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test sees its own lines: no rate-limit window left open by an earlier test in the process."""
+    monkeypatch.setattr(membership, "_say", RateLimitedLog(membership.log))
 
 
 @pytest.fixture
