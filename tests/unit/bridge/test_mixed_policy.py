@@ -172,7 +172,9 @@ def test_nesting_is_bounded_before_any_parse(depth: int, opener: str) -> None:
     data = (opener * depth + "1" + closer * depth).encode()
     parsed = parse_registration("/p", data)
     assert isinstance(parsed, Malformed)
-    if depth > MAX_JSON_DEPTH:
+    if len(data) > MAX_REGISTRATION_BYTES:  # the size bound is checked first
+        assert parsed.reason.endswith(f"more than {MAX_REGISTRATION_BYTES} a registration may have")
+    elif depth > MAX_JSON_DEPTH:
         assert parsed.reason == f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
     assert classic_marker(data) is None
 
