@@ -450,6 +450,6 @@ class MixedGroupBridge:
         def check() -> bool:
             owners = zkm.read_owners(self._zk(), group)
             ours = {thread_for(c) for c in self._registered.get(group, {}).values()}
-            return all(tp in owners and owners[tp] not in ours for tp in tps)
+            return all(tp in owners and owners[tp] not in ours | {zkm.MALFORMED_OWNER} for tp in tps)
 
         return await asyncio.to_thread(check)

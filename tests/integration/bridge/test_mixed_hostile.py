@@ -158,3 +158,22 @@ def test_a_malformed_fence_fails_closed_without_churn_and_a_repair_rebalances(
     assert decode_assignment(after["m1"]) == (TopicPartition(TOPIC, 0), TopicPartition(TOPIC, 1))
     assert json.loads(zk.get(fence)[0])["epoch"] == 8  # adopted once repaired
     assert owners(zk) == {0: mine, 1: mine}
+
+
+def test_a_malformed_owner_znode_is_held_by_someone_unknown(zk: Any, zk_connect: str, topic: None) -> None:
+    # Before: decode_owner raised out of adoption, so every SyncGroup of the group failed (and rebalanced again).
+    bad = f"/consumers/{GROUP}/owners/{TOPIC}/1"
+    zk.create(bad, b"\xff\xfe", makepath=True)
+    zk.create(f"/consumers/{GROUP}/owners/{TOPIC}/not-a-partition", b"x")
+
+    async def body(bridge: MixedGroupBridge) -> Any:
+        assignment = await bridge.assign(GROUP, "range", [CLASSIC], 500)
+        return assignment, bridge.incomplete.get(GROUP), await bridge.legacy_owns(GROUP, [(TOPIC, 1)])
+
+    assignment, incomplete, legacy_owned = run(zk_connect, body)
+    # alone in the group it should get all four; partition 1 stays with its unknown holder (left for later)
+    assert decode_assignment(assignment["m1"]) == tuple(TopicPartition(TOPIC, p) for p in (0, 2, 3))
+    assert incomplete is True and legacy_owned is False  # a legacy commit for it is not accepted either
+    assert zk.get(bad)[0] == b"\xff\xfe"
+    views = {v.consumer_id: v.owned for v in membership.read_members(zk, GROUP)}
+    assert views[zkm.MALFORMED_OWNER] == (TopicPartition(TOPIC, 1),)  # listed for migrate status, not hidden
