@@ -474,10 +474,11 @@ class ClusterNode:
             "other partition is served): load failed: %s; retrying in %.0f s or when the znode changes "
             "(docs/operations.md: repair or remove it; nothing is deleted here)"
         )
-        if before is None or before.reason != reason:
-            log.error(message, *args)
+        if before is None:  # once per partition and failure spell; then rate-limited (a znode rewritten in a
+            log.error(message, *args)  # loop must not write a line per rewrite)
         else:
-            _say.log(logging.WARNING, "offsets-partition-load", message, *args)
+            level = logging.ERROR if before.reason != reason else logging.WARNING
+            _say.log(level, "offsets-partition-load", message, *args)
         if isinstance(exc, MalformedZnode):
             self._watch_bad_znode(partition, exc.path)
 
