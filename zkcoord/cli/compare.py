@@ -24,7 +24,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description="Side-by-side comparison of the ZooKeeper (legacy) and broker (classic) group protocols.",
     )
     csub = parser.add_subparsers(dest="compare_command", metavar="SUBCOMMAND", required=True)
-    from migration.compare.scenario import BUILTIN  # the names only: the application's package data
+    from migration.compare.scenario import (  # names and bounds only: the application's package data
+        BUILTIN,
+        MAX_SCENARIO_BYTES,
+        MAX_YAML_DEPTH,
+    )
 
     builtins = ", ".join(BUILTIN)
 
@@ -33,7 +37,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="check a scenario file and print what it describes",
         epilog=examples("zkcoord compare validate demo", "zkcoord compare validate my-scenario.yaml"),
     )
-    v.add_argument("scenario", help=f"scenario YAML file, or the name of a built-in scenario ({builtins})")
+    v.add_argument(
+        "scenario",
+        help=f"scenario YAML file (UTF-8, at most {MAX_SCENARIO_BYTES // 1024} KiB, no YAML aliases, nesting at "
+        f"most {MAX_YAML_DEPTH} levels), or the name of a built-in scenario ({builtins})",
+    )
     v.set_defaults(func=_validate)
 
     s = csub.add_parser(

@@ -55,6 +55,7 @@ from zkcoord.group.messages import (
 from zkcoord.legacy import paths
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.placement.leadership import NO_LEADER, single_replica_assignment
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetMirror
 from zkcoord.server.log import LogManager, OffsetsTopicLog
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
@@ -64,6 +65,7 @@ from zkcoord.zk.controller import ZooKeeperError, create_topic_if_absent, read_t
 from zkcoord.zk.record_store import StoreFenced, ZkRecordStore
 
 log = logging.getLogger(__name__)
+_say = RateLimitedLog(log)
 
 REFRESH_INTERVAL_S = 0.5
 CALLBACK_TIMEOUT_S = 60.0
@@ -265,10 +267,11 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
                         self.config.node_id, partition, failed)  # fmt: skip
             try:
                 await self._start_service(partition, cast(ZkRecordStore, service.store))
-            except Exception:
-                log.exception(
-                    "node=%d offsets partition %d: reload failed; retrying", self.config.node_id, partition
-                )
+            except (
+                Exception
+            ) as exc:  # retried every refresh (0.5 s): a malformed batch must not flood the log
+                _say.log(logging.ERROR, "offsets-reload", "node=%d offsets partition %d: reload failed (%s: %s); retrying",
+                         self.config.node_id, partition, type(exc).__name__, exc)  # fmt: skip
 
     def leader(self, topic: str, partition: int) -> int:
         return self.topics.get(topic, {}).get(partition, (NO_LEADER, ()))[0]

@@ -384,8 +384,15 @@ class GroupService(GroupCoordinator):
             topics = tuple(subscription_topics(dict(req.protocols)[usable[0]]) or ())
             await bridge.check_join(req.group_id, topics, usable[0])
         except Exception as exc:
-            log.error("group=%s member %r refused from the mixed group: %s", req.group_id, req.member_id, exc)
-            return h.error_response(req, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)  # type: ignore[return-value]
+            # The member's own protocol or subscription disagrees: fatal, as Kafka answers it. Anything else (a
+            # ZooKeeper failure) is not this member's fault: a retriable answer, it joins again after its backoff.
+            refused = getattr(exc, "code", None) == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            code = (
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL if refused else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            )
+            log.error("group=%s member %r refused from the mixed group (%s): %s",
+                      req.group_id, req.member_id, code.name, exc)  # fmt: skip
+            return h.error_response(req, code)  # type: ignore[return-value]
         bridge.watch(req.group_id, topics, lambda: self.request_rebalance(req.group_id))
         group = self.state.groups.get(req.group_id)
         if (

@@ -32,6 +32,9 @@ registration that does not parse is not live; a topic whose assignment or any pa
 is left out of planning (and left intact) while every other topic is served, and is still deleted when marked;
 a `/controller` that parses neither as JSON nor as the pre-0.8.2 plain id is deleted (version-checked) and the
 election runs again, as Kafka's ZookeeperLeaderElector resigns (deleting `/controller`) when it cannot parse it.
+That holds for the controller's own znode too: its data watch wakes it when the data is rewritten, and data that
+no longer parses or names another node makes it stop acting first (Kafka's `maybeResign`), then delete the znode
+(version-checked) and stand for election again.
 """
 
 from __future__ import annotations
@@ -392,6 +395,8 @@ class Controller:
                 log.debug("node=%d: controller is node %d", self.node_id, current.brokerid)
                 self._deactivate(drop_fence=True)
                 return
+            if not self._own_controller_data_is_ours(data, stat.version):
+                return
             fence = self._fence
             if fence is not None:  # our own znode and we already won: a spurious wake-up
                 self._activate(gen, fence, "resumed")
@@ -441,6 +446,28 @@ class Controller:
             self.client.delete(paths.CONTROLLER, version=version)
         with self._cond:
             self._want_elect = True
+
+    def _own_controller_data_is_ours(self, data: bytes, version: int) -> bool:
+        """Our own ephemeral /controller, but its data may have been rewritten (a `set` by a tool or an attacker;
+        a data change wakes us through the watch). It must still name this node: otherwise resign as Kafka does
+        (`KafkaController.maybeResign`: the controller id read back is not ours, so it stops acting; a parse
+        failure reads as no controller) and delete it, version-checked, so the election runs again at once
+        (`ZookeeperLeaderElector.resign`) instead of every node believing a controller nobody is."""
+        try:
+            named = ControllerInfo.decode(paths.CONTROLLER, data).brokerid
+        except MalformedZnode as exc:
+            self._remove_malformed_controller(exc, version)
+            return False
+        if named == self.node_id:
+            return True
+        log.error("node=%d /controller (our own session's) now names node %d: resigning and re-electing",
+                  self.node_id, named)  # fmt: skip
+        self._deactivate(drop_fence=True)
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            self.client.delete(paths.CONTROLLER, version=version)
+        with self._cond:
+            self._want_elect = True
+        return False
 
     def _report_malformed(self, path: str, zxid: int, exc: MalformedZnode) -> None:
         if self.malformed_seen.get(path) != zxid:
