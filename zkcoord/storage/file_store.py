@@ -1,10 +1,16 @@
-"""Append-only segment files of CRC-framed records; recovery drops a torn tail and keeps every earlier record.
+"""Append-only segment files of CRC-framed records; recovery drops only a torn tail and never a valid record.
 
-Layout of a directory: `<first record index, 20 digits>.seg` files, rolled at `segment_bytes`. A frame is
+Layout of a directory: `<sequence number, 20 digits>.seg` files, rolled at `segment_bytes`. A frame is
 `length: uint32 | crc32: uint32 | payload`, with payload `key_len: uint32 | key | value_len: int32 (-1 = null) | value`
-and the CRC-32 (zlib) over the payload. On open, the last segment is scanned: a frame that is incomplete or fails
-its CRC there is a torn write from a crash, and the segment is truncated before it (logged with the byte count).
-The same damage in an earlier segment cannot be a torn write, so it raises `CorruptLog` and changes nothing.
+and the CRC-32 (zlib) over the payload.
+
+On open every segment is scanned. A frame that is incomplete or fails its CRC is followed by a search for the next
+valid frame (`resync`). If none follows and the damage is in the last segment holding data, it is a torn write
+from a crash (the last, partial write): its bytes are copied to `<segment>.torn-<byte>` and the segment is
+truncated before them. If a valid frame follows anywhere (or the damage is in an earlier segment), a crash cannot
+explain it: `CorruptLog` is raised naming each damaged range (file, bytes, reason) and the valid records and bytes
+after it, and nothing is changed. `repair` (`zkcoord replay DIR --repair`) then rewrites the damaged segments
+without the damaged ranges, keeping those bytes in side files and each original segment as `.before-repair`.
 
 fsync policy: "always" (fsync before `append` returns), "interval" (at most every `fsync_interval_ms`, and on
 close), "never" (leave it to the OS; a process crash loses nothing, a machine crash may).
@@ -12,12 +18,14 @@ close), "never" (leave it to the OS; a process crash loses nothing, a machine cr
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import struct
 import time
 import zlib
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from zkcoord.errors import ConfigError, ErrorCode, ZkcoordError
@@ -30,17 +38,49 @@ _KLEN = struct.Struct(">I")
 _VLEN = struct.Struct(">i")
 SUFFIX = ".seg"
 FSYNC_POLICIES = ("always", "interval", "never")
+_MIN_FRAME = 16  # header (8) + key_len (4) + value_len (4)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A damaged byte range of a segment that a crash cannot explain, and the valid data after it in the log."""
+
+    path: Path
+    start: int
+    end: int
+    why: str
+    records_after: int
+    bytes_after: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path} at byte {self.start}: {self.why}; {self.end - self.start} damaged bytes "
+            f"(bytes {self.start}..{self.end - 1}), followed by {self.records_after} valid records "
+            f"({self.bytes_after} bytes)"
+        )
 
 
 class CorruptLog(ZkcoordError):
-    """A record log is damaged somewhere a crash cannot explain; names the file and byte position."""
+    """A record log is damaged where a crash cannot explain it; names each file, byte range and what follows."""
 
     code = ErrorCode.CORRUPT_MESSAGE
 
-    def __init__(self, path: Path, position: int, reason: str) -> None:
-        super().__init__(f"corrupt record log {path} at byte {position}: {reason}")
+    def __init__(self, path: Path, position: int, reason: str, problems: Sequence[Problem] = ()) -> None:
+        if problems:
+            lines = "\n".join(f"  {p}" for p in problems)
+            directory = path
+            message = (
+                f"corrupt record log {directory}: {len(problems)} damaged range(s) that a crash cannot explain; "
+                f"nothing was changed:\n{lines}\n"
+                f"Stop every process using it, copy the directory, then run `zkcoord replay {directory} --repair` "
+                f"(docs/operations.md, 'Corruption and recovery')."
+            )
+        else:
+            message = f"corrupt record log {path} at byte {position}: {reason}"
+        super().__init__(message)
         self.path = path
         self.position = position
+        self.problems = tuple(problems)
 
 
 def frame(key: bytes, value: bytes | None) -> bytes:
@@ -89,27 +129,234 @@ def _parse_payload(payload: bytes) -> RawRecord | None:
     return key, payload[start:]
 
 
+def _frame_at(data: bytes, pos: int) -> tuple[RawRecord | None, int, str]:
+    """The frame starting at `pos`: (record, its end, "") or (None, pos, why it is not a valid frame)."""
+    n = len(data)
+    if pos + 8 > n:
+        return None, pos, "incomplete frame header"
+    length, crc = _FRAME.unpack_from(data, pos)
+    end = pos + 8 + length
+    if end > n:
+        return None, pos, f"frame of {length} bytes runs past the end"
+    payload = data[pos + 8 : end]
+    if zlib.crc32(payload) != crc:
+        return None, pos, "CRC mismatch"
+    record = _parse_payload(payload)
+    if record is None:
+        return None, pos, "frame payload does not parse"
+    return record, end, ""
+
+
+def _valid_frame_at(data: bytes, q: int, n: int) -> bool:
+    """Is there a valid frame at `q`? The lengths must agree before the CRC is paid for."""
+    if q + _MIN_FRAME > n:
+        return False
+    (length,) = _KLEN.unpack_from(data, q)
+    if length < 8 or q + 8 + length > n:
+        return False
+    (klen,) = _KLEN.unpack_from(data, q + 8)
+    if 8 + klen > length:
+        return False
+    (vlen,) = _VLEN.unpack_from(data, q + 12 + klen)
+    if vlen < -1 or 8 + klen + max(vlen, 0) != length:
+        return False
+    return _frame_at(data, q)[0] is not None
+
+
+def resync(data: bytes, pos: int) -> int | None:
+    """The start of the first valid frame after a bad one at `pos`, or None if no valid frame follows.
+
+    A torn write leaves a prefix of one frame at the end, so nothing valid follows it; damage in the middle is
+    followed by the frames written after it. Every byte position after `pos` is tried, in order (not the one the
+    bad frame's length points to: a damaged length could point past a valid frame), so the damaged range ends at
+    the first valid frame. A position costs a few integer comparisons unless its lengths agree.
+    """
+    n = len(data)
+    for q in range(pos + 1, n - _MIN_FRAME + 1):
+        if _valid_frame_at(data, q, n):
+            return q
+    return None
+
+
+@dataclass(slots=True)
+class SegmentScan:
+    """What one segment file holds: its valid records, the damaged ranges between them, and a trailing tail."""
+
+    size: int = 0
+    records: list[RawRecord] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)  # where each record's frame ends
+    damage: list[tuple[int, int, str]] = field(
+        default_factory=list
+    )  # (start, end, why); a valid frame at end
+    tail: tuple[int, str] | None = None  # (start, why): bytes with no valid frame after them
+
+    @property
+    def valid_end(self) -> int:
+        """Where the file's last valid frame ends (where a torn tail starts)."""
+        return self.tail[0] if self.tail is not None else self.size
+
+    def records_after(self, pos: int) -> int:
+        return len(self.ends) - bisect.bisect_left(self.ends, pos + 1)
+
+    def valid_bytes_after(self, pos: int) -> int:
+        damaged = sum(end - max(start, pos) for start, end, _ in self.damage if end > pos)
+        return max(0, self.valid_end - pos - damaged)
+
+
+def scan_segment(data: bytes) -> SegmentScan:
+    """Every valid frame of `data`, resynchronising after damage. Takes any bytes; never raises."""
+    out = SegmentScan(size=len(data))
+    records = out.records
+    ends = out.ends
+    pos = 0
+    n = len(data)
+    while pos < n:
+        record, end, why = _frame_at(data, pos)
+        if record is not None:
+            records.append(record)
+            ends.append(end)
+            pos = end
+            continue
+        nxt = resync(data, pos)
+        if nxt is None:
+            out.tail = (pos, why)
+            break
+        out.damage.append((pos, nxt, why))
+        pos = nxt
+    return out
+
+
 def scan(data: bytes) -> tuple[list[RawRecord], int, str]:
     """Parse frames from the start of `data`: (records, end of the last good frame, why it stopped or "")."""
     records: list[RawRecord] = []
     pos = 0
-    n = len(data)
-    while pos < n:
-        if pos + 8 > n:
-            return records, pos, "incomplete frame header"
-        length, crc = _FRAME.unpack_from(data, pos)
-        end = pos + 8 + length
-        if end > n:
-            return records, pos, f"frame of {length} bytes runs past the end"
-        payload = data[pos + 8 : end]
-        if zlib.crc32(payload) != crc:
-            return records, pos, "CRC mismatch"
-        record = _parse_payload(payload)
+    while pos < len(data):
+        record, end, why = _frame_at(data, pos)
         if record is None:
-            return records, pos, "frame payload does not parse"
+            return records, pos, why
         records.append(record)
         pos = end
     return records, pos, ""
+
+
+def segment_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.iterdir() if p.suffix == SUFFIX and p.stem.isdigit() and p.is_file())
+
+
+@dataclass(slots=True)
+class LogScan:
+    """Every segment of a directory, scanned: what recovery, `zkcoord replay` and `repair` decide from."""
+
+    directory: Path
+    segments: list[tuple[Path, SegmentScan]]
+
+    @property
+    def records(self) -> list[RawRecord]:
+        return [r for _, seg in self.segments for r in seg.records]
+
+    def last_written(self) -> int:
+        """Index of the last segment holding any byte (the only place a torn write can be), -1 if none."""
+        for i in range(len(self.segments) - 1, -1, -1):
+            if self.segments[i][1].size > 0:
+                return i
+        return -1
+
+    def torn_tail(self) -> tuple[Path, int, int, str] | None:
+        """(file, start, size, why) of the torn write at the end of the log, if there is one."""
+        last = self.last_written()
+        if last < 0:
+            return None
+        path, seg = self.segments[last]
+        if seg.tail is None:
+            return None
+        return path, seg.tail[0], seg.size, seg.tail[1]
+
+    def problems(self) -> list[Problem]:
+        """Every damaged range a crash cannot explain, in log order, with the valid data after it."""
+        last = self.last_written()
+        out: list[Problem] = []
+        for i, (path, seg) in enumerate(self.segments):
+            ranges = list(seg.damage)
+            if seg.tail is not None and i != last:
+                ranges.append((seg.tail[0], seg.size, f"{seg.tail[1]}, in a segment that later ones follow"))
+            for start, end, why in ranges:
+                records = seg.records_after(end)
+                nbytes = seg.valid_bytes_after(end)
+                for _, later in self.segments[i + 1 :]:
+                    records += len(later.records)
+                    nbytes += later.valid_bytes_after(0)
+                out.append(Problem(path, start, end, why, records, nbytes))
+        return out
+
+
+def scan_log(directory: Path) -> LogScan:
+    """Scan every segment of `directory`; reads only."""
+    return LogScan(directory, [(p, scan_segment(p.read_bytes())) for p in segment_files(directory)])
+
+
+def _fsync_dir(directory: Path) -> None:
+    dfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    """Write `path` whole and fsync it (the caller fsyncs the directory once its names are final)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _keep_torn_tail(path: Path, start: int, data: bytes) -> Path:
+    """Copy a torn tail aside before the segment is cut: the bytes are never deleted, only moved."""
+    aside = path.with_name(f"{path.name}.torn-{start}")
+    _write_durably(aside, data[start:])
+    _fsync_dir(path.parent)
+    return aside
+
+
+def repair(directory: str | os.PathLike[str]) -> list[str]:
+    """Rewrite each damaged segment of a stopped node's log without its damaged ranges; returns what was done.
+
+    Crash-safe and idempotent: each damaged range goes to `<segment>.damaged-<start>-<end>`, the original file
+    stays as `<segment>.before-repair` (a hard link), and the rewritten segment replaces it by an atomic rename
+    after an fsync. A torn tail at the end of the log is moved aside as on a normal start. Valid records keep
+    their order; only the damaged bytes leave the log.
+    """
+    path_dir = Path(directory)
+    if not path_dir.is_dir():
+        raise ConfigError(f"record log directory {path_dir} does not exist")
+    scanned = scan_log(path_dir)
+    done: list[str] = []
+    last = scanned.last_written()
+    for i, (path, seg) in enumerate(scanned.segments):
+        cut: list[tuple[int, int, str]] = list(seg.damage)
+        if seg.tail is not None:
+            cut.append(
+                (seg.tail[0], seg.size, seg.tail[1] if i == last else f"{seg.tail[1]} (not the last segment)")
+            )
+        if not cut:
+            continue
+        data = path.read_bytes()
+        for start, end, why in cut:
+            aside = path.with_name(f"{path.name}.damaged-{start}-{end}")
+            _write_durably(aside, data[start:end])
+            done.append(f"{path}: moved bytes {start}..{end - 1} ({why}) to {aside.name}")
+        backup = path.with_name(f"{path.name}.before-repair")
+        if not backup.exists():
+            os.link(path, backup)
+        tmp = path.with_name(f"{path.name}.repairing")
+        _write_durably(tmp, frames(seg.records))
+        _fsync_dir(path_dir)
+        os.replace(tmp, path)
+        _fsync_dir(path_dir)
+        done.append(
+            f"{path}: rewritten with its {len(seg.records)} valid records; original kept as {backup.name}"
+        )
+    return done
 
 
 class FileRecordStore:
@@ -136,6 +383,8 @@ class FileRecordStore:
         self.segment_bytes = segment_bytes
         self.read_only = read_only
         self.dropped_tail_bytes = 0
+        self.torn_tail: tuple[Path, int, int, str] | None = None  # (file, start, size, why) found on open
+        self._next_name = 0
         if read_only:
             if not self.directory.is_dir():
                 raise ConfigError(f"record log directory {self.directory} does not exist")
@@ -152,37 +401,47 @@ class FileRecordStore:
     # -------------------------------------------------------------------------------------------- recovery
 
     def segments(self) -> list[Path]:
-        return sorted(p for p in self.directory.iterdir() if p.suffix == SUFFIX and p.stem.isdigit())
+        return segment_files(self.directory)
 
     def _recover(self) -> None:
-        segments = self.segments()
-        records: list[RawRecord] = []
-        for i, path in enumerate(segments):
-            data = path.read_bytes()
-            found, good_end, why = scan(data)
-            if why:
-                if i != len(segments) - 1:
-                    raise CorruptLog(path, good_end, why)
-                self.dropped_tail_bytes = len(data) - good_end
+        scanned = scan_log(self.directory)
+        problems = scanned.problems()
+        if problems:
+            raise CorruptLog(self.directory, problems[0].start, problems[0].why, problems)
+        self.torn_tail = torn = scanned.torn_tail()
+        if torn is not None:
+            path, start, size, why = torn
+            self.dropped_tail_bytes = size - start
+            if self.read_only:
                 log.warning(
-                    "record log %s: %s torn tail of %d bytes at byte %d (%s)",
+                    "record log %s: ignoring a torn tail of %d bytes at byte %d (%s)",
                     path,
-                    "ignoring" if self.read_only else "dropping",
-                    len(data) - good_end,
-                    good_end,
+                    size - start,
+                    start,
                     why,
                 )
-                if not self.read_only:
-                    with open(path, "r+b") as f:
-                        f.truncate(good_end)
-                        f.flush()
-                        os.fsync(f.fileno())
-                data = data[:good_end]
-            records.extend(found)
-            self._size = len(data)
-        self._records = records
-        self._count = len(records)
-        self._active = segments[-1] if segments else None
+            else:
+                aside = _keep_torn_tail(path, start, path.read_bytes())
+                log.warning(
+                    "record log %s: cutting a torn tail of %d bytes at byte %d (%s); its bytes are kept in %s",
+                    path,
+                    size - start,
+                    start,
+                    why,
+                    aside.name,
+                )
+                with open(path, "r+b") as f:
+                    f.truncate(start)
+                    f.flush()
+                    os.fsync(f.fileno())
+        self._records = scanned.records
+        self._count = len(self._records)
+        if scanned.segments:
+            self._active, last = scanned.segments[-1]
+            self._size = last.valid_end
+            self._next_name = int(self._active.stem) + 1
+        else:
+            self._active = None
 
     # -------------------------------------------------------------------------------------------- protocol
 
@@ -191,14 +450,14 @@ class FileRecordStore:
         if self._records is not None:
             records, self._records = self._records, None
             return iter(records)
-        out: list[RawRecord] = []
-        segments = self.segments()
-        for i, path in enumerate(segments):
-            found, end, why = scan(path.read_bytes())
-            if why and not (self.read_only and i == len(segments) - 1):
-                raise CorruptLog(path, end, why)
-            out.extend(found)
-        return iter(out)
+        scanned = scan_log(self.directory)
+        problems = scanned.problems()
+        if problems:
+            raise CorruptLog(self.directory, problems[0].start, problems[0].why, problems)
+        torn = scanned.torn_tail()
+        if torn is not None and not self.read_only:
+            raise CorruptLog(torn[0], torn[1], torn[3])
+        return iter(scanned.records)
 
     def append(self, records: Sequence[RawRecord]) -> None:
         if self.read_only:
@@ -230,7 +489,10 @@ class FileRecordStore:
             self._fd = -1
             self._active = None
         if self._active is None:
-            self._active = self.directory / f"{self._count:020d}{SUFFIX}"
+            # Names only need to sort in write order; after a repair the record count may lag the names.
+            name = max(self._count, self._next_name)
+            self._active = self.directory / f"{name:020d}{SUFFIX}"
+            self._next_name = name + 1
             self._size = 0
         self._fd = os.open(self._active, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         if self.fsync != "never":
