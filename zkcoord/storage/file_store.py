@@ -22,9 +22,10 @@ import bisect
 import logging
 import os
 import struct
+import threading
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +38,12 @@ _FRAME = struct.Struct(">II")
 _KLEN = struct.Struct(">I")
 _VLEN = struct.Struct(">i")
 SUFFIX = ".seg"
+SWAP = ".swap"
+COMPACTING = ".compacting"
+# The first frame of a compacted segment: a key no __consumer_offsets record has (key version -1), whose value
+# holds the birth time (ms, int64) of each tombstone in the segment, in order. `load` never returns it.
+COMPACTED_MARK = b"\xff\xffzkcoord.compacted"
+_BIRTH = struct.Struct(">q")
 FSYNC_POLICIES = ("always", "interval", "never")
 _MIN_FRAME = 16  # header (8) + key_len (4) + value_len (4)
 
@@ -239,8 +246,26 @@ def scan(data: bytes) -> tuple[list[RawRecord], int, str]:
     return records, pos, ""
 
 
+def _swap_range(path: Path) -> tuple[int, int] | None:
+    """(first, last) sequence numbers a compaction's `FIRST-LAST.swap` output replaces, None if not one."""
+    first, dash, last = path.stem.partition("-")
+    if path.suffix != SWAP or not dash or not first.isdigit() or not last.isdigit():
+        return None
+    return int(first), int(last)
+
+
 def segment_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.iterdir() if p.suffix == SUFFIX and p.stem.isdigit() and p.is_file())
+    """The log's files in order. A compaction output not yet renamed (`FIRST-LAST.swap`, complete: it is fsync'd
+    before it gets that name) stands for the segments FIRST..LAST it replaces, so a reader never sees both."""
+    entries = [p for p in directory.iterdir() if p.is_file()]
+    swaps = [(r, p) for p in entries if (r := _swap_range(p)) is not None]
+    out = [(r[0], p) for r, p in swaps]
+    for p in entries:
+        if p.suffix == SUFFIX and p.stem.isdigit():
+            n = int(p.stem)
+            if not any(a <= n <= b for (a, b), _ in swaps):
+                out.append((n, p))
+    return [p for _, p in sorted(out)]
 
 
 @dataclass(slots=True)
@@ -252,7 +277,8 @@ class LogScan:
 
     @property
     def records(self) -> list[RawRecord]:
-        return [r for _, seg in self.segments for r in seg.records]
+        """Every record in log order, without the store's own compaction marks."""
+        return [r for _, seg in self.segments for r in seg.records if r[0] != COMPACTED_MARK]
 
     def last_written(self) -> int:
         """Index of the last segment holding any byte (the only place a torn write can be), -1 if none."""
@@ -290,8 +316,20 @@ class LogScan:
 
 
 def scan_log(directory: Path) -> LogScan:
-    """Scan every segment of `directory`; reads only."""
-    return LogScan(directory, [(p, scan_segment(p.read_bytes())) for p in segment_files(directory)])
+    """Scan every segment of `directory`; reads only. A compaction of a running node may rename or delete a file
+    between the listing and its read: the listing is then taken again (a few times at most)."""
+    for attempt in range(5):
+        try:
+            return LogScan(directory, [(p, scan_segment(p.read_bytes())) for p in segment_files(directory)])
+        except FileNotFoundError:
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _is_compacted(seg: SegmentScan) -> bool:
+    """Is this segment a compaction's output (its first record the store's mark)?"""
+    return bool(seg.records) and seg.records[0][0] == COMPACTED_MARK
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -360,7 +398,19 @@ def repair(directory: str | os.PathLike[str]) -> list[str]:
 
 
 class FileRecordStore:
-    """A `RecordStore` over segment files in `directory` (created if missing)."""
+    """A `RecordStore` over segment files in `directory` (created if missing), compacted in the background.
+
+    Compaction (Kafka's log cleaner for a compacted topic, as `__consumer_offsets` is): once the bytes written
+    since the last compaction reach both `compact_min_bytes` and the share `min_cleanable_ratio` of the log
+    (Kafka's `min.cleanable.dirty.ratio`), `append` seals the active segment and a thread rewrites every sealed
+    segment into one: the last record of each key, in log order; a tombstone is dropped once it is older than
+    `delete_retention_ms` (Kafka's `log.cleaner.delete.retention.ms`). The request path never waits for it:
+    appends go on into a new segment meanwhile. Crash-safe at every step: the output is written as
+    `FIRST.compacting`, fsync'd, renamed `FIRST-LAST.swap` (the commit point), then the inputs are deleted and
+    the swap renamed `FIRST.seg`; an open finishes an interrupted swap and deletes a `.compacting` file, whose
+    inputs are all still there. So a crash leaves either the old segments or the new one, each complete, and a
+    restart reads about the live set (at most twice it, plus `compact_min_bytes`), not the history.
+    """
 
     def __init__(
         self,
@@ -370,6 +420,11 @@ class FileRecordStore:
         fsync_interval_ms: int = 1000,
         segment_bytes: int = 104_857_600,
         read_only: bool = False,
+        compact_min_bytes: int = 16 * 1024 * 1024,
+        min_cleanable_ratio: float = 0.5,
+        delete_retention_ms: int = 86_400_000,
+        clock: Callable[[], float] = time.time,
+        compaction_step: Callable[[str], None] | None = None,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
@@ -377,14 +432,35 @@ class FileRecordStore:
             raise ConfigError(f"fsync_interval_ms must be >= 0, got {fsync_interval_ms}")
         if segment_bytes < 64:
             raise ConfigError(f"segment_bytes must be >= 64, got {segment_bytes}")
+        if compact_min_bytes < 0:
+            raise ConfigError(f"compact_min_bytes must be >= 0 (0: never compact), got {compact_min_bytes}")
+        if not 0.0 < min_cleanable_ratio < 1.0:
+            raise ConfigError(f"min_cleanable_ratio must be in (0, 1), got {min_cleanable_ratio}")
+        if delete_retention_ms < 0:
+            raise ConfigError(f"delete_retention_ms must be >= 0, got {delete_retention_ms}")
         self.directory = Path(directory)
         self.fsync = fsync
         self.fsync_interval_ms = fsync_interval_ms
         self.segment_bytes = segment_bytes
         self.read_only = read_only
+        self.compact_min_bytes = compact_min_bytes
+        self.min_cleanable_ratio = min_cleanable_ratio
+        self.delete_retention_ms = delete_retention_ms
+        self._clock = clock
+        self._step = (
+            compaction_step  # tests: called at each step of a compaction (may raise to "crash" there)
+        )
         self.dropped_tail_bytes = 0
         self.torn_tail: tuple[Path, int, int, str] | None = None  # (file, start, size, why) found on open
+        self.compactions = 0  # completed
+        self.compaction_error: BaseException | None = (
+            None  # the last compaction's failure (it is not retried)
+        )
         self._next_name = 0
+        self._lock = threading.Lock()  # a compaction's swap against a reader's listing
+        self._compactor: threading.Thread | None = None
+        self._clean_bytes = 0  # size of the last compaction's output
+        self._dirty_bytes = 0  # bytes written after it
         if read_only:
             if not self.directory.is_dir():
                 raise ConfigError(f"record log directory {self.directory} does not exist")
@@ -404,6 +480,8 @@ class FileRecordStore:
         return segment_files(self.directory)
 
     def _recover(self) -> None:
+        if not self.read_only:
+            self._finish_interrupted_compaction()
         scanned = scan_log(self.directory)
         problems = scanned.problems()
         if problems:
@@ -436,12 +514,56 @@ class FileRecordStore:
                     os.fsync(f.fileno())
         self._records = scanned.records
         self._count = len(self._records)
-        if scanned.segments:
-            self._active, last = scanned.segments[-1]
-            self._size = last.valid_end
-            self._next_name = int(self._active.stem) + 1
+        sizes = [seg.valid_end for _, seg in scanned.segments]
+        if (
+            scanned.segments
+            and scanned.segments[0][1].records[:1]
+            and (scanned.segments[0][1].records[0][0] == COMPACTED_MARK)
+        ):
+            self._clean_bytes = sizes[0]
+            self._dirty_bytes = sum(sizes[1:])
         else:
-            self._active = None
+            self._dirty_bytes = sum(sizes)
+        self._active = None
+        if scanned.segments:
+            path, last = scanned.segments[-1]
+            self._next_name = int(path.stem.partition("-")[0]) + 1
+            if not _is_compacted(last):  # a compaction's output is never appended to
+                self._active, self._size = path, last.valid_end
+
+    def _finish_interrupted_compaction(self) -> None:
+        """A crash during a compaction left either an incomplete `.compacting` output (its inputs are all still
+        there: it is deleted) or a complete `.swap` (fsync'd before it got that name: its swap is finished)."""
+        for path in sorted(self.directory.iterdir()):
+            if path.name.endswith(COMPACTING) and path.is_file():
+                log.warning(
+                    "record log %s: removing %s, an interrupted compaction's output",
+                    self.directory,
+                    path.name,
+                )
+                path.unlink()
+        for path in sorted(self.directory.iterdir()):
+            span = _swap_range(path)
+            if span is None:
+                continue
+            seg = scan_segment(path.read_bytes())
+            if seg.damage or seg.tail is not None:
+                start, why = (seg.damage[0][0], seg.damage[0][2]) if seg.damage else (seg.valid_end, "torn")
+                raise CorruptLog(path, start, f"{why} in a compaction output, which was complete when named")
+            log.warning("record log %s: finishing an interrupted compaction (%s)", self.directory, path.name)
+            self._swap(path, span)
+
+    def _swap(self, swap: Path, span: tuple[int, int]) -> None:
+        """Replace the segments `span` covers by `swap` (complete and fsync'd): delete them, rename it."""
+        first, last = span
+        with self._lock:
+            for seg in [p for p in self.directory.iterdir() if p.suffix == SUFFIX and p.stem.isdigit()]:
+                if first <= int(seg.stem) <= last:
+                    seg.unlink()
+                    self._at(f"deleted {seg.name}")
+            _fsync_dir(self.directory)
+            os.replace(swap, self.directory / f"{first:020d}{SUFFIX}")
+            _fsync_dir(self.directory)
 
     # -------------------------------------------------------------------------------------------- protocol
 
@@ -450,7 +572,8 @@ class FileRecordStore:
         if self._records is not None:
             records, self._records = self._records, None
             return iter(records)
-        scanned = scan_log(self.directory)
+        with self._lock:
+            scanned = scan_log(self.directory)
         problems = scanned.problems()
         if problems:
             raise CorruptLog(self.directory, problems[0].start, problems[0].why, problems)
@@ -464,6 +587,8 @@ class FileRecordStore:
             raise ZkcoordError(f"record log {self.directory} is open read-only")
         if not records:
             return
+        if any(key == COMPACTED_MARK for key, _ in records):
+            raise ZkcoordError(f"record key {COMPACTED_MARK!r} is reserved for the store's compaction mark")
         blob = frames(records)
         if self._fd < 0 or (self._size > 0 and self._size + len(blob) > self.segment_bytes):
             self._roll()
@@ -473,6 +598,7 @@ class FileRecordStore:
             written += os.write(self._fd, view[written:])
         self._size += len(blob)
         self._count += len(records)
+        self._dirty_bytes += len(blob)
         if self.fsync == "always":
             os.fsync(self._fd)
         elif self.fsync == "interval":
@@ -480,6 +606,15 @@ class FileRecordStore:
             if (now - self._last_sync) * 1000 >= self.fsync_interval_ms:
                 os.fsync(self._fd)
                 self._last_sync = now
+        if self._compaction_due():
+            inputs = self._seal()
+            self._compactor = threading.Thread(
+                target=self._compact_in_background,
+                args=(inputs,),
+                name=f"compact-{self.directory.name}",
+                daemon=True,
+            )
+            self._compactor.start()
 
     def _roll(self) -> None:
         if self._fd >= 0:
@@ -489,21 +624,20 @@ class FileRecordStore:
             self._fd = -1
             self._active = None
         if self._active is None:
-            # Names only need to sort in write order; after a repair the record count may lag the names.
+            # Names only need to sort in write order; after a repair or a compaction the record count lags them.
             name = max(self._count, self._next_name)
             self._active = self.directory / f"{name:020d}{SUFFIX}"
             self._next_name = name + 1
             self._size = 0
         self._fd = os.open(self._active, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         if self.fsync != "never":
-            # The new file's directory entry must survive a crash too.
-            dfd = os.open(self.directory, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            _fsync_dir(self.directory)  # the new file's directory entry must survive a crash too
 
     def close(self) -> None:
+        """Close the active segment; a compaction under way finishes first (it is bounded by the log's size)."""
+        compactor = self._compactor
+        if compactor is not None:
+            compactor.join()
         if self._fd >= 0:
             if self.fsync != "never":
                 os.fsync(self._fd)
@@ -515,3 +649,113 @@ class FileRecordStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # ------------------------------------------------------------------------------------------ compaction
+
+    def _compaction_due(self) -> bool:
+        if self.compact_min_bytes == 0 or self.compaction_error is not None:
+            return False
+        if self._compactor is not None and self._compactor.is_alive():
+            return False
+        dirty = self._dirty_bytes
+        ratio = self.min_cleanable_ratio
+        return dirty >= self.compact_min_bytes and dirty >= self._clean_bytes * ratio / (1.0 - ratio)
+
+    def _seal(self) -> list[Path]:
+        """End the active segment (the next append starts a new one); returns every segment, all sealed now."""
+        if self._fd >= 0:
+            if self.fsync != "never":
+                os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+        self._active = None
+        self._dirty_bytes = 0
+        return self.segments()
+
+    def compact_now(self) -> None:
+        """Seal the active segment and compact every segment, in the caller's thread (tests, tools)."""
+        if self.read_only:
+            raise ZkcoordError(f"record log {self.directory} is open read-only")
+        if self._compactor is not None:
+            self._compactor.join()
+        self._compact(self._seal())
+
+    def _compact_in_background(self, inputs: list[Path]) -> None:
+        try:
+            self._compact(inputs)
+        except Exception as exc:
+            # The inputs are intact (or the swap is complete and the next open finishes it); appends go on.
+            self.compaction_error = exc
+            log.error(
+                "record log %s: compaction failed, not retried until a restart: %s", self.directory, exc
+            )
+
+    def _at(self, step: str) -> None:
+        if self._step is not None:
+            self._step(step)
+
+    def _compact(self, inputs: list[Path]) -> None:
+        if not inputs or (len(inputs) == 1 and _is_compacted(scan_segment(inputs[0].read_bytes()))):
+            return  # nothing was written since the last compaction
+        started = time.monotonic()
+        now_ms = int(self._clock() * 1000)
+        horizon = now_ms - self.delete_retention_ms
+        latest: dict[bytes, tuple[bytes | None, int]] = {}  # key -> (value, birth of a tombstone)
+        before = 0
+        for path in inputs:
+            data = path.read_bytes()
+            before += len(data)
+            seg = scan_segment(data)
+            if seg.damage or seg.tail is not None:
+                raise CorruptLog(
+                    path, seg.valid_end, "damage found while compacting; the log is left as it is"
+                )
+            births: list[int] = []
+            for key, value in seg.records:
+                if key == COMPACTED_MARK:
+                    births = [b for (b,) in _BIRTH.iter_unpack(value or b"")]
+                    births.reverse()
+                    continue
+                latest.pop(key, None)  # so the dict's order is the order of each key's last record
+                # A tombstone's age counts from the first compaction that sees it (so from at most its write).
+                latest[key] = (value, (births.pop() if births else now_ms) if value is None else 0)
+        kept: list[RawRecord] = []
+        tombstone_births: list[int] = []
+        dropped = 0
+        for key, (value, birth) in latest.items():
+            if value is None:
+                if birth < horizon:
+                    dropped += 1
+                    continue
+                tombstone_births.append(birth)
+            kept.append((key, value))
+        mark = (COMPACTED_MARK, b"".join(_BIRTH.pack(b) for b in tombstone_births))
+        self._at("read")
+        first = int(inputs[0].stem)
+        last = int(inputs[-1].stem)
+        tmp = self.directory / f"{first:020d}{COMPACTING}"
+        out = frames([mark, *kept])
+        with open(tmp, "wb") as f:
+            f.write(out)
+            self._at("written")
+            f.flush()
+            os.fsync(f.fileno())
+        self._at("synced")
+        swap = self.directory / f"{first:020d}-{last:020d}{SWAP}"
+        os.replace(tmp, swap)
+        _fsync_dir(self.directory)
+        self._at("swap")  # the commit point: from here an open finishes the compaction
+        self._swap(swap, (first, last))
+        self._at("done")
+        self._clean_bytes = len(out)
+        self.compactions += 1
+        log.info(
+            "record log %s: compacted %d segments, %d -> %d bytes, %d records kept, %d tombstones dropped (%.0f ms)",
+            self.directory,
+            len(inputs),
+            before,
+            len(out),
+            len(kept),
+            dropped,
+            (time.monotonic() - started) * 1000,
+        )
