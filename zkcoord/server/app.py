@@ -64,6 +64,8 @@ class Node:
                 cfg.data_dir / "group-records",
                 cfg.group_records_fsync,
                 fsync_interval_ms=cfg.group_records_fsync_interval_ms,
+                compact_min_bytes=cfg.group_records_compact_min_bytes,
+                delete_retention_ms=cfg.group_records_delete_retention_ms,
             )
             self.groups = GroupService(
                 self.group_config,

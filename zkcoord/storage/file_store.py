@@ -420,7 +420,7 @@ class FileRecordStore:
         fsync_interval_ms: int = 1000,
         segment_bytes: int = 104_857_600,
         read_only: bool = False,
-        compact_min_bytes: int = 16 * 1024 * 1024,
+        compact_min_bytes: int = 4 * 1024 * 1024,
         min_cleanable_ratio: float = 0.5,
         delete_retention_ms: int = 86_400_000,
         clock: Callable[[], float] = time.time,
