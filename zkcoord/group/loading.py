@@ -21,7 +21,7 @@ from zkcoord.group.common import (
     sync_key,
     touch,
 )
-from zkcoord.group.model import ClassicGroup, CoordinatorState, Member, replay
+from zkcoord.group.model import ClassicGroup, CoordinatorState, Member, replay_many
 from zkcoord.group.results import Result, TimerKey, TimerKind
 from zkcoord.records.offsets import GroupMetadataValue, Record
 
@@ -30,8 +30,13 @@ def load(st: CoordinatorState, records: Iterable[Record], now_ms: int) -> Result
     """Replay a log into the view, then rebuild live groups as Kafka does on partition load: a group with members
     is Stable (members get fresh session deadlines), one without is Empty; offset-only groups are simple groups."""
     out = Effects(st)
-    for record in records:
-        replay(st.view, record)
+    chunk: list[Record] = []
+    for record in records:  # in chunks: `replay_many` takes offset commits without a call each
+        chunk.append(record)
+        if len(chunk) == 4096:
+            replay_many(st.view, chunk)
+            chunk.clear()
+    replay_many(st.view, chunk)
     for gid, value in st.view.groups.items():
         st.groups[gid] = _group_from_record(gid, value, now_ms)
     for gid in st.view.offsets:

@@ -55,7 +55,8 @@ from zkcoord.group.messages import (
 from zkcoord.group.model import CoordinatorState, subscription_topics
 from zkcoord.group.results import Cancel, Result, TimerKey
 from zkcoord.group.state import GroupState
-from zkcoord.records.offsets import decode_record, encode_records
+from zkcoord.records.offsets import encode_records
+from zkcoord.records.offsets_bulk import BulkDecoder
 from zkcoord.server.seams import GroupCoordinator
 from zkcoord.storage.store import RawRecord, RecordStore
 
@@ -64,6 +65,22 @@ log = logging.getLogger(__name__)
 _Entry = tuple[list[RawRecord], list[tuple[int, GroupResponse]]]
 TP = tuple[str, int]
 LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+
+
+class _Counted:
+    """An iterator that counts what passes through it."""
+
+    def __init__(self, items: Iterable[RawRecord]) -> None:
+        self._it = iter(items)
+        self.n = 0
+
+    def __iter__(self) -> _Counted:
+        return self
+
+    def __next__(self) -> RawRecord:
+        item = next(self._it)
+        self.n += 1
+        return item
 
 
 class OffsetMirror(Protocol):
@@ -154,10 +171,25 @@ class GroupService(GroupCoordinator):
         self._active = True
         self._loading = True
         try:
-            raw = await asyncio.to_thread(lambda: list(self.store.load()))
-            records = [decode_record(k, v) for k, v in raw]
-            self._apply(h.load(self.state, records, self.now_ms()))
-            log.info("group service loaded %d records: %d groups", len(records), len(self.state.groups))
+            now_ms = self.now_ms()
+
+            def load() -> tuple[CoordinatorState, Result, int]:
+                # Off the event loop, into a state of its own (requests meanwhile see the empty one), one record
+                # at a time: no list of raw or decoded records beside the state being built.
+                state = CoordinatorState(self.config)
+                counted = _Counted(self.store.load())
+                result = h.load(state, BulkDecoder().records(counted), now_ms)
+                return state, result, counted.n
+
+            started = time.monotonic()
+            self.state, result, count = await asyncio.to_thread(load)
+            self._apply(result)
+            log.info(
+                "group service loaded %d records: %d groups (%.0f ms)",
+                count,
+                len(self.state.groups),
+                (time.monotonic() - started) * 1000,
+            )
             self._remirror_loaded()
             for group_id in sorted(self.state.groups):
                 self._report_members(group_id)
