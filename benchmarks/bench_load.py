@@ -39,7 +39,9 @@ async def commit_all(port: int, groups: int, partitions: int) -> None:
     conn = await lg.connect("127.0.0.1", port)
     try:
         frames = [
-            lg.commit_frame(lg.Member(f"group-{g:05d}", conn), TOPIC, [(p, 1000 + p) for p in range(partitions)])
+            lg.commit_frame(
+                lg.Member(f"group-{g:05d}", conn), TOPIC, [(p, 1000 + p) for p in range(partitions)]
+            )
             for g in range(groups)
         ]
         result = await lg.stream(conn, frames, lg.commit_check(), 32, groups, time.perf_counter() + 600)
@@ -74,10 +76,10 @@ async def first_answer(port: int, group: str, partitions: int, deadline: float) 
         conn.close()
 
 
-def one_run(groups: int, partitions: int) -> dict[str, float]:
+def one_run(groups: int, partitions: int, flags: tuple[str, ...] = ()) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
         data = Path(tmp) / "data"
-        node = NodeProcess(data, FAST_GROUP_FLAGS)
+        node = NodeProcess(data, (*FAST_GROUP_FLAGS, *flags))
         node.start()
         try:
             started = time.perf_counter()
@@ -114,10 +116,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=100)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-report", action="store_true", help="print, do not write docs/benchmarks.md")
+    parser.add_argument(
+        "--serve-flag",
+        action="append",
+        default=[],
+        help="a further `zkcoord serve` flag (repeatable), e.g. "
+        "--serve-flag=--group.records.compact.min.bytes=0",
+    )
     args = parser.parse_args(argv)
     runs = []
     for i in range(args.runs):
-        r = one_run(args.groups, args.partitions)
+        r = one_run(args.groups, args.partitions, tuple(args.serve_flag))
         print(
             f"run {i + 1}: commits {r['commit_s']:.1f} s, group-records {r['records_mb']:.1f} MB, kill -9 -> "
             f"listening {r['listening_s']:.2f} s, first answer {r['answer_s']:.2f} s; RSS {r['rss_before']:.0f} "

@@ -18,7 +18,6 @@ close), "never" (leave it to the OS; a process crash loses nothing, a machine cr
 
 from __future__ import annotations
 
-import bisect
 import logging
 import os
 import struct
@@ -187,14 +186,18 @@ def resync(data: bytes, pos: int) -> int | None:
 
 @dataclass(slots=True)
 class SegmentScan:
-    """What one segment file holds: its valid records, the damaged ranges between them, and a trailing tail."""
+    """What one segment file holds: its valid records (or only their count), the damaged ranges between them,
+    and a trailing tail."""
 
     size: int = 0
-    records: list[RawRecord] = field(default_factory=list)
-    ends: list[int] = field(default_factory=list)  # where each record's frame ends
+    count: int = 0  # valid records
+    first_key: bytes | None = None
+    records: list[RawRecord] = field(default_factory=list)  # when kept
+    ends: list[int] = field(default_factory=list)  # where each record's frame ends, when kept
     damage: list[tuple[int, int, str]] = field(
         default_factory=list
     )  # (start, end, why); a valid frame at end
+    damage_before: list[int] = field(default_factory=list)  # valid records before each damaged range
     tail: tuple[int, str] | None = None  # (start, why): bytes with no valid frame after them
 
     @property
@@ -203,31 +206,40 @@ class SegmentScan:
         return self.tail[0] if self.tail is not None else self.size
 
     def records_after(self, pos: int) -> int:
-        return len(self.ends) - bisect.bisect_left(self.ends, pos + 1)
+        """Valid records after byte `pos`: the start of the file, the end of a damaged range, or its tail."""
+        if pos <= 0:
+            return self.count
+        for (_, end, _), before in zip(self.damage, self.damage_before, strict=True):
+            if end == pos:
+                return self.count - before
+        return 0
 
     def valid_bytes_after(self, pos: int) -> int:
         damaged = sum(end - max(start, pos) for start, end, _ in self.damage if end > pos)
         return max(0, self.valid_end - pos - damaged)
 
 
-def scan_segment(data: bytes) -> SegmentScan:
-    """Every valid frame of `data`, resynchronising after damage. Takes any bytes; never raises.
+def scan_segment(data: bytes, keep: bool = True) -> SegmentScan:
+    """Every valid frame of `data`, resynchronising after damage. Takes any bytes; never raises. `keep=False`
+    only counts the records (recovery checks a whole log before it is loaded, without holding it twice).
 
-    The loop is `_frame_at` inlined (a log load runs it once per record): the CRC is taken over a view of the
-    payload and the key and value are sliced from `data`, so a record costs its two bytes objects only.
+    The loop is `_frame_at` inlined (it runs once per record): the CRC is taken over a view of the payload and
+    the key and value are sliced from `data`.
     """
     out = SegmentScan(size=len(data))
     records = out.records
     ends = out.ends
-    add_record = records.append
-    add_end = ends.append
     head = _FRAME.unpack_from
     klen_at = _KLEN.unpack_from
     vlen_at = _VLEN.unpack_from
     crc32 = zlib.crc32
     view = memoryview(data)
+    count = 0
     pos = 0
     n = len(data)
+    if n >= _MIN_FRAME:
+        first = _frame_at(data, 0)[0]
+        out.first_key = first[0] if first is not None else None
     while pos < n:
         if pos + _MIN_FRAME <= n:
             length, crc = head(data, pos)
@@ -240,8 +252,12 @@ def scan_segment(data: bytes) -> SegmentScan:
                     if (vstart + vlen == end or (vlen == -1 and vstart == end)) and crc32(
                         view[pos + 8 : end]
                     ) == crc:
-                        add_record((data[pos + 12 : vstart - 4], None if vlen == -1 else data[vstart:end]))
-                        add_end(end)
+                        if keep:
+                            records.append(
+                                (data[pos + 12 : vstart - 4], None if vlen == -1 else data[vstart:end])
+                            )
+                            ends.append(end)
+                        count += 1
                         pos = end
                         continue
         _, _, why = _frame_at(data, pos)
@@ -250,9 +266,46 @@ def scan_segment(data: bytes) -> SegmentScan:
             out.tail = (pos, why)
             break
         out.damage.append((pos, nxt, why))
+        out.damage_before.append(count)
         pos = nxt
     view.release()
+    out.count = count
     return out
+
+
+def iter_records(path: Path, data: bytes, limit: int, skip_mark: bool = True) -> Iterator[RawRecord]:
+    """The records of a segment already checked by `scan_segment`, one at a time, up to byte `limit` (the store's
+    mark left out unless `skip_mark` is false); raises `CorruptLog` if a frame no longer checks (the file changed
+    since)."""
+    head = _FRAME.unpack_from
+    klen_at = _KLEN.unpack_from
+    vlen_at = _VLEN.unpack_from
+    crc32 = zlib.crc32
+    view = memoryview(data)
+    pos = 0
+    try:
+        while pos < limit:
+            ok = False
+            if pos + _MIN_FRAME <= limit:
+                length, crc = head(data, pos)
+                end = pos + 8 + length
+                if length >= 8 and end <= limit:
+                    (klen,) = klen_at(data, pos + 8)
+                    vstart = pos + 16 + klen
+                    if vstart <= end:
+                        (vlen,) = vlen_at(data, vstart - 4)
+                        ok = (vstart + vlen == end or (vlen == -1 and vstart == end)) and crc32(
+                            view[pos + 8 : end]
+                        ) == crc
+            if not ok:
+                why = _frame_at(data, pos)[2] or "frame"
+                raise CorruptLog(path, pos, f"{why}: the file changed after the log was opened")
+            key = data[pos + 12 : vstart - 4]
+            if not (skip_mark and key == COMPACTED_MARK):
+                yield key, None if vlen == -1 else data[vstart:end]
+            pos = end
+    finally:
+        view.release()
 
 
 def scan(data: bytes) -> tuple[list[RawRecord], int, str]:
@@ -331,36 +384,34 @@ class LogScan:
                 records = seg.records_after(end)
                 nbytes = seg.valid_bytes_after(end)
                 for _, later in self.segments[i + 1 :]:
-                    records += len(later.records)
+                    records += later.count
                     nbytes += later.valid_bytes_after(0)
                 out.append(Problem(path, start, end, why, records, nbytes))
         return out
 
 
-def scan_log(directory: Path) -> LogScan:
+def scan_log(directory: Path, keep: bool = True) -> LogScan:
     """Scan every segment of `directory`; reads only. A compaction of a running node may rename or delete a file
     between the listing and its read: the listing is then taken again (a few times at most)."""
     for attempt in range(5):
         try:
-            return LogScan(directory, [(p, scan_segment(p.read_bytes())) for p in segment_files(directory)])
+            return LogScan(
+                directory, [(p, scan_segment(p.read_bytes(), keep)) for p in segment_files(directory)]
+            )
         except FileNotFoundError:
             if attempt == 4:
                 raise
     raise AssertionError("unreachable")
 
 
-def _drain(records: list[RawRecord]) -> Iterator[RawRecord]:
-    """Yield `records` in order, letting go of each as it is taken (a load's peak memory is then the state it
-    builds, not that plus every raw record)."""
-    records.reverse()
-    pop = records.pop
-    while records:
-        yield pop()
+def _stream(checked: list[tuple[Path, int]]) -> Iterator[RawRecord]:
+    for path, limit in checked:
+        yield from iter_records(path, path.read_bytes(), limit)
 
 
 def _is_compacted(seg: SegmentScan) -> bool:
     """Is this segment a compaction's output (its first record the store's mark)?"""
-    return bool(seg.records) and seg.records[0][0] == COMPACTED_MARK
+    return seg.first_key == COMPACTED_MARK
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -497,7 +548,7 @@ class FileRecordStore:
                 raise ConfigError(f"record log directory {self.directory} does not exist")
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
-        self._records: list[RawRecord] | None = None
+        self._checked: list[tuple[Path, int]] | None = None  # (segment, its valid bytes) for the first load
         self._count = 0
         self._active: Path | None = None
         self._fd = -1
@@ -513,7 +564,7 @@ class FileRecordStore:
     def _recover(self) -> None:
         if not self.read_only:
             self._finish_interrupted_compaction()
-        scanned = scan_log(self.directory)
+        scanned = scan_log(self.directory, keep=False)  # checked whole; `load` then reads it record by record
         problems = scanned.problems()
         if problems:
             raise CorruptLog(self.directory, problems[0].start, problems[0].why, problems)
@@ -543,14 +594,10 @@ class FileRecordStore:
                     f.truncate(start)
                     f.flush()
                     os.fsync(f.fileno())
-        self._records = scanned.records
-        self._count = len(self._records)
+        self._checked = [(path, seg.valid_end) for path, seg in scanned.segments]
+        self._count = sum(seg.count for _, seg in scanned.segments)
         sizes = [seg.valid_end for _, seg in scanned.segments]
-        if (
-            scanned.segments
-            and scanned.segments[0][1].records[:1]
-            and (scanned.segments[0][1].records[0][0] == COMPACTED_MARK)
-        ):
+        if scanned.segments and _is_compacted(scanned.segments[0][1]):
             self._clean_bytes = sizes[0]
             self._dirty_bytes = sum(sizes[1:])
         else:
@@ -599,10 +646,11 @@ class FileRecordStore:
     # -------------------------------------------------------------------------------------------- protocol
 
     def load(self) -> Iterator[RawRecord]:
-        """Every record in append order. The first call after open returns what recovery read."""
-        if self._records is not None:
-            records, self._records = self._records, None
-            return _drain(records)
+        """Every record in append order. The first call after open streams the segments recovery checked, one
+        record at a time (a load holds the state it builds and one segment's bytes, not every record)."""
+        if self._checked is not None:
+            checked, self._checked = self._checked, None
+            return _stream(checked)
         with self._lock:
             scanned = scan_log(self.directory)
         problems = scanned.problems()
@@ -726,7 +774,9 @@ class FileRecordStore:
             self._step(step)
 
     def _compact(self, inputs: list[Path]) -> None:
-        if not inputs or (len(inputs) == 1 and _is_compacted(scan_segment(inputs[0].read_bytes()))):
+        if not inputs or (
+            len(inputs) == 1 and _is_compacted(scan_segment(inputs[0].read_bytes(), keep=False))
+        ):
             return  # nothing was written since the last compaction
         started = time.monotonic()
         now_ms = int(self._clock() * 1000)
@@ -736,13 +786,13 @@ class FileRecordStore:
         for path in inputs:
             data = path.read_bytes()
             before += len(data)
-            seg = scan_segment(data)
+            seg = scan_segment(data, keep=False)
             if seg.damage or seg.tail is not None:
                 raise CorruptLog(
                     path, seg.valid_end, "damage found while compacting; the log is left as it is"
                 )
             births: list[int] = []
-            for key, value in seg.records:
+            for key, value in iter_records(path, data, len(data), skip_mark=False):
                 if key == COMPACTED_MARK:
                     births = [b for (b,) in _BIRTH.iter_unpack(value or b"")]
                     births.reverse()
@@ -750,24 +800,30 @@ class FileRecordStore:
                 latest.pop(key, None)  # so the dict's order is the order of each key's last record
                 # A tombstone's age counts from the first compaction that sees it (so from at most its write).
                 latest[key] = (value, (births.pop() if births else now_ms) if value is None else 0)
-        kept: list[RawRecord] = []
-        tombstone_births: list[int] = []
-        dropped = 0
-        for key, (value, birth) in latest.items():
-            if value is None:
-                if birth < horizon:
-                    dropped += 1
-                    continue
-                tombstone_births.append(birth)
-            kept.append((key, value))
-        mark = (COMPACTED_MARK, b"".join(_BIRTH.pack(b) for b in tombstone_births))
+            del data
+        tombstone_births = [b for value, b in latest.values() if value is None and b >= horizon]
+        dropped = sum(1 for value, b in latest.values() if value is None and b < horizon)
         self._at("read")
         first = int(inputs[0].stem)
         last = int(inputs[-1].stem)
         tmp = self.directory / f"{first:020d}{COMPACTING}"
-        out = frames([mark, *kept])
+        size = 0
+        kept = 0
         with open(tmp, "wb") as f:
-            f.write(out)
+            chunk: list[RawRecord] = [(COMPACTED_MARK, b"".join(_BIRTH.pack(b) for b in tombstone_births))]
+            for key, (
+                value,
+                birth,
+            ) in latest.items():  # written in chunks: no second copy of the log in memory
+                if value is None and birth < horizon:
+                    continue
+                chunk.append((key, value))
+                if len(chunk) >= 8192:
+                    size += f.write(frames(chunk))
+                    kept += len(chunk)
+                    chunk.clear()
+            size += f.write(frames(chunk))
+            kept += len(chunk) - 1  # not the mark
             self._at("written")
             f.flush()
             os.fsync(f.fileno())
@@ -778,15 +834,15 @@ class FileRecordStore:
         self._at("swap")  # the commit point: from here an open finishes the compaction
         self._swap(swap, (first, last))
         self._at("done")
-        self._clean_bytes = len(out)
+        self._clean_bytes = size
         self.compactions += 1
         log.info(
             "record log %s: compacted %d segments, %d -> %d bytes, %d records kept, %d tombstones dropped (%.0f ms)",
             self.directory,
             len(inputs),
             before,
-            len(out),
-            len(kept),
+            size,
+            kept,
             dropped,
             (time.monotonic() - started) * 1000,
         )
