@@ -7,6 +7,7 @@ groups whose partition moved away and forgets them, writing nothing (the log kee
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import islice
 
 from zkcoord.group.common import (
     DEAD,
@@ -30,13 +31,11 @@ def load(st: CoordinatorState, records: Iterable[Record], now_ms: int) -> Result
     """Replay a log into the view, then rebuild live groups as Kafka does on partition load: a group with members
     is Stable (members get fresh session deadlines), one without is Empty; offset-only groups are simple groups."""
     out = Effects(st)
-    chunk: list[Record] = []
-    for record in records:  # in chunks: `replay_many` takes offset commits without a call each
-        chunk.append(record)
-        if len(chunk) == 4096:
-            replay_many(st.view, chunk)
-            chunk.clear()
-    replay_many(st.view, chunk)
+    it = iter(records)
+    while chunk := list(
+        islice(it, 4096)
+    ):  # in chunks: `replay_many` takes offset commits without a call each
+        replay_many(st.view, chunk)
     for gid, value in st.view.groups.items():
         st.groups[gid] = _group_from_record(gid, value, now_ms)
     for gid in st.view.offsets:

@@ -34,6 +34,7 @@ class BulkDecoder:
 
     def __init__(self) -> None:
         self._prefixes: dict[bytes, tuple[str, str]] = {}
+        self.decoded = 0  # records decoded by `records`
 
     def key(self, data: bytes) -> RecordKey:
         # An offset key (version 0 or 1) is at least 2 + 2 + 2 + 4 bytes.
@@ -73,22 +74,26 @@ class BulkDecoder:
         key_cls = OffsetCommitKey
         value_cls = OffsetCommitValue
         record = self.record
-        for key, value in raw:
-            n = len(key)
-            names = prefixes.get(key[:-4]) if n >= 10 and key[0] == 0 and key[1] <= 1 else None
-            if (
-                names is not None
-                and value is not None
-                and len(value) == 24
-                and value[1] == 3
-                and value[0] == 0
-                and value[14] == 0
-                and value[15] == 0
-            ):
-                _, offset, leader_epoch, _, commit_timestamp = unpack_value(value)
-                yield (
-                    new(key_cls, (*names, partition_at(key, n - 4)[0])),
-                    new(value_cls, (offset, leader_epoch, "", commit_timestamp, -1)),
-                )
-            else:
-                yield record(key, value)
+        count = 0
+        try:
+            for count, (key, value) in enumerate(raw, 1):  # noqa: B007 (count is read in `finally`)
+                n = len(key)
+                names = prefixes.get(key[:-4]) if n >= 10 and key[0] == 0 and key[1] <= 1 else None
+                if (
+                    names is not None
+                    and value is not None
+                    and len(value) == 24
+                    and value[1] == 3
+                    and value[0] == 0
+                    and value[14] == 0
+                    and value[15] == 0
+                ):
+                    _, offset, leader_epoch, _, commit_timestamp = unpack_value(value)
+                    yield (
+                        new(key_cls, (*names, partition_at(key, n - 4)[0])),
+                        new(value_cls, (offset, leader_epoch, "", commit_timestamp, -1)),
+                    )
+                else:
+                    yield record(key, value)
+        finally:
+            self.decoded += count

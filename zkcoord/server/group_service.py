@@ -67,22 +67,6 @@ TP = tuple[str, int]
 LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
 
-class _Counted:
-    """An iterator that counts what passes through it."""
-
-    def __init__(self, items: Iterable[RawRecord]) -> None:
-        self._it = iter(items)
-        self.n = 0
-
-    def __iter__(self) -> _Counted:
-        return self
-
-    def __next__(self) -> RawRecord:
-        item = next(self._it)
-        self.n += 1
-        return item
-
-
 class OffsetMirror(Protocol):
     """What the service needs of an offset mirror (zkcoord.bridge.ZkOffsetBridge, `serve --bridge-zk-offsets`):
     re-mirror loaded offsets, mirror an acknowledged commit, merge a fetch with the other store."""
@@ -177,9 +161,9 @@ class GroupService(GroupCoordinator):
                 # Off the event loop, into a state of its own (requests meanwhile see the empty one), one record
                 # at a time: no list of raw or decoded records beside the state being built.
                 state = CoordinatorState(self.config)
-                counted = _Counted(self.store.load())
-                result = h.load(state, BulkDecoder().records(counted), now_ms)
-                return state, result, counted.n
+                decoder = BulkDecoder()
+                result = h.load(state, decoder.records(self.store.load()), now_ms)
+                return state, result, decoder.decoded
 
             started = time.monotonic()
             self.state, result, count = await asyncio.to_thread(load)

@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 _FRAME = struct.Struct(">II")
 _KLEN = struct.Struct(">I")
 _VLEN = struct.Struct(">i")
+_FRAME_AND_KLEN = struct.Struct(">III")
 SUFFIX = ".seg"
 SWAP = ".swap"
 COMPACTING = ".compacting"
@@ -277,8 +278,7 @@ def iter_records(path: Path, data: bytes, limit: int, skip_mark: bool = True) ->
     """The records of a segment already checked by `scan_segment`, one at a time, up to byte `limit` (the store's
     mark left out unless `skip_mark` is false); raises `CorruptLog` if a frame no longer checks (the file changed
     since)."""
-    head = _FRAME.unpack_from
-    klen_at = _KLEN.unpack_from
+    head = _FRAME_AND_KLEN.unpack_from  # length, crc, key length: one call
     vlen_at = _VLEN.unpack_from
     crc32 = zlib.crc32
     view = memoryview(data)
@@ -287,10 +287,9 @@ def iter_records(path: Path, data: bytes, limit: int, skip_mark: bool = True) ->
         while pos < limit:
             ok = False
             if pos + _MIN_FRAME <= limit:
-                length, crc = head(data, pos)
+                length, crc, klen = head(data, pos)
                 end = pos + 8 + length
                 if length >= 8 and end <= limit:
-                    (klen,) = klen_at(data, pos + 8)
                     vstart = pos + 16 + klen
                     if vstart <= end:
                         (vlen,) = vlen_at(data, vstart - 4)
