@@ -24,7 +24,8 @@ from zkcoord.testing import wait_for
 pytestmark = pytest.mark.e2e
 
 PARTITIONS = 300  # a commit of every partition is ~25 KB of records: a compaction every few commits
-KILLS = 6  # every other one at a random moment, the others as soon as a compaction output appears
+KILLS = 6  # every other one at a random moment, the others as soon as a compaction output appears ...
+MAX_KILLS = 12  # ... and more of those until one landed inside a compaction (it may finish before the kill)
 GROUP = "compacted"
 TOPIC = "wide"
 
@@ -91,10 +92,12 @@ def test_kill9_during_compaction_loses_no_acknowledged_commit(tmp_path: Path) ->
     loop.thread.start()
     landed_mid_compaction = 0
     try:
-        for kill in range(KILLS):
+        kill = 0
+        while kill < KILLS or (landed_mid_compaction == 0 and kill < MAX_KILLS):
+            kill += 1
             target = loop.commits + rng.randint(4, 30)
             wait_for(lambda target=target: loop.commits >= target, 60, f"{target} acknowledged commits")
-            if kill % 2:
+            if kill % 2 == 0 or kill > KILLS:
                 wait_for(lambda: compacting(records_dir), 60, "a compaction under way", 0)
             node.kill9()
             acked_at_kill = dict(loop.acked)
@@ -127,5 +130,5 @@ def test_kill9_during_compaction_loses_no_acknowledged_commit(tmp_path: Path) ->
     history_bytes = loop.commits * PARTITIONS * 60
     log_bytes = sum(f.stat().st_size for f in records_dir.iterdir() if f.suffix in (".seg", SWAP))
     assert compactions >= 1 and log_bytes < history_bytes / 3, (compactions, log_bytes, history_bytes)
-    assert landed_mid_compaction >= 1, f"none of {KILLS} kills landed inside a compaction"
-    print(f"{KILLS} kills, {landed_mid_compaction} inside a compaction; {loop.commits} commits")
+    assert landed_mid_compaction >= 1, f"none of {kill} kills landed inside a compaction"
+    print(f"{kill} kills, {landed_mid_compaction} inside a compaction; {loop.commits} commits")

@@ -10,7 +10,7 @@ version 3 with empty metadata (what a commit without metadata writes) is one str
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from zkcoord.records.offsets import (
     OffsetCommitKey,
@@ -97,3 +97,45 @@ class BulkDecoder:
                     yield record(key, value)
         finally:
             self.decoded += count
+
+    def offsets_into(
+        self,
+        raw: Iterable[tuple[bytes, bytes | None]],
+        offsets: dict[str, dict[tuple[str, int], OffsetCommitValue]],
+        other: Callable[[Record], object],
+    ) -> int:
+        """Replay `raw` in order with no record object for the common case: an offset commit of the fast-path
+        shape is stored straight into `offsets` (group -> (topic, partition) -> value, as `replay` stores it);
+        every other record is decoded and handed to `other` (which must be `replay` into the same view).
+        Returns the number of records."""
+        prefixes = self._prefixes
+        partition_at = _PARTITION.unpack_from
+        unpack_value = _V3_EMPTY_METADATA.unpack
+        new = _new
+        value_cls = OffsetCommitValue
+        record = self.record
+        count = 0
+        for count, (key, value) in enumerate(raw, 1):  # noqa: B007 (count is returned)
+            n = len(key)
+            names = prefixes.get(key[:-4]) if n >= 10 and key[0] == 0 and key[1] <= 1 else None
+            if (
+                names is not None
+                and value is not None
+                and len(value) == 24
+                and value[1] == 3
+                and value[0] == 0
+                and value[14] == 0
+                and value[15] == 0
+            ):
+                _, offset, leader_epoch, _, commit_timestamp = unpack_value(value)
+                group, topic = names
+                stored = offsets.get(group)
+                if stored is None:
+                    stored = offsets[group] = {}
+                stored[(topic, partition_at(key, n - 4)[0])] = new(
+                    value_cls, (offset, leader_epoch, "", commit_timestamp, -1)
+                )
+            else:
+                other(record(key, value))
+        self.decoded += count
+        return count

@@ -56,7 +56,6 @@ from zkcoord.group.model import CoordinatorState, subscription_topics
 from zkcoord.group.results import Cancel, Result, TimerKey
 from zkcoord.group.state import GroupState
 from zkcoord.records.offsets import encode_records
-from zkcoord.records.offsets_bulk import BulkDecoder
 from zkcoord.server.seams import GroupCoordinator
 from zkcoord.storage.store import RawRecord, RecordStore
 
@@ -161,9 +160,8 @@ class GroupService(GroupCoordinator):
                 # Off the event loop, into a state of its own (requests meanwhile see the empty one), one record
                 # at a time: no list of raw or decoded records beside the state being built.
                 state = CoordinatorState(self.config)
-                decoder = BulkDecoder()
-                result = h.load(state, decoder.records(self.store.load()), now_ms)
-                return state, result, decoder.decoded
+                result, count = h.load_raw(state, self.store.load(), now_ms)
+                return state, result, count
 
             started = time.monotonic()
             self.state, result, count = await asyncio.to_thread(load)

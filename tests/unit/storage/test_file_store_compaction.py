@@ -146,14 +146,17 @@ def test_appends_start_compaction_and_the_log_stays_bounded_by_the_live_set(tmp_
     with FileRecordStore(tmp_path, compact_min_bytes=20_000) as store:
         for n in range(2_000):
             store.append([(b"group-%d-partition-%d" % (n % 3, p), b"%020d" % n) for p in range(20)])
-            if n % 100 == 99:
-                sizes.append(dir_bytes(tmp_path))
-        compactor = store._compactor
-        assert compactor is not None
-        compactor.join(30)
+            compactor = store._compactor
+            if compactor is not None:
+                # Each compaction is waited for, so the bound below does not depend on how fast this machine
+                # compacts while appends go on (that they do go on is the next test).
+                compactor.join(30)
+            sizes.append(dir_bytes(tmp_path))
         assert store.compactions >= 20 and store.compaction_error is None
     live_bytes = 60 * (8 + 4 + 20 + 4 + 20)
-    assert max(sizes) < 2 * live_bytes + 2 * 20_000 + 5_000, sizes  # history: 2,000 x 20 x 56 bytes = 2.2 MB
+    # history: 2,000 x 20 x 56 bytes = 2.2 MB; the log: compacted live set + what was written since (< max(the
+    # threshold, the compacted size) + one append)
+    assert max(sizes) < live_bytes + 36 + 20_000 + 20 * 56, max(sizes)  # 36: the mark frame
     loaded = list(FileRecordStore(tmp_path).load())
     assert live(loaded) == {
         b"group-%d-partition-%d" % (n % 3, p): b"%020d" % n for n in (1997, 1998, 1999) for p in range(20)
