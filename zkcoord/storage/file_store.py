@@ -403,11 +403,6 @@ def scan_log(directory: Path, keep: bool = True) -> LogScan:
     raise AssertionError("unreachable")
 
 
-def _stream(checked: list[tuple[Path, int]]) -> Iterator[RawRecord]:
-    for path, limit in checked:
-        yield from iter_records(path, path.read_bytes(), limit)
-
-
 def _is_compacted(seg: SegmentScan) -> bool:
     """Is this segment a compaction's output (its first record the store's mark)?"""
     return seg.first_key == COMPACTED_MARK
@@ -548,6 +543,7 @@ class FileRecordStore:
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
         self._checked: list[tuple[Path, int]] | None = None  # (segment, its valid bytes) for the first load
+        self._streaming = False  # the first load is reading the segments
         self._count = 0
         self._active: Path | None = None
         self._fd = -1
@@ -646,10 +642,14 @@ class FileRecordStore:
 
     def load(self) -> Iterator[RawRecord]:
         """Every record in append order. The first call after open streams the segments recovery checked, one
-        record at a time (a load holds the state it builds and one segment's bytes, not every record)."""
+        record at a time (a load holds the state it builds and one segment's bytes, not every record); once a
+        compaction ran, or for a read-only reader, the log is read as it is now."""
         if self._checked is not None:
             checked, self._checked = self._checked, None
-            return _stream(checked)
+            if not self.read_only:
+                return self._stream(checked)
+            # A read-only reader may sit beside a running node whose compaction deletes the segments checked at
+            # open: it reads them again, whole, below (the listing is retried if a file vanishes meanwhile).
         with self._lock:
             scanned = scan_log(self.directory)
         problems = scanned.problems()
@@ -659,6 +659,14 @@ class FileRecordStore:
         if torn is not None and not self.read_only:
             raise CorruptLog(torn[0], torn[1], torn[3])
         return iter(scanned.records)
+
+    def _stream(self, checked: list[tuple[Path, int]]) -> Iterator[RawRecord]:
+        self._streaming = True  # no compaction may delete these segments before they are read
+        try:
+            for path, limit in checked:
+                yield from iter_records(path, path.read_bytes(), limit)
+        finally:
+            self._streaming = False
 
     def append(self, records: Sequence[RawRecord]) -> None:
         if self.read_only:
@@ -685,6 +693,8 @@ class FileRecordStore:
                 os.fsync(self._fd)
                 self._last_sync = now
         if self._compaction_due():
+            # Not loaded yet: a load after this reads the log as it then is, not the segments opened.
+            self._checked = None
             inputs = self._seal()
             self._compactor = threading.Thread(
                 target=self._compact_in_background,
@@ -731,7 +741,7 @@ class FileRecordStore:
     # ------------------------------------------------------------------------------------------ compaction
 
     def _compaction_due(self) -> bool:
-        if self.compact_min_bytes == 0 or self.compaction_error is not None:
+        if self.compact_min_bytes == 0 or self.compaction_error is not None or self._streaming:
             return False
         if self._compactor is not None and self._compactor.is_alive():
             return False
@@ -756,6 +766,7 @@ class FileRecordStore:
             raise ZkcoordError(f"record log {self.directory} is open read-only")
         if self._compactor is not None:
             self._compactor.join()
+        self._checked = None
         self._compact(self._seal())
 
     def _compact_in_background(self, inputs: list[Path]) -> None:

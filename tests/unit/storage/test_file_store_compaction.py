@@ -293,3 +293,24 @@ def test_any_interleaving_of_appends_compactions_and_restarts_replays_the_same(
             written.extend(op)
         assert live(FileRecordStore(d, read_only=True).load()) == live(written)
     store.close()
+
+
+def test_a_reader_opened_before_a_compaction_reads_the_log_after_it(tmp_path: Path) -> None:
+    records = history(150)
+    write(tmp_path, records, 30)
+    reader = FileRecordStore(tmp_path, read_only=True)  # checks the segments as they are now
+    with FileRecordStore(tmp_path, compact_min_bytes=0) as writer:
+        writer.compact_now()  # deletes every segment the reader checked
+    assert live(reader.load()) == live(records)
+
+
+def test_a_compaction_before_the_first_load_leaves_the_load_whole(tmp_path: Path) -> None:
+    write(tmp_path, history(150), 30)
+    store = FileRecordStore(tmp_path, compact_min_bytes=2_000)
+    store.append(history(300)[150:])  # over the threshold: a compaction of the segments the open checked
+    compactor = store._compactor
+    assert compactor is not None
+    compactor.join(30)
+    assert store.compactions == 1
+    assert live(store.load()) == live(history(300))
+    store.close()
