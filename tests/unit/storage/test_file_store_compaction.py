@@ -71,7 +71,7 @@ class Clock:
 
 
 def write(directory: Path, records: Sequence[RawRecord], per_append: int = 10, **kw: object) -> None:
-    with FileRecordStore(directory, segment_bytes=400, compact_min_bytes=0, **kw) as store:  # type: ignore[arg-type]
+    with FileRecordStore(directory, "never", segment_bytes=400, compact_min_bytes=0, **kw) as store:  # type: ignore[arg-type]
         for i in range(0, len(records), per_append):
             store.append(records[i : i + per_append])
 
@@ -143,7 +143,7 @@ def test_tombstones_are_dropped_only_after_delete_retention(tmp_path: Path) -> N
 
 def test_appends_start_compaction_and_the_log_stays_bounded_by_the_live_set(tmp_path: Path) -> None:
     sizes = []
-    with FileRecordStore(tmp_path, compact_min_bytes=20_000) as store:
+    with FileRecordStore(tmp_path, "never", compact_min_bytes=20_000) as store:
         for n in range(2_000):
             store.append([(b"group-%d-partition-%d" % (n % 3, p), b"%020d" % n) for p in range(20)])
             compactor = store._compactor
