@@ -1,4 +1,5 @@
-"""Append-only segment files of CRC-framed records; recovery drops only a torn tail and never a valid record.
+"""Append-only segment files of CRC-framed records, compacted in the background; recovery drops only a torn tail
+and never a valid record.
 
 Layout of a directory: `<sequence number, 20 digits>.seg` files, rolled at `segment_bytes`. A frame is
 `length: uint32 | crc32: uint32 | payload`, with payload `key_len: uint32 | key | value_len: int32 (-1 = null) | value`
@@ -12,8 +13,13 @@ explain it: `CorruptLog` is raised naming each damaged range (file, bytes, reaso
 after it, and nothing is changed. `repair` (`zkcoord replay DIR --repair`) then rewrites the damaged segments
 without the damaged ranges, keeping those bytes in side files and each original segment as `.before-repair`.
 
+The open only checks the log (CRCs, counts); the first `load` then streams it record by record, so a node
+loading its groups holds the state it builds and one segment's bytes, not every record. Compaction: see
+`FileRecordStore`.
+
 fsync policy: "always" (fsync before `append` returns), "interval" (at most every `fsync_interval_ms`, and on
-close), "never" (leave it to the OS; a process crash loses nothing, a machine crash may).
+close), "never" (leave it to the OS; a process crash loses nothing, a machine crash may). A compaction fsyncs its
+output whatever the policy, before it deletes what the output replaces.
 """
 
 from __future__ import annotations
