@@ -216,6 +216,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="without --zk, with --group.records.fsync interval: fsync with the first batch this long after the "
         "last (default 1000)",
     )
+    parser.add_argument(
+        "--group.records.compact.min.bytes",
+        dest="records_compact_min_bytes",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="without --zk: compact the group-records log in the background (last record per key) once this many "
+        "bytes were written since the last compaction and they are at least half the log; 0 never compacts "
+        "(default 4194304; e.g. --group.records.compact.min.bytes=1048576)",
+    )
+    parser.add_argument(
+        "--log.cleaner.delete.retention.ms",
+        dest="records_delete_retention_ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="without --zk: how long compaction keeps a tombstone (a deleted offset or group) of the "
+        "group-records log after it first saw it, as Kafka's cleaner keeps them in __consumer_offsets "
+        "(default 86400000, one day)",
+    )
     for flag, cls, name, text in _LIMIT_FLAGS:
         default = cls.__dataclass_fields__[name].default
         parser.add_argument(
@@ -293,9 +313,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def _records_fsync(args: argparse.Namespace) -> dict[str, Any]:
-    """The group-records fsync settings given, refused where they mean nothing: a cluster node (--zk) keeps its
-    group records in ZooKeeper, and an interval only paces the "interval" policy."""
+    """The group-records settings given (fsync, compaction), refused where they mean nothing: a cluster node
+    (--zk) keeps its group records in ZooKeeper, and an interval only paces the "interval" policy."""
     given: dict[str, Any] = {}
+    if args.records_compact_min_bytes is not None:
+        given["group_records_compact_min_bytes"] = args.records_compact_min_bytes
+    if args.records_delete_retention_ms is not None:
+        given["group_records_delete_retention_ms"] = args.records_delete_retention_ms
     if args.records_fsync is not None:
         given["group_records_fsync"] = args.records_fsync
     if args.records_fsync_interval_ms is not None:
@@ -304,8 +328,8 @@ def _records_fsync(args: argparse.Namespace) -> dict[str, Any]:
         given["group_records_fsync_interval_ms"] = args.records_fsync_interval_ms
     if given and args.zk:
         raise ConfigError(
-            "--group.records.fsync applies to a standalone node: with --zk, group records are "
-            "written to ZooKeeper before any answer"
+            "--group.records.* and --log.cleaner.delete.retention.ms: each applies to a standalone node: with "
+            "--zk, group records are written to ZooKeeper before any answer (and compacted there)"
         )
     return given
 

@@ -45,7 +45,7 @@ from zkcoord.group.common import (
     error_response,
     group_status_error,
 )
-from zkcoord.group.loading import load, unload_groups
+from zkcoord.group.loading import load, load_raw, unload_groups
 from zkcoord.group.membership import (
     handle_external_rebalance,
     handle_heartbeat,
@@ -93,6 +93,7 @@ __all__ = [
     "handle_offset_fetch",
     "handle_sync",
     "load",
+    "load_raw",
     "on_timer",
     "unload_groups",
 ]

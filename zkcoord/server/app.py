@@ -7,6 +7,7 @@ Every collaborator is handed to the broker at construction; nothing is attached 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
@@ -64,6 +65,8 @@ class Node:
                 cfg.data_dir / "group-records",
                 cfg.group_records_fsync,
                 fsync_interval_ms=cfg.group_records_fsync_interval_ms,
+                compact_min_bytes=cfg.group_records_compact_min_bytes,
+                delete_retention_ms=cfg.group_records_delete_retention_ms,
             )
             self.groups = GroupService(
                 self.group_config,
@@ -179,5 +182,8 @@ class Node:
             await self.cluster.close()
         if self.groups is not None:
             await self.groups.close()
+            # The standalone group-records log: fsync (the "interval" policy's promise at shutdown) and let a
+            # compaction under way finish, off the event loop.
+            await asyncio.to_thread(self.groups.store.close)
         if self.logs is not None:
             self.logs.close()

@@ -69,6 +69,10 @@ class ServerConfig:
     # policies: "always" fsyncs before any answer, "interval" at most every interval, "never" leaves it to the OS)
     group_records_fsync: str = "always"
     group_records_fsync_interval_ms: int = 1000
+    # ... and its compaction (FileRecordStore): after this many bytes written since the last one (0: never), and
+    # how long a tombstone is kept (Kafka's log.cleaner.delete.retention.ms)
+    group_records_compact_min_bytes: int = 4 * 1024 * 1024
+    group_records_delete_retention_ms: int = 86_400_000
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -86,6 +90,14 @@ class ServerConfig:
         if self.group_records_fsync not in FSYNC_POLICIES:
             raise ConfigError(
                 f"group.records.fsync must be one of {', '.join(FSYNC_POLICIES)}, got {self.group_records_fsync!r}"
+            )
+        if self.group_records_compact_min_bytes < 0:
+            raise ConfigError(
+                f"group.records.compact.min.bytes must be >= 0, got {self.group_records_compact_min_bytes}"
+            )
+        if self.group_records_delete_retention_ms < 0:
+            raise ConfigError(
+                f"log.cleaner.delete.retention.ms must be >= 0, got {self.group_records_delete_retention_ms}"
             )
         if self.group_records_fsync_interval_ms < 1:
             raise ConfigError(

@@ -55,7 +55,7 @@ from zkcoord.group.messages import (
 from zkcoord.group.model import CoordinatorState, subscription_topics
 from zkcoord.group.results import Cancel, Result, TimerKey
 from zkcoord.group.state import GroupState
-from zkcoord.records.offsets import decode_record, encode_records
+from zkcoord.records.offsets import encode_records
 from zkcoord.server.seams import GroupCoordinator
 from zkcoord.storage.store import RawRecord, RecordStore
 
@@ -154,10 +154,24 @@ class GroupService(GroupCoordinator):
         self._active = True
         self._loading = True
         try:
-            raw = await asyncio.to_thread(lambda: list(self.store.load()))
-            records = [decode_record(k, v) for k, v in raw]
-            self._apply(h.load(self.state, records, self.now_ms()))
-            log.info("group service loaded %d records: %d groups", len(records), len(self.state.groups))
+            now_ms = self.now_ms()
+
+            def load() -> tuple[CoordinatorState, Result, int]:
+                # Off the event loop, into a state of its own (requests meanwhile see the empty one), one record
+                # at a time: no list of raw or decoded records beside the state being built.
+                state = CoordinatorState(self.config)
+                result, count = h.load_raw(state, self.store.load(), now_ms)
+                return state, result, count
+
+            started = time.monotonic()
+            self.state, result, count = await asyncio.to_thread(load)
+            self._apply(result)
+            log.info(
+                "group service loaded %d records: %d groups (%.0f ms)",
+                count,
+                len(self.state.groups),
+                (time.monotonic() - started) * 1000,
+            )
             self._remirror_loaded()
             for group_id in sorted(self.state.groups):
                 self._report_members(group_id)
