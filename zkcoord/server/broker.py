@@ -1,5 +1,8 @@
 """Request handlers of the wire server: data plane (Metadata, Produce, Fetch, ...) here, groups via GroupService.
 
+A partition whose log is damaged on disk (`zkcoord.server.log.CorruptLog`) answers KAFKA_STORAGE_ERROR to
+Produce, ListOffsets and Fetch; every other partition keeps serving.
+
 `Broker.dispatch(req)` returns the encoded response frame, None (Produce acks=0), or an awaitable of either
 (Fetch waiting for data, group calls parked by the coordinator). The wire layer keeps responses in request order.
 """
@@ -228,6 +231,8 @@ class Broker:
             return None, E.UNKNOWN_TOPIC_OR_PARTITION
         if not self._leads(topic, partition):
             return None, E.NOT_LEADER_OR_FOLLOWER
+        if plog.open_error() is not None:  # damaged on disk: Kafka's answer for an offline log directory
+            return None, E.KAFKA_STORAGE_ERROR
         return plog, E.NONE
 
     # -- topics ---------------------------------------------------------------------------------------------
@@ -481,6 +486,10 @@ class Broker:
                     continue
                 if not self._leads(topic.name, pd.index):
                     parts.append(Produced(pd.index, E.NOT_LEADER_OR_FOLLOWER, -1, -1, None))
+                    continue
+                if plog.open_error() is not None:
+                    why = "the partition's log is damaged on disk (the node's log names file and byte)"
+                    parts.append(Produced(pd.index, E.KAFKA_STORAGE_ERROR, -1, -1, why))
                     continue
                 records = pd.records
                 if not records:

@@ -2,9 +2,11 @@
 
 Layout: `<data-dir>/logs/<topic>-<partition>/<base offset, 20 digits>.log`. A segment holds whole batches exactly as
 produced, except for the base offset the log assigns (not covered by the CRC). The offset index (base offset, last
-offset, file position, max timestamp per batch) is rebuilt on open by a header scan; the active (last) segment is
-also CRC-checked and a torn tail (a batch cut short or garbled by a crash mid-write) is truncated away, so after a
-restart the log holds exactly the batches whose write completed. Producer-id sequence state is rebuilt from the
+offset, file position, max timestamp per batch) is rebuilt on open by a scan that checks every batch's header,
+CRC-32C and offset continuity. Only a torn tail (the last, partial write of a crash: a batch cut short, or a
+zero-filled end) is truncated away; damage anywhere else, or a damaged batch that is complete, makes the partition
+refuse to open (`CorruptLog`, naming file, byte offset and what follows) and nothing is deleted: the broker answers
+KAFKA_STORAGE_ERROR for that partition and keeps serving the others. Producer-id sequence state is rebuilt from the
 same headers so idempotent producers keep deduplicating across restarts.
 
 Partition logs open lazily (a node with many partitions starts without touching them) and their segment files
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import mmap
 import os
 import re
 import struct
@@ -26,6 +29,7 @@ from typing import Any
 
 from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.records.batch import (
+    CRC_START,
     HEADER_SIZE,
     BatchHeader,
     CorruptBatch,
@@ -33,6 +37,7 @@ from zkcoord.records.batch import (
     parse_header,
     validate_batch,
 )
+from zkcoord.records.crc32c import crc32c
 from zkcoord.server.limits import LogLimits
 
 log = logging.getLogger(__name__)
@@ -49,6 +54,19 @@ class PartitionLimitExceeded(InvalidTopic):
     """A topic creation or growth past max.partitions.per.topic / max.broker.partitions; INVALID_PARTITIONS."""
 
     code = ErrorCode.INVALID_PARTITIONS
+
+
+class CorruptLog(ZkcoordError):
+    """A partition log damaged somewhere other than its torn tail: it is not opened and nothing is truncated.
+    Kafka's KAFKA_STORAGE_ERROR (its answer for a partition whose log directory is offline)."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+    def __init__(self, report: str, path: Path, position: int) -> None:
+        super().__init__(report)
+        self.report = report
+        self.path = path
+        self.position = position
 
 
 class OpenFiles:
@@ -149,6 +167,7 @@ class PartitionLog:
         self._next_offset = 0
         self._producers: dict[int, _ProducerState] = {}
         self._recovered = False
+        self._failure: CorruptLog | None = None
         directory.mkdir(parents=True, exist_ok=True)
         if not lazy:
             self._ready()
@@ -156,9 +175,26 @@ class PartitionLog:
     # -- opening --------------------------------------------------------------------------------------------
 
     def _ready(self) -> None:
+        if self._failure is not None:
+            raise self._failure
         if not self._recovered:
             self._recovered = True
-            self._recover()
+            try:
+                self._recover()
+            except CorruptLog as exc:
+                self._failure = exc
+                self.close()
+                self._segments = []
+                log.error("%s", exc.report)
+                raise
+
+    def open_error(self) -> CorruptLog | None:
+        """Open (recover) the log if it is not yet; why it refuses to open, or None when it is usable."""
+        try:
+            self._ready()
+        except CorruptLog as exc:
+            return exc
+        return None
 
     @property
     def segments(self) -> list[Segment]:
@@ -185,49 +221,118 @@ class PartitionLog:
         self._next_offset = value
 
     def _recover(self) -> None:
-        files = sorted(self.directory.glob("*.log"))
-        for i, path in enumerate(files):
+        segs: list[Segment] = []
+        for path in sorted(self.directory.glob("*.log")):
             try:
                 base = int(path.stem)
             except ValueError:
                 log.warning("log %s-%d: ignoring stray file %s", self.topic, self.partition, path)
                 continue
-            seg = Segment(path, base, self._files)
-            self._scan(seg, check_crc=i == len(files) - 1)
-            self._segments.append(seg)
-        if self._segments:
-            self._log_start_offset = self._segments[0].base_offset
-            last = self._segments[-1]
-            self._next_offset = last.last_offsets[-1] + 1 if last.last_offsets else last.base_offset
-        else:
+            segs.append(Segment(path, base, self._files))
+        self._segments = segs
+        expected = segs[0].base_offset if segs else 0
+        for i, seg in enumerate(segs):
+            if seg.base_offset < expected:
+                raise CorruptLog(
+                    f"partition log {self.topic}-{self.partition}: segment {seg.path} starts at offset "
+                    f"{seg.base_offset} but the segment before it ends at offset {expected - 1}: overlapping "
+                    "or misnamed segment files; the partition is not opened and nothing was deleted "
+                    "(docs/operations.md, 'Partition log corruption')",
+                    seg.path,
+                    0,
+                )
+            if (
+                seg.base_offset > expected
+            ):  # a repaired log (docs/operations.md), or a segment file gone missing
+                log.warning(
+                    "log %s-%d: offsets %d..%d are in no segment (before %s)",
+                    self.topic,
+                    self.partition,
+                    expected,
+                    seg.base_offset - 1,
+                    seg.path.name,
+                )
+                expected = seg.base_offset
+            expected = self._scan(seg, expected, segs[i + 1 :])
+        if segs:
+            self._log_start_offset = segs[0].base_offset
+        self._next_offset = expected
+        if not segs:
             self._segments.append(Segment(self.directory / f"{0:020d}.log", 0, self._files))
 
-    def _scan(self, seg: Segment, check_crc: bool) -> None:
+    def _scan(self, seg: Segment, expected: int, later: list[Segment]) -> int:
+        """Index `seg` batch by batch (header, CRC-32C, offsets continuing from `expected`); returns the offset
+        after its last batch. Damage is handed to `_damaged`, which truncates a torn tail or raises."""
         file_size = os.fstat(seg.fd).st_size
         pos = 0
         while pos < file_size:
-            head = os.pread(seg.fd, HEADER_SIZE, pos)
-            try:
-                header = parse_header(head)
-                if pos + header.size > file_size:
-                    raise CorruptBatch("batch cut short by the end of the file", pos)
-                if check_crc:
-                    validate_batch(os.pread(seg.fd, header.size, pos))
-            except CorruptBatch as exc:
-                log.warning(
-                    "log %s-%d: truncating torn tail of %s at byte %d of %d (%s)",
-                    self.topic,
-                    self.partition,
-                    seg.path.name,
-                    pos,
-                    file_size,
-                    exc.reason,
-                )
-                os.ftruncate(seg.fd, pos)
+            header, reason = self._check(seg, pos, file_size, expected)
+            if header is None:
+                self._damaged(seg, pos, file_size, reason, later)
                 break
             self._index(seg, pos, header)
+            expected = header.last_offset + 1
             pos += header.size
         seg.size = pos
+        return expected
+
+    @staticmethod
+    def _check(seg: Segment, pos: int, file_size: int, expected: int) -> tuple[BatchHeader | None, str]:
+        """The batch at `pos` if it is whole, intact and at the offset the log expects; else None and why."""
+        try:
+            header = parse_header(os.pread(seg.fd, HEADER_SIZE, pos))
+            if pos + header.size > file_size:
+                left = file_size - pos
+                return (
+                    None,
+                    f"batch of {header.size} bytes cut short by the end of the file ({left} bytes left)",
+                )
+            validate_batch(os.pread(seg.fd, header.size, pos))
+        except CorruptBatch as exc:
+            return None, exc.reason
+        if header.base_offset != expected:
+            return None, f"base offset {header.base_offset} where the log expects offset {expected}"
+        return header, ""
+
+    def _damaged(self, seg: Segment, pos: int, file_size: int, reason: str, later: list[Segment]) -> None:
+        """Truncate a torn tail at `pos`, or raise `CorruptLog` when valid data follows the damage or the damaged
+        batch is whole (a flipped byte, not a partial write): only the last, partial write may be dropped."""
+        where = f"partition log {self.topic}-{self.partition}: damaged batch in {seg.path} at byte {pos} of {file_size}"
+        found = _find_batch(seg, pos, file_size)
+        follows = (seg, *found) if found is not None else None
+        for other in later:
+            if follows is not None:
+                break
+            size = os.fstat(other.fd).st_size
+            found = _find_batch(other, 0, size)
+            follows = (other, *found) if found is not None else None
+        later_bytes = sum(os.fstat(other.fd).st_size for other in later)
+        if follows is None and later_bytes == 0 and _torn_tail(seg, pos, file_size):
+            log.warning(
+                "%s (%s): a torn tail, truncating the %d bytes of the last, partial write",
+                where,
+                reason,
+                file_size - pos,
+            )
+            os.ftruncate(seg.fd, pos)
+            return
+        if follows is not None:
+            fseg, fpos, fh = follows
+            what = (
+                f"a valid batch follows at byte {fpos} of {fseg.path.name} (offsets {fh.base_offset}.."
+                f"{fh.last_offset}), {file_size - pos + later_bytes} bytes from the damage to the end of the log"
+            )
+        else:
+            what = (
+                f"no valid batch follows, but the damaged batch is not a partial write "
+                f"({file_size - pos} bytes from the damage to the end of the file)"
+            )
+        raise CorruptLog(
+            f"{where} ({reason}); {what}: not a torn tail, so the partition is not opened and nothing was "
+            "truncated (docs/operations.md, 'Partition log corruption')",
+            seg.path,
+            pos,
+        )
 
     def _index(self, seg: Segment, pos: int, header: BatchHeader) -> None:
         seg.positions.append(pos)
@@ -342,6 +447,50 @@ class PartitionLog:
                     base = seg.last_offsets[i - 1] + 1 if i > 0 else seg.base_offset
                     return base, max_ts
         return -1, -1
+
+
+_MAGIC_AT = 16  # the magic byte's position in a batch header: where a search for the next batch looks first
+
+
+def _find_batch(seg: Segment, start: int, file_size: int) -> tuple[int, BatchHeader] | None:
+    """The first position >= `start` where a whole batch with a matching CRC-32C sits (the file mapped, not
+    read: memory stays bounded whatever the segment size), or None."""
+    if file_size - start < HEADER_SIZE:
+        return None
+    with mmap.mmap(seg.fd, file_size, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
+        q = start
+        while True:
+            i = mm.find(b"\x02", q + _MAGIC_AT)
+            if i < 0 or i - _MAGIC_AT + HEADER_SIZE > file_size:
+                return None
+            q = i - _MAGIC_AT
+            try:
+                return q, validate_batch(view, q)
+            except CorruptBatch:
+                q += 1
+
+
+def _torn_tail(seg: Segment, pos: int, file_size: int) -> bool:
+    """Whether the damaged end of a file from `pos` is a partial write: shorter than a header, zero-filled
+    (blocks allocated but never written), or a batch cut short whose present bytes do not hold it whole (if
+    they do, its length field was damaged and the batch is data, not a torn write)."""
+    if file_size - pos < HEADER_SIZE:
+        return True
+    chunk = 1 << 20
+    if all(
+        not os.pread(seg.fd, min(chunk, file_size - at), at).strip(b"\0")
+        for at in range(pos, file_size, chunk)
+    ):
+        return True
+    try:
+        header = parse_header(os.pread(seg.fd, HEADER_SIZE, pos))
+    except CorruptBatch:
+        return False
+    if pos + header.size <= file_size:
+        return False
+    with mmap.mmap(seg.fd, file_size, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
+        whole_anyway = crc32c(view[pos + CRC_START : file_size]) == header.crc
+    return not whole_anyway
 
 
 class LogManager:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
+
+import pytest
 
 from zkcoord.errors import ErrorCode
 from zkcoord.records.batch import build_batch, iter_records, split_batches
-from zkcoord.server.log import LogManager, PartitionLog
+from zkcoord.server.log import CorruptLog, LogManager, PartitionLog
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
@@ -59,17 +62,88 @@ def test_torn_tail_is_truncated_and_appends_continue(tmp_path: Path) -> None:
     assert _values(again.read(0, 1 << 20)) == [b"keep", b"next"]
 
 
-def test_garbled_tail_with_full_length_is_truncated(tmp_path: Path) -> None:
+def test_zero_filled_tail_is_truncated(tmp_path: Path) -> None:
+    """Blocks the filesystem allocated for a write the crash never made are zeros: a torn tail too."""
     plog = PartitionLog(tmp_path / "t-0", "t", 0)
     _append(plog, build_batch([(None, b"keep")]))
     plog.close()
     seg = next((tmp_path / "t-0").glob("*.log"))
+    good = seg.stat().st_size
+    with open(seg, "ab") as f:
+        f.write(bytes(4096))
+    again = PartitionLog(tmp_path / "t-0", "t", 0)
+    assert seg.stat().st_size == good
+    assert _values(again.read(0, 1 << 20)) == [b"keep"]
+
+
+def test_whole_last_batch_with_a_bad_crc_is_refused_not_truncated(tmp_path: Path) -> None:
+    """A batch of full length whose CRC fails is a flipped byte, not a partial write: the records are kept."""
+    plog = PartitionLog(tmp_path / "t-0", "t", 0)
+    _append(plog, build_batch([(None, b"keep")]))
+    plog.close()
+    seg = next((tmp_path / "t-0").glob("*.log"))
+    good = seg.stat().st_size
     bad = bytearray(build_batch([(None, b"garbled")], base_offset=1))
     bad[-1] ^= 0xFF
     with open(seg, "ab") as f:
         f.write(bytes(bad))
-    again = PartitionLog(tmp_path / "t-0", "t", 0)
-    assert again.next_offset == 1
+    with pytest.raises(CorruptLog) as info:
+        PartitionLog(tmp_path / "t-0", "t", 0)
+    assert f"{seg} at byte {good} of {good + len(bad)}" in info.value.report
+    assert "CRC-32C mismatch" in info.value.report
+    assert "not a partial write" in info.value.report
+    assert seg.stat().st_size == good + len(bad)
+
+
+def _batch_starts(path: Path) -> list[int]:
+    data = path.read_bytes()
+    return [h.position for h in split_batches(data)]
+
+
+def test_every_flipped_byte_is_reported_and_no_batch_is_lost(tmp_path: Path) -> None:
+    """Flip each byte of a two-segment log in turn (two masks): the partition either opens with every record
+    intact (only a flip in a partitionLeaderEpoch field, which no CRC covers and no read uses), or refuses to
+    open naming the file and the damaged batch's byte offset, with every file left byte for byte as it was."""
+    pristine = tmp_path / "pristine" / "t-0"
+    plog = PartitionLog(pristine, "t", 0, segment_bytes=1024)
+    values = []
+    for i in range(5):
+        batch_values = [b"v%d-%d" % (i, j) for j in range(i + 1)]
+        values.extend(batch_values)
+        plog.segment_bytes = 1 if i == 3 else 1 << 20  # roll once: batches 3 and 4 go to a second segment
+        _append(plog, build_batch([(b"k", v) for v in batch_values]))
+    plog.close()
+    files = sorted(pristine.glob("*.log"))
+    assert len(files) == 2
+    starts = {f.name: _batch_starts(f) for f in files}
+    checked = opened = 0
+    for name in starts:
+        size = (pristine / name).stat().st_size
+        for pos in range(size):
+            for mask in (0x01, 0xFF):
+                checked += 1
+                work = tmp_path / f"flip-{name[-8:-4]}-{pos}-{mask}"
+                shutil.copytree(pristine, work)
+                target = work / name
+                data = bytearray(target.read_bytes())
+                data[pos] ^= mask
+                target.write_bytes(bytes(data))
+                before = {f.name: f.read_bytes() for f in work.glob("*.log")}
+                batch = max(s for s in starts[name] if s <= pos)
+                try:
+                    again = PartitionLog(work, "t", 0)
+                    read = _values(again.read(0, 1 << 20))
+                    again.close()
+                except CorruptLog as exc:
+                    assert f"{target} at byte {batch} of {size}" in exc.report, (pos, exc.report)
+                    assert {f.name: f.read_bytes() for f in work.glob("*.log")} == before
+                else:
+                    opened += 1
+                    assert 12 <= pos - batch < 16, (name, pos, "a flip outside partitionLeaderEpoch opened")
+                    assert read == values
+                shutil.rmtree(work)
+    assert opened == 4 * 5 * 2  # the epoch bytes of five batches, both masks
+    assert checked == 2 * sum(f.stat().st_size for f in files)
 
 
 def test_segments_roll_and_read_across(tmp_path: Path) -> None:
@@ -108,3 +182,40 @@ def test_log_manager_discovers_topics(tmp_path: Path) -> None:
     assert len(again.topics["my-topic"]) == 3
     assert again.get("my-topic", 3) is None
     assert os.path.isdir(tmp_path / "logs" / "my-topic-2")
+
+
+def test_documented_repair_cuts_the_damaged_batch_into_a_gap(tmp_path: Path) -> None:
+    """docs/operations.md's repair: the valid batches after the damage move to a segment file named after their
+    first offset, the damaged file is truncated at the damage; the log opens with a gap of offsets."""
+    plog = PartitionLog(tmp_path / "t-0", "t", 0)
+    for v in (b"a", b"b", b"c"):
+        _append(plog, build_batch([(None, v)]))
+    plog.close()
+    seg = tmp_path / "t-0" / f"{0:020d}.log"
+    data = bytearray(seg.read_bytes())
+    starts = _batch_starts(seg)
+    data[starts[1] + 40] ^= 0x10  # damage the batch of offset 1
+    seg.write_bytes(bytes(data))
+    with pytest.raises(CorruptLog) as info:
+        PartitionLog(tmp_path / "t-0", "t", 0)
+    assert f"at byte {starts[1]} of {len(data)}" in info.value.report
+    assert f"a valid batch follows at byte {starts[2]} of {seg.name} (offsets 2..2)" in info.value.report
+    (tmp_path / "t-0" / f"{2:020d}.log").write_bytes(bytes(data[starts[2] :]))
+    os.truncate(seg, starts[1])
+    again = PartitionLog(tmp_path / "t-0", "t", 0)
+    assert _values(again.read(0, 1 << 20)) == [b"a", b"c"]
+    assert _values(again.read(1, 1 << 20)) == [b"c"]  # a consumer in the gap reads on
+    assert again.next_offset == 3
+    assert _append(again, build_batch([(None, b"d")])) == 3
+
+
+def test_overlapping_segments_are_refused(tmp_path: Path) -> None:
+    plog = PartitionLog(tmp_path / "t-0", "t", 0)
+    _append(plog, build_batch([(None, b"a"), (None, b"b")]))
+    plog.close()
+    seg = tmp_path / "t-0" / f"{0:020d}.log"
+    copy = tmp_path / "t-0" / f"{1:020d}.log"
+    copy.write_bytes(seg.read_bytes())
+    with pytest.raises(CorruptLog, match="starts at offset 1 but the segment before it ends at offset 1"):
+        PartitionLog(tmp_path / "t-0", "t", 0)
+    assert copy.stat().st_size == seg.stat().st_size

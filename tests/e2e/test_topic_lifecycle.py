@@ -1,0 +1,110 @@
+"""Topics over a node's life, with real clients: a damaged partition log refuses to open while the other
+partitions keep serving."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.errors import KafkaStorageError
+from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+
+from zkcoord.errors import ErrorCode
+from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
+from zkcoord.records.batch import split_batches
+from zkcoord.testing import wait_for
+
+pytestmark = pytest.mark.e2e
+
+
+def _call(port: int, request: Any, response_cls: Any) -> Any:
+    """One request over a fresh socket, decoded by the request's own response class."""
+    request.with_header(correlation_id=11, client_id="topic-lifecycle")
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
+        sock.sendall(bytes(request.encode(header=True, framed=True)))
+        size = struct.unpack(">i", _read(sock, 4))[0]
+        frame = _read(sock, size)
+    return response_cls.decode(frame, version=request.version, header=True)
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        assert chunk, "the server closed the connection"
+        buf += chunk
+    return buf
+
+
+def _list_offset(port: int, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+    """(error code, offset) of ListOffsets v1 for one partition (-1: latest, -2: earliest)."""
+    T = ListOffsetsRequest.ListOffsetsTopic
+    req = ListOffsetsRequest(
+        version=1,
+        replica_id=-1,
+        topics=[
+            T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=partition, timestamp=timestamp)])
+        ],
+    )
+    p = _call(port, req, ListOffsetsResponse).topics[0].partitions[0]
+    return int(p.error_code), int(p.offset)
+
+
+def _read_all(bootstrap: str, topic: str, partition: int, expected: int) -> list[bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, consumer_timeout_ms=2000)
+    try:
+        consumer.assign([TopicPartition(topic, partition)])
+        consumer.seek_to_beginning()
+        values: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(values) < expected and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                values.extend(r.value for r in records)
+        return values
+    finally:
+        consumer.close()
+
+
+def test_a_damaged_partition_refuses_to_open_and_the_others_serve(tmp_path: Path) -> None:
+    node = NodeProcess(tmp_path / "node", (*FAST_GROUP_FLAGS,))
+    topic = "damaged"
+    with node:
+        admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+        try:
+            admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])
+        finally:
+            admin.close()
+        producer = KafkaProducer(bootstrap_servers=node.bootstrap)
+        try:
+            for i in range(3):  # one batch each: a damaged first batch has valid batches after it
+                for p in (0, 1):
+                    producer.send(topic, b"v%d" % i, partition=p).get(30)
+        finally:
+            producer.close()
+    seg = tmp_path / "node" / "logs" / f"{topic}-0" / f"{0:020d}.log"
+    data = bytearray(seg.read_bytes())
+    first = split_batches(bytes(data))[0]
+    data[first.size - 1] ^= 0x01  # a flipped bit in the first batch's last record
+    seg.write_bytes(bytes(data))
+
+    with node:
+        assert _list_offset(node.port, topic, 0, -1)[0] == ErrorCode.KAFKA_STORAGE_ERROR
+        assert _list_offset(node.port, topic, 1, -1) == (ErrorCode.NONE, 3)
+        producer = KafkaProducer(bootstrap_servers=node.bootstrap, retries=0)
+        try:
+            with pytest.raises(KafkaStorageError):
+                producer.send(topic, b"refused", partition=0).get(30)
+            assert producer.send(topic, b"v3", partition=1).get(30).offset == 3
+        finally:
+            producer.close()
+        assert _read_all(node.bootstrap, topic, 1, 4) == [b"v0", b"v1", b"v2", b"v3"]
+        report = f"damaged batch in {seg} at byte 0 of {len(data)}"
+        wait_for(lambda: any(report in line for line in node.output), 10, "the damage report in the node log")
+        assert any("a valid batch follows at byte" in line for line in node.output)
+    assert seg.read_bytes() == bytes(data)  # nothing truncated, nothing rewritten
