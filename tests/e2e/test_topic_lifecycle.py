@@ -1,18 +1,20 @@
-"""Topics over a node's life, with real clients: a damaged partition log refuses to open while the other
-partitions keep serving."""
+"""Topics over a node's life, with real clients: DeleteTopics (logs and group offsets go, a re-created topic
+starts empty), and a damaged partition log refusing to open while the other partitions keep serving."""
 
 from __future__ import annotations
 
 import socket
 import struct
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
-from kafka.errors import KafkaStorageError
+from kafka.errors import KafkaStorageError, UnknownTopicOrPartitionError
 from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
 
 from zkcoord.errors import ErrorCode
@@ -69,6 +71,74 @@ def _read_all(bootstrap: str, topic: str, partition: int, expected: int) -> list
         return values
     finally:
         consumer.close()
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    proc = NodeProcess(tmp_path_factory.mktemp("topic-lifecycle"), (*FAST_GROUP_FLAGS, "--num.partitions=1"))
+    with proc:
+        yield proc
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes], partition: int = 0) -> list[int]:
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    try:
+        return [producer.send(topic, v, partition=partition).get(30).offset for v in values]
+    finally:
+        producer.close()
+
+
+def _consume_and_commit(bootstrap: str, topic: str, group: str, expected: int) -> list[tuple[int, bytes]]:
+    """Join `group`, read `expected` records of `topic` from its committed position (earliest without one),
+    commit, leave; (offset, value) of what was read."""
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    try:
+        got: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(got) < expected and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend((r.offset, r.value) for r in records)
+        consumer.commit()
+        return got
+    finally:
+        consumer.close()
+
+
+def test_delete_topic_drops_logs_and_offsets_and_a_recreated_topic_starts_empty(node: NodeProcess) -> None:
+    topic, group, other = f"doomed-{uuid.uuid4().hex[:6]}", "doomed-readers", f"kept-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic(topic, 2, 1), NewTopic(other, 1, 1)])
+        assert _produce(node.bootstrap, topic, [b"old-%d" % i for i in range(5)]) == [0, 1, 2, 3, 4]
+        _produce(node.bootstrap, other, [b"kept"])
+        assert len(_consume_and_commit(node.bootstrap, topic, group, 5)) == 5
+        _consume_and_commit(node.bootstrap, other, group, 1)
+        committed = admin.list_group_offsets(group)[group]
+        assert committed[TopicPartition(topic, 0)].offset == 5
+        assert committed[TopicPartition(other, 0)].offset == 1
+
+        result = admin.delete_topics([topic], timeout_ms=10_000)
+        assert [(t["name"], t["error_code"]) for t in result["topics"]] == [(topic, 0)]
+        assert topic not in admin.list_topics()
+        assert not (node.data_dir / "logs" / f"{topic}-0").exists()
+        committed = admin.list_group_offsets(group)[group]
+        assert TopicPartition(topic, 0) not in committed  # the deleted partitions' offsets are gone ...
+        assert committed[TopicPartition(other, 0)].offset == 1  # ... and only those
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.delete_topics([topic])
+
+        admin.create_topics([NewTopic(topic, 1, 1)])
+        assert _produce(node.bootstrap, topic, [b"new-0", b"new-1"]) == [0, 1]
+    finally:
+        admin.close()
+    # The group resumes from no offset: the re-created topic from 0, only its new records.
+    assert _consume_and_commit(node.bootstrap, topic, group, 2) == [(0, b"new-0"), (1, b"new-1")]
 
 
 def test_a_damaged_partition_refuses_to_open_and_the_others_serve(tmp_path: Path) -> None:

@@ -184,6 +184,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="create a topic when a client first asks for it",
     )
     parser.add_argument(
+        "--delete.topic.enable",
+        dest="delete_topic",
+        choices=("true", "false"),
+        default="true",
+        help="serve DeleteTopics (false: refused with TOPIC_DELETION_DISABLED, as Kafka) (default: true)",
+    )
+    parser.add_argument(
         "--socket.request.max.bytes",
         dest="max_request_bytes",
         type=int,
@@ -316,6 +323,7 @@ def run(args: argparse.Namespace) -> int:
             data_dir=args.data_dir,
             num_partitions=args.num_partitions,
             auto_create_topics_enable=args.auto_create == "true",
+            delete_topic_enable=args.delete_topic == "true",
             socket_request_max_bytes=args.max_request_bytes,
             connection_limits=_limits(args, ConnectionLimits),
             log_limits=_limits(args, LogLimits),

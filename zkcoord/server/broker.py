@@ -72,6 +72,7 @@ class ServerConfig:
     # policies: "always" fsyncs before any answer, "interval" at most every interval, "never" leaves it to the OS)
     group_records_fsync: str = "always"
     group_records_fsync_interval_ms: int = 1000
+    delete_topic_enable: bool = True  # delete.topic.enable (Kafka's default since 1.0)
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -168,6 +169,7 @@ class Broker:
             kp.METADATA: self.metadata,
             kp.FIND_COORDINATOR: self.find_coordinator,
             kp.CREATE_TOPICS: self.create_topics,
+            kp.DELETE_TOPICS: self.delete_topics,
             kp.PRODUCE: self.produce,
             kp.LIST_OFFSETS: self.list_offsets,
             kp.FETCH: self.fetch,
@@ -460,6 +462,68 @@ class Broker:
             if not created:
                 results[i] = Created(name, E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.", n)
         return kp.create_topics_response(req, dm.CreateTopicsResponse(tuple(results)))
+
+    def delete_topics(self, req: kp.RequestFrame) -> Response | Awaitable[Response]:
+        """Kafka 2.x's KafkaApis.handleDeleteTopicsRequest: NOT_CONTROLLER off the controller; with
+        delete.topic.enable=false INVALID_REQUEST (v0-2) or TOPIC_DELETION_DISABLED; per topic Delete on it
+        (TOPIC_AUTHORIZATION_FAILED), then existence (UNKNOWN_TOPIC_OR_PARTITION). A deleted topic's group
+        offsets go first, then its partition logs, so a crash between them leaves a topic to delete again, never
+        old offsets pointing into a re-created topic."""
+        r = kp.delete_topics_request(req)
+        names = r.topic_names
+        results: dict[str, tuple[int, str | None]] = {}
+        if self.cluster is not None and self.cluster.controller_id() != self.config.node_id:
+            results = {n: (E.NOT_CONTROLLER, "this node is not the controller") for n in names}
+        elif not self.config.delete_topic_enable:
+            error = E.INVALID_REQUEST if r.api_version < 3 else E.TOPIC_DELETION_DISABLED
+            results = {n: (error, "topic deletion is disabled (delete.topic.enable=false)") for n in names}
+        else:
+            denied = self._denied(req, Operation.DELETE, names)
+            for name in names:
+                if name in denied:
+                    results[name] = (E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+                elif name == OFFSETS_TOPIC and self.cluster is not None:
+                    why = f"{OFFSETS_TOPIC} holds the group coordinator's records and cannot be deleted"
+                    results[name] = (E.INVALID_TOPIC_EXCEPTION, why)
+                elif name not in self.logs.topics or name == OFFSETS_TOPIC:
+                    results[name] = (E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic.")
+        to_delete = sorted(n for n in dict.fromkeys(names) if n not in results)
+        if not to_delete:
+            return self._deleted_response(req, names, results)
+        return self._delete_topics(req, r, results, to_delete)
+
+    def _deleted_response(
+        self, req: kp.RequestFrame, names: Iterable[str], results: dict[str, tuple[int, str | None]]
+    ) -> Response:
+        topics = tuple(dm.DeletableTopicResult(n, *results.get(n, (E.NONE, None))) for n in names)
+        return kp.delete_topics_response(req, dm.DeleteTopicsResponse(topics))
+
+    async def _delete_topics(
+        self,
+        req: kp.RequestFrame,
+        r: dm.DeleteTopicsRequest,
+        results: dict[str, tuple[int, str | None]],
+        to_delete: list[str],
+    ) -> Response:
+        for name in to_delete:
+            try:
+                if self.cluster is not None:
+                    done = await self.cluster.delete_topic(name, r.timeout_ms)
+                    if not done and r.timeout_ms > 0:
+                        results[name] = (
+                            E.REQUEST_TIMED_OUT,
+                            f"deletion not complete after {r.timeout_ms} ms",
+                        )
+                    continue
+                partitions = len(self.logs.topics.get(name, ()))
+                if self.groups is not None:
+                    await self.groups.partitions_deleted([(name, p) for p in range(partitions)])
+                self.logs.delete_topic(name)
+            except Exception as exc:
+                log.warning("DeleteTopics %s: %r", name, exc)
+                results[name] = (getattr(exc, "code", E.UNKNOWN_SERVER_ERROR), f"deletion failed: {exc}")
+        self.notify_new_data()  # waiting Fetches of a deleted partition answer UNKNOWN_TOPIC_OR_PARTITION now
+        return self._deleted_response(req, r.topic_names, results)
 
     def produce(self, req: kp.RequestFrame) -> Response:
         r = kp.produce_request(req)

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import TypeVar, cast
 
@@ -56,11 +56,18 @@ from zkcoord.legacy import paths
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.placement.leadership import NO_LEADER, single_replica_assignment
 from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetMirror
-from zkcoord.server.log import LogManager, OffsetsTopicLog
+from zkcoord.server.log import LEGAL_TOPIC, LogManager, OffsetsTopicLog
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
 from zkcoord.server.seams import ClusterSide, GroupCoordinator
 from zkcoord.zk import registry
-from zkcoord.zk.controller import ZooKeeperError, create_topic_if_absent, read_topic_states
+from zkcoord.zk.controller import (
+    ZooKeeperError,
+    ack_topic_deletion,
+    create_topic_if_absent,
+    mark_topic_for_deletion,
+    read_deletion_marks,
+    read_topic_states,
+)
 from zkcoord.zk.record_store import StoreFenced, ZkRecordStore
 
 log = logging.getLogger(__name__)
@@ -102,6 +109,9 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         self._logs = logs
         self._refresher: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
+        self._refreshed = asyncio.Event()  # set (and replaced) after every refresh
+        self._acked: set[str] = set()  # marked topics this node has deleted and acknowledged
+        self._deletion_errors: dict[str, str] = {}  # marked topic -> the last error deleting it (logged once)
         self._closing = False
         self._lock = threading.Lock()
 
@@ -111,7 +121,18 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         self._loop = asyncio.get_running_loop()
         logs = self._logs
         await asyncio.to_thread(self.node.start)
+        in_zk = await asyncio.to_thread(self._read_topics)
         for name in sorted(logs.topics):
+            if name not in in_zk and logs.is_cluster_topic(name):
+                log.warning(
+                    "node=%d local logs of topic %s are not served: the topic was learned from ZooKeeper and is no "
+                    "longer there (deleted while this node was away?); its files stay under %s until removed",
+                    self.config.node_id,
+                    name,
+                    logs.root,
+                )
+                logs.set_aside(name)
+                continue
             await asyncio.to_thread(self._publish_topic, name, len(logs.topics[name]))
         await self.refresh()
         self._refresher = self._loop.create_task(self._refresh_loop())
@@ -233,17 +254,72 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
 
     async def refresh(self) -> None:
         try:
+            marks = await asyncio.to_thread(read_deletion_marks, self.node.client)
             topics = await asyncio.to_thread(self._read_topics)
         except (ZooKeeperError, MalformedZnode) as exc:
             log.warning("node=%d topic refresh failed: %r", self.config.node_id, exc)
             return
+        self._acked &= set(marks)  # a finished deletion: the name may be created and deleted again
+        for name in marks:
+            if name != OFFSETS_TOPIC and LEGAL_TOPIC.match(name):
+                await self._delete_marked(name)
         for name, parts in topics.items():
+            if name in marks:
+                continue
             if len(self._logs.topics.get(name, ())) < len(parts):
                 try:
                     self._logs.ensure_partitions(name, len(parts))
                 except Exception:
                     log.exception("node=%d cannot create local logs for %s", self.config.node_id, name)
-        self.topics = topics
+            self._logs.note_cluster_topic(name)
+        self.topics = {n: parts for n, parts in topics.items() if n not in marks}
+        self._refreshed.set()
+        self._refreshed = asyncio.Event()
+
+    async def _delete_marked(self, topic: str) -> None:
+        """A topic marked for deletion: this node's group offsets of its partitions, then its partition logs,
+        then the acknowledgement the controller waits for (Kafka's StopReplica(delete) and
+        handleDeletedPartitions on every broker). Retried on the next refresh until acknowledged."""
+        if topic in self._acked:
+            return
+        count = max(len(self._logs.topics.get(topic, ())), len(self.topics.get(topic, {})))
+        try:
+            await self.partitions_deleted([(topic, p) for p in range(count)])
+            self._logs.delete_topic(topic)
+            await asyncio.to_thread(ack_topic_deletion, self.node.client, topic, self.config.node_id)
+        except Exception as exc:
+            if self._deletion_errors.get(topic) != repr(exc):  # once per distinct error, not every refresh
+                log.warning("node=%d deleting topic %s: %r; retrying", self.config.node_id, topic, exc)
+            self._deletion_errors[topic] = repr(exc)
+            return
+        self._deletion_errors.pop(topic, None)
+        self._acked.add(topic)
+        log.info("node=%d deleted its logs and group offsets of topic %s", self.config.node_id, topic)
+
+    async def partitions_deleted(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Every offsets partition this node serves drops its groups' offsets of `partitions`; the groups of
+        partitions served elsewhere are their node's to clean (each node does it when it sees the mark)."""
+        for _partition, service in sorted(self.services.items()):
+            await service.partitions_deleted(partitions)
+
+    async def delete_topic(self, topic: str, timeout_ms: int) -> bool:
+        await asyncio.to_thread(mark_topic_for_deletion, self.node.client, topic)
+        self._acked.discard(topic)
+        self._kick.set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        while True:
+            refreshed = self._refreshed
+            gone = not await asyncio.to_thread(self._topic_exists, topic)
+            if gone or loop.time() >= deadline:
+                return gone
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(refreshed.wait(), deadline - loop.time())
+
+    def _topic_exists(self, topic: str) -> bool:
+        client = self.node.client
+        assert client is not None
+        return client.exists(paths.topic_path(topic)) is not None
 
     async def _refresh_loop(self) -> None:
         while not self._closing:

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from zkcoord.errors import ZkcoordError
 from zkcoord.group import handlers as h
 from zkcoord.group.config import GroupConfig
 from zkcoord.group.errors import ErrorCode
@@ -64,6 +65,13 @@ log = logging.getLogger(__name__)
 _Entry = tuple[list[RawRecord], list[tuple[int, GroupResponse]]]
 TP = tuple[str, int]
 LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+
+
+class CoordinatorUnavailable(ZkcoordError):
+    """The group coordinator cannot carry out an internal change now (loading, stopped, or failed)."""
+
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    retriable = True
 
 
 class OffsetMirror(Protocol):
@@ -365,6 +373,17 @@ class GroupService(GroupCoordinator):
         return resp
 
     # ----------------------------------------------------------------------------------- mixed groups
+
+    async def partitions_deleted(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Drop every group's committed offsets of these deleted partitions (Kafka's handleDeletedPartitions),
+        returning once the tombstones are durable; CoordinatorUnavailable when they cannot be (the service is
+        loading, stopped, or its append failed), so the caller does not report a deletion that a restart undoes."""
+        if not self._active or self._loading:
+            raise CoordinatorUnavailable("the group coordinator is not serving (loading or stopped)")
+        self._apply(h.delete_partition_offsets(self.state, partitions, self.now_ms()))
+        await self.flush()
+        if self._failed is not None:
+            raise CoordinatorUnavailable(f"the group coordinator's append failed: {self._failed!r}")
 
     def _bridged(self, group_id: str) -> bool:
         return self.membership_bridge is not None and self.membership_bridge.bridges(group_id)

@@ -21,7 +21,9 @@ import logging
 import mmap
 import os
 import re
+import shutil
 import struct
+import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +45,11 @@ from zkcoord.server.limits import LogLimits
 log = logging.getLogger(__name__)
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+# A deleted partition's directory is renamed `<topic>-<partition>.<uuid>-delete` (Kafka's naming) before its files
+# are removed, so a crash mid-deletion leaves a directory that is never mistaken for a live partition and is
+# removed at the next start.
+DELETED_SUFFIX = "-delete"
+CLUSTER_TOPIC_FILE = "cluster-topic"
 _BASE_OFFSET = struct.Struct(">q")
 
 
@@ -505,8 +512,13 @@ class LogManager:
         self.limits = limits if limits is not None else LogLimits()
         self.files = OpenFiles(self.limits.log_max_open_files)
         self.topics: dict[str, list[PartitionLog]] = {}
+        self._cluster_topics: set[str] = set()
         found: dict[str, set[int]] = {}
         for d in sorted(self.root.iterdir()):
+            if d.name.endswith(DELETED_SUFFIX) and d.is_dir():
+                log.info("removing %s, a partition deleted before the last stop", d.name)
+                shutil.rmtree(d)
+                continue
             name, sep, part = d.name.rpartition("-")
             if not sep or not part.isdigit() or not d.is_dir():
                 continue
@@ -564,6 +576,51 @@ class LogManager:
             self.topics[name] = logs
             log.info("topic %s now has %d partitions", name, partitions)
         return logs
+
+    def delete_topic(self, name: str) -> int:
+        """Remove a deleted topic's partition logs (closed, renamed out of the way, then removed); returns how
+        many partitions it had (0: no such topic here)."""
+        logs = self.topics.pop(name, None)
+        self._cluster_topics.discard(name)
+        if logs is None:
+            return 0
+        doomed = []
+        for plog in logs:
+            plog.close()
+            if plog.directory.exists():
+                target = plog.directory.with_name(f"{plog.directory.name}.{uuid.uuid4().hex}{DELETED_SUFFIX}")
+                os.rename(plog.directory, target)
+                doomed.append(target)
+        fd = os.open(self.root, os.O_RDONLY)
+        try:
+            os.fsync(
+                fd
+            )  # the renames are durable before any file goes: a crash never half-deletes a live log
+        finally:
+            os.close(fd)
+        for target in doomed:
+            shutil.rmtree(target)
+        log.info("deleted topic %s (%d partitions)", name, len(logs))
+        return len(logs)
+
+    def note_cluster_topic(self, name: str) -> None:
+        """Remember on disk that `name` was learned from a cluster's ZooKeeper (a `cluster-topic` file in its
+        partition 0 directory): after a restart, such a topic missing from ZooKeeper was deleted while this node
+        was away and is not published again from local logs."""
+        if name in self._cluster_topics or name not in self.topics:
+            return
+        marker = self.root / f"{name}-0" / CLUSTER_TOPIC_FILE
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+        self._cluster_topics.add(name)
+
+    def is_cluster_topic(self, name: str) -> bool:
+        return name in self._cluster_topics or (self.root / f"{name}-0" / CLUSTER_TOPIC_FILE).exists()
+
+    def set_aside(self, name: str) -> None:
+        """Stop serving a topic without touching its files (they stay for an operator to inspect or remove)."""
+        for plog in self.topics.pop(name, ()):
+            plog.close()
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         logs = self.topics.get(topic)

@@ -115,6 +115,25 @@ class CreateTopicsResponse:
     topics: tuple[CreatableTopicResult, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsRequest:
+    api_version: int
+    topic_names: tuple[str, ...]
+    timeout_ms: int  # how long to wait for the deletions to complete (<= 0: start them and answer at once)
+
+
+@dataclass(frozen=True, slots=True)
+class DeletableTopicResult:
+    name: str
+    error_code: int
+    error_message: str | None = None  # v5+
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsResponse:
+    topics: tuple[DeletableTopicResult, ...]
+
+
 # -- Produce ----------------------------------------------------------------------------------------------------
 
 

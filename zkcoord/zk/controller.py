@@ -22,7 +22,9 @@ were made before a suspension can never switch a node back on after the listener
 pass is retried in the new generation and re-verifies `/controller` and the epoch first).
 
 Duties (one worker thread, coalesced events, each pass idempotent): watch `/brokers/ids`, `/brokers/topics`
-(and each topic's assignment, for partition increases) and `/admin/delete_topics`; delete marked topics;
+(and each topic's assignment, for partition increases) and `/admin/delete_topics`; delete marked topics once
+every live node has acknowledged that its partition logs and group offsets of the topic are gone (its
+`/zkcoord/topic-deletions/T/<node id>`, Kafka's StopReplica(delete) round in znodes);
 create `__consumer_offsets` when absent; plan leaders with `zkcoord.placement.leadership` (balanced offsets
 partitions, sticky data partitions) and write partition state `{"controller_epoch","leader","version",
 "leader_epoch","isr"}` for every partition whose leader changed.
@@ -41,7 +43,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -164,6 +166,9 @@ class ClusterView:
     delete_marks: tuple[str, ...]
     state_nodes: frozenset[tuple[str, int]] = frozenset()  # partitions whose state znode exists (even if bad)
     malformed: frozenset[str] = frozenset()  # topics left out of planning: assignment or a state unparsable
+    deletion_acks: dict[str, frozenset[int]] = field(
+        default_factory=dict
+    )  # marked topic -> nodes done with it
 
 
 class Controller:
@@ -527,6 +532,16 @@ class Controller:
             topics[topic] = assignment
             states.update(topic_states)
         marks = tuple(sorted(c.get_children(paths.ADMIN_DELETE_TOPICS, watch=w)))
+        acks: dict[str, frozenset[int]] = {}
+        for topic in marks:
+            try:
+                names = c.get_children(deletion_acks_path(topic), watch=w)
+            except NoNodeError:
+                c.exists(deletion_acks_path(topic), watch=w)
+                names = []
+            except ValueError:  # a mark that is no topic name: nothing acks it (its deletion only drops it)
+                names = []
+            acks[topic] = frozenset(int(n) for n in names if n.isdigit())
         return ClusterView(
             tuple(sorted(live)),
             topics,
@@ -536,6 +551,7 @@ class Controller:
             marks,
             frozenset(state_nodes),
             frozenset(malformed),
+            acks,
         )
 
     def _reconcile(self) -> None:
@@ -560,6 +576,11 @@ class Controller:
         for topic in view.delete_marks:
             mark = paths.delete_topic_path(topic)
             ops: list[Callable[[Any], None]] = []
+            acked = view.deletion_acks.get(topic, frozenset())
+            waiting = sorted(set(view.live) - acked)
+            if topic != OFFSETS_TOPIC and topic in view.topics and waiting:
+                log.info("node=%d topic %s: deletion waits for node(s) %s", self.node_id, topic, waiting)
+                continue  # the acks' watch wakes the next pass
             if topic == OFFSETS_TOPIC:
                 log.warning("node=%d refusing to delete the internal topic %s", self.node_id, topic)
             elif topic in view.topics or topic in view.malformed:
@@ -570,6 +591,9 @@ class Controller:
                 if topic in view.partitions_parents:
                     ops.append(_delete_op(paths.topic_partitions_path(topic)))
                 ops.append(_delete_op(paths.topic_path(topic)))
+            ops.extend(_delete_op(f"{deletion_acks_path(topic)}/{n}") for n in sorted(acked))
+            if acked:
+                ops.append(_delete_op(deletion_acks_path(topic)))
             ops.append(_delete_op(mark))
             try:
                 self._commit(ops)
@@ -631,6 +655,42 @@ def _create_op(path: str, data: bytes) -> Callable[[Any], None]:
 
 
 # -- reads and registration shared with the cluster node (kept here so only zkcoord/zk imports kazoo) -----
+
+DELETION_ACKS_ROOT = "/zkcoord/topic-deletions"
+
+
+def deletion_acks_path(topic: str) -> str:
+    return f"{DELETION_ACKS_ROOT}/{paths.validate_topic(topic)}"
+
+
+def mark_topic_for_deletion(client: KazooClient, topic: str) -> None:
+    """DeleteTopics on the controller (Kafka's AdminZkClient.deleteTopic): `/admin/delete_topics/T`; a topic
+    already marked stays marked (a retried request tracks the same deletion)."""
+    mark = paths.delete_topic_path(topic)
+    if client.exists(mark) is not None:
+        return
+    # Acknowledgements without a mark are left from an earlier deletion of the same name (a node that acked
+    # after the controller finished): they must not count for this one.
+    with contextlib.suppress(NoNodeError):
+        for name in client.get_children(deletion_acks_path(topic)):
+            with contextlib.suppress(NoNodeError):
+                client.delete(f"{deletion_acks_path(topic)}/{name}")
+    with contextlib.suppress(NodeExistsError):
+        client.create(mark, b"", makepath=True)
+
+
+def read_deletion_marks(client: KazooClient) -> list[str]:
+    try:
+        return sorted(client.get_children(paths.ADMIN_DELETE_TOPICS))
+    except NoNodeError:
+        return []
+
+
+def ack_topic_deletion(client: KazooClient, topic: str, node_id: int) -> None:
+    """This node's partition logs and group offsets of a marked topic are gone: tell the controller."""
+    with contextlib.suppress(NodeExistsError):
+        client.create(f"{deletion_acks_path(topic)}/{node_id}", b"", makepath=True)
+
 
 ZooKeeperError = KazooException
 SESSION_SUSPENDED = KazooState.SUSPENDED
