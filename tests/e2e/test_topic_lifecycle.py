@@ -3,6 +3,7 @@ starts empty), and a damaged partition log refusing to open while the other part
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import time
@@ -15,7 +16,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaStorageError, UnknownTopicOrPartitionError
-from kafka.protocol.consumer import ListOffsetsRequest, ListOffsetsResponse
+from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 
 from zkcoord.errors import ErrorCode
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
@@ -75,7 +76,10 @@ def _read_all(bootstrap: str, topic: str, partition: int, expected: int) -> list
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    proc = NodeProcess(tmp_path_factory.mktemp("topic-lifecycle"), (*FAST_GROUP_FLAGS, "--num.partitions=1"))
+    proc = NodeProcess(
+        tmp_path_factory.mktemp("topic-lifecycle"),
+        (*FAST_GROUP_FLAGS, "--num.partitions=1", "--log.retention.check.interval.ms=100"),
+    )
     with proc:
         yield proc
 
@@ -139,6 +143,75 @@ def test_delete_topic_drops_logs_and_offsets_and_a_recreated_topic_starts_empty(
         admin.close()
     # The group resumes from no offset: the re-created topic from 0, only its new records.
     assert _consume_and_commit(node.bootstrap, topic, group, 2) == [(0, b"new-0"), (1, b"new-1")]
+
+
+def test_retention_moves_the_start_and_clients_see_it(node: NodeProcess) -> None:
+    """retention.bytes / segment.bytes given at CreateTopics: whole old segments go, ListOffsets(earliest) says
+    where the log now starts, a Fetch below it is OFFSET_OUT_OF_RANGE and a consumer resets to the start."""
+    topic = f"retained-{uuid.uuid4().hex[:6]}"
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        configs = {"retention.bytes": "4096", "segment.bytes": "1024"}
+        admin.create_topics([NewTopic(topic, 1, 1, topic_configs=configs)])
+    finally:
+        admin.close()
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap, linger_ms=0, batch_size=1)
+    try:
+        for i in range(200):
+            producer.send(topic, b"r%03d-" % i + b"x" * 50).get(30)
+    finally:
+        producer.close()
+    directory = node.data_dir / "logs" / f"{topic}-0"
+    tp = TopicPartition(topic, 0)
+    consumer = KafkaConsumer(bootstrap_servers=node.bootstrap, auto_offset_reset="earliest")
+    try:
+
+        def stored() -> int:
+            total = 0
+            for p in directory.glob("*.log"):
+                with contextlib.suppress(FileNotFoundError):  # retention may remove it between glob and stat
+                    total += p.stat().st_size
+            return total
+
+        # Whatever is left still holds retention.bytes, less than one more segment (1024 + one batch) over it.
+        wait_for(lambda: stored() < 4096 + 1024 + 200, 15, "retention to catch up with the last records")
+        assert stored() >= 4096
+        start = consumer.beginning_offsets([tp])[tp]
+        assert start == min(int(p.stem) for p in directory.glob("*.log")) > 0  # a segment's base offset
+        assert consumer.end_offsets([tp])[tp] == 200
+        assert _list_offset(node.port, topic, 0, -2) == (ErrorCode.NONE, start)
+        consumer.assign([tp])
+        consumer.seek(tp, 0)  # below the log start: OFFSET_OUT_OF_RANGE, reset to earliest
+        first: list[int] = []
+        deadline = time.monotonic() + 15
+        while not first and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                first.extend(r.offset for r in records)
+        assert first[0] == start
+    finally:
+        consumer.close()
+    assert _fetch_error(node.port, topic, 0, 0) == ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+def _fetch_error(port: int, topic: str, partition: int, offset: int) -> int:
+    T = FetchRequest.FetchTopic
+    req = FetchRequest(
+        version=4,
+        replica_id=-1,
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        topics=[
+            T(
+                topic=topic,
+                partitions=[
+                    T.FetchPartition(partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20)
+                ],
+            )
+        ],
+    )
+    return int(_call(port, req, FetchResponse).responses[0].partitions[0].error_code)
 
 
 def test_a_damaged_partition_refuses_to_open_and_the_others_serve(tmp_path: Path) -> None:

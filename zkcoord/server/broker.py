@@ -29,7 +29,16 @@ from zkcoord.server import old_formats
 from zkcoord.server.authorization import RequestAuthorizer, authorized_group_call
 from zkcoord.server.groups import GroupDispatch
 from zkcoord.server.limits import ConnectionLimits, LogLimits
-from zkcoord.server.log import LEGAL_TOPIC, InvalidTopic, LogManager, OffsetsTopicLog, PartitionLog
+from zkcoord.server.log import (
+    INT64_MAX,
+    LEGAL_TOPIC,
+    InvalidConfig,
+    InvalidTopic,
+    LogManager,
+    OffsetsTopicLog,
+    PartitionLog,
+    TopicConfig,
+)
 from zkcoord.server.seams import ClusterSide, GroupCoordinator, OffsetsV0
 from zkcoord.storage.file_store import FSYNC_POLICIES
 
@@ -73,6 +82,12 @@ class ServerConfig:
     group_records_fsync: str = "always"
     group_records_fsync_interval_ms: int = 1000
     delete_topic_enable: bool = True  # delete.topic.enable (Kafka's default since 1.0)
+    # Partition log retention and flushing, Kafka's broker-level names (topic-level overrides: TopicConfig)
+    log_retention_ms: int = 7 * 24 * 3600 * 1000  # log.retention.ms (Kafka: log.retention.hours=168)
+    log_retention_bytes: int = -1  # log.retention.bytes
+    log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
+    log_flush_interval_messages: int = INT64_MAX  # log.flush.interval.messages
+    log_flush_interval_ms: int = INT64_MAX  # log.flush.interval.ms
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -87,6 +102,14 @@ class ServerConfig:
             )
         if self.log_segment_bytes < 1024:
             raise ConfigError(f"log.segment.bytes must be >= 1024, got {self.log_segment_bytes}")
+        if self.log_retention_check_interval_ms < 1:
+            raise ConfigError(
+                f"log.retention.check.interval.ms must be >= 1, got {self.log_retention_check_interval_ms}"
+            )
+        try:
+            self.topic_defaults  # noqa: B018  (validates the log.* settings)
+        except InvalidConfig as exc:
+            raise ConfigError(f"log.* settings: {exc}") from exc
         if self.group_records_fsync not in FSYNC_POLICIES:
             raise ConfigError(
                 f"group.records.fsync must be one of {', '.join(FSYNC_POLICIES)}, got {self.group_records_fsync!r}"
@@ -95,6 +118,17 @@ class ServerConfig:
             raise ConfigError(
                 f"group.records.fsync.interval.ms must be >= 1, got {self.group_records_fsync_interval_ms}"
             )
+
+    @property
+    def topic_defaults(self) -> TopicConfig:
+        """Every topic's log settings unless it overrides them (Kafka's topic-level names)."""
+        return TopicConfig(
+            retention_ms=self.log_retention_ms,
+            retention_bytes=self.log_retention_bytes,
+            segment_bytes=self.log_segment_bytes,
+            flush_messages=self.log_flush_interval_messages,
+            flush_ms=self.log_flush_interval_ms,
+        )
 
 
 class ProducerIds:
@@ -415,6 +449,8 @@ class Broker:
             elif t.replication_factor not in (-1, 1):
                 why = f"replication factor {t.replication_factor} > 1 broker"
                 results.append(Created(t.name, E.INVALID_REPLICATION_FACTOR, why, n))
+            elif (bad_config := self._config_error(t.configs)) is not None:
+                results.append(Created(t.name, E.INVALID_CONFIG, bad_config, n))
             else:
                 if not r.validate_only:
                     to_create.append(len(results))
@@ -426,14 +462,25 @@ class Broker:
                 results.append(Created(t.name, E.NONE, None, n, config_error))
         if self.cluster is not None and to_create:
             return self._create_topics_in_cluster(req, self.cluster, results, to_create)
+        configs = {t.name: dict(t.configs) for t in r.topics}
         for i in to_create:
             name, n = results[i].name, results[i].num_partitions
             assert name is not None  # LEGAL_TOPIC matched it
             try:
-                self._create(name, n)
+                self.logs.create_topic(name, n, configs.get(name))
             except InvalidTopic as exc:
                 results[i] = Created(name, exc.code, str(exc), n)
         return kp.create_topics_response(req, dm.CreateTopicsResponse(tuple(results)))
+
+    def _config_error(self, configs: tuple[tuple[str, str | None], ...]) -> str | None:
+        """Why a CreateTopics entry's configs are refused (INVALID_CONFIG), or None."""
+        try:
+            config = self.logs.defaults.with_overrides(dict(configs))
+        except InvalidConfig as exc:
+            return str(exc)
+        if self.cluster is not None and config.overrides(self.logs.defaults):
+            return "topic configs are kept by a standalone node only; a cluster node uses its log.* settings"
+        return None
 
     async def _create_topics_in_cluster(
         self,
@@ -592,7 +639,7 @@ class Broker:
                     parts.append(Produced(pd.index, E.NONE, dup_offset, plog.log_start_offset, None))
                     continue
                 batches = [(h, mv[h.position : h.position + h.size]) for h in headers]
-                base = plog.append(batches)
+                base = plog.append(batches, now_ms)
                 appended = True
                 parts.append(Produced(pd.index, E.NONE, base, plog.log_start_offset, None))
             out.append(dm.ProduceTopicResult(topic.name, tuple(parts)))

@@ -915,7 +915,13 @@ def create_topics_request(req: RequestFrame) -> dm.CreateTopicsRequest:
     b = req.body
     v = req.api_version
     topics = tuple(
-        dm.CreatableTopic(t.name, t.num_partitions, t.replication_factor, len(t.assignments or ()))
+        dm.CreatableTopic(
+            t.name,
+            t.num_partitions,
+            t.replication_factor,
+            len(t.assignments or ()),
+            tuple((c.name, c.value) for c in (t.configs or ())),
+        )
         for t in b.topics
     )
     return dm.CreateTopicsRequest(v, topics, bool(b.validate_only) if v >= 1 else False)

@@ -17,6 +17,7 @@ by `max.partitions.per.topic` and `max.broker.partitions`.
 from __future__ import annotations
 
 import bisect
+import json
 import logging
 import mmap
 import os
@@ -25,7 +26,8 @@ import shutil
 import struct
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,80 @@ class PartitionLimitExceeded(InvalidTopic):
     """A topic creation or growth past max.partitions.per.topic / max.broker.partitions; INVALID_PARTITIONS."""
 
     code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidConfig(ZkcoordError, ValueError):
+    """A topic config Kafka would refuse, or one zkcoord does not implement; Kafka's INVALID_CONFIG (40)."""
+
+    code = ErrorCode.INVALID_CONFIG
+
+
+INT64_MAX = 2**63 - 1
+MIN_SEGMENT_BYTES = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """A topic's log settings with Kafka's meanings: the node's `log.*` defaults, overridden per topic by the
+    configs of CreateTopics under Kafka's topic-level names (`TOPIC_CONFIGS`). Retention deletes whole segments
+    only, oldest first, never the active (last) one: a segment goes when its newest record is older than
+    `retention_ms`, or while the partition without it is still at least `retention_bytes` large."""
+
+    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms / log.retention.ms (Kafka: 168 h); -1: no limit
+    retention_bytes: int = -1  # retention.bytes / log.retention.bytes; -1: no limit
+    segment_bytes: int = 64 * 1024 * 1024  # segment.bytes / log.segment.bytes (Kafka: 1 GiB)
+    flush_messages: int = INT64_MAX  # flush.messages / log.flush.interval.messages: fsync after N records
+    flush_ms: int = INT64_MAX  # flush.ms / log.flush.interval.ms: fsync data older than this
+
+    def __post_init__(self) -> None:
+        for name, low in (
+            ("retention_ms", -1),
+            ("retention_bytes", -1),
+            ("segment_bytes", MIN_SEGMENT_BYTES),
+            ("flush_messages", 1),
+            ("flush_ms", 0),
+        ):
+            value = getattr(self, name)
+            if not low <= value <= INT64_MAX:
+                raise InvalidConfig(f"{_KAFKA_NAME[name]} must be >= {low}, got {value}")
+
+    def with_overrides(self, configs: Mapping[str, str | None]) -> TopicConfig:
+        """These defaults with a topic's configs applied; InvalidConfig names the first bad one."""
+        changes: dict[str, int] = {}
+        for key, value in configs.items():
+            if key in _ACCEPTED_AS_DEFAULT and value in _ACCEPTED_AS_DEFAULT[key]:
+                continue
+            attr = TOPIC_CONFIGS.get(key)
+            if attr is None:
+                supported = ", ".join(sorted(TOPIC_CONFIGS))
+                raise InvalidConfig(f"topic config {key!r} is not supported (supported: {supported})")
+            try:
+                changes[attr] = int(value) if value is not None else getattr(self, attr)
+            except ValueError:
+                raise InvalidConfig(f"topic config {key}={value!r}: not an integer") from None
+        return replace(self, **changes)
+
+    def overrides(self, defaults: TopicConfig) -> dict[str, str]:
+        """The topic-level configs that differ from `defaults` (what a topic stores)."""
+        return {
+            _TOPIC_NAME[f.name]: str(getattr(self, f.name))
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(defaults, f.name)
+        }
+
+
+TOPIC_CONFIGS = {
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "segment.bytes": "segment_bytes",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+}
+_TOPIC_NAME = {attr: name for name, attr in TOPIC_CONFIGS.items()}
+_KAFKA_NAME = _TOPIC_NAME
+# Kafka topic configs whose only value here is Kafka's default: accepted and changing nothing.
+_ACCEPTED_AS_DEFAULT = {"cleanup.policy": frozenset({"delete"})}
+TOPIC_CONFIG_FILE = "topic-config.json"  # Kafka's /config/topics/T shape: {"version":1,"config":{...}}
 
 
 class CorruptLog(ZkcoordError):
@@ -163,11 +239,18 @@ class PartitionLog:
         segment_bytes: int = 64 * 1024 * 1024,
         files: OpenFiles | None = None,
         lazy: bool = False,
+        config: TopicConfig | None = None,
     ) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
-        self.segment_bytes = segment_bytes
+        self.config = (
+            config if config is not None else TopicConfig(retention_ms=-1, segment_bytes=segment_bytes)
+        )
+        self.segment_bytes = self.config.segment_bytes
+        self._dirty: set[Segment] = set()  # segments written since the last fsync
+        self._unflushed = 0  # records appended since the last fsync
+        self._flushed_at_ms: int | None = None
         self._files = files if files is not None else OpenFiles(64)
         self._segments: list[Segment] = []
         self._log_start_offset = 0
@@ -228,6 +311,8 @@ class PartitionLog:
         self._next_offset = value
 
     def _recover(self) -> None:
+        for leftover in sorted(self.directory.glob("*.log.deleted")):  # a crash mid-retention
+            leftover.unlink()
         segs: list[Segment] = []
         for path in sorted(self.directory.glob("*.log")):
             try:
@@ -359,6 +444,8 @@ class PartitionLog:
         del state.recent[:-5]
 
     def close(self) -> None:
+        if self._dirty:
+            self.flush()
         for seg in self._segments:
             seg.close()
 
@@ -383,8 +470,9 @@ class PartitionLog:
             return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None
         return ErrorCode.NONE, None
 
-    def append(self, batches: list[tuple[BatchHeader, memoryview]]) -> int:
-        """Append validated batches, assigning offsets; returns the first batch's base offset."""
+    def append(self, batches: list[tuple[BatchHeader, memoryview]], now_ms: int | None = None) -> int:
+        """Append validated batches, assigning offsets; returns the first batch's base offset. fsyncs after
+        `flush.messages` records, or when the oldest unflushed data is `flush.ms` old at `now_ms`."""
         first = self.next_offset
         seg = self.segments[-1]
         if seg.size >= self.segment_bytes:
@@ -408,7 +496,78 @@ class PartitionLog:
         while written < len(blob):  # short writes only on odd filesystems; finish them
             written += os.write(seg.fd, blob[written:])
         seg.size += len(blob)
+        self._dirty.add(seg)
+        self._unflushed += sum(h.records_count for h, _ in batches)
+        if now_ms is not None and self._flushed_at_ms is None:
+            self._flushed_at_ms = now_ms  # the clock of flush.ms starts with the first unflushed write
+        if self._unflushed >= self.config.flush_messages:
+            self.flush(now_ms)
+        elif now_ms is not None:
+            self.maybe_flush(now_ms)
         return first
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment written since the last flush."""
+        for seg in sorted(self._dirty, key=lambda s: s.base_offset):
+            os.fsync(seg.fd)
+        self._dirty.clear()
+        self._unflushed = 0
+        self._flushed_at_ms = now_ms
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """fsync when unflushed data has waited `flush.ms` (Kafka's flush scheduler, run from the node's tick)."""
+        if not self._dirty:
+            return
+        if self._flushed_at_ms is None:
+            self._flushed_at_ms = now_ms
+        elif now_ms - self._flushed_at_ms >= self.config.flush_ms:
+            self.flush(now_ms)
+
+    # -- retention ------------------------------------------------------------------------------------------
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete the oldest whole segments that `retention.ms` / `retention.bytes` no longer keep, never the
+        active one; the log start offset moves to the first segment left. Returns how many went. A log that
+        refuses to open (CorruptLog) is left alone."""
+        if self.open_error() is not None:
+            return 0
+        segs = self._segments
+        cfg = self.config
+        doomed = 0
+        if cfg.retention_ms >= 0:
+            while (
+                doomed < len(segs) - 1
+                and segs[doomed].max_timestamps
+                and max(segs[doomed].max_timestamps) < now_ms - cfg.retention_ms
+            ):
+                doomed += 1
+        if cfg.retention_bytes >= 0:
+            excess = sum(seg.size for seg in segs) - cfg.retention_bytes
+            by_size = 0
+            while by_size < len(segs) - 1 and excess - segs[by_size].size >= 0:
+                excess -= segs[by_size].size
+                by_size += 1
+            doomed = max(doomed, by_size)
+        if doomed == 0:
+            return 0
+        gone = segs[:doomed]
+        del segs[:doomed]
+        self._log_start_offset = segs[0].base_offset
+        for seg in gone:
+            self._dirty.discard(seg)
+            seg.close()
+            # Renamed first (Kafka's .deleted suffix): a crash leaves a file recovery never reads as a segment.
+            doomed_path = seg.path.with_name(seg.path.name + ".deleted")
+            os.rename(seg.path, doomed_path)
+            doomed_path.unlink()
+        log.info(
+            "log %s-%d: retention deleted %d segment(s); log start offset now %d",
+            self.topic,
+            self.partition,
+            len(gone),
+            self._log_start_offset,
+        )
+        return len(gone)
 
     # -- reading --------------------------------------------------------------------------------------------
 
@@ -501,17 +660,28 @@ def _torn_tail(seg: Segment, pos: int, file_size: int) -> bool:
 
 
 class LogManager:
-    """All partition logs under one data directory; topics are discovered from the directory names."""
+    """All partition logs under one data directory; topics are discovered from the directory names, each with
+    its TopicConfig (the node's `defaults` with the overrides stored in its partition-0 directory). `tick(now)`
+    carries out time-based flushes, and retention every `retention_check_interval_ms`."""
 
     def __init__(
-        self, data_dir: Path, segment_bytes: int = 64 * 1024 * 1024, limits: LogLimits | None = None
+        self,
+        data_dir: Path,
+        segment_bytes: int = 64 * 1024 * 1024,
+        limits: LogLimits | None = None,
+        defaults: TopicConfig | None = None,
+        retention_check_interval_ms: int = 300_000,  # log.retention.check.interval.ms (Kafka's default)
     ) -> None:
         self.root = data_dir / "logs"
         self.root.mkdir(parents=True, exist_ok=True)
-        self.segment_bytes = segment_bytes
+        self.defaults = defaults if defaults is not None else TopicConfig(segment_bytes=segment_bytes)
+        self.segment_bytes = self.defaults.segment_bytes
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self._retention_checked_ms: int | None = None
         self.limits = limits if limits is not None else LogLimits()
         self.files = OpenFiles(self.limits.log_max_open_files)
         self.topics: dict[str, list[PartitionLog]] = {}
+        self._configs: dict[str, TopicConfig] = {}
         self._cluster_topics: set[str] = set()
         found: dict[str, set[int]] = {}
         for d in sorted(self.root.iterdir()):
@@ -524,13 +694,63 @@ class LogManager:
                 continue
             found.setdefault(name, set()).add(int(part))
         for name in sorted(found):
+            self._configs[name] = self._load_config(name)
             count = max(found[name]) + 1
             self.topics[name] = [self._log(name, p) for p in range(count)]
 
+    def _config_file(self, name: str) -> Path:
+        return self.root / f"{name}-0" / TOPIC_CONFIG_FILE
+
+    def _load_config(self, name: str) -> TopicConfig:
+        """A topic's stored overrides over the defaults. A file that cannot be read turns retention off for the
+        topic (never a shorter retention than it asked for) and says so."""
+        path = self._config_file(name)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return self.defaults
+        try:
+            doc = json.loads(raw)
+            configs = doc["config"]
+            if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
+                raise InvalidConfig("config must be an object of strings")
+            return self.defaults.with_overrides(configs)
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            log.error(
+                "topic %s: unreadable %s (%r): retention is off for the topic until it is repaired",
+                name,
+                path,
+                exc,
+            )
+            return replace(self.defaults, retention_ms=-1, retention_bytes=-1)
+
+    def topic_config(self, name: str) -> TopicConfig:
+        return self._configs.get(name, self.defaults)
+
     def _log(self, name: str, partition: int) -> PartitionLog:
         return PartitionLog(
-            self.root / f"{name}-{partition}", name, partition, self.segment_bytes, self.files, lazy=True
+            self.root / f"{name}-{partition}",
+            name,
+            partition,
+            files=self.files,
+            lazy=True,
+            config=self.topic_config(name),
         )
+
+    def tick(self, now_ms: int) -> None:
+        """Time-based flushes of every open log; retention of every log once per retention check interval."""
+        check = (
+            self._retention_checked_ms is None
+            or now_ms - self._retention_checked_ms >= self.retention_check_interval_ms
+        )
+        if check:
+            self._retention_checked_ms = now_ms
+        for name in sorted(self.topics):
+            for plog in self.topics.get(name, ()):
+                if check:
+                    plog.apply_retention(now_ms)
+                if plog._dirty:
+                    plog.maybe_flush(now_ms)
 
     def partition_count(self) -> int:
         return sum(len(logs) for logs in self.topics.values())
@@ -549,7 +769,11 @@ class LogManager:
             return f"topic {name!r}: {total} partitions on this node would exceed max.broker.partitions {lim.max_broker_partitions}"
         return None
 
-    def create_topic(self, name: str, partitions: int) -> list[PartitionLog]:
+    def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str | None] | None = None
+    ) -> list[PartitionLog]:
+        """A new topic (or the existing one, unchanged); `configs` are its topic-level overrides (InvalidConfig
+        when Kafka or zkcoord would refuse one), stored beside its partition 0."""
         if not LEGAL_TOPIC.match(name) or name in (".", ".."):
             raise InvalidTopic(f"illegal topic name {name!r}: use 1-249 of [a-zA-Z0-9._-]")
         if partitions < 1:
@@ -559,6 +783,15 @@ class LogManager:
         refused = self.partition_limit_error(name, partitions)
         if refused is not None:
             raise PartitionLimitExceeded(refused)
+        config = self.defaults.with_overrides(configs or {})
+        overrides = config.overrides(self.defaults)
+        if overrides:
+            path = self._config_file(name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"version": 1, "config": overrides}, sort_keys=True))
+            os.replace(tmp, path)
+        self._configs[name] = config
         logs = [self._log(name, p) for p in range(partitions)]
         self.topics[name] = logs
         log.info("created topic %s with %d partitions", name, partitions)
@@ -582,6 +815,7 @@ class LogManager:
         many partitions it had (0: no such topic here)."""
         logs = self.topics.pop(name, None)
         self._cluster_topics.discard(name)
+        self._configs.pop(name, None)
         if logs is None:
             return 0
         doomed = []

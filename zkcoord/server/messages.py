@@ -92,6 +92,7 @@ class CreatableTopic:
     num_partitions: int  # -1: the broker's default
     replication_factor: int  # -1: the broker's default
     assignment_count: int  # partitions given by a manual replica assignment (0: none)
+    configs: tuple[tuple[str, str | None], ...] = ()  # topic configs (retention.ms, segment.bytes, ...)
 
 
 @dataclass(frozen=True, slots=True)

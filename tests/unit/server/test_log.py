@@ -10,7 +10,7 @@ import pytest
 
 from zkcoord.errors import ErrorCode
 from zkcoord.records.batch import build_batch, iter_records, split_batches
-from zkcoord.server.log import CorruptLog, LogManager, PartitionLog
+from zkcoord.server.log import CorruptLog, InvalidConfig, LogManager, PartitionLog, TopicConfig
 
 OUT_OF_ORDER_SEQUENCE_NUMBER = ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
 
@@ -219,3 +219,86 @@ def test_overlapping_segments_are_refused(tmp_path: Path) -> None:
     with pytest.raises(CorruptLog, match="starts at offset 1 but the segment before it ends at offset 1"):
         PartitionLog(tmp_path / "t-0", "t", 0)
     assert copy.stat().st_size == seg.stat().st_size
+
+
+def _segment_bases(directory: Path) -> list[int]:
+    return sorted(int(p.stem) for p in directory.glob("*.log"))
+
+
+def test_retention_bytes_deletes_whole_old_segments_and_moves_the_start(tmp_path: Path) -> None:
+    config = TopicConfig(retention_ms=-1, retention_bytes=3000, segment_bytes=1024)
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, config=config)
+    for i in range(60):
+        _append(plog, build_batch([(None, b"x" * 40 + b"%d" % i)]))
+    before = _segment_bases(tmp_path / "t-0")
+    assert len(before) > 4
+    assert plog.apply_retention(now_ms=0) > 0
+    after = _segment_bases(tmp_path / "t-0")
+    assert after == before[-len(after) :]  # oldest first, whole segments
+    assert plog.log_start_offset == after[0]
+    assert sum(s.size for s in plog.segments) >= 3000 - 1024  # what is left still covers retention.bytes ...
+    assert sum(s.size for s in plog.segments[1:]) < 3000  # ... and no further segment could go
+    assert plog.read(after[0] - 1, 1 << 20) == b""  # below the start: nothing (the broker says OUT_OF_RANGE)
+    assert _values(plog.read(after[0], 1 << 20))[0] == b"x" * 40 + b"%d" % after[0]
+    plog.close()
+    again = PartitionLog(tmp_path / "t-0", "t", 0, config=config)
+    assert again.log_start_offset == after[0] and again.next_offset == 60
+
+
+def test_retention_ms_uses_the_newest_timestamp_and_never_the_active_segment(tmp_path: Path) -> None:
+    config = TopicConfig(retention_ms=1000, segment_bytes=1024)
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, config=config)
+    for i in range(40):
+        _append(plog, build_batch([(None, b"y" * 60)], base_timestamp=10_000 + i))
+    segs = len(plog.segments)
+    assert segs > 2
+    assert plog.apply_retention(now_ms=10_000 + 1000) == 0  # nothing older than 1 s yet
+    last_ts_of_first = max(plog.segments[0].max_timestamps)
+    assert plog.apply_retention(now_ms=last_ts_of_first + 1001) == 1
+    assert plog.apply_retention(now_ms=10**12) == segs - 2  # all but the active one
+    assert len(plog.segments) == 1 and plog.log_start_offset == plog.segments[0].base_offset
+
+
+def test_flush_messages_fsyncs_after_that_many_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[int] = []
+    real = os.fsync
+
+    def counting(fd: int) -> None:
+        synced.append(fd)
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, config=TopicConfig(flush_messages=5, flush_ms=60_000))
+    for _ in range(4):
+        _append(plog, build_batch([(None, b"a")]))
+    assert synced == []
+    _append(plog, build_batch([(None, b"b")]))
+    assert len(synced) == 1
+    batch = build_batch([(None, b"c")])
+    plog.append([(h, memoryview(batch)) for h in split_batches(batch)], now_ms=1_000)
+    plog.maybe_flush(60_999)
+    assert len(synced) == 1
+    plog.maybe_flush(61_000)  # flush.ms after the first unflushed write
+    assert len(synced) == 2
+
+
+def test_topic_configs_are_validated_and_kept(tmp_path: Path) -> None:
+    logs = LogManager(tmp_path, defaults=TopicConfig())
+    with pytest.raises(InvalidConfig, match=r"'cleanup\.policy' is not supported"):
+        logs.create_topic("c", 1, {"cleanup.policy": "compact"})
+    with pytest.raises(InvalidConfig, match=r"retention\.ms must be >= -1"):
+        logs.create_topic("c", 1, {"retention.ms": "-5"})
+    with pytest.raises(InvalidConfig, match="not an integer"):
+        logs.create_topic("c", 1, {"segment.bytes": "big"})
+    assert "c" not in logs.topics
+    logs.create_topic("t", 2, {"retention.bytes": "4096", "cleanup.policy": "delete"})
+    assert logs.get("t", 1).config.retention_bytes == 4096  # type: ignore[union-attr]
+    logs.close()
+    again = LogManager(tmp_path, defaults=TopicConfig())
+    assert again.topic_config("t").retention_bytes == 4096
+    (tmp_path / "logs" / "t-0" / "topic-config.json").write_text("{not json")
+    broken = LogManager(tmp_path, defaults=TopicConfig())
+    assert broken.topic_config("t").retention_ms == -1  # unreadable: retention off, never shorter
+    assert broken.topic_config("t").retention_bytes == -1
