@@ -25,6 +25,7 @@ from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetM
 from zkcoord.server.kafka_protocol import RequestFrame
 from zkcoord.server.listener_security import ListenerSecurity
 from zkcoord.server.log import LogManager
+from zkcoord.server.meta import read_or_create_cluster_id
 from zkcoord.server.offsets_v0 import ZooKeeperOffsetsV0
 from zkcoord.server.wire import WireServer
 from zkcoord.storage import FileRecordStore
@@ -64,6 +65,10 @@ class Node:
     async def start(self) -> None:
         cfg = self.server_config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        if not self.zk_connect:  # a cluster node serves /cluster/id instead (ClusterRouting)
+            cfg = self.server_config = replace(
+                cfg, cluster_id=read_or_create_cluster_id(cfg.data_dir, cfg.node_id)
+            )
         logs = self.logs = LogManager(
             cfg.data_dir,
             limits=cfg.log_limits,

@@ -70,7 +70,7 @@ class ServerConfig:
     num_partitions: int = 1  # num.partitions: for auto-created topics
     auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 100 * 1024 * 1024
-    cluster_id: str = "zkcoord"
+    cluster_id: str = "zkcoord"  # a single node's: Node.start reads (or creates) DATA_DIR/meta.properties
     fetch_max_wait_cap_ms: int = 1000  # bound on a Fetch's wait for new data, whatever the client asks
     log_segment_bytes: int = 64 * 1024 * 1024
     # message.max.bytes and the timestamp bounds a produced batch obeys
@@ -247,6 +247,10 @@ class Broker:
             return frozenset()
         return self.authorizer.denied_topics(req, operation, topics)
 
+    def _cluster_id(self) -> str:
+        """Metadata's cluster id: `/cluster/id` on a cluster node, `meta.properties` on a single one."""
+        return self.cluster.cluster_id() if self.cluster is not None else self.config.cluster_id
+
     def _leads(self, topic: str, partition: int) -> bool:
         return self.cluster is None or self.cluster.leads(topic, partition)
 
@@ -365,7 +369,7 @@ class Broker:
             ]  # fmt: skip
         controller = self.cluster.controller_id() if self.cluster is not None else self.config.node_id
         resp = dm.MetadataResponse(
-            tuple(self.brokers), self.config.cluster_id, controller, tuple(topics), cluster_ops
+            tuple(self.brokers), self._cluster_id(), controller, tuple(topics), cluster_ops
         )
         return kp.metadata_response(req, resp)
 

@@ -58,15 +58,16 @@ from zkcoord.placement.leadership import NO_LEADER, single_replica_assignment
 from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetMirror
 from zkcoord.server.log import LEGAL_TOPIC, LogManager, OffsetsTopicLog
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
+from zkcoord.server.meta import new_cluster_id
 from zkcoord.server.seams import ClusterSide, GroupCoordinator
 from zkcoord.zk import registry
 from zkcoord.zk.controller import (
     ZooKeeperError,
     ack_topic_deletion,
     create_topic_if_absent,
-    mark_topic_for_deletion,
     read_deletion_marks,
     read_topic_states,
+    request_topic_deletion,
 )
 from zkcoord.zk.record_store import StoreFenced, ZkRecordStore
 
@@ -110,6 +111,7 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         self._refresher: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
         self._refreshed = asyncio.Event()  # set (and replaced) after every refresh
+        self._cluster_id = ""  # /cluster/id, read (or created) at start
         self._acked: set[str] = set()  # marked topics this node has deleted and acknowledged
         self._deletion_errors: dict[str, str] = {}  # marked topic -> the last error deleting it (logged once)
         self._closing = False
@@ -121,6 +123,11 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         self._loop = asyncio.get_running_loop()
         logs = self._logs
         await asyncio.to_thread(self.node.start)
+        # Kafka's getOrGenerateClusterId: /cluster/id, created with a new id by the first node of a cluster.
+        self._cluster_id = await asyncio.to_thread(
+            registry.get_or_create_cluster_id, self.node.client, new_cluster_id()
+        )
+        log.info("node=%d cluster id %s", self.config.node_id, self._cluster_id)
         in_zk = await asyncio.to_thread(self._read_topics)
         for name in sorted(logs.topics):
             if name not in in_zk and logs.is_cluster_topic(name):
@@ -303,7 +310,7 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             await service.partitions_deleted(partitions)
 
     async def delete_topic(self, topic: str, timeout_ms: int) -> bool:
-        await asyncio.to_thread(mark_topic_for_deletion, self.node.client, topic)
+        await asyncio.to_thread(request_topic_deletion, self.node.client, topic)
         self._acked.discard(topic)
         self._kick.set()
         loop = asyncio.get_running_loop()
@@ -388,6 +395,9 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
 
     def brokers(self) -> list[tuple[int, str, int]]:
         return self.node.brokers()
+
+    def cluster_id(self) -> str:
+        return self._cluster_id
 
     def controller_id(self) -> int:
         info = None

@@ -76,6 +76,7 @@ from zkcoord.placement.leadership import (
     plan_leadership,
     single_replica_assignment,
 )
+from zkcoord.zk import registry
 
 log = logging.getLogger(__name__)
 
@@ -663,9 +664,10 @@ def deletion_acks_path(topic: str) -> str:
     return f"{DELETION_ACKS_ROOT}/{paths.validate_topic(topic)}"
 
 
-def mark_topic_for_deletion(client: KazooClient, topic: str) -> None:
-    """DeleteTopics on the controller (Kafka's AdminZkClient.deleteTopic): `/admin/delete_topics/T`; a topic
-    already marked stays marked (a retried request tracks the same deletion)."""
+def request_topic_deletion(client: KazooClient, topic: str) -> None:
+    """DeleteTopics on the controller: `registry.mark_topic_for_deletion` (Kafka's AdminZkClient.deleteTopic),
+    clearing stale acknowledgements first; a topic already marked stays marked (a retried request tracks the
+    same deletion)."""
     mark = paths.delete_topic_path(topic)
     if client.exists(mark) is not None:
         return
@@ -675,8 +677,8 @@ def mark_topic_for_deletion(client: KazooClient, topic: str) -> None:
         for name in client.get_children(deletion_acks_path(topic)):
             with contextlib.suppress(NoNodeError):
                 client.delete(f"{deletion_acks_path(topic)}/{name}")
-    with contextlib.suppress(NodeExistsError):
-        client.create(mark, b"", makepath=True)
+    with contextlib.suppress(registry.TopicAlreadyMarkedForDeletion):
+        registry.mark_topic_for_deletion(client, topic)
 
 
 def read_deletion_marks(client: KazooClient) -> list[str]:
