@@ -89,6 +89,7 @@ _GROUP_FLAGS = (
     ("offsets.topic.num.partitions", "offsets_topic_num_partitions"),
     ("offset.metadata.max.bytes", "offset_metadata_max_bytes"),
     ("offsets.retention.minutes", "offsets_retention_minutes"),
+    ("offsets.commit.timeout.ms", "offsets_commit_timeout_ms"),
 )
 # (flag, ClusterConfig field) pairs for --zk mode; offsets.compact.after.batches is zkcoord's own.
 _CLUSTER_FLAGS = (
@@ -108,6 +109,8 @@ _GROUP_HELP = {
     "offsets_topic_num_partitions": "partitions of __consumer_offsets (groups are spread over them)",
     "offset_metadata_max_bytes": "largest metadata string an offset commit may carry, in bytes",
     "offsets_retention_minutes": "how long offsets of an empty group are kept, in minutes",
+    "offsets_commit_timeout_ms": "how long an OffsetCommit waits for its records to be stored (ZooKeeper with "
+    "--zk, the group-records file without) before it is answered REQUEST_TIMED_OUT, in ms",
 }
 
 

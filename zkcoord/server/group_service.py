@@ -67,6 +67,12 @@ TP = tuple[str, int]
 LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
 
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    """Collect the outcome of a commit answered REQUEST_TIMED_OUT, so a late failure is not left unobserved."""
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("a timed-out commit failed later: %r", task.exception())
+
+
 class CoordinatorUnavailable(ZkcoordError):
     """The group coordinator cannot carry out an internal change now (loading, stopped, or failed)."""
 
@@ -320,16 +326,27 @@ class GroupService(GroupCoordinator):
         return resp
 
     async def offset_commit(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
-        """Returns only after the committed offsets are durable in the store."""
+        """Returns only after the committed offsets are durable in the store, or REQUEST_TIMED_OUT for every
+        partition once offsets.commit.timeout.ms has passed without that."""
         err = self._status(h.OFFSET_COMMIT, req.group_id)
         if err is not None:
             return h.error_response(req, err)  # type: ignore[return-value]
         handler = h.handle_offset_commit
         if self._bridged(req.group_id) and await self._legacy_member_commit(req):
             handler = h.handle_legacy_member_commit
-        resp: OffsetCommitResponse = await self._run(
-            req, lambda now, token: handler(self.state, req, now, token)
-        )
+        # Kafka's offsets.commit.timeout.ms: the append (ZooKeeper in cluster mode) gets that long, then the
+        # commit is answered REQUEST_TIMED_OUT; the write goes on and, if it lands, the offsets hold.
+        run = asyncio.ensure_future(self._run(req, lambda now, token: handler(self.state, req, now, token)))
+        done, _ = await asyncio.wait({run}, timeout=self.config.offsets_commit_timeout_ms / 1000.0)
+        if not done:
+            run.add_done_callback(_retrieve)
+            log.warning(
+                "group=%s commit not stored within offsets.commit.timeout.ms=%d: REQUEST_TIMED_OUT",
+                req.group_id,
+                self.config.offsets_commit_timeout_ms,
+            )
+            return h.error_response(req, ErrorCode.REQUEST_TIMED_OUT)  # type: ignore[return-value]
+        resp: OffsetCommitResponse = run.result()
         if self.offset_mirror is not None:
             await self.offset_mirror.mirror_commit(req, resp)
         return resp
