@@ -278,6 +278,11 @@ class PartitionLog:
                 log.error("%s", exc.report)
                 raise
 
+    @property
+    def opened(self) -> bool:
+        """Recovered and usable (not lazily waiting for its first use, not refused as corrupt)."""
+        return self._recovered and self._failure is None
+
     def open_error(self) -> CorruptLog | None:
         """Open (recover) the log if it is not yet; why it refuses to open, or None when it is usable."""
         try:
@@ -738,19 +743,21 @@ class LogManager:
         )
 
     def tick(self, now_ms: int) -> None:
-        """Time-based flushes of every open log; retention of every log once per retention check interval."""
-        check = (
-            self._retention_checked_ms is None
-            or now_ms - self._retention_checked_ms >= self.retention_check_interval_ms
-        )
+        """Time-based flushes, and retention once per retention check interval (the first one interval after
+        the first tick, as Kafka delays its first run), of the logs opened since the start: a log nobody has
+        used is not opened (scanned) just for retention; it is kept from its first use on."""
+        if self._retention_checked_ms is None:
+            self._retention_checked_ms = now_ms
+        check = now_ms - self._retention_checked_ms >= self.retention_check_interval_ms
         if check:
             self._retention_checked_ms = now_ms
         for name in sorted(self.topics):
             for plog in self.topics.get(name, ()):
+                if not plog.opened:
+                    continue
                 if check:
                     plog.apply_retention(now_ms)
-                if plog._dirty:
-                    plog.maybe_flush(now_ms)
+                plog.maybe_flush(now_ms)
 
     def partition_count(self) -> int:
         return sum(len(logs) for logs in self.topics.values())

@@ -302,3 +302,26 @@ def test_topic_configs_are_validated_and_kept(tmp_path: Path) -> None:
     broken = LogManager(tmp_path, defaults=TopicConfig())
     assert broken.topic_config("t").retention_ms == -1  # unreadable: retention off, never shorter
     assert broken.topic_config("t").retention_bytes == -1
+
+
+def test_tick_applies_retention_each_interval_to_opened_logs_only(tmp_path: Path) -> None:
+    defaults = TopicConfig(retention_ms=-1, retention_bytes=1024, segment_bytes=1024)
+    logs = LogManager(tmp_path, defaults=defaults, retention_check_interval_ms=1000)
+    for name in ("used", "idle"):
+        plog = logs.create_topic(name, 1)[0]
+        for _ in range(40):
+            _append(plog, build_batch([(None, b"z" * 60)]))
+    logs.close()
+    logs = LogManager(tmp_path, defaults=defaults, retention_check_interval_ms=1000)
+    used, idle = logs.get("used", 0), logs.get("idle", 0)
+    assert used is not None and idle is not None
+    assert used.log_start_offset == 0  # opened by its use
+    logs.tick(0)
+    logs.tick(999)
+    assert used.log_start_offset == 0  # the first check comes one interval after the first tick
+    logs.tick(1000)
+    assert used.log_start_offset > 0
+    assert not idle.opened  # not scanned just for retention
+    assert idle.log_start_offset == 0  # its first use opens it; the next check applies retention
+    logs.tick(2000)
+    assert idle.log_start_offset > 0
