@@ -4,6 +4,7 @@ the same name starts empty; a node that was down during the deletion does not br
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,7 +87,15 @@ def test_delete_topic_across_the_cluster(nodes: list[NodeProcess], zk_connect: s
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         wait_for(lambda: len(admin.describe_cluster()["brokers"]) == 2, 30, "both nodes registered")
-        admin.create_topics([NewTopic("doomed", 4, 1), NewTopic("kept", 1, 1)])
+        configs = {"retention.bytes": "1048576", "segment.bytes": "4096"}
+        admin.create_topics([NewTopic("doomed", 4, 1, topic_configs=configs), NewTopic("kept", 1, 1)])
+        # Kafka's /config/topics/T, written with the topic; every node keeps the topic's configs
+        assert json.loads(zk.get("/config/topics/doomed")[0]) == {"version": 1, "config": configs}
+        assert zk.exists("/config/topics/kept") is None
+        for n in nodes:
+            path = n.data_dir / "logs" / "doomed-0" / "topic-config.json"
+            wait_for(path.exists, 10, f"{path} written")
+            assert json.loads(path.read_text())["config"] == configs
         _produce(bootstrap, "doomed", {p: [b"old-%d-%d" % (p, i) for i in range(2)] for p in range(4)})
         _produce(bootstrap, "kept", {0: [b"kept"]})
         assert len(_read_in_group(bootstrap, "doomed", 8)) == 8
@@ -102,6 +111,7 @@ def test_delete_topic_across_the_cluster(nodes: list[NodeProcess], zk_connect: s
         assert [(t["name"], t["error_code"]) for t in result["topics"]] == [("doomed", 0)]
         assert zk.exists("/brokers/topics/doomed") is None
         assert zk.exists("/admin/delete_topics/doomed") is None
+        assert zk.exists("/config/topics/doomed") is None  # deleted with the topic, as Kafka does
         assert zk.exists(f"{DELETION_ACKS_ROOT}/doomed") is None
         for n in nodes:
             assert not list((n.data_dir / "logs").glob("doomed-*")), n.data_dir

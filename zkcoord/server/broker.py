@@ -465,7 +465,8 @@ class Broker:
                 config_error = E.TOPIC_AUTHORIZATION_FAILED if hidden else E.NONE
                 results.append(Created(t.name, E.NONE, None, n, config_error))
         if self.cluster is not None and to_create:
-            return self._create_topics_in_cluster(req, self.cluster, results, to_create)
+            configs_by_name = {t.name: {k: v for k, v in t.configs if v is not None} for t in r.topics}
+            return self._create_topics_in_cluster(req, self.cluster, results, to_create, configs_by_name)
         configs = {t.name: dict(t.configs) for t in r.topics}
         for i in to_create:
             name, n = results[i].name, results[i].num_partitions
@@ -479,11 +480,9 @@ class Broker:
     def _config_error(self, configs: tuple[tuple[str, str | None], ...]) -> str | None:
         """Why a CreateTopics entry's configs are refused (INVALID_CONFIG), or None."""
         try:
-            config = self.logs.defaults.with_overrides(dict(configs))
+            self.logs.defaults.with_overrides(dict(configs))
         except InvalidConfig as exc:
             return str(exc)
-        if self.cluster is not None and config.overrides(self.logs.defaults):
-            return "topic configs are kept by a standalone node only; a cluster node uses its log.* settings"
         return None
 
     async def _create_topics_in_cluster(
@@ -492,22 +491,24 @@ class Broker:
         cluster: ClusterSide,
         results: list[dm.CreatableTopicResult],
         to_create: list[int],
+        configs_by_name: dict[str | None, dict[str, str]],
     ) -> Response:
-        """Kafka writes `/brokers/topics/T` before answering CreateTopics; a topic another node published
-        first is TOPIC_ALREADY_EXISTS, and the local logs follow the partition count in ZooKeeper."""
+        """Kafka writes `/config/topics/T` and `/brokers/topics/T` before answering CreateTopics; a topic another
+        node published first is TOPIC_ALREADY_EXISTS, and the local logs follow ZooKeeper's partition count and
+        configs."""
         for i in to_create:
             name, n = results[i].name, results[i].num_partitions
             assert name is not None  # LEGAL_TOPIC matched it
             try:
-                created, count = await cluster.publish_topic(name, n)
+                created, count, stored = await cluster.publish_topic(name, n, configs_by_name.get(name))
             except Exception as exc:
                 log.warning("CreateTopics %s: cannot write the topic to ZooKeeper: %r", name, exc)
                 why = f"cannot write the topic to ZooKeeper: {exc}"
                 results[i] = Created(name, E.UNKNOWN_SERVER_ERROR, why, n)
                 continue
             try:
-                self.logs.ensure_partitions(name, count)
-            except InvalidTopic as exc:
+                self.logs.ensure_partitions(name, count, stored)
+            except (InvalidTopic, InvalidConfig) as exc:
                 results[i] = Created(name, E.INVALID_TOPIC_EXCEPTION, str(exc), n)
                 continue
             if not created:

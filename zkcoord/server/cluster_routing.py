@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar, cast
 
@@ -56,7 +56,7 @@ from zkcoord.legacy import paths
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.placement.leadership import NO_LEADER, single_replica_assignment
 from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetMirror
-from zkcoord.server.log import LEGAL_TOPIC, LogManager, OffsetsTopicLog
+from zkcoord.server.log import LEGAL_TOPIC, InvalidConfig, LogManager, OffsetsTopicLog
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
 from zkcoord.server.meta import new_cluster_id
 from zkcoord.server.seams import ClusterSide, GroupCoordinator
@@ -66,6 +66,7 @@ from zkcoord.zk.controller import (
     ack_topic_deletion,
     create_topic_if_absent,
     read_deletion_marks,
+    read_topic_configs,
     read_topic_states,
     request_topic_deletion,
 )
@@ -215,17 +216,28 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             task = self._loop.create_task(asyncio.to_thread(self._publish_topic, topic, partitions))
             task.add_done_callback(lambda _t: self._kick.set())
 
-    async def publish_topic(self, topic: str, partitions: int) -> tuple[bool, int]:
-        """CreateTopics: write `/brokers/topics/T` before answering, as Kafka does; (created here, partition
-        count in ZooKeeper). ZooKeeperError when ZooKeeper cannot be reached."""
-        created, count = await asyncio.to_thread(self._publish_topic_or_raise, topic, partitions)
+    async def publish_topic(
+        self, topic: str, partitions: int, configs: Mapping[str, str] | None = None
+    ) -> tuple[bool, int, dict[str, str]]:
+        """CreateTopics: write `/brokers/topics/T` (with `/config/topics/T` when `configs`) before answering, as
+        Kafka does; (created here, partition count in ZooKeeper, the topic's stored configs). ZooKeeperError when
+        ZooKeeper cannot be reached, MalformedZnode when the existing topic's configs do not parse."""
+        created, count = await asyncio.to_thread(self._publish_topic_or_raise, topic, partitions, configs)
+        stored = dict(configs or {}) if created else await asyncio.to_thread(self._topic_configs, topic)
         self._kick.set()
-        return created, count
+        return created, count, stored
 
-    def _publish_topic_or_raise(self, topic: str, partitions: int) -> tuple[bool, int]:
+    def _topic_configs(self, topic: str) -> dict[str, str]:
+        client = self.node.client
+        assert client is not None
+        return read_topic_configs(client, topic)
+
+    def _publish_topic_or_raise(
+        self, topic: str, partitions: int, configs: Mapping[str, str] | None = None
+    ) -> tuple[bool, int]:
         live = [n for n, _h, _p in self.node.brokers()] or [self.config.node_id]
         created, assignment = create_topic_if_absent(
-            self.node.client, topic, single_replica_assignment(partitions, live)
+            self.node.client, topic, single_replica_assignment(partitions, live), configs
         )
         if created:
             log.info("node=%d published topic %s (%d partitions)", self.config.node_id, topic, partitions)
@@ -275,13 +287,27 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
                 continue
             if len(self._logs.topics.get(name, ())) < len(parts):
                 try:
-                    self._logs.ensure_partitions(name, len(parts))
+                    configs = None
+                    if name not in self._logs.topics:
+                        configs = await asyncio.to_thread(self._configs_or_none, name)
+                    self._logs.ensure_partitions(name, len(parts), configs)
                 except Exception:
                     log.exception("node=%d cannot create local logs for %s", self.config.node_id, name)
             self._logs.note_cluster_topic(name)
         self.topics = {n: parts for n, parts in topics.items() if n not in marks}
         self._refreshed.set()
         self._refreshed = asyncio.Event()
+
+    def _configs_or_none(self, topic: str) -> dict[str, str] | None:
+        """A new topic's `/config/topics/T`; one that does not parse (or asks for what this node cannot do)
+        gives the topic no retention rather than a default that might delete what it meant to keep."""
+        try:
+            configs = self._topic_configs(topic)
+            self._logs.defaults.with_overrides(configs)
+            return configs
+        except (MalformedZnode, InvalidConfig) as exc:
+            log.error("node=%d topic %s: %s; retention is off for it", self.config.node_id, topic, exc)
+            return {"retention.ms": "-1", "retention.bytes": "-1"}
 
     async def _delete_marked(self, topic: str) -> None:
         """A topic marked for deletion: this node's group offsets of its partitions, then its partition logs,

@@ -804,10 +804,12 @@ class LogManager:
         log.info("created topic %s with %d partitions", name, partitions)
         return logs
 
-    def ensure_partitions(self, name: str, partitions: int) -> list[PartitionLog]:
+    def ensure_partitions(
+        self, name: str, partitions: int, configs: Mapping[str, str | None] | None = None
+    ) -> list[PartitionLog]:
         """Create the topic, or add partitions up to `partitions` (never removes any): a cluster node follows
         the partition count in ZooKeeper even when it auto-created the topic locally first."""
-        logs = self.create_topic(name, partitions)
+        logs = self.create_topic(name, partitions, configs)
         if len(logs) < partitions:
             refused = self.partition_limit_error(name, partitions)
             if refused is not None:

@@ -7,7 +7,7 @@ so a reader (and mypy) sees the whole contract here, and tests pass small fakes 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Protocol
 
 from zkcoord.group.messages import (
@@ -90,9 +90,11 @@ class ClusterSide(Protocol):
         """Auto-create: publish the topic to ZooKeeper in the background (answered LEADER_NOT_AVAILABLE)."""
         ...
 
-    async def publish_topic(self, topic: str, partitions: int) -> tuple[bool, int]:
-        """CreateTopics: (created by this call, partition count in ZooKeeper); raises when ZooKeeper is away."""
-        ...
+    async def publish_topic(
+        self, topic: str, partitions: int, configs: Mapping[str, str] | None = None
+    ) -> tuple[bool, int, dict[str, str]]:
+        """CreateTopics: (created by this call, partition count in ZooKeeper, the topic's stored configs, from
+        `/config/topics/T`); raises when ZooKeeper is away."""
 
     async def delete_topic(self, topic: str, timeout_ms: int) -> bool:
         """DeleteTopics on the controller: mark the topic for deletion (`/admin/delete_topics/T`) and wait up to

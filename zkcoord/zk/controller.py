@@ -39,10 +39,11 @@ election runs again, as Kafka's ZookeeperLeaderElector resigns (deleting `/contr
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -592,6 +593,8 @@ class Controller:
                 if topic in view.partitions_parents:
                     ops.append(_delete_op(paths.topic_partitions_path(topic)))
                 ops.append(_delete_op(paths.topic_path(topic)))
+                if self.client.exists(paths.topic_config_path(topic)) is not None:
+                    ops.append(_delete_op(paths.topic_config_path(topic)))  # as Kafka's deleteTopicConfigs
             ops.extend(_delete_op(f"{deletion_acks_path(topic)}/{n}") for n in sorted(acked))
             if acked:
                 ops.append(_delete_op(deletion_acks_path(topic)))
@@ -772,15 +775,55 @@ def read_topic_states(
 
 
 def create_topic_if_absent(
-    client: KazooClient, topic: str, replicas: dict[int, list[int]]
+    client: KazooClient, topic: str, replicas: dict[int, list[int]], configs: Mapping[str, str] | None = None
 ) -> tuple[bool, TopicAssignment]:
     """Create `/brokers/topics/T` atomically unless it exists (two nodes auto-creating the same topic must not
-    overwrite each other); (created, the assignment now stored)."""
+    overwrite each other); (created, the assignment now stored). With `configs`, `/config/topics/T` =
+    `{"version":1,"config":{...}}` (Kafka's AdminZkClient) is written in the same transaction, so the node that
+    loses a creation race never overwrites the winner's configs."""
     path = paths.topic_path(topic)
     assignment = TopicAssignment.of(replicas)
     try:
-        client.create(path, assignment.encode(), makepath=True)
+        if configs:
+            cpath = paths.topic_config_path(topic)
+            doc = json.dumps({"version": 1, "config": dict(sorted(configs.items()))}).encode()
+            client.ensure_path(paths.CONFIG_TOPICS)
+            client.ensure_path(paths.BROKER_TOPICS)
+            stale = client.exists(cpath)  # left by a topic deleted before configs were cleaned up
+            tx = client.transaction()
+            tx.create(path, assignment.encode())
+            if stale is None:
+                tx.create(cpath, doc)
+            else:
+                tx.set_data(cpath, doc, stale.version)
+            results = tx.commit()
+            failed = next(
+                (r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)), None
+            )
+            if failed is not None:
+                raise failed
+        else:
+            client.create(path, assignment.encode(), makepath=True)
         return True, assignment
     except NodeExistsError:
         data, _ = client.get(path)
         return False, TopicAssignment.decode(path, data)
+
+
+def read_topic_configs(client: KazooClient, topic: str) -> dict[str, str]:
+    """`/config/topics/T`'s config map ({} when absent); MalformedZnode when it does not parse."""
+    path = paths.topic_config_path(topic)
+    try:
+        data, _ = client.get(path)
+    except NoNodeError:
+        return {}
+    if len(data) > 1024 * 1024:
+        raise MalformedZnode(path, f"{len(data)} bytes")
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise MalformedZnode(path, f"not JSON ({exc})", data) from None
+    configs = doc.get("config") if isinstance(doc, dict) else None
+    if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
+        raise MalformedZnode(path, '"config" is not an object of strings', data)
+    return {str(k): v for k, v in configs.items()}
