@@ -358,38 +358,25 @@ class PartitionLog:
             self._segments.append(Segment(self.directory / f"{0:020d}.log", 0, self._files))
 
     def _scan(self, seg: Segment, expected: int, later: list[Segment]) -> int:
-        """Index `seg` batch by batch (header, CRC-32C, offsets continuing from `expected`); returns the offset
-        after its last batch. Damage is handed to `_damaged`, which truncates a torn tail or raises."""
+        """Index `seg` batch by batch (header, CRC-32C, offsets continuing from `expected`) over the mapped file
+        (memory stays bounded, nothing is copied but the headers); returns the offset after its last batch.
+        Damage is handed to `_damaged`, which truncates a torn tail or raises."""
         file_size = os.fstat(seg.fd).st_size
         pos = 0
-        while pos < file_size:
-            header, reason = self._check(seg, pos, file_size, expected)
-            if header is None:
-                self._damaged(seg, pos, file_size, reason, later)
-                break
-            self._index(seg, pos, header)
-            expected = header.last_offset + 1
-            pos += header.size
+        reason = ""
+        if file_size:
+            with mmap.mmap(seg.fd, file_size, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
+                while pos < file_size:
+                    header, reason = _check_batch(view, pos, file_size, expected)
+                    if header is None:
+                        break
+                    self._index(seg, pos, header)
+                    expected = header.last_offset + 1
+                    pos += header.size
+        if pos < file_size:
+            self._damaged(seg, pos, file_size, reason, later)
         seg.size = pos
         return expected
-
-    @staticmethod
-    def _check(seg: Segment, pos: int, file_size: int, expected: int) -> tuple[BatchHeader | None, str]:
-        """The batch at `pos` if it is whole, intact and at the offset the log expects; else None and why."""
-        try:
-            header = parse_header(os.pread(seg.fd, HEADER_SIZE, pos))
-            if pos + header.size > file_size:
-                left = file_size - pos
-                return (
-                    None,
-                    f"batch of {header.size} bytes cut short by the end of the file ({left} bytes left)",
-                )
-            validate_batch(os.pread(seg.fd, header.size, pos))
-        except CorruptBatch as exc:
-            return None, exc.reason
-        if header.base_offset != expected:
-            return None, f"base offset {header.base_offset} where the log expects offset {expected}"
-        return header, ""
 
     def _damaged(self, seg: Segment, pos: int, file_size: int, reason: str, later: list[Segment]) -> None:
         """Truncate a torn tail at `pos`, or raise `CorruptLog` when valid data follows the damage or the damaged
@@ -618,6 +605,29 @@ class PartitionLog:
                     base = seg.last_offsets[i - 1] + 1 if i > 0 else seg.base_offset
                     return base, max_ts
         return -1, -1
+
+
+def _check_batch(view: memoryview, pos: int, file_size: int, expected: int) -> tuple[BatchHeader | None, str]:
+    """The batch at `pos` of a mapped segment if it is whole, intact and at the offset the log expects; else
+    None and why."""
+    if file_size - pos < HEADER_SIZE:
+        return None, f"truncated header: {file_size - pos} bytes, need {HEADER_SIZE}"
+    try:
+        header = parse_header(view, pos)
+    except CorruptBatch as exc:
+        return None, exc.reason
+    end = pos + header.size
+    if end > file_size:
+        return (
+            None,
+            f"batch of {header.size} bytes cut short by the end of the file ({file_size - pos} bytes left)",
+        )
+    actual = crc32c(view[pos + CRC_START : end])
+    if actual != header.crc:
+        return None, f"CRC-32C mismatch: header says {header.crc:#010x}, data gives {actual:#010x}"
+    if header.base_offset != expected:
+        return None, f"base offset {header.base_offset} where the log expects offset {expected}"
+    return header, ""
 
 
 _MAGIC_AT = 16  # the magic byte's position in a batch header: where a search for the next batch looks first
