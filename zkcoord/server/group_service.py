@@ -67,12 +67,6 @@ TP = tuple[str, int]
 LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
 
-def _retrieve(task: asyncio.Future[Any]) -> None:
-    """Collect the outcome of a commit answered REQUEST_TIMED_OUT, so a late failure is not left unobserved."""
-    if not task.cancelled() and task.exception() is not None:
-        log.warning("a timed-out commit failed later: %r", task.exception())
-
-
 class CoordinatorUnavailable(ZkcoordError):
     """The group coordinator cannot carry out an internal change now (loading, stopped, or failed)."""
 
@@ -228,10 +222,14 @@ class GroupService(GroupCoordinator):
             coordinator=group_id is None or self.owns_group(group_id),
         )
 
-    async def _run(self, req: GroupRequest, call: Callable[[int, int], Result]) -> Any:
+    async def _run(
+        self, req: GroupRequest, call: Callable[[int, int], Result], timeout_ms: int | None = None
+    ) -> Any:
         token = self._token = self._token + 1
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
         self._waiting[token] = (fut, req)
+        expiry = None if timeout_ms is None else loop.call_later(timeout_ms / 1000.0, self._time_out, token)
         try:
             result = call(self.now_ms(), token)
         except Exception:
@@ -246,6 +244,20 @@ class GroupService(GroupCoordinator):
             return await fut
         finally:
             self._waiting.pop(token, None)
+            if expiry is not None:
+                expiry.cancel()
+
+    def _time_out(self, token: int) -> None:
+        """A request's records were not stored in time (offsets.commit.timeout.ms): REQUEST_TIMED_OUT now; the
+        write goes on, and its late response finds nobody waiting."""
+        waiting = self._waiting.get(token)
+        if waiting is not None and not waiting[0].done():
+            log.warning(
+                "%s not stored within %d ms: REQUEST_TIMED_OUT",
+                type(waiting[1]).__name__,
+                self.config.offsets_commit_timeout_ms,
+            )
+            waiting[0].set_result(h.error_response(waiting[1], ErrorCode.REQUEST_TIMED_OUT))
 
     async def join_group(self, req: JoinGroupRequest) -> JoinGroupResponse:
         err = self._status(h.JOIN_GROUP, req.group_id)
@@ -336,17 +348,11 @@ class GroupService(GroupCoordinator):
             handler = h.handle_legacy_member_commit
         # Kafka's offsets.commit.timeout.ms: the append (ZooKeeper in cluster mode) gets that long, then the
         # commit is answered REQUEST_TIMED_OUT; the write goes on and, if it lands, the offsets hold.
-        run = asyncio.ensure_future(self._run(req, lambda now, token: handler(self.state, req, now, token)))
-        done, _ = await asyncio.wait({run}, timeout=self.config.offsets_commit_timeout_ms / 1000.0)
-        if not done:
-            run.add_done_callback(_retrieve)
-            log.warning(
-                "group=%s commit not stored within offsets.commit.timeout.ms=%d: REQUEST_TIMED_OUT",
-                req.group_id,
-                self.config.offsets_commit_timeout_ms,
-            )
-            return h.error_response(req, ErrorCode.REQUEST_TIMED_OUT)  # type: ignore[return-value]
-        resp: OffsetCommitResponse = run.result()
+        resp: OffsetCommitResponse = await self._run(
+            req,
+            lambda now, token: handler(self.state, req, now, token),
+            timeout_ms=self.config.offsets_commit_timeout_ms,
+        )
         if self.offset_mirror is not None:
             await self.offset_mirror.mirror_commit(req, resp)
         return resp
