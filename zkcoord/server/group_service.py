@@ -57,6 +57,7 @@ from zkcoord.group.model import CoordinatorState, subscription_topics
 from zkcoord.group.results import Cancel, Result, TimerKey
 from zkcoord.group.state import GroupState
 from zkcoord.records.offsets import decode_record, encode_records
+from zkcoord.server.ratelog import RateLimitedLog
 from zkcoord.server.seams import GroupCoordinator
 from zkcoord.storage.store import RawRecord, RecordStore
 
@@ -151,6 +152,7 @@ class GroupService(GroupCoordinator):
         self._queued: list[_Entry] = []  # emitted, not yet handed to the store
         self._in_flight: list[_Entry] = []  # being appended now
         self._writer: asyncio.Task[None] | None = None
+        self._say = RateLimitedLog(log, burst=10, window_s=60.0)  # a store outage times out every commit
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -252,9 +254,12 @@ class GroupService(GroupCoordinator):
         write goes on, and its late response finds nobody waiting."""
         waiting = self._waiting.get(token)
         if waiting is not None and not waiting[0].done():
-            log.warning(
-                "%s not stored within %d ms: REQUEST_TIMED_OUT",
+            self._say.log(
+                logging.WARNING,
+                "commit_timeout",
+                "%s of group %s not stored within offsets.commit.timeout.ms=%d: REQUEST_TIMED_OUT",
                 type(waiting[1]).__name__,
+                getattr(waiting[1], "group_id", "?"),
                 self.config.offsets_commit_timeout_ms,
             )
             waiting[0].set_result(h.error_response(waiting[1], ErrorCode.REQUEST_TIMED_OUT))
