@@ -530,7 +530,7 @@ class PartitionLog:
             while (
                 doomed < len(segs) - 1
                 and segs[doomed].max_timestamps
-                and max(segs[doomed].max_timestamps) < now_ms - cfg.retention_ms
+                and _largest_timestamp(segs[doomed]) < now_ms - cfg.retention_ms
             ):
                 doomed += 1
         if cfg.retention_bytes >= 0:
@@ -605,6 +605,13 @@ class PartitionLog:
                     base = seg.last_offsets[i - 1] + 1 if i > 0 else seg.base_offset
                     return base, max_ts
         return -1, -1
+
+
+def _largest_timestamp(seg: Segment) -> int:
+    """Kafka's LogSegment.largestTimestamp: the newest record timestamp, or the file's modification time when
+    no record carries one (magic 0 producers: -1), so records without timestamps are not taken for ancient."""
+    newest = max(seg.max_timestamps)
+    return newest if newest >= 0 else int(os.stat(seg.path).st_mtime * 1000)
 
 
 def _check_batch(view: memoryview, pos: int, file_size: int, expected: int) -> tuple[BatchHeader | None, str]:

@@ -325,3 +325,17 @@ def test_tick_applies_retention_each_interval_to_opened_logs_only(tmp_path: Path
     assert idle.log_start_offset == 0  # its first use opens it; the next check applies retention
     logs.tick(2000)
     assert idle.log_start_offset > 0
+
+
+def test_segments_without_timestamps_age_by_their_file_time(tmp_path: Path) -> None:
+    """Records of magic-0 producers carry no timestamp (-1): retention.ms counts from the segment file's
+    modification time, as Kafka's LogSegment.largestTimestamp, instead of deleting them as if from 1970."""
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, config=TopicConfig(retention_ms=1000, segment_bytes=1024))
+    for _ in range(40):
+        _append(plog, build_batch([(None, b"w" * 60)], timestamps=[-1]))
+    assert len(plog.segments) > 2 and max(plog.segments[0].max_timestamps) == -1
+    first = plog.segments[0].path
+    written_ms = int(first.stat().st_mtime * 1000)
+    assert plog.apply_retention(now_ms=written_ms + 1000) == 0  # written just now: kept
+    os.utime(first, (first.stat().st_atime, (written_ms - 5000) / 1000))  # as if written 5 s earlier
+    assert plog.apply_retention(now_ms=written_ms + 1000) == 1
