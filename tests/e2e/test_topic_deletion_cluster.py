@@ -141,6 +141,25 @@ def test_delete_topic_across_the_cluster(nodes: list[NodeProcess], zk_connect: s
             node2.close()
         assert zk.exists("/brokers/topics/while-away") is None
         assert any("while-away are not served" in line for line in away.output)
+        logs = away.data_dir / "logs"
+        assert list(logs.glob("while-away-*.stale/*.log"))  # kept for the operator, out of the way ...
+        assert not list(
+            logs.glob("while-away-[0-9]")
+        )  # ... so a topic re-created under the name starts empty
+        admin.create_topics([NewTopic("while-away", 2, 1)])
+        _produce(bootstrap, "while-away", {0: [b"again-0"], 1: [b"again-1"]})
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+        try:
+            consumer.assign([TopicPartition("while-away", 0), TopicPartition("while-away", 1)])
+            seen: list[tuple[int, int, bytes]] = []
+            deadline = time.monotonic() + 30
+            while len(seen) < 2 and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=500).values():
+                    seen.extend((r.partition, r.offset, r.value) for r in records)
+            seen.sort()
+        finally:
+            consumer.close()
+        assert seen == [(0, 0, b"again-0"), (1, 0, b"again-1")]
     finally:
         admin.close()
         zk.stop()

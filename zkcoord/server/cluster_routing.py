@@ -131,15 +131,12 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         log.info("node=%d cluster id %s", self.config.node_id, self._cluster_id)
         in_zk = await asyncio.to_thread(self._read_topics)
         for name in sorted(logs.topics):
-            if name not in in_zk and logs.is_cluster_topic(name):
-                log.warning(
-                    "node=%d local logs of topic %s are not served: the topic was learned from ZooKeeper and is no "
-                    "longer there (deleted while this node was away?); its files stay under %s until removed",
-                    self.config.node_id,
-                    name,
-                    logs.root,
-                )
-                logs.set_aside(name)
+            if (
+                name not in in_zk
+                and logs.is_cluster_topic(name)
+                and not await asyncio.to_thread(self._topic_exists, name)  # absent, not merely malformed
+            ):
+                self._set_aside(name, "deleted while this node was away?")
                 continue
             await asyncio.to_thread(self._publish_topic, name, len(logs.topics[name]))
         await self.refresh()
@@ -294,9 +291,25 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
                 except Exception:
                     log.exception("node=%d cannot create local logs for %s", self.config.node_id, name)
             self._logs.note_cluster_topic(name)
+        for name in sorted(set(self.topics) - set(topics) - set(marks) - self._acked):
+            # Gone from ZooKeeper without this node seeing its deletion mark (its session was away): its logs
+            # must not come back in a topic re-created under the name.
+            if name in self._logs.topics and not await asyncio.to_thread(self._topic_exists, name):
+                self._set_aside(name, "deleted without this node's acknowledgement")
         self.topics = {n: parts for n, parts in topics.items() if n not in marks}
         self._refreshed.set()
         self._refreshed = asyncio.Event()
+
+    def _set_aside(self, topic: str, why: str) -> None:
+        moved = self._logs.set_aside(topic)
+        log.warning(
+            "node=%d local logs of topic %s are not served: the topic was learned from ZooKeeper and is no longer "
+            "there (%s); kept as %s until an operator removes them",
+            self.config.node_id,
+            topic,
+            why,
+            ", ".join(str(p) for p in moved) or "nothing",
+        )
 
     def _configs_or_none(self, topic: str) -> dict[str, str] | None:
         """A new topic's `/config/topics/T`; one that does not parse (or asks for what this node cannot do)

@@ -52,6 +52,7 @@ LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 # removed at the next start.
 DELETED_SUFFIX = "-delete"
 CLUSTER_TOPIC_FILE = "cluster-topic"
+STALE_SUFFIX = ".stale"  # a topic's logs set aside (not served, kept for the operator)
 _BASE_OFFSET = struct.Struct(">q")
 
 
@@ -877,10 +878,20 @@ class LogManager:
     def is_cluster_topic(self, name: str) -> bool:
         return name in self._cluster_topics or (self.root / f"{name}-0" / CLUSTER_TOPIC_FILE).exists()
 
-    def set_aside(self, name: str) -> None:
-        """Stop serving a topic without touching its files (they stay for an operator to inspect or remove)."""
+    def set_aside(self, name: str) -> list[Path]:
+        """Stop serving a topic and move its partition directories out of the way, renamed
+        `<topic>-<partition>.<uuid>.stale` (never read again, never deleted: an operator inspects or removes
+        them), so a topic created later under the name starts empty; returns the new paths."""
+        moved: list[Path] = []
         for plog in self.topics.pop(name, ()):
             plog.close()
+            if plog.directory.exists():
+                target = plog.directory.with_name(f"{plog.directory.name}.{uuid.uuid4().hex}{STALE_SUFFIX}")
+                os.rename(plog.directory, target)
+                moved.append(target)
+        self._configs.pop(name, None)
+        self._cluster_topics.discard(name)
+        return moved
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         logs = self.topics.get(topic)
