@@ -11,8 +11,12 @@ Guarantees:
   offsets partition, leader = the offsets-partition leader), and the node leading a partition serves ListOffsets
   and Fetch from that partition's ZooKeeper record store (`zkcoord.server.log.OffsetsTopicLog`) once loaded;
 * a topic created through this node gets `/brokers/topics/T` (replication factor 1, round-robin over live
-  nodes) when absent; the controller then assigns leaders, and every node creates local logs for the topics it
-  learns about.
+  nodes) when absent, with its configs in `/config/topics/T` in the same transaction; the controller then assigns
+  leaders, and every node creates local logs for the topics it learns about;
+* a topic marked for deletion (`/admin/delete_topics/T`) loses this node's group offsets of its partitions, then
+  its local logs, before the node acknowledges (`/zkcoord/topic-deletions/T/<id>`), which the controller waits
+  for; a learned topic gone from ZooKeeper without that acknowledgement has its logs set aside, never served;
+* Metadata's cluster id is `/cluster/id`, created at start as Kafka does when absent.
 """
 
 from __future__ import annotations

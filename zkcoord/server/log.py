@@ -9,6 +9,10 @@ refuse to open (`CorruptLog`, naming file, byte offset and what follows) and not
 KAFKA_STORAGE_ERROR for that partition and keeps serving the others. Producer-id sequence state is rebuilt from the
 same headers so idempotent producers keep deduplicating across restarts.
 
+Each topic has a `TopicConfig` (Kafka's retention.ms, retention.bytes, segment.bytes, flush.messages, flush.ms):
+retention deletes whole old segments only, never the active one, and moves the log start offset; a deleted
+topic's directories are renamed `*-delete` before removal, and logs set aside are renamed `*.stale`, never read.
+
 Partition logs open lazily (a node with many partitions starts without touching them) and their segment files
 share one descriptor budget (`log.max.open.files`, least recently used closed first); topic creation is bounded
 by `max.partitions.per.topic` and `max.broker.partitions`.
