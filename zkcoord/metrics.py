@@ -34,6 +34,7 @@ API_NAMES: dict[int, str] = {
     16: "ListGroups",
     18: "ApiVersions",
     19: "CreateTopics",
+    20: "DeleteTopics",
     22: "InitProducerId",
     42: "DeleteGroups",
 }

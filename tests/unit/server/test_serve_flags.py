@@ -9,6 +9,7 @@ import pytest
 
 from zkcoord.cli import main
 from zkcoord.cli import serve as serve_cli
+from zkcoord.server.log import TopicConfig
 
 
 @pytest.fixture
@@ -135,3 +136,23 @@ def test_records_compaction_flags_reach_the_config_and_are_refused_where_meaning
         assert main([*base, *argv]) == 2, argv
         assert message in capsys.readouterr().err
         assert not seen
+
+
+def test_log_retention_and_flush_flags_reach_the_config(
+    tmp_path: Path, seen: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["serve", "--data-dir", str(tmp_path)]
+    assert main(base) == 0
+    defaults = seen["node"].server_config.topic_defaults
+    assert (defaults.retention_ms, defaults.retention_bytes) == (7 * 24 * 3600 * 1000, -1)
+    flags = ["--log.retention.ms", "60000", "--log.retention.bytes", "1048576", "--log.segment.bytes", "4096",
+             "--log.flush.interval.messages", "10", "--log.flush.interval.ms", "500",
+             "--log.retention.check.interval.ms", "1000", "--delete.topic.enable", "false"]  # fmt: skip
+    assert main([*base, *flags]) == 0
+    cfg = seen["node"].server_config
+    assert cfg.topic_defaults == TopicConfig(60000, 1048576, 4096, 10, 500)
+    assert (cfg.log_retention_check_interval_ms, cfg.delete_topic_enable) == (1000, False)
+    seen.clear()
+    assert main([*base, "--log.retention.ms", "-2"]) == 2
+    assert "retention.ms must be >= -1, got -2" in capsys.readouterr().err
+    assert not seen
