@@ -14,7 +14,8 @@ after it, and nothing is changed. `repair` (`zkcoord replay DIR --repair`) then 
 without the damaged ranges, keeping those bytes in side files and each original segment as `.before-repair`.
 
 The open only checks the log (CRCs, counts); the first `load` then streams it record by record, so a node
-loading its groups holds the state it builds and one segment's bytes, not every record. Compaction: see
+loading its groups holds the state it builds and one segment's bytes, not every record. A segment whose checked bytes
+still have the CRC-32 taken at the open (one pass over the file) has its frames' CRCs not checked again. Compaction: see
 `FileRecordStore`.
 
 fsync policy: "always" (fsync before `append` returns), "interval" (at most every `fsync_interval_ms`, and on
@@ -206,6 +207,7 @@ class SegmentScan:
     )  # (start, end, why); a valid frame at end
     damage_before: list[int] = field(default_factory=list)  # valid records before each damaged range
     tail: tuple[int, str] | None = None  # (start, why): bytes with no valid frame after them
+    checksum: int = 0  # CRC-32 of the bytes before `valid_end`
 
     @property
     def valid_end(self) -> int:
@@ -275,8 +277,9 @@ def scan_segment(data: bytes, keep: bool = True) -> SegmentScan:
         out.damage.append((pos, nxt, why))
         out.damage_before.append(count)
         pos = nxt
-    view.release()
     out.count = count
+    out.checksum = crc32(view[: out.valid_end])
+    view.release()
     return out
 
 
@@ -311,6 +314,37 @@ def iter_records(path: Path, data: bytes, limit: int, skip_mark: bool = True) ->
             pos = end
     finally:
         view.release()
+
+
+def iter_verified(path: Path, data: bytes, limit: int) -> Iterator[RawRecord]:
+    """`iter_records` (the store's mark left out) for bytes whose CRCs were checked by `scan_segment` and have not
+    changed since (the caller proves it: one CRC-32 of the whole range equal to the one taken at the check, 10 ms for
+    71 MB): the frame lengths are still checked, the frame CRCs not again (half the cost of a load's read: 0.25 s
+    instead of 0.51 s for 1M records)."""
+    head = _FRAME_AND_KLEN.unpack_from
+    vlen_at = _VLEN.unpack_from
+    pos = 0
+    while pos < limit:
+        if pos + _MIN_FRAME > limit:
+            raise CorruptLog(path, pos, "incomplete frame header: the file changed after the log was opened")
+        length, _, klen = head(data, pos)
+        end = pos + 8 + length
+        vstart = pos + 16 + klen
+        if length < 8 or end > limit or vstart > end:
+            raise CorruptLog(path, pos, "frame: the file changed after the log was opened")
+        (vlen,) = vlen_at(data, vstart - 4)
+        if vlen == -1 and vstart == end:
+            value = None
+        elif vstart + vlen == end:
+            value = data[vstart:end]
+        else:
+            raise CorruptLog(
+                path, pos, "frame payload does not parse: the file changed after the log was opened"
+            )
+        key = data[pos + 12 : vstart - 4]
+        if key != COMPACTED_MARK:
+            yield key, value
+        pos = end
 
 
 def scan(data: bytes) -> tuple[list[RawRecord], int, str]:
@@ -548,7 +582,8 @@ class FileRecordStore:
                 raise ConfigError(f"record log directory {self.directory} does not exist")
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
-        self._checked: list[tuple[Path, int]] | None = None  # (segment, its valid bytes) for the first load
+        # (segment, its valid bytes, their CRC-32) for the first load
+        self._checked: list[tuple[Path, int, int]] | None = None
         self._streaming = False  # the first load is reading the segments
         self._count = 0
         self._active: Path | None = None
@@ -595,7 +630,9 @@ class FileRecordStore:
                     f.truncate(start)
                     f.flush()
                     os.fsync(f.fileno())
-        self._checked = [(path, seg.valid_end) for path, seg in scanned.segments]
+        # The first load trusts the frame CRCs of a segment whose checked bytes still have this CRC-32, and checks
+        # them again otherwise.
+        self._checked = [(path, seg.valid_end, seg.checksum) for path, seg in scanned.segments]
         self._count = sum(seg.count for _, seg in scanned.segments)
         sizes = [seg.valid_end for _, seg in scanned.segments]
         if scanned.segments and _is_compacted(scanned.segments[0][1]):
@@ -666,11 +703,17 @@ class FileRecordStore:
             raise CorruptLog(torn[0], torn[1], torn[3])
         return iter(scanned.records)
 
-    def _stream(self, checked: list[tuple[Path, int]]) -> Iterator[RawRecord]:
+    def _stream(self, checked: list[tuple[Path, int, int]]) -> Iterator[RawRecord]:
         self._streaming = True  # no compaction may delete these segments before they are read
         try:
-            for path, limit in checked:
-                yield from iter_records(path, path.read_bytes(), limit)
+            for path, limit, checksum in checked:
+                data = path.read_bytes()
+                with memoryview(data) as view:
+                    same = len(data) >= limit and zlib.crc32(view[:limit]) == checksum
+                if same:
+                    yield from iter_verified(path, data, limit)  # its frames' CRCs were checked at open
+                else:
+                    yield from iter_records(path, data, limit)
         finally:
             self._streaming = False
 
