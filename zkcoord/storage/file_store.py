@@ -64,6 +64,10 @@ _SEAL_MAGIC = b"ZKSEAL01"
 _SEAL = struct.Struct(">8sQIQB")  # magic, segment size, CRC-32 of the whole segment, frames, compacted (0/1)
 _SEAL_CRC = struct.Struct(">I")  # CRC-32 of the fields before it
 FSYNC_POLICIES = ("always", "interval", "never")
+# Segments roll at 16 MiB (Kafka's offsets.topic.segment.bytes is 100 MiB): a rolled segment is sealed, so a start
+# walks the frames of at most this many bytes written since the last roll (~225k offset records, ~0.1 s), the rest
+# being checked by one CRC-32 a file.
+SEGMENT_BYTES = 16 * 1024 * 1024
 _MIN_FRAME = 16  # header (8) + key_len (4) + value_len (4)
 
 
@@ -592,7 +596,7 @@ class FileRecordStore:
         fsync: str = "always",
         *,
         fsync_interval_ms: int = 1000,
-        segment_bytes: int = 104_857_600,
+        segment_bytes: int = SEGMENT_BYTES,
         read_only: bool = False,
         compact_min_bytes: int = 4 * 1024 * 1024,
         min_cleanable_ratio: float = 0.5,
