@@ -3,7 +3,10 @@ offsets, committed over the wire), killed -9 and restarted on its data dir; time
 OffsetFetch answer with offsets, and the node's RSS before the kill and after the load.
 
 Commits are simple-consumer OffsetCommits (generation -1) sent by the raw load generator, 32 in flight. RSS is
-read from /proc/PID/statm. Run: python -m benchmarks.bench_load [--groups 10000] [--partitions 100] [--runs 3]
+read from /proc/PID/statm. Then the same live set in cluster mode (`cluster_run`: a coordinator move between two
+`serve --zk` nodes). Ends with one RESULT line (targets met or not, the load average).
+Run: python -m benchmarks.bench_load [--groups 10000] [--partitions 100] [--runs 3] [--cluster-runs 1]
+(or `bash scripts/bench.sh bench_load`, which waits for a quiet machine first)
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Soak: a standalone `zkcoord serve` under the commit and produce load of a week of a 1,000-member deployment,
 scaled in time; group-records size, data size, RSS and restart time (kill -9 -> first OffsetFetch answer) sampled
-along the way. Run: python -m benchmarks.bench_soak [--rounds 1008] [--samples 6]
+along the way. Ends with one RESULT line. Run: python -m benchmarks.bench_soak [--rounds 1008] [--samples 6]
+(or `bash scripts/bench.sh bench_soak`)
 
 Model: 100 consumer groups x 10 members (1,000 members), each group reading all 100 partitions of one topic, so
 the live set is 100 x 100 = 10,000 committed offsets (not scaled). Each member owns 10 partitions and commits
