@@ -718,8 +718,8 @@ class FileRecordStore:
     def _check_with_seals(self) -> LogScan:
         """`scan_log` for this store's own open: a segment whose seal matches it (one CRC-32 over the file, 10 ms
         for 71 MB) is not walked frame by frame (0.45 s for 1M frames); any other segment is. A seal that does not
-        match is reported and the segment walked, whatever it holds; a seal whose segment is gone is removed (it
-        describes only that file)."""
+        match is reported and the segment walked, whatever it holds; a seal whose segment is gone, or one whose write
+        a stop interrupted (`.sealed.tmp`), is removed (it describes only that file, and is never the only copy)."""
         segments: list[tuple[Path, SegmentScan]] = []
         for path in segment_files(self.directory):
             data = path.read_bytes()
@@ -737,6 +737,8 @@ class FileRecordStore:
         for seal in self.directory.glob(f"*{SUFFIX}{SEAL}"):
             if not seal.with_name(seal.name[: -len(SEAL)]).exists():
                 seal.unlink()
+        for unfinished in self.directory.glob(f"*{SUFFIX}{SEAL}.tmp"):
+            unfinished.unlink()  # a seal being written when the node stopped: never read, rewritten at the next seal
         return LogScan(self.directory, segments)
 
     def _finish_interrupted_compaction(self) -> None:

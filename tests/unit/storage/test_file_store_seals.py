@@ -116,12 +116,14 @@ def test_a_segment_damaged_under_its_seal_is_refused_as_without_one(tmp_path: Pa
     }
 
 
-def test_a_seal_whose_segment_is_gone_is_removed_and_a_reopened_segment_loses_its_seal(
+def test_a_seal_whose_segment_is_gone_or_unfinished_is_removed_and_a_reopened_segment_loses_its_seal(
     tmp_path: Path,
 ) -> None:
     written(tmp_path)
     orphan = tmp_path / f"{99999:020d}.seg.sealed"
     orphan.write_bytes(b"x")
+    unfinished = tmp_path / f"{0:020d}.seg.sealed.tmp"
+    unfinished.write_bytes(b"half a seal")
     segments = sorted(tmp_path.glob("*.seg"))
     # the last segment sealed (as `_seal` leaves it before a compaction), then the node restarts: it is the active
     # segment again, appended to, so its seal would no longer describe it
@@ -130,6 +132,7 @@ def test_a_seal_whose_segment_is_gone_is_removed_and_a_reopened_segment_loses_it
     assert fs.seal_path(segments[-1]).exists()
     with FileRecordStore(tmp_path, fsync="never", segment_bytes=200, compact_min_bytes=0) as store:
         assert not orphan.exists()
+        assert not unfinished.exists()
         assert not fs.seal_path(segments[-1]).exists()
         store.append(records(1, 500))
     with FileRecordStore(tmp_path, fsync="never", segment_bytes=200, read_only=True) as reader:
