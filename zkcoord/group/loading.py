@@ -21,8 +21,11 @@ from zkcoord.group.common import (
     sync_key,
     touch,
 )
+from zkcoord.group.consumer import arm_loaded_sessions
+from zkcoord.group.consumer_model import replay_consumer
 from zkcoord.group.model import ClassicGroup, CoordinatorState, Member, replay
 from zkcoord.group.results import Result, TimerKey, TimerKind
+from zkcoord.records.consumer_groups import ConsumerGroupKey, ConsumerMemberKey
 from zkcoord.records.offsets import GroupMetadataValue, Record
 
 
@@ -31,15 +34,20 @@ def load(st: CoordinatorState, records: Iterable[Record], now_ms: int) -> Result
     is Stable (members get fresh session deadlines), one without is Empty; offset-only groups are simple groups."""
     out = Effects(st)
     for record in records:
-        replay(st.view, record)
+        key, value = record
+        if isinstance(key, (ConsumerGroupKey, ConsumerMemberKey)):
+            replay_consumer(st.consumer_groups, key, value)  # type: ignore[arg-type]
+        else:
+            replay(st.view, record)
     for gid, value in st.view.groups.items():
         st.groups[gid] = _group_from_record(gid, value, now_ms)
     for gid in st.view.offsets:
-        if gid not in st.groups:
+        if gid not in st.groups and gid not in st.consumer_groups:
             st.groups[gid] = ClassicGroup(gid, now_ms)
     for group in st.groups.values():
         for member in group.members.values():
             touch(out, group, member, now_ms, member.session_timeout_ms)
+    out.timers.extend(arm_loaded_sessions(st, now_ms))
     out.schedule(TimerKey(TimerKind.RETENTION), now_ms + st.config.offsets_retention_check_interval_ms)
     return out.result()
 
