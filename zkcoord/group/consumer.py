@@ -419,6 +419,16 @@ def _remove_member(out: _Out, group: ConsumerGroup, member: ConsumerMember) -> N
     out.timers.append(Cancel(rebalance_key(gid, mid)))
 
 
+def tombstone_consumer_group(st: CoordinatorState, group_id: str) -> list[Record]:
+    """DeleteGroups of an empty consumer group: Kafka's group tombstones (target assignment metadata, partition
+    metadata, then the group epoch), applied through `replay_consumer`. The caller checked it has no member."""
+    out = _Out(st)
+    out.record(ConsumerGroupKey(TARGET_ASSIGNMENT_METADATA, group_id), None)
+    out.record(ConsumerGroupKey(PARTITION_METADATA, group_id), None)
+    out.record(ConsumerGroupKey(GROUP_METADATA, group_id), None)
+    return out.records
+
+
 # ---------------------------------------------------------------------------------------------------- timers
 
 

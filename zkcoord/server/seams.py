@@ -10,6 +10,12 @@ from __future__ import annotations
 from collections.abc import Awaitable
 from typing import Protocol
 
+from zkcoord.group.consumer_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from zkcoord.group.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -35,7 +41,7 @@ from zkcoord.server.messages import Coordinator, TopicMeta
 
 
 class GroupCoordinator(Protocol):
-    """The nine group APIs, one zkcoord request in, its response out (parked until the coordinator answers)."""
+    """The nine group APIs and the two of the consumer protocol, one zkcoord request in, its response out (parked until the coordinator answers)."""
 
     async def join_group(self, req: JoinGroupRequest) -> JoinGroupResponse: ...
 
@@ -59,6 +65,14 @@ class GroupCoordinator(Protocol):
     async def list_groups(self, req: ListGroupsRequest) -> ListGroupsResponse: ...
 
     async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse: ...
+
+    async def consumer_group_heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse: ...
+
+    async def consumer_group_describe(
+        self, req: ConsumerGroupDescribeRequest
+    ) -> ConsumerGroupDescribeResponse: ...
 
 
 class ClusterSide(Protocol):

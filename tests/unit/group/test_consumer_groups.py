@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from zkcoord.errors import ErrorCode as E
 from zkcoord.group import handlers as h
+from zkcoord.group import messages as gm
 from zkcoord.group.config import GroupConfig
 from zkcoord.group.consumer import (
     commit_error,
@@ -23,7 +24,7 @@ from zkcoord.group.consumer_assignors import assign
 from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatRequest as Hb
 from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatResponse
 from zkcoord.group.consumer_model import MemberState
-from zkcoord.group.model import CoordinatorState
+from zkcoord.group.model import ClassicGroup, CoordinatorState
 from zkcoord.group.results import Result, Schedule, TimerKey, TimerKind
 from zkcoord.records.offsets import Record, decode_record, encode_record
 
@@ -241,6 +242,37 @@ def test_offset_commits_are_checked_against_member_epochs() -> None:
     assert commit_error(w.st, "g", "x", 1, 9) == E.UNKNOWN_MEMBER_ID
     assert commit_error(w.st, "g", "", -1, 9) == E.UNKNOWN_MEMBER_ID  # an admin commit into a live group
     assert commit_error(w.st, "other", "", -1, 2) is None  # not a consumer group: the classic rules apply
+
+
+def test_list_describe_and_delete_know_the_group_type() -> None:
+    w = World()
+    w.hb("a", 0)
+    w.st.groups["old"] = ClassicGroup("old", 0)
+
+    def ask(req: object) -> object:
+        handler = {
+            gm.ListGroupsRequest: h.handle_list,
+            gm.DescribeGroupsRequest: h.handle_describe,
+            gm.DeleteGroupsRequest: h.handle_delete,
+        }[type(req)]
+        result = handler(w.st, req, w.now, 1)  # type: ignore[operator]
+        w.records.extend(result.records)
+        return result.responses[0][1]
+
+    listed = ask(gm.ListGroupsRequest(5))
+    assert {(g.group_id, g.group_type, g.group_state) for g in listed.groups} == {  # type: ignore[attr-defined]
+        ("g", "consumer", "Stable"),
+        ("old", "classic", "Empty"),
+    }
+    only = ask(gm.ListGroupsRequest(5, (), ("Consumer",)))
+    assert [g.group_id for g in only.groups] == ["g"]  # type: ignore[attr-defined]
+    described = ask(gm.DescribeGroupsRequest(5, ("g",)))
+    assert described.groups[0].error_code == E.GROUP_ID_NOT_FOUND  # type: ignore[attr-defined]
+    assert ask(gm.DeleteGroupsRequest(2, ("g",))).results[0].error_code == E.NON_EMPTY_GROUP  # type: ignore[attr-defined]
+    w.hb("a", -1)
+    assert ask(gm.DeleteGroupsRequest(2, ("g",))).results[0].error_code == 0  # type: ignore[attr-defined]
+    assert "g" not in w.st.consumer_groups
+    assert w.replayed().consumer_groups == {}
 
 
 @pytest.mark.parametrize("name", ["uniform", "range"])
