@@ -3,7 +3,8 @@ its own process, against one `zkcoord serve --zk` node under a paced producer: t
 leaves, one joins, one is killed with SIGKILL, the topic grows from 3 to 6 partitions (ZooKeeper-era
 `kafka-topics --alter`). Every member reports its assignment callbacks with a machine-wide monotonic clock; the
 observer replays them in time order and requires that no partition is ever held by two live members, and that every
-acknowledged record is consumed (0 lost)."""
+acknowledged record is consumed (0 lost). librdkafka's admin client describes and lists the group as a consumer
+group on the way."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import ConsumerGroupType, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from migration.compare.partitions import increase_partitions
@@ -194,6 +195,14 @@ def test_joins_leave_crash_and_partition_increase_lose_nothing_and_never_double_
         settle({"m1", "m3"}, 3, "m2 left")
         members["m4"] = Member(node, group, topic, "m4", observer)
         settle({"m1", "m3", "m4"}, 3, "m4 joined")
+        # librdkafka's admin client describes a consumer group with ConsumerGroupDescribe (69) and lists its type.
+        described = admin.describe_consumer_groups([group])[group].result(20)
+        assert described.type == ConsumerGroupType.CONSUMER and described.partition_assignor == "uniform"
+        assert sorted(m.client_id for m in described.members) == ["m1", "m3", "m4"]
+        listed = admin.list_consumer_groups().result(20).valid
+        assert [(g.group_id, g.type) for g in listed if g.group_id == group] == [
+            (group, ConsumerGroupType.CONSUMER)
+        ]
         members.pop("m3").kill9(observer)
         settle({"m1", "m4"}, 3, "m3's partitions moved after its session expired")
         client = connect(node.zk_connect)
