@@ -21,7 +21,7 @@ from zkcoord.group.common import (
     sync_key,
     touch,
 )
-from zkcoord.group.consumer import arm_loaded_sessions
+from zkcoord.group.consumer import arm_loaded_sessions, rebalance_key, session_key
 from zkcoord.group.consumer_model import replay_consumer
 from zkcoord.group.model import ClassicGroup, CoordinatorState, Member, replay
 from zkcoord.group.results import Result, TimerKey, TimerKind
@@ -101,5 +101,13 @@ def unload_groups(st: CoordinatorState, owned: Callable[[str], bool], now_ms: in
         out.cancel(sync_key(group))
         group.transition(DEAD, now_ms)
         del st.groups[gid]
+        st.view.forget(gid)
+    for gid in sorted(st.consumer_groups):  # KIP-848 groups: nothing parked, only their timers to cancel
+        if owned(gid):
+            continue
+        for mid in sorted(st.consumer_groups[gid].members):
+            out.cancel(session_key(gid, mid))
+            out.cancel(rebalance_key(gid, mid))
+        del st.consumer_groups[gid]
         st.view.forget(gid)
     return out.result()

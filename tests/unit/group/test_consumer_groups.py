@@ -275,6 +275,15 @@ def test_list_describe_and_delete_know_the_group_type() -> None:
     assert w.replayed().consumer_groups == {}
 
 
+def test_unload_forgets_consumer_groups_the_node_no_longer_coordinates() -> None:
+    w = World()
+    w.hb("a", 0)
+    w.hb("b", 0, group="kept")
+    result = h.unload_groups(w.st, lambda gid: gid == "kept", w.now)
+    assert set(w.st.consumer_groups) == {"kept"} and result.records == ()
+    assert TimerKey(TimerKind.CONSUMER_SESSION, "g", "a") in {op.key for op in result.timers}
+
+
 @pytest.mark.parametrize("name", ["uniform", "range"])
 def test_assignors_cover_every_partition_once_and_balance(name: str) -> None:
     subs = {f"m{i}": frozenset({T1, T2}) for i in range(3)}
