@@ -81,9 +81,10 @@ def _uniform(
         total = sum(partitions[t] for t in mine)
         rivals = sum(1 for o in members if subscriptions[o] & set(mine))
         quota[m] = -(-total // max(1, rivals))  # ceil
+    previous = {(t, p): m for m in members for t, ps in current.get(m, {}).items() for p in ps}
     free: list[tuple[str, int]] = []
     for t, p in wanted:
-        owner = next((m for m in members if p in current.get(m, {}).get(t, ())), None)
+        owner = previous.get((t, p))
         if owner is not None and t in subscriptions[owner] and load[owner] < quota[owner]:
             out[owner].setdefault(t, set()).add(p)
             load[owner] += 1
@@ -102,13 +103,17 @@ def _rebalance(
     out: dict[str, dict[str, set[int]]], load: dict[str, int], subscriptions: Mapping[str, frozenset[str]]
 ) -> None:
     """Move single partitions from the most to the least loaded member that can take them until no move narrows
-    the spread (bounded: each move lowers the sum of squared loads, at most total**2 moves)."""
-    members = sorted(load)
+    the spread (bounded: each move lowers the sum of squared loads, at most total**2 moves). Returns at once when
+    the loads are within one of each other, as the greedy placement leaves homogeneous subscriptions."""
     total = sum(load.values())
     for _ in range(total * total + 1):
+        order = sorted(load, key=lambda m: (load[m], m))
+        lowest = load[order[0]]
         moved = False
-        for giver in sorted(members, key=lambda m: (-load[m], m)):
-            for taker in sorted(members, key=lambda m: (load[m], m)):
+        for giver in reversed(order):
+            if load[giver] - lowest < 2:
+                break
+            for taker in order:
                 if load[giver] - load[taker] < 2:
                     break
                 movable = sorted(
