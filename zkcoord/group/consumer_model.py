@@ -34,6 +34,8 @@ from zkcoord.records.consumer_groups import (
 )
 
 TopicAssignment = dict[str, frozenset[int]]  # topic id -> partitions
+# A member known from its assignment record before its metadata record (replay of a compacted log).
+NO_METADATA = MemberMetadataValue(None, None, "", "", (), None, -1)
 
 
 class MemberState(IntEnum):
@@ -174,7 +176,12 @@ def _replay_member(group: ConsumerGroup, key: ConsumerMemberKey, value: Consumer
             group.target[mid] = from_partitions(value.partitions)
     elif key.version == CURRENT_MEMBER_ASSIGNMENT:
         if member is None:
-            return  # Kafka writes the assignment tombstone first; nothing to do for an unknown member
+            if value is None:
+                return  # Kafka writes the assignment tombstone first; nothing to do for an unknown member
+            # A compacted log keeps each key's last record where it was (Kafka) or where the key first appeared
+            # (zkcoord's ZooKeeper store): a member's assignment may come before its metadata. Order-tolerant,
+            # as Kafka's replay: the member exists from whichever of its records comes first.
+            member = group.members[mid] = ConsumerMember(mid, NO_METADATA)
         group._release(member)
         if value is None:
             member.member_epoch, member.previous_member_epoch = 0, -1
