@@ -13,6 +13,8 @@ only, so the same group always gets the same target.
 
 from __future__ import annotations
 
+import heapq
+from collections import Counter
 from collections.abc import Mapping
 
 Assignment = dict[str, dict[str, frozenset[int]]]  # member id -> topic id -> partitions
@@ -66,21 +68,19 @@ def _uniform(
     members = sorted(subscriptions)
     out: dict[str, dict[str, set[int]]] = {m: {} for m in members}
     load = dict.fromkeys(members, 0)
-    wanted = sorted(
-        (t, p)
-        for t in partitions
-        if any(t in s for s in subscriptions.values())
-        for p in range(partitions[t])
-    )
+    subscribed_topics = {t for s in subscriptions.values() for t in s if t in partitions}
+    wanted = sorted((t, p) for t in subscribed_topics for p in range(partitions[t]))
     if not members or not wanted:
         return _freeze(out)
     # Each member's fair share of what it can take: partitions of its topics over the members competing for them.
-    quota: dict[str, int] = {}
-    for m in members:
-        mine = [t for t in sorted(subscriptions[m]) if t in partitions]
+    # Computed per distinct subscription (usually one), not per member pair: a join into 1,000 members stays cheap.
+    classes = Counter(frozenset(t for t in s if t in partitions) for s in subscriptions.values())
+    share: dict[frozenset[str], int] = {}
+    for mine in classes:
         total = sum(partitions[t] for t in mine)
-        rivals = sum(1 for o in members if subscriptions[o] & set(mine))
-        quota[m] = -(-total // max(1, rivals))  # ceil
+        rivals = sum(n for other, n in classes.items() if other & mine)
+        share[mine] = -(-total // max(1, rivals))  # ceil
+    quota = {m: share[frozenset(t for t in subscriptions[m] if t in partitions)] for m in members}
     previous = {(t, p): m for m in members for t, ps in current.get(m, {}).items() for p in ps}
     free: list[tuple[str, int]] = []
     for t, p in wanted:
@@ -90,11 +90,21 @@ def _uniform(
             load[owner] += 1
         else:
             free.append((t, p))
+    # The rest to the least loaded subscriber (ties: member id), from one lazy heap per topic.
+    heaps: dict[str, list[tuple[int, str]]] = {
+        t: [(load[m], m) for m in members if t in subscriptions[m]] for t in sorted(subscribed_topics)
+    }
+    for heap in heaps.values():
+        heapq.heapify(heap)
     for t, p in free:
-        eligible = [m for m in members if t in subscriptions[m]]
-        target = min(eligible, key=lambda m: (load[m], m))
+        heap = heaps[t]
+        while heap[0][0] != load[heap[0][1]]:  # stale: that member took partitions since
+            stale = heapq.heappop(heap)
+            heapq.heappush(heap, (load[stale[1]], stale[1]))
+        _, target = heapq.heappop(heap)
         out[target].setdefault(t, set()).add(p)
         load[target] += 1
+        heapq.heappush(heap, (load[target], target))
     _rebalance(out, load, subscriptions)
     return _freeze(out)
 

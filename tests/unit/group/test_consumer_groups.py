@@ -311,6 +311,32 @@ def test_assignors_cover_every_partition_once_and_balance(name: str) -> None:
     assert counts == [2, 2, 2] if name == "uniform" else sum(counts) == 6
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    name=st.sampled_from(("uniform", "range")),
+    subs=st.dictionaries(
+        st.sampled_from([f"m{i}" for i in range(8)]),
+        st.frozensets(st.sampled_from(("x", "y", "z")), min_size=1),
+        min_size=1,
+    ),
+    counts=st.fixed_dictionaries({"x": st.integers(0, 9), "y": st.integers(0, 9), "z": st.integers(0, 9)}),
+    churn=st.sets(st.sampled_from([f"m{i}" for i in range(8)])),
+)
+def test_assignors_give_each_subscribed_partition_to_one_subscriber(
+    name: str, subs: dict[str, frozenset[str]], counts: dict[str, int], churn: set[str]
+) -> None:
+    previous = assign(name, {m: s for m, s in subs.items() if m not in churn} or subs, counts, {})
+    out = assign(name, subs, counts, previous)
+    assert out == assign(name, dict(reversed(list(subs.items()))), counts, previous)  # deterministic
+    given_to = [(t, p, m) for m, a in out.items() for t, ps in a.items() for p in ps]
+    assert all(t in subs[m] for t, _, m in given_to)
+    wanted = sorted((t, p) for t in counts if any(t in s for s in subs.values()) for p in range(counts[t]))
+    assert sorted((t, p) for t, p, _ in given_to) == wanted
+    if name == "uniform" and len(set(subs.values())) == 1:
+        loads = [sum(len(ps) for ps in out.get(m, {}).values()) for m in subs]
+        assert max(loads) - min(loads) <= 1
+
+
 def test_uniform_is_sticky() -> None:
     subs = {"a": frozenset({T1}), "b": frozenset({T1})}
     before = assign("uniform", subs, {T1: 6}, {})
