@@ -220,6 +220,7 @@ def _heartbeat(
             # A member re-joining with epoch 0 has given up everything it held (the client drops its partitions
             # before it rejoins): its current assignment starts over, releasing its partitions to the others.
             out.record(ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, group.group_id, member_id), None)
+            out.timers.append(Cancel(rebalance_key(group.group_id, member_id)))  # nothing left to revoke
     else:
         if group is None or member is None:
             return _error(

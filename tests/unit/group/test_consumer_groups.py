@@ -154,6 +154,19 @@ def test_epochs_are_fenced_as_kafka_does() -> None:
     assert w.hb("zz", 1, {}).error_code == E.UNKNOWN_MEMBER_ID
 
 
+def test_a_member_rejoining_with_epoch_zero_releases_what_it_held_at_once() -> None:
+    w = World()
+    w.hb("a", 0)
+    w.hb("b", 0)
+    w.hb("a", 1, {T1: {0, 1, 2, 3}})  # a must revoke: its rebalance timer runs
+    assert TimerKey(TimerKind.CONSUMER_REBALANCE, "g", "a") in w.timers
+    r = w.hb("a", 0)  # fenced client-side, it dropped everything and rejoins under its id
+    assert r.error_code == 0 and TimerKey(TimerKind.CONSUMER_REBALANCE, "g", "a") not in w.timers
+    b = w.hb("b", 2, {})
+    assert len(_as_sets(b.assignment).get(T1, ())) == 2  # b did not wait for a's revocation
+    assert w.replayed().consumer_groups == w.st.consumer_groups
+
+
 def test_leave_session_expiry_and_rebalance_timeout_remove_members() -> None:
     w = World()
     w.hb("a", 0)
