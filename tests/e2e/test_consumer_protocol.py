@@ -112,8 +112,14 @@ class Member:
             observer.line(self.name, text.strip())
 
     def leave(self) -> None:
+        """SIGTERM: the member closes (a leave heartbeat, revocation printed). A close that cannot reach the
+        node waits for it, so after 20 s the process is killed: a member never outlives its test."""
         self.proc.terminate()
-        self.proc.wait(20)
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
         self.reader.join(5)
 
     def kill9(self, observer: Observer) -> None:
@@ -178,6 +184,30 @@ def test_joins_leave_crash_and_partition_increase_lose_nothing_and_never_double_
     producer = PacedProducer(node.proc.bootstrap, topic).start()
     members: dict[str, Member] = {}
 
+    try:
+        _scenario(node, group, topic, admin, observer, producer, members)
+        assert producer.errors == []
+        wait_for(lambda: producer.acked <= observer.consumed, 30, "every acknowledged record consumed")
+        observer.holders()  # once more over every event, after the last
+        assert len(producer.acked) > 500
+    finally:
+        producer.stop()
+        for m in members.values():
+            m.leave()
+
+
+def _scenario(
+    node: Node,
+    group: str,
+    topic: str,
+    admin: AdminClient,
+    observer: Observer,
+    producer: PacedProducer,
+    members: dict[str, Member],
+) -> None:
+    """Joins, a leave, a join, a kill -9 and a partition increase, each waited for until the live members hold
+    every partition (each at least one); then records produced into every new partition."""
+
     def settled(names: set[str], partitions: int) -> bool:
         held = observer.holders()
         live = {m: held.get(m, set()) for m in names}
@@ -186,41 +216,31 @@ def test_joins_leave_crash_and_partition_increase_lose_nothing_and_never_double_
     def settle(names: set[str], partitions: int, what: str) -> None:
         wait_for(lambda: settled(names, partitions), 30, what)
 
+    wait_for(lambda: len(producer.acked) > 20, 20, "the producer's first acknowledgements")
+    for name in ("m1", "m2", "m3"):
+        members[name] = Member(node, group, topic, name, observer)
+        settle(set(members), 3, f"{name} joined and the group reconciled")
+    members.pop("m2").leave()
+    settle({"m1", "m3"}, 3, "m2 left")
+    members["m4"] = Member(node, group, topic, "m4", observer)
+    settle({"m1", "m3", "m4"}, 3, "m4 joined")
+    # librdkafka's admin client describes a consumer group with ConsumerGroupDescribe (69) and lists its type.
+    described = admin.describe_consumer_groups([group])[group].result(20)
+    assert described.type == ConsumerGroupType.CONSUMER and described.partition_assignor == "uniform"
+    assert sorted(m.client_id for m in described.members) == ["m1", "m3", "m4"]
+    listed = admin.list_consumer_groups().result(20).valid
+    assert [(g.group_id, g.type) for g in listed if g.group_id == group] == [
+        (group, ConsumerGroupType.CONSUMER)
+    ]
+    members.pop("m3").kill9(observer)
+    settle({"m1", "m4"}, 3, "m3's partitions moved after its session expired")
+    client = connect(node.zk_connect)
     try:
-        wait_for(lambda: len(producer.acked) > 20, 20, "the producer's first acknowledgements")
-        for name in ("m1", "m2", "m3"):
-            members[name] = Member(node, group, topic, name, observer)
-            settle(set(members), 3, f"{name} joined and the group reconciled")
-        members.pop("m2").leave()
-        settle({"m1", "m3"}, 3, "m2 left")
-        members["m4"] = Member(node, group, topic, "m4", observer)
-        settle({"m1", "m3", "m4"}, 3, "m4 joined")
-        # librdkafka's admin client describes a consumer group with ConsumerGroupDescribe (69) and lists its type.
-        described = admin.describe_consumer_groups([group])[group].result(20)
-        assert described.type == ConsumerGroupType.CONSUMER and described.partition_assignor == "uniform"
-        assert sorted(m.client_id for m in described.members) == ["m1", "m3", "m4"]
-        listed = admin.list_consumer_groups().result(20).valid
-        assert [(g.group_id, g.type) for g in listed if g.group_id == group] == [
-            (group, ConsumerGroupType.CONSUMER)
-        ]
-        members.pop("m3").kill9(observer)
-        settle({"m1", "m4"}, 3, "m3's partitions moved after its session expired")
-        client = connect(node.zk_connect)
-        try:
-            increase_partitions(client, topic, 6)
-        finally:
-            client.stop()
-            client.close()
-        producer.partitions = 6
-        settle({"m1", "m4"}, 6, "the six partitions assigned")
-        wait_for(lambda: {p for p, _ in producer.acked} >= set(range(6)), 20, "records in the new partitions")
+        increase_partitions(client, topic, 6)
     finally:
-        producer.stop()
-    try:
-        assert producer.errors == []
-        wait_for(lambda: producer.acked <= observer.consumed, 30, "every acknowledged record consumed")
-        observer.holders()  # once more over every event, after the last
-        assert len(producer.acked) > 500
-    finally:
-        for m in members.values():
-            m.leave()
+        client.stop()
+        client.close()
+    producer.partitions = 6
+    settle({"m1", "m4"}, 6, "the six partitions assigned")
+    wait_for(lambda: {p for p, _ in producer.acked} >= set(range(6)), 20, "records in the new partitions")
+    producer.stop()
