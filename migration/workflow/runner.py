@@ -8,6 +8,7 @@ old state (re-run the step: its work is idempotent) or the new state with the wo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -21,7 +22,9 @@ from migration.workflow.states import (
     POINT_OF_NO_RETURN,
     TARGET,
     GroupFacts,
+    Invocation,
     Marker,
+    MemberInfo,
     MembershipPhase,
     MigrationState,
     PlanReport,
@@ -30,6 +33,8 @@ from migration.workflow.states import (
     check_step,
     describe_members,
     finalize_blockers,
+    guide,
+    is_legacy,
     next_move,
     observe_phase,
     phase_transition,
@@ -39,7 +44,8 @@ from migration.workflow.states import (
     summarize,
     transition,
 )
-from zkcoord.bridge.membership import MemberView, read_members
+from zkcoord.bridge.membership import read_members, repair
+from zkcoord.bridge.mixed_policy import classic_marker
 from zkcoord.bridge.policy import (
     Agreement,
     PartitionDivergence,
@@ -52,7 +58,7 @@ from zkcoord.bridge.policy import (
 from zkcoord.bridge.zk_store import list_offset_bridges
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
-from zkcoord.zk import registry
+from zkcoord.zk import mixed_group, registry
 from zkcoord.zk.offset_store import (
     WriteMode,
     ZooKeeperOffsetStore,
@@ -80,9 +86,10 @@ def marker_path(group: str) -> str:
 class Membership:
     """What the group's registrations and owner znodes show right now."""
 
-    members: tuple[MemberView, ...]
+    members: tuple[MemberInfo, ...]
     owners: dict[tuple[str, int], str]
     partitions: dict[str, int]  # partition count of every topic the group owns or has offsets for
+    topics: tuple[str, ...]  # the topics the members subscribe to (from their registrations)
     phase: MembershipPhase | None  # None: no member registered
     problems: tuple[str, ...]  # why the group is not settled (empty: settled)
 
@@ -97,6 +104,16 @@ class StepOutcome:
     lines: list[str] = field(default_factory=list)
     ok: bool = True
     divergence: tuple[PartitionDivergence, ...] = ()
+
+
+def _subscription(data: bytes | None) -> list[str]:
+    """The topics of a registration's static subscription (none for a wildcard or unreadable one)."""
+    try:
+        obj = json.loads(data or b"")
+    except ValueError:
+        return []
+    sub = obj.get("subscription") if isinstance(obj, dict) and obj.get("pattern") == "static" else None
+    return [str(t) for t in sub] if isinstance(sub, dict) else []
 
 
 class Journal:
@@ -139,8 +156,10 @@ class MigrationRunner:
         broker_for: Callable[[str], Any] | None,
         state_dir: str | os.PathLike[str],
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        how: Invocation | None = None,
     ) -> None:
         self.zk = zk
+        self.how = how or Invocation()
         self.broker_for = broker_for
         self.journal = Journal(state_dir)
         self.clock_ms = clock_ms
@@ -175,8 +194,31 @@ class MigrationRunner:
 
     # ------------------------------------------------------------------------------------- membership
 
-    def membership(self, group: str) -> Membership:
-        members = tuple(read_members(self.zk, group))
+    def membership(self, group: str, coordinator_members: set[str] | None = None) -> Membership:
+        """The members ZooKeeper shows; `coordinator_members` (the member ids DescribeGroups answered, None when
+        unknown) tells a broker-protocol member that is gone from one that is there."""
+        raw_ids = mixed_group.read_ids(self.zk, group)
+        views = read_members(self.zk, group)
+        members = []
+        topics: set[str] = set()
+        for view in views:
+            data = raw_ids.get(view.consumer_id)
+            marker = classic_marker(data) or {}
+            topics.update(_subscription(data))
+            member_id = marker.get("member_id", "")
+            members.append(
+                MemberInfo(
+                    view.consumer_id,
+                    view.protocol,
+                    view.owned,
+                    client_id=marker.get("client_id", ""),
+                    member_id=member_id,
+                    registered=data is not None,
+                    gone=bool(marker)
+                    and coordinator_members is not None
+                    and member_id not in coordinator_members,
+                )
+            )
         owners = list_owners(self.zk, group)
         offsets, _ = self.zookeeper_offsets(group)
         partitions: dict[str, int] = {}
@@ -184,13 +226,47 @@ class MigrationRunner:
             assignment = registry.read_topic(self.zk, topic)
             if assignment is not None:
                 partitions[topic] = len(assignment.partitions)
+        live = [m for m in members if m.registered and not m.gone]
+        problems = settle_problems(live, owners, partitions) if live else []
+        problems += [
+            f"broker-protocol member {m.client_id or m.consumer_id} is gone from the coordinator's group but its "
+            f"znodes hold {', '.join(f'{tp[0]}-{tp[1]}' for tp in m.owned) or 'nothing'}"
+            for m in members
+            if m.gone
+        ]
         return Membership(
-            members,
+            tuple(members),
             owners,
             partitions,
-            observe_phase(members),
-            tuple(settle_problems(members, owners, partitions)),
+            tuple(sorted(topics or partitions)),
+            observe_phase(live),
+            tuple(problems),
         )
+
+    def coordinator_members(self, group: str) -> set[str] | None:
+        """The member ids the coordinator has in the group (DescribeGroups), None when it did not answer."""
+        if self.broker_for is None:
+            return None
+        try:
+            described = self.broker_for(group).describe()
+        except Exception as exc:  # informative only: members are then shown without the gone check
+            log.info("group=%s describe failed: %s", group, exc)
+            return None
+        return {str(m["member_id"]) for m in described["members"]}
+
+    def next_steps(self, group: str, state: MigrationState, seen: Membership) -> list[str]:
+        marker, _ = self.marker(group)
+        lines = guide(
+            group,
+            state,
+            seen.members,
+            seen.problems,
+            bridge_on=bool(list_offset_bridges(self.zk)),
+            recorded=None if marker is None else marker.phase,
+            topics=seen.topics,
+            how=self.how,
+        )
+        return [f"  {line}" for line in lines]
 
     def _phase_to_record(self, group: str, after: MigrationState, seen: Membership) -> MembershipPhase | None:
         recorded = self._recorded_phase.get(group)
@@ -279,7 +355,7 @@ class MigrationRunner:
         self.journal.append(group, self._entry(step, "failed", state, state, {"reason": message, **detail}))
         return StepFailed(message)
 
-    def gather(self, group: str, seen: Membership | None = None) -> GroupFacts:
+    def gather(self, group: str) -> GroupFacts:
         zk, zk_errors = self.zookeeper_offsets(group)
         broker: dict[TopicPartition, int] = {}
         broker_error: str | None = None
@@ -313,14 +389,29 @@ class MigrationRunner:
             broker_members=members,
             broker_state=broker_state,
             offset_bridges=bridges,
-            bridged_members=sum(1 for m in (seen.members if seen else ()) if m.protocol != "legacy"),
         )
 
     def plan(self, group: str) -> tuple[StepOutcome, PlanReport]:
         before, version, _ = self._begin(group, Step.PLAN)
-        seen = self.membership(group)
+        facts = self.gather(group)
+        if self.broker_for is not None and facts.broker_error is not None:
+            # A plan is what dual-commit will do, and that is unknown while the broker does not answer for the
+            # group: nothing is marked, the operator is told what to check.
+            raise self._fail(
+                group,
+                Step.PLAN,
+                before,
+                f"group {group!r}: plan: the broker did not answer for the group's offsets ({facts.broker_error}); "
+                f"nothing was marked. Check that a coordinator serves the group (`zkcoord cluster describe --zk "
+                f"{self.how.zk}` lists the nodes and the leaders of __consumer_offsets), then run again: "
+                f"$ {self.how.migrate('plan', group)}",
+                {"broker_error": facts.broker_error},
+            )
+        seen = self.membership(group, self._described_ids(facts))
         phase = self._phase_to_record(group, MigrationState.PLANNED, seen)
-        facts = self.gather(group, seen)
+        facts = dataclasses.replace(
+            facts, bridged_members=sum(1 for m in seen.members if not is_legacy(m) and not m.gone)
+        )
         report = assess(facts)
         lines = [f"group {group}: state {before.value}"]
         lines.append(
@@ -342,15 +433,25 @@ class MigrationRunner:
         )
         if report.divergence:
             counts = summarize(report.divergence)
-            lines.append("  stores: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+            if facts.offset_bridges:
+                # The broker side answers max(coordinator, ZooKeeper): equal is not agreement.
+                counts.pop(Agreement.AGREE.value, None)
+                lines.append(
+                    "  stores (broker read through the offset bridge, max of the coordinator's and ZooKeeper's): "
+                    + (
+                        ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+                        or "ZooKeeper not ahead anywhere"
+                    )
+                )
+            else:
+                lines.append("  stores: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
         lines.extend(f"  will: {c}" for c in report.changes)
         lines.extend(f"  risk: {r}" for r in report.risks)
         lines.extend(self._membership_lines(group, seen, self._recorded_phase.get(group)))
         lines.append(
-            "  member by member (the recommended path; the coordinator runs with --bridge-zk-groups matching "
-            "this group, and --bridge-zk-offsets):"
+            "  member by member (the recommended path) needs the coordinator running with --bridge-zk-groups "
+            "matching this group and --bridge-zk-offsets"
         )
-        lines.extend(f"  {line}" for line in next_move(seen.members, seen.problems, back=False).lines)
         lines.append(f"  {POINT_OF_NO_RETURN}")
         self._finish(
             group,
@@ -366,9 +467,14 @@ class MigrationRunner:
             },
             phase,
         )
+        lines.extend(self.next_steps(group, MigrationState.PLANNED, seen))
         return StepOutcome(
             group, Step.PLAN, before, MigrationState.PLANNED, before is not MigrationState.PLANNED, lines
         ), report
+
+    @staticmethod
+    def _described_ids(facts: GroupFacts) -> set[str] | None:
+        return None if facts.broker_error is not None or not facts.broker_state else set(facts.broker_members)
 
     def dual_commit(self, group: str) -> StepOutcome:
         """Seed the broker with ZooKeeper offsets it lacks (never lowering one) and enter dual-commit."""
@@ -378,7 +484,8 @@ class MigrationRunner:
             broker = self._broker_or_fail(group, Step.DUAL_COMMIT)
         except StepFailed as exc:
             raise self._fail(group, Step.DUAL_COMMIT, before, str(exc), {}) from None
-        to_seed = seed_broker(zk, broker)
+        bridges = list_offset_bridges(self.zk)
+        to_seed = seed_broker(zk, broker, bridged=bool(bridges))
         if to_seed:
             reply = self.broker_for(group).write_offsets(to_seed)  # type: ignore[misc]
             failed = [(tp, err) for tp, err in reply.errors if err is not None]
@@ -394,7 +501,8 @@ class MigrationRunner:
                     f"offsets ({first}); state stays '{before.value}', re-run dual-commit",
                     {"failed": len(failed)},
                 )
-        phase = self._phase_to_record(group, MigrationState.DUAL_COMMIT, self.membership(group))
+        seen = self.membership(group)
+        phase = self._phase_to_record(group, MigrationState.DUAL_COMMIT, seen)
         self._finish(
             group,
             Step.DUAL_COMMIT,
@@ -406,17 +514,13 @@ class MigrationRunner:
         )
         lines = [
             f"group {group}: {before.value} -> dual-commit; copied {len(to_seed)} offset(s) to the broker",
-            "  now bounce every legacy member with offsets.storage=kafka, dual.commit.enabled=true,",
-            f"  then run `zkcoord migrate verify --group {group}`",
-        ]
-        bridges = list_offset_bridges(self.zk)
-        lines.insert(
-            2,
-            f"  (the coordinator offset bridge is on, {len(bridges)} node(s): broker-protocol members keep ZooKeeper current too)"
+            f"  the coordinator offset bridge is on, {len(bridges)} node(s): broker-protocol members keep ZooKeeper "
+            "current too"
             if bridges
-            else "  (for broker-protocol members, run the coordinator with `zkcoord serve --bridge-zk-offsets` "
-            "so ZooKeeper stays current for tools and rollback)",
-        )
+            else "  no coordinator offset bridge is registered: for broker-protocol members, run the coordinator "
+            "with `zkcoord serve --bridge-zk-offsets` so ZooKeeper stays current for tools and rollback",
+            *self.next_steps(group, MigrationState.DUAL_COMMIT, seen),
+        ]
         return StepOutcome(
             group,
             Step.DUAL_COMMIT,
@@ -458,15 +562,30 @@ class MigrationRunner:
                     "  note: a coordinator offset bridge is on; 'broker ahead' there means commits it has not "
                     "mirrored yet (ZooKeeper unreachable from serve? see its 'zk offset bridge' log lines)"
                 )
-            lines.append(f"  state: {after.value} (fix the cause, let members commit, then verify again)")
+            lines.append(
+                f"  state: {after.value} (fix the cause, let members commit, then verify again: "
+                f"$ {self.how.migrate('verify', group)} --max-lag {max_lag})"
+            )
             self.journal.append(
                 group,
-                self._entry(Step.VERIFY, "failed", before, after, {"disagreements": len(bad), **counts}),
+                self._entry(
+                    Step.VERIFY,
+                    "failed",
+                    before,
+                    after,
+                    {
+                        "reason": f"{len(bad)} partition(s) disagree beyond --max-lag {max_lag}; first: "
+                        + explain(bad[0]),
+                        "disagreements": len(bad),
+                        **counts,
+                    },
+                ),
             )
             return StepOutcome(
                 group, Step.VERIFY, before, after, before is not after, lines, ok=False, divergence=bad
             )
-        phase = self._phase_to_record(group, MigrationState.VERIFIED, self.membership(group))
+        seen = self.membership(group)
+        phase = self._phase_to_record(group, MigrationState.VERIFIED, seen)
         self._finish(
             group,
             Step.VERIFY,
@@ -479,8 +598,13 @@ class MigrationRunner:
         lines = [
             f"group {group}: verified — {len(report)} partition(s), all within --max-lag {max_lag} "
             f"({counts['agree']} identical)",
-            f"  next: `zkcoord migrate finalize --group {group}`, then dual.commit.enabled=false and a rolling bounce",
         ]
+        if list_offset_bridges(self.zk):
+            lines.append(
+                "  (through the offset bridge the broker side reads max(coordinator, ZooKeeper): this shows that no "
+                "ZooKeeper offset is ahead of it)"
+            )
+        lines.extend(self.next_steps(group, MigrationState.VERIFIED, seen))
         return StepOutcome(
             group, Step.VERIFY, before, MigrationState.VERIFIED, before is not MigrationState.VERIFIED, lines
         )
@@ -488,11 +612,8 @@ class MigrationRunner:
     def finalize(self, group: str, max_lag: int = 0) -> StepOutcome:
         before, version, _ = self._begin(group, Step.FINALIZE)
         if before is MigrationState.FINALIZED:
-            self.journal.append(group, self._entry(Step.FINALIZE, "done", before, before, {"rerun": True}))
-            return StepOutcome(
-                group, Step.FINALIZE, before, before, False, [f"group {group}: already finalized"]
-            )
-        seen = self.membership(group)
+            return self._clean_up(group, before)
+        seen = self.membership(group, self.coordinator_members(group))
         blockers = finalize_blockers(seen.members)
         recorded = self._recorded_phase.get(group)
         if blockers and (
@@ -525,9 +646,45 @@ class MigrationRunner:
         )
         lines = [
             f"group {group}: finalized; {len(report)} partition(s) recorded in the journal",
-            "  now set dual.commit.enabled=false on every member and bounce them; rollback stays possible",
+            *self.next_steps(group, MigrationState.FINALIZED, seen),
         ]
         return StepOutcome(group, Step.FINALIZE, before, MigrationState.FINALIZED, True, lines)
+
+    def _clean_up(self, group: str, state: MigrationState) -> StepOutcome:
+        """`finalize` again on a finalized group: once no coordinator offset bridge is registered (the coordinators
+        run without the bridge flags: past the point of no return) and no ZooKeeper member is left, the ids and
+        owner znodes the bridge wrote for broker-protocol members and the group's fence are garbage: nothing
+        maintains them and no ZooKeeper member waits on them. They are deleted (what `migrate repair --force`
+        does); ZooKeeper offsets stay (a barrier rollback raises them to the broker's first)."""
+        seen = self.membership(group, self.coordinator_members(group))
+        bridges = list_offset_bridges(self.zk)
+        legacy = finalize_blockers(seen.members)
+        leftovers = [m for m in seen.members if not is_legacy(m)]
+        lines = [f"group {group}: already finalized"]
+        deleted: list[str] = []
+        if leftovers and not bridges and not legacy:
+            deleted = repair(self.zk, group)
+            lines.append(
+                f"  cleaned up the coordinator bridge's znodes of {len(leftovers)} broker-protocol member(s): "
+                f"deleted {len(deleted)} znode(s) (ids, owners, the fence /zkcoord/mixed-groups/{group})"
+            )
+            lines.append(
+                f"  ZooKeeper offsets under /consumers/{group}/offsets keep their last mirrored values (not updated "
+                "any more; `migrate rollback` raises them to the broker's before anyone reads them)"
+            )
+            seen = self.membership(group, self.coordinator_members(group))
+        elif leftovers and bridges:
+            lines.append(
+                f"  not cleaned up: {len(bridges)} coordinator offset bridge(s) still registered "
+                f"({', '.join(str(b.get('name')) for b in bridges)})"
+            )
+        elif leftovers and legacy:
+            lines.append(f"  not cleaned up: ZooKeeper member(s) registered: {', '.join(legacy)}")
+        self.journal.append(
+            group, self._entry(Step.FINALIZE, "done", state, state, {"rerun": True, "cleaned_up": deleted})
+        )
+        lines.extend(self.next_steps(group, state, seen))
+        return StepOutcome(group, Step.FINALIZE, state, state, bool(deleted), lines)
 
     def rollback(self, group: str) -> StepOutcome:
         """ZooKeeper := max(zk, broker) partition by partition, never lowering a ZooKeeper offset."""
@@ -557,8 +714,10 @@ class MigrationRunner:
                 f"(first {topic}-{partition}: {first}); state stays '{before.value}', re-run rollback",
                 {"failed": len(report.errors)},
             )
-        seen = self.membership(group)
-        walk = next_move(seen.members, seen.problems, back=True)
+        seen = self.membership(group, self.coordinator_members(group))
+        walk = next_move(
+            seen.members, seen.problems, back=True, group=group, topics=seen.topics, how=self.how
+        )
         self._finish(
             group,
             Step.ROLLBACK,
@@ -576,8 +735,9 @@ class MigrationRunner:
         lines = [
             f"group {group}: {before.value} -> rolled-back; raised {len(report.written)} ZooKeeper offset(s) to the "
             f"broker's, {len(report.kept_higher)} were already higher (none lowered)",
-            "  now set offsets.storage=zookeeper on every ZooKeeper member and bounce them",
-            *(f"  {line}" for line in walk.lines),
+            "  ZooKeeper members that committed to the broker: restart them with offsets.storage=zookeeper "
+            "(`zkcoord legacy consume ... --property offsets.storage=zookeeper`)",
+            *self.next_steps(group, MigrationState.ROLLED_BACK, seen),
         ]
         return StepOutcome(
             group,
@@ -594,26 +754,28 @@ class MigrationRunner:
             lines = [f"group {group}: no migration marker (state none)"]
         else:
             lines = [
-                f"group {group}: state {marker.state.value} (step {marker.step.value}, znode version {version}, updated_ms {marker.updated_ms})"
+                f"group {group}: state {marker.state.value} (step {marker.step.value} at "
+                f"{_utc(marker.updated_ms)}, marker znode version {version})"
             ]
-        seen = self.membership(group)
+        seen = self.membership(group, self.coordinator_members(group))
         recorded = None if marker is None else marker.phase
         lines.extend(self._membership_lines(group, seen, recorded))
         state = MigrationState.NONE if marker is None else marker.state
-        if (
-            state is MigrationState.FINALIZED
-            and recorded is MembershipPhase.BROKER_ONLY
-            and finalize_blockers(seen.members)
-        ):
+        lines.extend(self.next_steps(group, state, seen))
+        entries = self.journal.entries(group)[-tail:]
+        if entries:
+            lines.append(f"  journal ({self.journal.path(group)}, last {len(entries)}):")
+        for entry in entries:
+            reason = (entry.get("detail") or {}).get("reason")
             lines.append(
-                f"  WARNING: ZooKeeper member(s) {', '.join(finalize_blockers(seen.members))} joined a group "
-                "finalized to the broker protocol: stop them, or `migrate rollback` and walk back"
-            )
-        walk = next_move(seen.members, seen.problems, back=state is MigrationState.ROLLED_BACK)
-        if seen.members:
-            lines.extend(f"  {line}" for line in walk.lines)
-        for entry in self.journal.entries(group)[-tail:]:
-            lines.append(
-                f"  {entry.get('ts_ms')} {entry.get('step')} {entry.get('event')} {entry.get('from')} -> {entry.get('to')}"
+                f"    {_utc(entry.get('ts_ms'))} {entry.get('step')} {entry.get('event')} "
+                f"{entry.get('from')} -> {entry.get('to')}" + (f": {reason}" if reason else "")
             )
         return lines
+
+
+def _utc(ms: object) -> str:
+    """Epoch milliseconds as an ISO UTC time a person reads (the raw value when it is not a number)."""
+    if not isinstance(ms, int):
+        return str(ms)
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))

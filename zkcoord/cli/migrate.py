@@ -23,6 +23,7 @@ from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError, ZkcoordError
 
 STEPS = ("plan", "dual-commit", "verify", "finalize", "rollback", "status")
+DEFAULT_STATE_DIR = ".zkcoord-migrate"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,7 +69,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             step, help=_STEP_HELP[step], description=_STEP_HELP[step], epilog=step_examples(step)
         )
         common(p)
-        p.add_argument("--state-dir", default=".zkcoord-migrate", help="directory where journals are written")
+        p.add_argument(
+            "--state-dir",
+            default=DEFAULT_STATE_DIR,
+            metavar="DIR",
+            help=f"directory where journals are written (default: {DEFAULT_STATE_DIR})",
+        )
         if step in ("verify", "finalize"):
             p.add_argument(
                 "--max-lag",
@@ -309,6 +315,31 @@ def _broker_factory(args: argparse.Namespace) -> tuple[Callable[[str], Any] | No
     return for_group, close
 
 
+def invocation(args: argparse.Namespace) -> Any:
+    """The connection flags of this run, so that the commands the workflow advises work as printed."""
+    import os
+
+    from migration.workflow.states import Invocation
+    from zkcoord.cli.zkargs import zk_flags
+
+    zk_security = list(zk_flags(args).argv())
+    if "--zk-digest" in zk_security:  # a secret is never printed: the operator types it again
+        zk_security[zk_security.index("--zk-digest") + 1] = "USER:PASSWORD"
+    broker = (
+        ("--command-config", os.path.abspath(args.command_config))
+        if getattr(args, "command_config", None)
+        else ()
+    )
+    state_dir = getattr(args, "state_dir", None)
+    return Invocation(
+        zk=args.zk,
+        bootstrap=getattr(args, "bootstrap", None),
+        zk_flags=tuple(zk_security),
+        broker_flags=broker,
+        state_dir=None if state_dir in (None, DEFAULT_STATE_DIR) else state_dir,
+    )
+
+
 def _run_step(args: argparse.Namespace) -> int:
     from migration.workflow import MigrationRunner
 
@@ -317,7 +348,7 @@ def _run_step(args: argparse.Namespace) -> int:
     with _zookeeper(args) as zk:
         broker_for, close = _broker_factory(args)
         try:
-            runner = MigrationRunner(zk, broker_for, args.state_dir)
+            runner = MigrationRunner(zk, broker_for, args.state_dir, how=invocation(args))
             for group in groups:
                 try:
                     lines, rc = _one_step(runner, args, group)
