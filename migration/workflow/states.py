@@ -489,9 +489,10 @@ class Invocation:
 
     def broker_member(self, group: str, topic: str, client_id: str) -> str:
         # auto.offset.reset=earliest: a partition nobody committed yet is read from its start, never skipped.
+        # -u: unbuffered output, so a pipe sees each record as it is consumed.
         return shlex.join(
             ["kcat", "-b", self.bootstrap or "HOST:PORT", "-G", group, "-X", f"client.id={client_id}",
-             "-X", "auto.offset.reset=earliest", topic]
+             "-X", "auto.offset.reset=earliest", "-u", topic]
         )  # fmt: skip
 
 
@@ -596,13 +597,26 @@ def guide(
     if state is S.ROLLED_BACK:
         walk = next_move(members, problems, back=True, group=group, topics=topics, how=how)
         if not walk.done:
-            return ["next:", *walk.lines]
+            return ["next:", *(f"  {line}" for line in walk.lines)]
         return ["next: done, every member is a ZooKeeper member again; to start over:", f"  {run('plan')}"]
     if state is S.PLANNED:
         return [f"next: {run('dual-commit')}"]
     if state in (S.DUAL_COMMIT, S.VERIFIED) and legacy and (walking or bridge_on):
         walk = next_move(members, problems, back=False, group=group, topics=topics, how=how)
-        return ["next (member by member, the recommended path):", *walk.lines]
+        return ["next (member by member, the recommended path):", *(f"  {line}" for line in walk.lines)]
+    if (
+        (state in (S.DUAL_COMMIT, S.VERIFIED) or (state is S.FINALIZED and bridge_on))
+        and broker
+        and not legacy
+        and problems
+    ):
+        # Every member moved, but a partition is not held yet (a member still joining): wait before verifying,
+        # finalizing or switching the bridge off.
+        return [
+            "next: wait, the group is not settled:",
+            *(f"    {p}" for p in problems),
+            f"  re-run once every partition has exactly one registered owner: {run('status')}",
+        ]
     if state is S.DUAL_COMMIT:
         if legacy:  # no coordinator bridge: the documented offsets-only migration
             return [

@@ -5,7 +5,8 @@ divergence report. Exit status: 0 done, 1 verify found disagreements, 2 a step w
 For broker-protocol members, the coordinator keeps ZooKeeper current itself when it runs with
 `zkcoord serve --bridge-zk-offsets` (docs/migration.md §9); `plan` and `verify` report whether one is running.
 With `serve --bridge-zk-groups`, members move one at a time: `plan`/`status` name the next one, `rollback`
-walks them back (docs/migration.md, "Member-by-member migration: the workflow").
+walks them back (docs/migration.md, "Member-by-member migration: the workflow"). Every step ends with a `next`
+block whose `$ ` lines are commands that work as printed.
 """
 
 from __future__ import annotations
@@ -239,7 +240,8 @@ _STEP_HELP = {
     "(broker-protocol members: run the coordinator with `serve --bridge-zk-offsets`)",
     "verify": "compare both stores within --max-lag and list every disagreement with its cause",
     "finalize": "re-verify and record the final state (then turn dual commit off); refused while ZooKeeper "
-    "members remain in a group migrating member by member",
+    "members remain in a group migrating member by member. Run again once the coordinators run without the "
+    "bridge flags (the point of no return), it removes the znodes the bridge left",
     "rollback": "ZooKeeper := max(zk, broker) per partition, then back to ZooKeeper storage; names the next "
     "broker-protocol member to restart as a ZooKeeper member, one per run, once the group has settled",
     "status": "the group's marker state and membership phase, members by protocol, the next member move, "
