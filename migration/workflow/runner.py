@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,7 @@ class StepOutcome:
     lines: list[str] = field(default_factory=list)
     ok: bool = True
     divergence: tuple[PartitionDivergence, ...] = ()
+    view: dict[str, Any] = field(default_factory=dict)  # the --json document of this group (json_schema.py)
 
 
 def _subscription(data: bytes | None) -> list[str]:
@@ -255,8 +256,11 @@ class MigrationRunner:
         return {str(m["member_id"]) for m in described["members"]}
 
     def next_steps(self, group: str, state: MigrationState, seen: Membership) -> list[str]:
+        return [f"  {line}" for line in self._guide(group, state, seen)]
+
+    def _guide(self, group: str, state: MigrationState, seen: Membership) -> list[str]:
         marker, _ = self.marker(group)
-        lines = guide(
+        return guide(
             group,
             state,
             seen.members,
@@ -266,7 +270,33 @@ class MigrationRunner:
             topics=seen.topics,
             how=self.how,
         )
-        return [f"  {line}" for line in lines]
+
+    def view(self, group: str, state: MigrationState, seen: Membership) -> dict[str, Any]:
+        """The part of every --json document that describes the group: state, members, next steps."""
+        marker, _ = self.marker(group)
+        return {
+            "group": group,
+            "state": state.value,
+            "membership": {
+                "phase": None if seen.phase is None else seen.phase.value,
+                "recorded": None if marker is None or marker.phase is None else marker.phase.value,
+                "members": [
+                    {
+                        "consumer_id": m.consumer_id,
+                        "client_id": m.client_id or None,
+                        "protocol": m.protocol,
+                        "owns": [f"{tp[0]}-{tp[1]}" for tp in m.owned],
+                        "gone": not m.registered or m.gone,
+                    }
+                    for m in seen.members
+                ],
+                "not_settled": list(seen.problems),
+            },
+            "next": [
+                {"text": line.strip(), "command": line.split("$ ", 1)[1] if "$ " in line else None}
+                for line in self._guide(group, state, seen)
+            ],
+        }
 
     def _phase_to_record(self, group: str, after: MigrationState, seen: Membership) -> MembershipPhase | None:
         recorded = self._recorded_phase.get(group)
@@ -468,9 +498,31 @@ class MigrationRunner:
             phase,
         )
         lines.extend(self.next_steps(group, MigrationState.PLANNED, seen))
-        return StepOutcome(
-            group, Step.PLAN, before, MigrationState.PLANNED, before is not MigrationState.PLANNED, lines
-        ), report
+        view = self.view(group, MigrationState.PLANNED, seen)
+        view["plan"] = {
+            "offsets": {
+                "zookeeper": len(facts.zookeeper),
+                "broker": len(facts.broker),
+                "to_seed": len(report.to_seed),
+            },
+            # through an offset bridge the broker side is max(coordinator, ZooKeeper): "bridged"
+            "broker_offsets": "bridged" if facts.offset_bridges else "coordinator",
+            "broker_members": list(facts.broker_members),
+            "broker_state": facts.broker_state or None,
+            "offset_bridges": list(facts.offset_bridges),
+            "changes": list(report.changes),
+            "risks": list(report.risks),
+        }
+        outcome = StepOutcome(
+            group,
+            Step.PLAN,
+            before,
+            MigrationState.PLANNED,
+            before is not MigrationState.PLANNED,
+            lines,
+            view=view,
+        )
+        return outcome, report
 
     @staticmethod
     def _described_ids(facts: GroupFacts) -> set[str] | None:
@@ -587,8 +639,18 @@ class MigrationRunner:
                     },
                 ),
             )
+            view = self.view(group, after, self.membership(group))
+            view["verify"] = _verify_view(False, max_lag, report, bad)
             return StepOutcome(
-                group, Step.VERIFY, before, after, before is not after, lines, ok=False, divergence=bad
+                group,
+                Step.VERIFY,
+                before,
+                after,
+                before is not after,
+                lines,
+                ok=False,
+                divergence=bad,
+                view=view,
             )
         seen = self.membership(group)
         phase = self._phase_to_record(group, MigrationState.VERIFIED, seen)
@@ -611,8 +673,16 @@ class MigrationRunner:
                 "ZooKeeper offset is ahead of it)"
             )
         lines.extend(self.next_steps(group, MigrationState.VERIFIED, seen))
+        view = self.view(group, MigrationState.VERIFIED, seen)
+        view["verify"] = _verify_view(True, max_lag, report, ())
         return StepOutcome(
-            group, Step.VERIFY, before, MigrationState.VERIFIED, before is not MigrationState.VERIFIED, lines
+            group,
+            Step.VERIFY,
+            before,
+            MigrationState.VERIFIED,
+            before is not MigrationState.VERIFIED,
+            lines,
+            view=view,
         )
 
     def finalize(self, group: str, max_lag: int = 0) -> StepOutcome:
@@ -755,6 +825,10 @@ class MigrationRunner:
         )
 
     def status(self, group: str, tail: int = 5) -> list[str]:
+        return self.status_view(group, tail)[0]
+
+    def status_view(self, group: str, tail: int = 5) -> tuple[list[str], dict[str, Any]]:
+        """The status lines and the --json document (read-only: nothing is written)."""
         marker, version = self.marker(group)
         if marker is None:
             lines = [f"group {group}: no migration marker (state none)"]
@@ -771,13 +845,54 @@ class MigrationRunner:
         entries = self.journal.entries(group)[-tail:]
         if entries:
             lines.append(f"  journal ({self.journal.path(group)}, last {len(entries)}):")
+        journal = []
         for entry in entries:
             reason = (entry.get("detail") or {}).get("reason")
             lines.append(
                 f"    {_utc(entry.get('ts_ms'))} {entry.get('step')} {entry.get('event')} "
                 f"{entry.get('from')} -> {entry.get('to')}" + (f": {reason}" if reason else "")
             )
-        return lines
+            journal.append(
+                {
+                    "time": _utc(entry.get("ts_ms")),
+                    "step": entry.get("step"),
+                    "event": entry.get("event"),
+                    "from": entry.get("from"),
+                    "to": entry.get("to"),
+                    "reason": reason,
+                }
+            )
+        view = self.view(group, state, seen)
+        view["status"] = {
+            "marker": None
+            if marker is None
+            else {"step": marker.step.value, "updated": _utc(marker.updated_ms), "version": version},
+            "journal": journal,
+        }
+        return lines, view
+
+
+def _verify_view(
+    ok: bool, max_lag: int, report: Sequence[PartitionDivergence], bad: Sequence[PartitionDivergence]
+) -> dict[str, Any]:
+    return {
+        "ok": ok,
+        "max_lag": max_lag,
+        "partitions": len(report),
+        "counts": summarize(report),
+        "disagreements": [
+            {
+                "topic": r.tp.topic,
+                "partition": r.tp.partition,
+                "zookeeper": r.zookeeper,
+                "broker": r.broker,
+                "agreement": r.agreement.value,
+                "lag": r.lag,
+                "cause": explain(r),
+            }
+            for r in bad
+        ],
+    }
 
 
 def _utc(ms: object) -> str:

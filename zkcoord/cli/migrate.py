@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from zkcoord.errors import ConfigError, ZkcoordError
 
 STEPS = ("plan", "dual-commit", "verify", "finalize", "rollback", "status")
 DEFAULT_STATE_DIR = ".zkcoord-migrate"
+JSON_STEPS = ("plan", "verify", "status")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -76,6 +78,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             metavar="DIR",
             help=f"directory where journals are written (default: {DEFAULT_STATE_DIR})",
         )
+        if step in JSON_STEPS:
+            p.add_argument(
+                "--json",
+                action="store_true",
+                help="one JSON document on stdout instead of text (schema: migration/workflow/json_schema.py, "
+                "docs/migration.md 'Machine-readable output'; exit status unchanged)",
+            )
         if step in ("verify", "finalize"):
             p.add_argument(
                 "--max-lag",
@@ -351,33 +360,41 @@ def _run_step(args: argparse.Namespace) -> int:
         broker_for, close = _broker_factory(args)
         try:
             runner = MigrationRunner(zk, broker_for, args.state_dir, how=invocation(args))
+            views = []
             for group in groups:
                 try:
-                    lines, rc = _one_step(runner, args, group)
+                    lines, rc, view = _one_step(runner, args, group)
                 except ZkcoordError as exc:
-                    lines, rc = [f"group {group}: error: {exc}"], 2
-                print("\n".join(lines), file=sys.stdout if rc == 0 else sys.stderr)
+                    lines, rc, view = [f"group {group}: error: {exc}"], 2, {"group": group, "error": str(exc)}
+                views.append({**view, "exit": rc})
+                if not getattr(args, "json", False):
+                    print("\n".join(lines), file=sys.stdout if rc == 0 else sys.stderr)
                 worst = max(worst, rc)
         finally:
             close()
+    if getattr(args, "json", False):
+        from migration.workflow.json_schema import VERSION
+
+        print(json.dumps({"version": VERSION, "step": args.step, "groups": views}, indent=2, sort_keys=True))
     return worst
 
 
-def _one_step(runner: Any, args: argparse.Namespace, group: str) -> tuple[list[str], int]:
+def _one_step(runner: Any, args: argparse.Namespace, group: str) -> tuple[list[str], int, dict[str, Any]]:
     step = args.step
     if step == "plan":
         outcome, _ = runner.plan(group)
-        return outcome.lines, 0
+        return outcome.lines, 0, outcome.view
     if step == "dual-commit":
-        return runner.dual_commit(group).lines, 0
+        return runner.dual_commit(group).lines, 0, {"group": group}
     if step == "verify":
         outcome = runner.verify(group, args.max_lag)
-        return outcome.lines, 0 if outcome.ok else 1
+        return outcome.lines, 0 if outcome.ok else 1, outcome.view
     if step == "finalize":
-        return runner.finalize(group, args.max_lag).lines, 0
+        return runner.finalize(group, args.max_lag).lines, 0, {"group": group}
     if step == "rollback":
-        return runner.rollback(group).lines, 0
-    return runner.status(group), 0
+        return runner.rollback(group).lines, 0, {"group": group}
+    lines, view = runner.status_view(group)
+    return lines, 0, view
 
 
 def _run_repair(args: argparse.Namespace) -> int:
