@@ -22,6 +22,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "compare",
         help="compare the legacy and broker group protocols: simulate, report, run",
         description="Side-by-side comparison of the ZooKeeper (legacy) and broker (classic) group protocols.",
+        epilog=examples(
+            "zkcoord compare validate demo                         # what the built-in scenario does",
+            "zkcoord compare run demo --runs 3 --out traces        # play it against local ZooKeeper and a node",
+            "zkcoord compare report traces/ --out report           # the Spark report from the traces",
+        ),
     )
     csub = parser.add_subparsers(dest="compare_command", metavar="SUBCOMMAND", required=True)
     from migration.compare.scenario import BUILTIN  # the names only: the application's package data

@@ -42,7 +42,13 @@ class OffsetsFileError(ZkcoordError):
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
-        "legacy", help="ZooKeeper-era consumer groups: list, describe, export, import, delete"
+        "legacy",
+        help="ZooKeeper-era consumer groups: list, describe, export, import, delete, consume",
+        epilog=examples(
+            "zkcoord legacy list --zk 127.0.0.1:2181",
+            "zkcoord legacy describe --zk 127.0.0.1:2181 --group orders --bootstrap 127.0.0.1:9092",
+            "zkcoord legacy consume --zk 127.0.0.1:2181 --group orders --topic t   # says its consumer id",
+        ),
     )
     legacy_sub = parser.add_subparsers(dest="legacy_command", metavar="SUBCOMMAND", required=True)
 
@@ -116,9 +122,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--output", default="-", metavar="FILE", help="file, or - for stdout")
     p.add_argument(
         "--format",
-        choices=("kafka", "jsonl"),
-        default="kafka",
-        help="kafka: ExportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: a JSON object per line",
+        type=_format_name,
+        choices=("zk", "jsonl"),
+        default="zk",
+        help="zk: ExportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: a JSON object per line "
+        "(the names `migrate export` uses too)",
     )
 
     p = add(
@@ -131,9 +139,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--input", required=True, metavar="FILE", help="file, or - for stdin")
     p.add_argument(
         "--format",
-        choices=("kafka", "jsonl"),
-        default="kafka",
-        help="kafka: ImportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: a JSON object per line",
+        type=_format_name,
+        choices=("zk", "jsonl"),
+        default="zk",
+        help="zk: ImportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: a JSON object per line "
+        "(the names `migrate import` uses too)",
     )
 
     p = add(
@@ -151,6 +161,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
 
     legacy_consume.register(legacy_sub)
+
+
+def _format_name(value: str) -> str:
+    """One name per offsets file format across commands: `zk`; `kafka`, this command's earlier name for the same
+    ExportZkOffsets lines, is still accepted so existing scripts keep working."""
+    return "zk" if value == "kafka" else value
 
 
 @contextlib.contextmanager
@@ -343,7 +359,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 # --- export and import (migration.offsets_io, in the dialect of Kafka's ExportZkOffsets/ImportZkOffsets) ---------
 
-_FORMATS = {"kafka": "zk", "jsonl": "jsonl"}  # this tool's format names -> offsets_io's
+_FORMATS = {"zk": "zk", "jsonl": "jsonl"}  # the same names as migrate export/import and offsets_io
 
 
 def cmd_export(args: argparse.Namespace) -> int:
