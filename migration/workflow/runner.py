@@ -390,6 +390,7 @@ class MigrationRunner:
         broker: dict[TopicPartition, int] = {}
         broker_error: str | None = None
         members: tuple[str, ...] = ()
+        clients: tuple[str, ...] = ()
         broker_state = ""
         if self.broker_for is None:
             broker_error = "no --bootstrap given"
@@ -403,6 +404,7 @@ class MigrationRunner:
                 try:
                     described = store.describe()
                     members = tuple(m["member_id"] for m in described["members"])
+                    clients = tuple(str(m.get("client_id") or "") for m in described["members"])
                     broker_state = described["state"]
                 except Exception as exc:  # DescribeGroups is informative only
                     log.info("group=%s describe failed: %s", group, exc)
@@ -417,6 +419,7 @@ class MigrationRunner:
             broker=broker,
             broker_error=broker_error,
             broker_members=members,
+            broker_clients=clients,
             broker_state=broker_state,
             offset_bridges=bridges,
         )
@@ -452,7 +455,15 @@ class MigrationRunner:
             + (
                 f"unknown ({facts.broker_error})"
                 if facts.broker_error
-                else (", ".join(facts.broker_members) or "none")
+                else (
+                    ", ".join(
+                        f"{c} ({m})" if c else m
+                        for m, c in zip(
+                            facts.broker_members, facts.broker_clients or facts.broker_members, strict=False
+                        )
+                    )
+                    or "none"
+                )
                 + (f" [{facts.broker_state}]" if facts.broker_state else "")
             )
         )

@@ -245,7 +245,8 @@ class GroupFacts:
     zookeeper_errors: tuple[str, ...] = ()
     broker: Mapping[TopicPartition, int] = field(default_factory=dict)
     broker_error: str | None = None
-    broker_members: tuple[str, ...] = ()
+    broker_members: tuple[str, ...] = ()  # member ids (DescribeGroups)
+    broker_clients: tuple[str, ...] = ()  # their client ids, in the same order: how a person knows them
     broker_state: str = ""
     offset_bridges: tuple[str, ...] = ()  # running `zkcoord serve --bridge-zk-offsets` registrations
     bridged_members: int = 0  # broker-protocol members registered in ZooKeeper by `serve --bridge-zk-groups`
