@@ -459,7 +459,9 @@ class MigrationRunner:
                     ", ".join(
                         f"{c} ({m})" if c else m
                         for m, c in zip(
-                            facts.broker_members, facts.broker_clients or facts.broker_members, strict=False
+                            facts.broker_members,
+                            facts.broker_clients or ("",) * len(facts.broker_members),
+                            strict=True,
                         )
                     )
                     or "none"
