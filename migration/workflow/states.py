@@ -490,10 +490,12 @@ class Invocation:
 
     def broker_member(self, group: str, topic: str, client_id: str) -> str:
         # auto.offset.reset=earliest: a partition nobody committed yet is read from its start, never skipped.
+        # session.timeout.ms=10000 (Kafka's default before 3.0; librdkafka's is 45 s): a member that died (kcat
+        # exits when every broker is down, e.g. a single coordinator restarting) is replaced within 10 s.
         # -u: unbuffered output, so a pipe sees each record as it is consumed.
         return shlex.join(
             ["kcat", "-b", self.bootstrap or "HOST:PORT", "-G", group, "-X", f"client.id={client_id}",
-             "-X", "auto.offset.reset=earliest", "-u", topic]
+             "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=10000", "-u", topic]
         )  # fmt: skip
 
 

@@ -8,6 +8,8 @@ bridge's znodes gone after the clean-up, and `status` showing a stopped broker-p
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shlex
@@ -22,6 +24,7 @@ from typing import Any
 import pytest
 from kafka import KafkaProducer
 
+from zkcoord.cli import main
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
 from zkcoord.zk import registry
@@ -79,8 +82,13 @@ def zkcoord(argv: list[str]) -> list[str]:
 
 
 def run(argv: list[str]) -> tuple[int, str]:
-    done = subprocess.run(zkcoord(argv), capture_output=True, text=True, timeout=120)
-    return done.returncode, done.stdout + done.stderr
+    """A printed `zkcoord ...` command, run in this process (the same entry point as the installed `zkcoord`,
+    without a second's interpreter start per command): its exit status and everything it printed."""
+    assert argv[0] == "zkcoord", argv
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(argv[1:])
+    return code, out.getvalue() + err.getvalue()
 
 
 def next_block(output: str) -> list[str]:

@@ -138,7 +138,7 @@ def test_the_guide_names_every_step_from_start_to_finish_with_runnable_commands(
     assert "1. stop ZooKeeper member g_a (owns t-0, t-1)" in move[2] and "'consumer id g_a'" in move[2]
     assert commands(move) == [
         ["kcat", "-b", "127.0.0.1:9092", "-G", "g", "-X", "client.id=g-broker-1", "-X", "auto.offset.reset=earliest",
-         "-u", "t"],
+         "-X", "session.timeout.ms=10000", "-u", "t"],
         [*base, "status", *conn],
     ]  # fmt: skip
     assert "stop ZooKeeper member g_b" in at(S.DUAL_COMMIT, [c, b], rec=P.MIXED)[2]
