@@ -15,6 +15,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from typing import Any
 
 from zkcoord.legacy import paths
@@ -255,17 +256,34 @@ def _coordinator_reader(args: argparse.Namespace) -> tuple[CoordinatorRead | Non
     return read, close
 
 
-def run(args: argparse.Namespace, group: str, views: Iterable[int] | None = None) -> int:
-    """Print the view once, or every --watch seconds until interrupted (`views`: a bound, for tests)."""
-    from zkcoord.cli.legacy import _client, log_end_offsets
-
+def run(
+    args: argparse.Namespace,
+    group: str,
+    *,
+    connect: Callable[[argparse.Namespace], AbstractContextManager[Client]],
+    end_offsets: EndOffsets,
+    views: Iterable[int] | None = None,
+) -> int:
+    """Print the view once, or every --watch seconds until interrupted (`views`: a bound, for tests). `connect`
+    and `end_offsets` are `legacy describe`'s own (zkcoord.cli.legacy), handed in so the modules stay acyclic."""
     if args.watch is not None and args.watch <= 0:
         from zkcoord.errors import ConfigError
 
         raise ConfigError(f"--watch {args.watch}: must be a positive number of seconds")
+    if args.metrics_listen is not None and args.watch is None:
+        from zkcoord.errors import ConfigError
+
+        raise ConfigError("--metrics-listen serves the view while it is watched: add --watch S")
     coordinator, close = _coordinator_reader(args)
+    metrics = endpoint = None
+    if args.metrics_listen is not None:
+        from zkcoord.metrics import GroupViewMetrics
+
+        metrics = GroupViewMetrics()
+        endpoint = metrics.serve(*args.metrics_listen)
+        print(f"metrics on http://{endpoint.host}:{endpoint.port}/metrics", file=sys.stderr, flush=True)
     try:
-        with _client(args) as client:
+        with connect(args) as client:
             if not registry.group_exists(client, group) and coordinator is None:
                 print(
                     f"Error: The consumer group '{paths.validate_group(group)}' does not exist.",
@@ -277,9 +295,11 @@ def run(args: argparse.Namespace, group: str, views: Iterable[int] | None = None
                 if i:
                     time.sleep(args.watch)  # the refresh period the operator asked for
                 view = build_view(
-                    client, group, bootstrap=args.bootstrap, end_offsets=log_end_offsets, coordinator=coordinator,
+                    client, group, bootstrap=args.bootstrap, end_offsets=end_offsets, coordinator=coordinator,
                     timeout_ms=args.timeout_ms, now_ms=int(time.time() * 1000),
                 )  # fmt: skip
+                if metrics is not None:
+                    metrics.update(view)
                 if args.json:
                     print(json.dumps(view, sort_keys=True, indent=None if args.watch else 2), flush=True)
                 else:
@@ -288,4 +308,6 @@ def run(args: argparse.Namespace, group: str, views: Iterable[int] | None = None
         return 0
     finally:
         close()
+        if endpoint is not None:
+            endpoint.stop()
     return 0

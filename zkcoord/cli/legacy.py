@@ -94,6 +94,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "lag and owner (schema: zkcoord/cli/describe_json.py)",
     )
     p.add_argument(
+        "--metrics-listen",
+        type=legacy_consume._listen,
+        default=None,
+        metavar="HOST:PORT",
+        help="with --watch: serve the view as Prometheus gauges at http://HOST:PORT/metrics "
+        "(zkcoord_group_committed_offset, _log_end_offset, _lag; default: off)",
+    )
+    p.add_argument(
         "--watch",
         type=float,
         default=None,
@@ -338,10 +346,10 @@ def member_names(client: Client, group: str) -> dict[str, str]:
 
 def cmd_describe(args: argparse.Namespace) -> int:
     group = paths.validate_group(args.group)
-    if args.json or args.bootstrap or args.watch is not None:
+    if args.json or args.bootstrap or args.watch is not None or args.metrics_listen is not None:
         from zkcoord.cli import describe_json
 
-        return describe_json.run(args, group)
+        return describe_json.run(args, group, connect=_client, end_offsets=log_end_offsets)
     with _client(args) as client:
         print(ZOOKEEPER_NOTE + "\n", file=sys.stderr)
         if not registry.group_exists(client, group):

@@ -14,8 +14,10 @@ import pytest
 from kafka import KafkaProducer
 
 from migration.workflow import json_schema
-from zkcoord.cli import build_parser, describe_json, main
+from zkcoord.bridge.broker_store import BrokerOffsetStore
+from zkcoord.cli import build_parser, describe_json, legacy, main
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
+from zkcoord.testing import wait_for
 
 pytestmark = pytest.mark.integration
 TOPIC = "jt"
@@ -52,6 +54,18 @@ def zk_group(node: tuple[NodeProcess, str], request: pytest.FixtureRequest) -> I
     from zkcoord.zk.session import connect
 
     group = f"jg-{request.node.name[5:13]}"
+    # The group's coordinator answers COORDINATOR_LOAD_IN_PROGRESS until it has loaded the group's offsets
+    # partition: the test starts once it answers.
+    probe = BrokerOffsetStore(node[0].bootstrap, group, request_timeout_ms=3000)
+    try:
+        wait_for(
+            lambda: probe.read_offsets(None).request_error is None,
+            60,
+            "the coordinator to answer",
+            interval=0.1,
+        )
+    finally:
+        probe.close()
     client = connect(node[1])
     reg = {"version": 1, "subscription": {TOPIC: 1}, "pattern": "static", "timestamp": "1"}
     client.create(f"/consumers/{group}/ids/{group}_h-1", json.dumps(reg).encode(), makepath=True)
@@ -100,7 +114,12 @@ def test_describe_shows_both_stores_log_end_and_lag(
     capsys.readouterr()
     client.set(f"/consumers/{group}/offsets/{TOPIC}/0", b"6")
     args = build_parser().parse_args([*base, "--bootstrap", proc.bootstrap, "--json", "--watch", "0.05"])
-    assert describe_json.run(args, group, views=range(2)) == 0
+    assert (
+        describe_json.run(
+            args, group, connect=legacy._client, end_offsets=legacy.log_end_offsets, views=range(2)
+        )
+        == 0
+    )
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 2  # --watch: one document per line
     for line in lines:
@@ -186,3 +205,52 @@ def test_migrate_plan_verify_status_json(
         and "zookeeper" in status["status"]["journal"][-1]["reason"]
     )
     assert status["membership"]["members"][0]["owns"] == [f"{TOPIC}-0", f"{TOPIC}-1"]
+
+
+def test_the_watched_view_as_prometheus_gauges(
+    node: tuple[NodeProcess, str], zk_group: tuple[Any, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`legacy describe --watch S --metrics-listen`: the gauges are the last view read (scraped between rounds)."""
+    import re
+    import urllib.request
+
+    from zkcoord.local.zookeeper import free_port
+
+    proc, connect = node
+    client, group = zk_group
+    port = free_port()
+    args = build_parser().parse_args(
+        ["legacy", "describe", "--zk", connect, "--group", group, "--bootstrap", proc.bootstrap, "--watch", "0.05",
+         "--metrics-listen", f"127.0.0.1:{port}"]
+    )  # fmt: skip
+    scraped: list[str] = []
+
+    def rounds() -> Iterator[int]:
+        yield 0
+        client.set(f"/consumers/{group}/offsets/{TOPIC}/0", b"5")  # read by the second round
+        yield 1
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
+            scraped.append(page.read().decode())
+
+    assert describe_json.run(args, group, connect=legacy._client, end_offsets=legacy.log_end_offsets,
+                             views=rounds()) == 0  # fmt: skip
+    assert f"metrics on http://127.0.0.1:{port}/metrics" in capsys.readouterr().err
+    series = {
+        (name, dict(re.findall(r'(\w+)="([^"]*)"', labels)).get("partition"),
+         dict(re.findall(r'(\w+)="([^"]*)"', labels)).get("store")): float(value)
+        for name, labels, value in re.findall(r"^(zkcoord_group_\w+)\{([^}]*)\} (\S+)$", scraped[0], re.M)
+    }  # fmt: skip
+    assert series == {
+        ("zkcoord_group_committed_offset", "0", "zookeeper"): 5.0,
+        ("zkcoord_group_committed_offset", "1", "zookeeper"): 4.0,
+        ("zkcoord_group_log_end_offset", "0", None): 7.0,
+        ("zkcoord_group_log_end_offset", "1", None): 5.0,
+        ("zkcoord_group_lag", "0", "zookeeper"): 2.0,
+        ("zkcoord_group_lag", "1", "zookeeper"): 1.0,
+    }  # nothing committed to the coordinator: no coordinator series
+    with pytest.raises(Exception, match="add --watch"):
+        describe_json.run(
+            build_parser().parse_args(["legacy", "describe", "--zk", connect, "--group", group,
+                                       "--metrics-listen", "127.0.0.1:0"]),
+            group, connect=legacy._client, end_offsets=legacy.log_end_offsets,
+        )  # fmt: skip
