@@ -476,8 +476,9 @@ class Invocation:
     def migrate(self, step: str, group: str) -> str:
         parts = ["zkcoord", "migrate", step, "--zk", self.zk, *self.zk_flags]
         if step != "repair":
-            if self.bootstrap:
-                parts += ["--bootstrap", self.bootstrap, *self.broker_flags]
+            if self.bootstrap or step not in ("status", "plan"):
+                # every step but status (and a plan without it) needs the broker: a placeholder says so
+                parts += ["--bootstrap", self.bootstrap or "HOST:PORT", *self.broker_flags]
             if self.state_dir:
                 parts += ["--state-dir", self.state_dir]
         return shlex.join([*parts, "--group", group])

@@ -91,7 +91,7 @@ def test_member_by_member_forward_and_back(runner: Any, zk: Any) -> None:
     assert "membership phase: legacy-only (recorded at the last step: none yet)" in text
     assert "ZooKeeper (legacy) members: 2" in text and "g_a owns t-0, t-1" in text
     assert "point of no return: `migrate finalize` once no ZooKeeper member is left" in text
-    assert "next: $ zkcoord migrate dual-commit --zk CONNECT --group g" in text
+    assert "next: $ zkcoord migrate dual-commit --zk CONNECT --bootstrap HOST:PORT --group g" in text
     assert phase(zk) == "legacy-only"
     text = "\n".join(migrate.dual_commit(GROUP).lines)
     assert "2 member(s) left; next, 1 of 2" in text and "stop ZooKeeper member g_a (owns t-0, t-1)" in text

@@ -178,3 +178,19 @@ def test_gone_members_are_shown_as_gone_and_never_moved() -> None:
     ]
     assert next_move([gone, orphan], [], back=True).done  # nobody left to walk back
     assert finalize_blockers([gone, orphan, live]) == ["g_b"]
+
+
+def test_a_command_printed_without_a_known_broker_says_where_it_goes() -> None:
+    """A step that needs the broker never comes out without --bootstrap (it would fail as printed); status and
+    plan run without one."""
+    how = Invocation(zk="c:2181")
+    assert how.migrate("verify", "g") == "zkcoord migrate verify --zk c:2181 --bootstrap HOST:PORT --group g"
+    assert how.migrate("status", "g") == "zkcoord migrate status --zk c:2181 --group g"
+    assert how.migrate("repair", "g") == "zkcoord migrate repair --zk c:2181 --group g"
+    secure = Invocation(
+        zk="c", bootstrap="b:9093", zk_flags=("--zk-set-acl",), broker_flags=("--command-config", "/x")
+    )
+    assert how.zookeeper_member("g", "t") == "zkcoord legacy consume --zk c:2181 --group g --topic t"
+    assert secure.migrate("verify", "g") == (
+        "zkcoord migrate verify --zk c --zk-set-acl --bootstrap b:9093 --command-config /x --group g"
+    )
