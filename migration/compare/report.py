@@ -501,7 +501,13 @@ def takeaway(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             out.append(
                 f"{scenario}: {fast['protocol']} rebalanced fastest, median {_fmt(fast['rebalance_p50_ms'])} ms over "
                 f"{fast['rebalances']} rebalances; {slow['protocol']} slowest, {_fmt(slow['rebalance_p50_ms'])} ms "
-                f"over {slow['rebalances']} ({ratio:.1f}x)."
+                f"over {slow['rebalances']} ({ratio:.1f}x)"
+                + (
+                    f"; fewer than {MIN_SAMPLES['p95']} rebalances each: a ranking a second run may reverse, "
+                    "play more runs (--runs N) before relying on it."
+                    if min(int(fast["rebalances"] or 0), int(slow["rebalances"] or 0)) < MIN_SAMPLES["p95"]
+                    else "."
+                )
             )
         gapped = sorted(
             (r for r in mine if r.get("gap_ms_per_minute") is not None), key=lambda r: r["gap_ms_per_minute"]

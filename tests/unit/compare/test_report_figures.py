@@ -55,7 +55,8 @@ def test_the_takeaway_is_written_from_the_figures() -> None:
     text = takeaway(presentable(SUMMARY, CHURN, RUNS))
     assert text[0] == (
         "demo: classic rebalanced fastest, median 40.0 ms over 120 rebalances; legacy-fast slowest, 300.0 ms "
-        "over 6 (7.5x)."
+        "over 6 (7.5x); fewer than 20 rebalances each: a ranking a second run may reverse, play more runs (--runs N) "
+        "before relying on it."
     )
     assert "least with classic (4,000.0 ms per run-minute) and most with legacy-fast (15,000.0" in text[1]
     assert text[2].startswith("demo: duplicates legacy-fast 36 (6.0 per churn event): records consumed after")
@@ -78,3 +79,9 @@ def test_shades_of_one_hue_are_far_apart_and_neighbours_differ_most() -> None:
     protocols = {m: ("legacy-fast" if i < 6 else "classic") for i, m in enumerate(members)}
     colours = _protocol_colours(_plt(), members, protocols)
     assert len({colours[m] for m in members}) == 12
+
+
+def test_a_ranking_from_enough_rebalances_carries_no_caveat() -> None:
+    enough = [{**row, "rebalances": 40} for row in SUMMARY]
+    first = takeaway(presentable(enough, CHURN, RUNS))[0]
+    assert first.endswith("300.0 ms over 40 (7.5x).")
