@@ -545,6 +545,63 @@ def takeaway(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
+SUMMARY_VERSION = 1
+_TEXT_COLUMNS = ("scenario", "protocol", "strategy")
+# The JSON Schema of summary.json and `zkcoord compare report --json`: the stable contract (fields only added).
+SUMMARY_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["version", "generated", "runs", "takeaway", "min_samples", "summary"],
+    "properties": {
+        "version": {"const": SUMMARY_VERSION},
+        "generated": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
+        "runs": {"type": "integer", "minimum": 0},
+        "takeaway": {"type": "array", "items": {"type": "string"}},
+        "min_samples": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "summary": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [key for key, _ in SUMMARY_COLUMNS],
+                "properties": {
+                    key: {"type": "string"} if key in _TEXT_COLUMNS else {"type": ["number", "null"]}
+                    for key, _ in SUMMARY_COLUMNS
+                },
+                "additionalProperties": False,
+            },
+            "description": "one row per (scenario, protocol); a percentile from fewer than min_samples is null",
+        },
+    },
+    "additionalProperties": False,
+}
+
+
+def summary_document(result: ReportResult) -> dict[str, Any]:
+    """The report's summary as data (SUMMARY_SCHEMA): the rows the HTML table shows, with a percentile from too
+    few samples as null instead of "n<20", the takeaway and the run metadata."""
+    rows = presentable(result.summary, result.churn_events, result.runs)
+    out_rows = []
+    for r in rows:
+        row: dict[str, Any] = {}
+        for key, _ in SUMMARY_COLUMNS:
+            value = r.get(key)
+            if key in _TEXT_COLUMNS:
+                row[key] = "" if value is None else str(value)
+            else:
+                row[key] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+                if isinstance(row[key], float) and math.isnan(row[key]):
+                    row[key] = None
+        out_rows.append(row)
+    return {
+        "version": SUMMARY_VERSION,
+        "generated": {k: (None if v is None else str(v)) for k, v in result.generated.items()},
+        "runs": len(result.runs),
+        "takeaway": takeaway(rows),
+        "min_samples": dict(MIN_SAMPLES),
+        "summary": out_rows,
+    }
+
+
 def run_metadata(runs: Sequence[RunMeta], now_s: float) -> dict[str, Any]:
     """When and where the report was made, and when its runs were played: a figure is read against these."""
     import os
@@ -869,6 +926,9 @@ def run_report(
             )
             stage("report.html")
             result.html = write_html(result, out, CAPTIONS)
+            (out / "summary.json").write_text(
+                json.dumps(summary_document(result), indent=2, sort_keys=True) + "\n", encoding="utf-8"
+            )
             (out / "runs.json").write_text(
                 json.dumps([m.to_json() for m in metas], indent=2, sort_keys=True) + "\n", encoding="utf-8"
             )

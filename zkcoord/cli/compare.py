@@ -108,6 +108,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     r.add_argument(
         "--timeline-run", default=None, metavar="RUN_ID", help="draw the ownership timeline of this run"
     )
+    r.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary (rows, takeaway, run metadata) as one JSON document instead of the paths; it is "
+        "written to DIR/summary.json either way (schema: migration.compare.report.SUMMARY_SCHEMA)",
+    )
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=_report)
 
@@ -244,7 +250,12 @@ def _report(args: argparse.Namespace) -> int:
             f"compare report needs the spark extra (pip install 'zkcoord[spark]'): {exc}"
         ) from exc
 
-    console = _console()
+    if args.json:  # stdout carries the document only: progress goes to stderr
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    else:
+        console = _console()
     try:
         result = run_report(
             args.traces,
@@ -256,6 +267,13 @@ def _report(args: argparse.Namespace) -> int:
         )
     except TraceError as exc:
         raise ConfigError(str(exc)) from exc
+    if args.json:
+        import json
+
+        from migration.compare.report import summary_document
+
+        print(json.dumps(summary_document(result), indent=2, sort_keys=True))
+        return 0
     console.print(f"report: {result.html}")
     console.print(f"tables: {result.out_dir / 'tables'}   plots: {result.out_dir / 'plots'}")
     return 0

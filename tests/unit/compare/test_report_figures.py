@@ -5,6 +5,7 @@ numbers, and shades of one hue far enough apart to tell members of one protocol 
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 from migration.compare.report import (
     MIN_SAMPLES,
@@ -85,3 +86,19 @@ def test_a_ranking_from_enough_rebalances_carries_no_caveat() -> None:
     enough = [{**row, "rebalances": 40} for row in SUMMARY]
     first = takeaway(presentable(enough, CHURN, RUNS))[0]
     assert first.endswith("300.0 ms over 40 (7.5x).")
+
+
+def test_the_summary_document_follows_its_schema_and_hides_thin_percentiles() -> None:
+    import jsonschema
+
+    from migration.compare.report import SUMMARY_SCHEMA, ReportResult, summary_document
+
+    result = ReportResult(out_dir=Path("."), runs=RUNS, summary=SUMMARY, churn_events=CHURN)
+    result.generated = run_metadata(RUNS, 1_800_000_000.0)
+    doc = summary_document(result)
+    jsonschema.validate(doc, SUMMARY_SCHEMA)
+    rows = {r["protocol"]: r for r in doc["summary"]}
+    assert (rows["legacy-fast"]["rebalance_p95_ms"], rows["legacy-fast"]["rebalance_p50_ms"]) == (None, 300.0)
+    assert (rows["classic"]["rebalance_p95_ms"], rows["classic"]["rebalances"]) == (90.0, 120)
+    assert doc["min_samples"] == {"p95": 20, "p99": 100} and doc["runs"] == 3
+    assert doc["takeaway"][0].startswith("demo: classic rebalanced fastest")
