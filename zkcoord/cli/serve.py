@@ -157,8 +157,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--zk",
         default=None,
         metavar="CONNECT",
-        help="ZooKeeper connect string: join that cluster as broker N (controller election, offsets "
-        "partitions) (default: none, a standalone node)",
+        help="ZooKeeper connect string: join that cluster of zkcoord nodes as broker N (controller election, "
+        "offsets partitions); refused, writing nothing, where brokers zkcoord did not start are registered or "
+        "hold /controller: put `zkcoord proxy` in front of such a cluster (default: none, a standalone node)",
     )
     parser.add_argument("--node-id", type=int, default=0, help="broker id (default 0)")
     add_zk_security(parser)
@@ -335,12 +336,15 @@ def run(args: argparse.Namespace) -> int:
     if args.zk and listeners.more:
         raise ConfigError("a cluster node (--zk) has one listener: give --listen or one --listeners entry")
     if args.zk:  # validate the cluster settings before anything starts
-        from zkcoord.cluster.node import ClusterConfig
+        from zkcoord.cluster.node import ClusterConfig, check_no_foreign_cluster
 
-        ClusterConfig(
+        cluster_config = ClusterConfig(
             zookeeper_connect=args.zk, node_id=args.node_id, host=host, port=port or 1, zookeeper_auth=auth,
             **cluster,
         )  # fmt: skip
+        # Before any bridge or listener starts: beside brokers zkcoord did not start, plain cluster mode would
+        # join their registry and controller election; refused, nothing written (`zkcoord proxy` is the way).
+        check_no_foreign_cluster(cluster_config)
     bridge_connect = None
     if args.bridge_zk_offsets is not None:
         bridge_connect = args.bridge_zk_offsets or args.zk
