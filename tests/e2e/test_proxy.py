@@ -6,6 +6,10 @@ One Tansu for the module (node id 111; each test its own topics and its own ZooK
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -80,3 +84,107 @@ def test_zkcoord_nodes_start_beside_each_other(zk: Any, zk_connect: str) -> None
     finally:
         for node in nodes:
             node.close()
+
+
+# -- the data plane ------------------------------------------------------------------------------------------------
+
+
+class ProxyProcess:
+    """`zkcoord proxy` as its own process (what an operator runs), stopped with SIGTERM, killed if it hangs."""
+
+    def __init__(self, zk_connect: str, data_dir: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.broker_port = free_port()
+        self.data_dir = data_dir
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "zkcoord", "proxy", "--zk", zk_connect, "--listen", f"127.0.0.1:{self.port}",
+             "--node-id", "9000", "--data-dir", str(data_dir), "--broker-port", f"111={self.broker_port}", *extra],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        self.lines: list[str] = []
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:  # start-up lines; bounded by the test timeout
+            self.lines.append(line)
+            if "broker 111 behind" in line:
+                return
+        raise AssertionError(f"proxy did not start: {''.join(self.lines)}")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def proxy(zk: Any, zk_connect: str, tansu: Tansu, topic: str, tmp_path: Path) -> Iterator[ProxyProcess]:
+    with register_in_zookeeper(zk, tansu, {topic: 4}):
+        before = snapshot(zk)
+        proc = ProxyProcess(zk_connect, tmp_path / "proxy")
+        try:
+            yield proc
+        finally:
+            proc.stop()
+        assert outside_zkcoord(snapshot(zk)) == outside_zkcoord(before)
+
+
+def outside_zkcoord(tree: dict[str, tuple[bytes, int, int]]) -> dict[str, tuple[bytes, int, int]]:
+    """The tree outside /zkcoord (the root's child count moves when /zkcoord is first created)."""
+    kept = {p: v for p, v in tree.items() if p != "/zkcoord" and not p.startswith("/zkcoord/")}
+    kept["/"] = (*kept["/"][:2], 0)
+    return kept
+
+
+def test_kafka_python_and_librdkafka_produce_and_consume_through_the_proxy(
+    proxy: ProxyProcess, tansu: Tansu, topic: str
+) -> None:
+    from confluent_kafka import Consumer, Producer
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    sent = [f"kp-{i}".encode() for i in range(200)]
+    producer = KafkaProducer(bootstrap_servers=proxy.bootstrap, linger_ms=5)
+    for i, value in enumerate(sent):
+        producer.send(topic, value, partition=i % 4)
+    producer.flush(30)
+    brokers = {(b.host, b.port) for b in producer._metadata.brokers()}
+    producer.close()
+    assert brokers == {("127.0.0.1", proxy.broker_port)}  # never Tansu's own address
+
+    rk_sent = [f"rk-{i}".encode() for i in range(200)]
+    rk = Producer({"bootstrap.servers": proxy.bootstrap, "linger.ms": 5})
+    for i, value in enumerate(rk_sent):
+        rk.produce(topic, value, partition=i % 4)
+    assert rk.flush(30) == 0
+    md = rk.list_topics(timeout=10)
+    assert {(b.host, b.port) for b in md.brokers.values()} == {("127.0.0.1", proxy.broker_port)}
+
+    # read back through the proxy: kafka-python by assignment, librdkafka in a group the cluster coordinates
+    reader = KafkaConsumer(bootstrap_servers=proxy.bootstrap, auto_offset_reset="earliest",
+                           consumer_timeout_ms=10_000, enable_auto_commit=False)  # fmt: skip
+    reader.assign([TopicPartition(topic, p) for p in range(4)])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 400 and time.monotonic() < deadline:
+        for records in reader.poll(timeout_ms=500).values():
+            got.extend(r.value for r in records)
+    reader.close()
+    assert sorted(got) == sorted(sent + rk_sent)
+
+    group = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": "plain-" + topic,
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    group.subscribe([topic])
+    seen: list[bytes] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < 400 and time.monotonic() < deadline:
+        msg = group.poll(0.5)
+        if msg is not None and msg.error() is None:
+            seen.append(msg.value())
+    group.close()
+    assert sorted(seen) == sorted(sent + rk_sent)
+    assert not any(proxy.data_dir.rglob("*")) if proxy.data_dir.exists() else True
