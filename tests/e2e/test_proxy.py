@@ -7,6 +7,7 @@ One Tansu for the module (node id 111; each test its own topics and its own ZooK
 from __future__ import annotations
 
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -196,12 +197,9 @@ def test_kafka_python_and_librdkafka_produce_and_consume_through_the_proxy(
 def test_a_legacy_member_and_a_kafka_python_member_share_a_group_through_the_proxy(
     zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path
 ) -> None:
-    """The legacy member reads the brokers from ZooKeeper; the kafka-python member joins through the proxy, whose
-    coordinator (not Tansu's) holds the group as a mixed group: the two split the partitions, none is held twice,
-    and the proxy's member reads every record of its partitions from Tansu through the proxy.
-
-    Open (issue 26): the zkcoord legacy member owns its partitions but reads nothing from Tansu yet, so "nothing
-    lost" is asserted for the proxy's member's partitions only."""
+    """The legacy member reads the brokers from ZooKeeper and fetches from Tansu; the kafka-python member joins
+    through the proxy, whose coordinator (not Tansu's: Tansu's group of that id never has a member) holds the group
+    as a mixed group: the two split the partitions, none is held by both at any poll, every record is read."""
     from kafka import KafkaConsumer, KafkaProducer
 
     from zkcoord.legacy.config import LegacyConsumerConfig
@@ -213,10 +211,13 @@ def test_a_legacy_member_and_a_kafka_python_member_share_a_group_through_the_pro
     with register_in_zookeeper(zk, tansu, {topic: 4}):
         before = snapshot(zk)
         producer = KafkaProducer(bootstrap_servers=tansu.bootstrap)
-        for i in range(sent):
-            producer.send(topic, f"r{i}".encode(), partition=i % 4)
-        producer.flush(30)
-        producer.close()
+
+        def produce(first: int, count: int) -> None:
+            for i in range(first, first + count):
+                producer.send(topic, f"r{i}".encode(), partition=i % 4)
+            producer.flush(30)
+
+        produce(0, sent // 2)  # read by the legacy member alone, then handed over with its commits
         proxy = ProxyProcess(
             zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*", "--bridge-zk-offsets"
         )
@@ -242,27 +243,32 @@ def test_a_legacy_member_and_a_kafka_python_member_share_a_group_through_the_pro
                                    session_timeout_ms=6000, heartbeat_interval_ms=500, fetch_max_wait_ms=100)  # fmt: skip
             member.subscribe([topic])
             deadline = time.monotonic() + 60
-            mine: set[int] = set()
-            while time.monotonic() < deadline:
-                if mine and len({r for r in got if r[0] in mine}) == sent // 4 * len(mine):
-                    break
+            split = False
+            while len(set(got)) < sent and time.monotonic() < deadline:
+                if not split and member.assignment() and legacy.owned():
+                    split = True
+                    produce(sent // 2, sent // 2)  # read by whichever member owns each partition now
                 for records in member.poll(timeout_ms=50).values():
                     got.extend((r.partition, r.offset) for r in records)
-                while (msg := legacy.next_message(timeout=0)) is not None:
+                # the legacy member fetches in the calls it is given: 50 ms each until it has nothing more
+                while (msg := legacy.next_message(timeout=0.05)) is not None:
                     got.append((msg.partition, msg.offset))
                 mine = {tp.partition for tp in member.assignment()}
                 theirs = {tp.partition for tp in legacy.owned()}
                 if mine & theirs:
                     overlaps.append((mine, theirs))
             both = bool({tp.partition for tp in member.assignment()}) and bool(legacy.owned())
+            assert tansu_group_members(tansu, group) == 0
         finally:
             if member is not None:
                 member.close()
             legacy.close()
+            producer.close()
             proxy.stop()
         assert overlaps == []
         assert both, "the group was shared: each side held partitions at the end"
-        assert len({r for r in got if r[0] in mine}) == sent // 4 * len(mine)  # by (partition, offset)
+        assert len(set(got)) == sent  # every record, by (partition, offset)
+        assert tansu_group_members(tansu, group) == 0  # no client reached the cluster's own coordinator
         after = snapshot(zk)
     keep = lambda t: {p: v for p, v in outside_zkcoord(t).items() if not p.startswith("/consumers")}  # noqa: E731
     b, a = keep(before), keep(after)
@@ -270,3 +276,27 @@ def test_a_legacy_member_and_a_kafka_python_member_share_a_group_through_the_pro
     assert a == b
     stored = sorted(p.relative_to(proxy.data_dir).parts[0] for p in proxy.data_dir.iterdir())
     assert stored == ["group-records"]  # no partition data
+
+
+def tansu_group_members(tansu: Tansu, group: str) -> int:
+    """Members of `group` in Tansu's own coordinator, by a raw DescribeGroups v0 (kafka-python's admin client
+    cannot parse Tansu's answer: reference page)."""
+    from zkcoord.server import kafka_protocol as kp
+
+    with socket.create_connection(("127.0.0.1", tansu.port), timeout=10) as sock:
+        sock.sendall(kp.encode_request(kp.DESCRIBE_GROUPS, 0, 1, "test", groups=[group]))
+        head = _read_exactly(sock, 4)
+        frame = _read_exactly(sock, int.from_bytes(head, "big"))
+    _, resp = kp.decode_response(kp.DESCRIBE_GROUPS, 0, frame)
+    (described,) = resp.groups
+    return len(described.members)
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
