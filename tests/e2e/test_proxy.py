@@ -178,7 +178,9 @@ def test_kafka_python_and_librdkafka_produce_and_consume_through_the_proxy(
     assert sorted(got) == sorted(sent + rk_sent)
 
     group = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": "plain-" + topic,
-                      "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                      # Tansu holds a join for half the session timeout (45 s by default)
+                      "session.timeout.ms": 6000, "heartbeat.interval.ms": 500})  # fmt: skip
     group.subscribe([topic])
     seen: list[bytes] = []
     deadline = time.monotonic() + 60
