@@ -1212,7 +1212,8 @@ def rewrite_addresses(
                 entry.host, entry.port = address_of(entry.node_id, entry.host, entry.port)
     else:
         for broker in obj.brokers or ():
-            broker.host, broker.port = address_of(broker.node_id, broker.host, broker.port)
+            node_id = broker.broker_id if api_key == DESCRIBE_CLUSTER else broker.node_id
+            broker.host, broker.port = address_of(node_id, broker.host, broker.port)
     return bytes(obj.encode(header=True, framed=True))
 
 
