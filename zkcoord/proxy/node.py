@@ -1,10 +1,17 @@
 """One proxy node: the bootstrap listener, a listener per real broker (ports from zkcoord.proxy.ports), the broker
-list watched in ZooKeeper, and, for the groups matching `--bridge-zk-groups`, zkcoord's own group coordinator (the
-server's GroupService with the mixed-group bridge, as `serve` runs it) answering their group APIs.
+list watched in ZooKeeper, and, for the groups matching `--bridge-zk-groups`, zkcoord's own group coordinator
+answering their group APIs.
+
+The coordinator is cluster mode itself, run by the proxy nodes among themselves inside the ZooKeeper subtree
+`/zkcoord/proxy-cluster` (a chroot): each proxy node registers there as node `--node-id` with its advertised
+bootstrap address, one of them is that small cluster's controller, the offsets partitions are led by live proxy
+nodes, and the coordinator records are fenced per partition (zkcoord.server.cluster_routing, zkcoord.zk.record_store).
+So several proxy nodes share the groups with the failover `serve --zk` nodes have, and a group's FindCoordinator
+names the proxy node that leads its offsets partition.
 
 Guarantees: it never writes the cluster's znodes (`/brokers`, `/controller`, `/controller_epoch`, `/admin`,
-`/config`, `/cluster`): it reads `/brokers/ids`, and writes only its announcement under `/zkcoord/proxies` and what
-the mixed-group and offset bridges write (`/consumers/G/...`, `/zkcoord/...`); no client is ever told a real
+`/config`, `/cluster`): it reads `/brokers/ids`, and writes only under `/zkcoord` (its announcement, the proxy
+cluster) and what the mixed-group and offset bridges write (`/consumers/G/...`); no client is ever told a real
 broker's address (an answer whose addresses cannot be mapped closes the connection); it stores no partition data.
 """
 
@@ -22,22 +29,34 @@ from pathlib import Path
 from zkcoord.bridge.membership import MixedGroupBridge
 from zkcoord.bridge.mirror import ZkOffsetBridge
 from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
+from zkcoord.cluster.node import ClusterConfig
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
 from zkcoord.proxy.brokers import Brokers, BrokerWatch
 from zkcoord.proxy.forward import Link
 from zkcoord.proxy.ports import PortMap
 from zkcoord.server import kafka_protocol as kp
-from zkcoord.server.group_service import GroupService
+from zkcoord.server import messages as dm
+from zkcoord.server.cluster_routing import ClusterRouting
 from zkcoord.server.groups import GroupDispatch
-from zkcoord.storage import FileRecordStore
+from zkcoord.server.log import LogManager
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
 from zkcoord.zk.registrations import announce
-from zkcoord.zk.session import Client, connect
+from zkcoord.zk.session import Client, connect, ensure_chroot
 
 log = logging.getLogger(__name__)
 
 PROXIES_ROOT = "/zkcoord/proxies"
+PROXY_CLUSTER_ROOT = (
+    "/zkcoord/proxy-cluster"  # the proxies' own zkcoord cluster (a chroot): never the real one's
+)
+
+
+def chroot_below(connect_string: str, path: str) -> tuple[str, str]:
+    """(hosts, chroot) for `path` below whatever chroot `connect_string` already has."""
+    hosts, slash, chroot = connect_string.partition("/")
+    base = f"/{chroot.rstrip('/')}" if slash and chroot.strip("/") else ""
+    return hosts, base + path
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +103,8 @@ class ProxyNode:
         self._links: set[asyncio.Task[None]] = set()
         self._seen: dict[int, tuple[str, int]] = {}  # brokers named in answers but not (yet) in ZooKeeper
         self._pattern = re.compile(config.bridge_groups) if config.bridge_groups is not None else None
-        self.groups: GroupService | None = None
+        self.groups: ClusterRouting | None = None
+        self._logs: LogManager | None = None
         self._dispatch: GroupDispatch | None = None
         self._members: MixedGroupBridge | None = None
         self._mirror: ZkOffsetBridge | None = None
@@ -130,9 +150,26 @@ class ProxyNode:
             await asyncio.to_thread(self._mirror_store.start)
             self._mirror = ZkOffsetBridge(self._mirror_store)
             await self._mirror.start()
-        store = FileRecordStore(cfg.data_dir / "group-records", "always")
-        self.groups = GroupService(
-            cfg.group_config, store, offset_mirror=self._mirror, membership_bridge=self._members
+        hosts, chroot = chroot_below(cfg.zk_connect, PROXY_CLUSTER_ROOT)
+        cluster_connect = await asyncio.to_thread(ensure_chroot, hosts, chroot, cfg.zk_auth)
+        # Partition logs are never written: nothing is produced to the proxies' cluster (its one topic is
+        # __consumer_offsets, whose records are in ZooKeeper); the manager is what cluster routing reads topics into.
+        self._logs = LogManager(cfg.data_dir)
+        self.groups = ClusterRouting(
+            ClusterConfig(
+                zookeeper_connect=cluster_connect,
+                node_id=cfg.node_id,
+                host=cfg.advertised,
+                port=cfg.ports.bootstrap,
+                offsets_topic_num_partitions=cfg.group_config.offsets_topic_num_partitions,
+                zookeeper_session_timeout_ms=int(cfg.zk_session_timeout_s * 1000),
+                zookeeper_auth=cfg.zk_auth,
+            ),
+            cfg.group_config,
+            self._logs,
+            None,
+            self._mirror,
+            self._members,
         )
         await self.groups.start()
         self._dispatch = GroupDispatch(self.groups)
@@ -149,6 +186,8 @@ class ProxyNode:
             self.watch.close()
         if self.groups is not None:
             await self.groups.close()
+        if self._logs is not None:
+            self._logs.close()
         if self._members is not None:
             await self._members.close()
         if self._mirror is not None:
@@ -238,7 +277,10 @@ class ProxyNode:
 
     def answer(self, req: kp.RequestFrame) -> bytes | Awaitable[bytes | None] | None:
         if req.api_key == kp.FIND_COORDINATOR:
-            cfg = self.config
-            return kp.find_coordinator_answer(req, cfg.node_id, cfg.advertised, cfg.ports.bootstrap)
+            assert self.groups is not None
+            keys = kp.find_coordinator_request(req).keys
+            return kp.find_coordinator_response(
+                req, dm.FindCoordinatorResponse(tuple(self.groups.find_coordinator(k) for k in keys))
+            )
         assert self._dispatch is not None
         return self._dispatch.dispatch(req)

@@ -1284,11 +1284,3 @@ def group_ids(req: RequestFrame) -> tuple[str, ...]:
         elif not isinstance(r, gm.ListGroupsRequest):
             ids.append(r.group_id)
     return tuple(ids)
-
-
-def find_coordinator_answer(req: RequestFrame, node_id: int, host: str, port: int) -> bytes:
-    """FindCoordinator answered with one coordinator (this proxy) for every key of the request."""
-    keys = find_coordinator_request(req).keys
-    return find_coordinator_response(
-        req, dm.FindCoordinatorResponse(tuple(dm.Coordinator(k, 0, None, node_id, host, port) for k in keys))
-    )
