@@ -93,13 +93,14 @@ def test_zkcoord_nodes_start_beside_each_other(zk: Any, zk_connect: str) -> None
 class ProxyProcess:
     """`zkcoord proxy` as its own process (what an operator runs), stopped with SIGTERM, killed if it hangs."""
 
-    def __init__(self, zk_connect: str, data_dir: Path, *extra: str) -> None:
+    def __init__(self, zk_connect: str, data_dir: Path, *extra: str, node_id: int = 9000) -> None:
+        self.node_id = node_id
         self.port = free_port()
         self.broker_port = free_port()
         self.data_dir = data_dir
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "zkcoord", "proxy", "--zk", zk_connect, "--listen", f"127.0.0.1:{self.port}",
-             "--node-id", "9000", "--data-dir", str(data_dir), "--broker-port", f"111={self.broker_port}", *extra],
+             "--node-id", str(node_id), "--data-dir", str(data_dir), "--broker-port", f"111={self.broker_port}", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         self.lines: list[str] = []
@@ -114,7 +115,13 @@ class ProxyProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def kill9(self) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+
     def stop(self) -> None:
+        if self.proc.poll() is not None:
+            return
         self.proc.send_signal(signal.SIGTERM)
         try:
             self.proc.wait(15)
@@ -301,3 +308,133 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
             raise ConnectionError("closed")
         buf += chunk
     return buf
+
+
+# -- two proxy nodes, one killed -----------------------------------------------------------------------------------
+
+
+def coordinator_proxy(zk_connect: str, group: str, timeout: float = 30.0, expect: int | None = None) -> int:
+    """The proxy node leading `group`'s offsets partition in the proxies' own cluster (/zkcoord/proxy-cluster),
+    once there is one (and it is `expect`, if given)."""
+    from zkcoord.placement.coordinator import OFFSETS_TOPIC, partition_for_group
+    from zkcoord.testing import wait_for
+    from zkcoord.zk import registry
+    from zkcoord.zk.session import connect
+
+    client = connect(zk_connect + "/zkcoord/proxy-cluster")
+    try:
+        leader: list[int] = []
+
+        def led() -> bool:
+            state = registry.read_partition_state(client, OFFSETS_TOPIC, partition_for_group(group, 50))
+            leader[:] = [state.leader] if state is not None and state.leader >= 0 else []
+            return bool(leader) and expect in (None, leader[0])
+
+        wait_for(led, timeout, f"a proxy leading the offsets partition of {group}")
+        return leader[0]
+    finally:
+        client.stop()
+        client.close()
+
+
+def test_two_proxies_share_a_mixed_group_and_survive_a_kill_9_of_its_coordinator(
+    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path
+) -> None:
+    """Two proxy nodes; the kafka-python member bootstraps on one, the group is coordinated by whichever leads its
+    offsets partition, and that one is killed with -9 mid-group: the survivor loads the group from ZooKeeper and the
+    member rejoins it. Never a partition held by both members; every record read; Tansu's group stays empty."""
+    from kafka import KafkaConsumer, KafkaProducer
+
+    from zkcoord.legacy.config import LegacyConsumerConfig
+    from zkcoord.zk.member import LegacyConsumer
+
+    topic, group = "failover-orders", "mixed-failover"
+    tansu.create_topic(topic, 4)
+    per_phase = 100
+    with register_in_zookeeper(zk, tansu, {topic: 4}):
+        before = snapshot(zk)
+        producer = KafkaProducer(bootstrap_servers=tansu.bootstrap)
+        produced = 0
+
+        def produce() -> None:
+            nonlocal produced
+            for i in range(produced, produced + per_phase):
+                producer.send(topic, f"r{i}".encode(), partition=i % 4)
+            producer.flush(30)
+            produced += per_phase
+
+        flags = (
+            "--bridge-zk-groups",
+            "mixed-.*",
+            "--bridge-zk-offsets",
+            "--zookeeper.session.timeout.ms",
+            "3000",
+        )
+        proxies = {
+            n: ProxyProcess(zk_connect, tmp_path / f"proxy-{n}", *flags, node_id=n) for n in (9000, 9001)
+        }
+        legacy = LegacyConsumer(
+            LegacyConsumerConfig(group_id=group, zookeeper_connect=zk_connect, consumer_id="legacy-1",
+                                 auto_offset_reset="smallest", rebalance_backoff_ms=200, rebalance_max_retries=50,
+                                 zookeeper_session_timeout_ms=6000, auto_commit_interval_ms=200, mode="fast"),
+            {topic: 1},
+        )  # fmt: skip
+        member: KafkaConsumer | None = None
+        got: set[tuple[int, int]] = set()
+        overlaps: list[tuple[set[int], set[int]]] = []
+
+        def step() -> None:
+            for records in member.poll(timeout_ms=50).values():  # type: ignore[union-attr]
+                got.update((r.partition, r.offset) for r in records)
+            while (msg := legacy.next_message(timeout=0.05)) is not None:
+                got.add((msg.partition, msg.offset))
+            mine = {tp.partition for tp in member.assignment()}  # type: ignore[union-attr]
+            theirs = {tp.partition for tp in legacy.owned()}
+            if mine & theirs:
+                overlaps.append((mine, theirs))
+
+        def run_until(done: Any, timeout: float, what: str) -> None:
+            deadline = time.monotonic() + timeout
+            while not done():
+                assert time.monotonic() < deadline, what
+                step()
+
+        try:
+            produce()
+            legacy.start()
+            victim = coordinator_proxy(zk_connect, group)
+            survivor = next(n for n in proxies if n != victim)
+            member = KafkaConsumer(bootstrap_servers=proxies[survivor].bootstrap, group_id=group,
+                                   auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500,
+                                   auto_commit_interval_ms=200, fetch_max_wait_ms=100, reconnect_backoff_max_ms=500)  # fmt: skip
+            member.subscribe([topic])
+            run_until(
+                lambda: member.assignment() and legacy.owned(), 60, "the group split between both members"
+            )
+            produce()
+            run_until(lambda: len(got) == produced, 60, "every record before the kill")
+            proxies[victim].kill9()
+            produce()
+            run_until(lambda: len(got) == produced, 90, "every record after the coordinator's kill")
+            # the survivor takes the partition once the victim's session expires, and the group forms there again
+            coordinator_proxy(zk_connect, group, timeout=30, expect=survivor)
+            run_until(
+                lambda: member.assignment() and legacy.owned() and len(got) == produced, 60, "shared again"
+            )
+            produce()
+            run_until(lambda: len(got) == produced, 60, "every record once the survivor coordinates")
+            # kafka-python names its coordinator connection after the node id FindCoordinator gave it
+            assert str(survivor) in str(member._coordinator.coordinator_id)
+            assert tansu_group_members(tansu, group) == 0
+        finally:
+            if member is not None:
+                member.close()
+            legacy.close()
+            producer.close()
+            for proxy in proxies.values():
+                proxy.stop()
+        assert overlaps == []
+        assert len(got) == produced == 4 * per_phase
+        after = snapshot(zk)
+    keep = lambda t: {p: v for p, v in outside_zkcoord(t).items() if not p.startswith("/consumers")}  # noqa: E731
+    assert keep(after) == keep(before)

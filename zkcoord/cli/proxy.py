@@ -73,6 +73,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         default=100 * 1024 * 1024, metavar="BYTES",
                         help="largest request frame passed on; a larger size closes the connection "
                         "(default 104857600)")  # fmt: skip
+    parser.add_argument("--zookeeper.session.timeout.ms", dest="zk_session_ms", type=int, default=6000, metavar="MS",
+                        help="the proxy's ZooKeeper session timeout: a killed proxy node's groups move to a live "
+                        "one this long after its death (default 6000)")  # fmt: skip
     add_zk_security(parser)
     parser.set_defaults(func=run)
 
@@ -80,6 +83,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def config_from(args: argparse.Namespace) -> ProxyConfig:
     host, port = args.listen
     base = args.broker_ports if args.broker_ports is not None else port + 1
+    if args.zk_session_ms < 1000:
+        raise ConfigError(f"--zookeeper.session.timeout.ms must be >= 1000, got {args.zk_session_ms}")
     if args.max_request_bytes < 1:
         raise ConfigError(f"--socket.request.max.bytes must be >= 1, got {args.max_request_bytes}")
     return ProxyConfig(
@@ -93,6 +98,7 @@ def config_from(args: argparse.Namespace) -> ProxyConfig:
         bridge_offsets=args.bridge_zk_offsets,
         max_request_bytes=args.max_request_bytes,
         zk_auth=zk_auth(args),
+        zk_session_timeout_s=args.zk_session_ms / 1000,
     )
 
 

@@ -72,7 +72,7 @@ class ProxyConfig:
     max_request_bytes: int = 100 * 1024 * 1024
     zk_auth: ZkAuth = NO_AUTH
     group_config: GroupConfig = field(default_factory=GroupConfig)
-    zk_session_timeout_s: float = 10.0
+    zk_session_timeout_s: float = 6.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.node_id < 2**31:
