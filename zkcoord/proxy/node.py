@@ -265,6 +265,8 @@ class ProxyNode:
             self._links.add(task)
             try:
                 await link.run()
+            except asyncio.CancelledError:
+                pass  # the proxy is closing: the connection task ends here, not as an error asyncio logs
             finally:
                 self._links.discard(task)
 
