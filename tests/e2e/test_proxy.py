@@ -97,10 +97,12 @@ class ProxyProcess:
         self.node_id = node_id
         self.port = free_port()
         self.broker_port = free_port()
+        self.other_port = free_port()  # pinned for broker 112, registered by a test while the proxy runs
         self.data_dir = data_dir
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "zkcoord", "proxy", "--zk", zk_connect, "--listen", f"127.0.0.1:{self.port}",
-             "--node-id", str(node_id), "--data-dir", str(data_dir), "--broker-port", f"111={self.broker_port}", *extra],
+             "--node-id", str(node_id), "--data-dir", str(data_dir), "--broker-port", f"111={self.broker_port}",
+             "--broker-port", f"112={self.other_port}", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
         self.lines: list[str] = []
@@ -198,6 +200,49 @@ def test_kafka_python_and_librdkafka_produce_and_consume_through_the_proxy(
     group.close()
     assert sorted(seen) == sorted(sent + rk_sent)
     assert not any(proxy.data_dir.rglob("*")) if proxy.data_dir.exists() else True
+
+
+def test_a_broker_registered_while_the_proxy_runs_gets_its_port(
+    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path
+) -> None:
+    """/brokers/ids is watched: a broker that registers later is reachable through its port at once, and the
+    frames sent there reach it (an ApiVersions answered through the new port, capped by the proxy)."""
+    from zkcoord.legacy.codecs import BrokerRegistration
+    from zkcoord.server import kafka_protocol as kp
+    from zkcoord.testing import wait_for
+
+    def port_open(port: int) -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return True
+        except OSError:
+            return False
+
+    with register_in_zookeeper(zk, tansu, {}):
+        proxy = ProxyProcess(zk_connect, tmp_path / "proxy")
+        try:
+            assert not port_open(proxy.other_port)
+            reg = BrokerRegistration.create("127.0.0.1", tansu.port, timestamp_ms=int(time.time() * 1000))
+            zk.create("/brokers/ids/112", reg.encode(), ephemeral=True)
+            wait_for(lambda: port_open(proxy.other_port), 10, "the proxy's port for broker 112")
+            with socket.create_connection(("127.0.0.1", proxy.other_port), timeout=10) as sock:
+                sock.sendall(kp.encode_request(kp.API_VERSIONS, 0, 42, "test"))
+                frame = _read_exactly(sock, int.from_bytes(_read_exactly(sock, 4), "big"))
+            corr, resp = kp.decode_response(kp.API_VERSIONS, 0, frame)
+            assert (corr, resp.error_code) == (42, 0)
+            versions = {a.api_key: a.max_version for a in resp.api_keys}
+            assert versions[kp.JOIN_GROUP] == kp.ADVERTISED[kp.JOIN_GROUP][1] < 9  # Tansu offers 9: capped
+        finally:
+            proxy.stop()
+
+
+def test_the_proxy_refuses_a_node_id_of_the_cluster(zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path,
+                                                    capsys: Any) -> None:  # fmt: skip
+    with register_in_zookeeper(zk, tansu, {}):
+        code = main(["proxy", "--zk", zk_connect, "--listen", f"127.0.0.1:{free_port()}", "--node-id", "111",
+                     "--data-dir", str(tmp_path / "p")])  # fmt: skip
+    assert code == 2
+    assert "--node-id 111 is a broker of the cluster behind the proxy" in capsys.readouterr().err
 
 
 # -- a mixed group coordinated by the proxy ------------------------------------------------------------------------
