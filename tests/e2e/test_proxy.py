@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,13 +106,21 @@ class ProxyProcess:
              "--broker-port", f"112={self.other_port}", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )  # fmt: skip
+        # Its output is read all along (a pipe left full would stop the proxy at its next log line).
         self.lines: list[str] = []
+        self.ready = threading.Event()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        if not self.ready.wait(30):
+            self.kill9()
+            raise AssertionError(f"proxy did not start: {''.join(self.lines)}")
+
+    def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:  # start-up lines; bounded by the test timeout
+        for line in self.proc.stdout:
             self.lines.append(line)
             if "broker 111 behind" in line:
-                return
-        raise AssertionError(f"proxy did not start: {''.join(self.lines)}")
+                self.ready.set()
 
     @property
     def bootstrap(self) -> str:
@@ -120,6 +129,7 @@ class ProxyProcess:
     def kill9(self) -> None:
         self.proc.kill()
         self.proc.wait(10)
+        self.reader.join(10)
 
     def stop(self) -> None:
         if self.proc.poll() is not None:
@@ -130,6 +140,7 @@ class ProxyProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(10)
+        self.reader.join(10)
 
 
 @pytest.fixture
@@ -248,12 +259,14 @@ def test_the_proxy_refuses_a_node_id_of_the_cluster(zk: Any, zk_connect: str, ta
 # -- a mixed group coordinated by the proxy ------------------------------------------------------------------------
 
 
-def test_a_legacy_member_and_a_kafka_python_member_share_a_group_through_the_proxy(
+def test_a_group_is_migrated_member_by_member_through_the_proxy(
     zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path
 ) -> None:
-    """The legacy member reads the brokers from ZooKeeper and fetches from Tansu; the kafka-python member joins
-    through the proxy, whose coordinator (not Tansu's: Tansu's group of that id never has a member) holds the group
-    as a mixed group: the two split the partitions, none is held by both at any poll, every record is read."""
+    """Two legacy members (fast and faithful) read from Tansu; one at a time each is replaced by a broker-protocol
+    member joining through the proxy (confluent-kafka, then kafka-python), whose coordinator (not Tansu's: Tansu's
+    group of that id never has a member) holds the group as a mixed group. At every poll no partition is held by
+    two members; every record produced before, during and after is read; only /consumers and /zkcoord change."""
+    from confluent_kafka import Consumer
     from kafka import KafkaConsumer, KafkaProducer
 
     from zkcoord.legacy.config import LegacyConsumerConfig
@@ -261,73 +274,112 @@ def test_a_legacy_member_and_a_kafka_python_member_share_a_group_through_the_pro
 
     topic, group = "mixed-orders", "mixed-g1"
     tansu.create_topic(topic, 4)
-    sent = 400
     with register_in_zookeeper(zk, tansu, {topic: 4}):
         before = snapshot(zk)
         producer = KafkaProducer(bootstrap_servers=tansu.bootstrap)
+        produced = 0
 
-        def produce(first: int, count: int) -> None:
-            for i in range(first, first + count):
+        def produce(count: int = 100) -> None:
+            nonlocal produced
+            for i in range(produced, produced + count):
                 producer.send(topic, f"r{i}".encode(), partition=i % 4)
             producer.flush(30)
+            produced += count
 
-        produce(0, sent // 2)  # read by the legacy member alone, then handed over with its commits
         proxy = ProxyProcess(
             zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*", "--bridge-zk-offsets"
         )
-        legacy = LegacyConsumer(
-            LegacyConsumerConfig(
-                group_id=group,
-                zookeeper_connect=zk_connect,
-                consumer_id="legacy-1",
-                auto_offset_reset="smallest",
-                rebalance_backoff_ms=200,
-                rebalance_max_retries=50,
-                zookeeper_session_timeout_ms=6000,
-                mode="fast",
-            ),
-            {topic: 1},
-        )
-        member: KafkaConsumer | None = None
-        got: list[tuple[int, int]] = []
-        overlaps: list[tuple[set[int], set[int]]] = []
+
+        def legacy_member(name: str, mode: str) -> LegacyConsumer:
+            return LegacyConsumer(
+                LegacyConsumerConfig(group_id=group, zookeeper_connect=zk_connect, consumer_id=name,
+                                     auto_offset_reset="smallest", rebalance_backoff_ms=200,
+                                     rebalance_max_retries=50, zookeeper_session_timeout_ms=6000,
+                                     auto_commit_interval_ms=200, mode=mode),  # type: ignore[arg-type]
+                {topic: 1},
+            )  # fmt: skip
+
+        legacy = {
+            "fast": legacy_member("legacy-fast", "fast"),
+            "faithful": legacy_member("legacy-faithful", "faithful"),
+        }
+        rk: Any = None
+        kp_member: KafkaConsumer | None = None
+        got: set[tuple[int, int]] = set()
+        overlaps: list[dict[str, set[int]]] = []
+
+        def held() -> dict[str, set[int]]:
+            out = {name: {tp.partition for tp in m.owned()} for name, m in legacy.items()}
+            if rk is not None:
+                out["confluent-kafka"] = {tp.partition for tp in rk.assignment()}
+            if kp_member is not None:
+                out["kafka-python"] = {tp.partition for tp in kp_member.assignment()}
+            return out
+
+        def step() -> None:
+            for m in legacy.values():  # a legacy member fetches in the calls it is given: 50 ms each
+                while (msg := m.next_message(timeout=0.05)) is not None:
+                    got.add((msg.partition, msg.offset))
+            if rk is not None:
+                for msg in rk.consume(100, 0.05):
+                    if msg.error() is None:
+                        got.add((msg.partition(), msg.offset()))
+            if kp_member is not None:
+                for records in kp_member.poll(timeout_ms=50).values():
+                    got.update((r.partition, r.offset) for r in records)
+            now = held()
+            if sum(len(v) for v in now.values()) != len(set().union(*now.values())):
+                overlaps.append(now)
+
+        def run_until(done: Any, what: str, timeout: float = 60) -> None:
+            deadline = time.monotonic() + timeout
+            while not done():
+                assert time.monotonic() < deadline, (
+                    f"{what}: held {held()}, read {len(got)}/{produced}; proxy: {''.join(proxy.lines[-30:])}"
+                )
+                step()
+
+        def everyone_holds() -> bool:
+            return all(held().values()) and len(got) == produced
+
         try:
-            legacy.start()
-            member = KafkaConsumer(bootstrap_servers=proxy.bootstrap, group_id=group, auto_offset_reset="earliest",
-                                   session_timeout_ms=6000, heartbeat_interval_ms=500, fetch_max_wait_ms=100)  # fmt: skip
-            member.subscribe([topic])
-            deadline = time.monotonic() + 60
-            split = False
-            while len(set(got)) < sent and time.monotonic() < deadline:
-                if not split and member.assignment() and legacy.owned():
-                    split = True
-                    produce(sent // 2, sent // 2)  # read by whichever member owns each partition now
-                for records in member.poll(timeout_ms=50).values():
-                    got.extend((r.partition, r.offset) for r in records)
-                # the legacy member fetches in the calls it is given: 50 ms each until it has nothing more
-                while (msg := legacy.next_message(timeout=0.05)) is not None:
-                    got.append((msg.partition, msg.offset))
-                mine = {tp.partition for tp in member.assignment()}
-                theirs = {tp.partition for tp in legacy.owned()}
-                if mine & theirs:
-                    overlaps.append((mine, theirs))
-            both = bool({tp.partition for tp in member.assignment()}) and bool(legacy.owned())
-            assert tansu_group_members(tansu, group) == 0
+            produce()
+            for m in legacy.values():
+                m.start()
+            run_until(everyone_holds, "two legacy members")
+            # replace the faithful legacy member by a confluent-kafka member through the proxy
+            legacy.pop("faithful").close()
+            rk = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                           "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
+                           "partition.assignment.strategy": "range", "auto.commit.interval.ms": 200})  # fmt: skip
+            rk.subscribe([topic])
+            produce()
+            run_until(everyone_holds, "legacy-fast and confluent-kafka")
+            # then the fast one by a kafka-python member
+            legacy.pop("fast").close()
+            kp_member = KafkaConsumer(bootstrap_servers=proxy.bootstrap, group_id=group, auto_offset_reset="earliest",
+                                      session_timeout_ms=6000, heartbeat_interval_ms=500, fetch_max_wait_ms=100,
+                                      auto_commit_interval_ms=200)  # fmt: skip
+            kp_member.subscribe([topic])
+            produce()
+            run_until(everyone_holds, "confluent-kafka and kafka-python")
+            produce()
+            run_until(lambda: len(got) == produced, "every record once migrated")
+            assert tansu_group_members(tansu, group) == 0  # no client reached the cluster's own coordinator
         finally:
-            if member is not None:
-                member.close()
-            legacy.close()
+            if kp_member is not None:
+                kp_member.close()
+            if rk is not None:
+                rk.close()
+            for m in legacy.values():
+                m.close()
             producer.close()
             proxy.stop()
         assert overlaps == []
-        assert both, "the group was shared: each side held partitions at the end"
-        assert len(set(got)) == sent  # every record, by (partition, offset)
-        assert tansu_group_members(tansu, group) == 0  # no client reached the cluster's own coordinator
+        assert len(got) == produced == 400  # every record, by (partition, offset)
         after = snapshot(zk)
     keep = lambda t: {p: v for p, v in outside_zkcoord(t).items() if not p.startswith("/consumers")}  # noqa: E731
-    b, a = keep(before), keep(after)
-    a["/"] = b["/"] = (b"", 0, 0)
-    assert a == b
+    assert keep(after) == keep(before)
     assert [p for p in proxy.data_dir.rglob("*") if p.is_file()] == []  # no partition data, no records there
 
 

@@ -40,6 +40,10 @@ class LocalGroups(Protocol):
 
     def answer(self, req: kp.RequestFrame) -> bytes | Awaitable[bytes | None] | None: ...
 
+    def coordinators(self) -> list[tuple[int, str, int]]:
+        """The proxy nodes a FindCoordinator may name (node id, host, port): listed in Metadata too."""
+        ...
+
 
 class Link:
     """Serves one accepted client connection against `upstream` until either side closes."""
@@ -173,7 +177,8 @@ class Link:
             if corr != want:
                 raise kp.MalformedFrame(f"broker answered correlation id {corr}, expected {want}")
             if key in kp.ADDRESS_APIS:
-                fut.set_result(kp.rewrite_addresses(key, version, frame, self.address_of))
+                extra = self.local.coordinators() if self.local is not None else ()
+                fut.set_result(kp.rewrite_addresses(key, version, frame, self.address_of, extra))
             elif key == kp.API_VERSIONS:
                 fut.set_result(kp.cap_api_versions(version, frame, self.caps))
             else:

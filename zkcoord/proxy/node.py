@@ -277,6 +277,9 @@ class ProxyNode:
     def coordinates(self, group_id: str) -> bool:
         return self._pattern is not None and self._pattern.fullmatch(group_id) is not None
 
+    def coordinators(self) -> list[tuple[int, str, int]]:
+        return self.groups.node.brokers() if self.groups is not None else []
+
     def answer(self, req: kp.RequestFrame) -> bytes | Awaitable[bytes | None] | None:
         if req.api_key == kp.FIND_COORDINATOR:
             assert self.groups is not None

@@ -1195,11 +1195,17 @@ def _response_error(api_key: int, api_version: int, exc: Exception) -> ProtocolE
 
 
 def rewrite_addresses(
-    api_key: int, api_version: int, frame: bytes | bytearray, address_of: AddressOf
+    api_key: int,
+    api_version: int,
+    frame: bytes | bytearray,
+    address_of: AddressOf,
+    extra: Sequence[tuple[int, str, int]] = (),
 ) -> bytes:
     """A Metadata / FindCoordinator / DescribeCluster response frame (without its size prefix) with every
-    broker address replaced by `address_of(node_id, host, port)`; returned framed (size prefix included).
-    A response that does not decode raises MalformedBody: the proxy never passes an address it did not map."""
+    broker address replaced by `address_of(node_id, host, port)`, and the brokers `extra` (node id, host, port)
+    listed after the cluster's in Metadata and DescribeCluster answers (the proxy's coordinators: a client may
+    drop a coordinator its metadata does not list); returned framed (size prefix included). A response that does
+    not decode raises MalformedBody: the proxy never passes an address it did not map."""
     cls = _ADDRESS_CLASSES[api_key]
     try:
         obj = cls.decode(bytes(frame), version=api_version, header=True)
@@ -1211,9 +1217,19 @@ def rewrite_addresses(
             if entry.node_id >= 0 and entry.host:
                 entry.host, entry.port = address_of(entry.node_id, entry.host, entry.port)
     else:
-        for broker in obj.brokers or ():
+        brokers = list(obj.brokers or ())
+        for broker in brokers:
             node_id = broker.broker_id if api_key == DESCRIBE_CLUSTER else broker.node_id
             broker.host, broker.port = address_of(node_id, broker.host, broker.port)
+        listed = {b.broker_id if api_key == DESCRIBE_CLUSTER else b.node_id for b in brokers}
+        for node_id, host, port in extra:
+            if node_id in listed:
+                continue
+            if api_key == DESCRIBE_CLUSTER:
+                brokers.append(cls.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=None))
+            else:
+                brokers.append(cls.MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=None))
+        obj.brokers = brokers
     return bytes(obj.encode(header=True, framed=True))
 
 

@@ -159,3 +159,14 @@ def test_port_rule_and_pins() -> None:
         PortMap(9192, 65535).port_for(1)
     with pytest.raises(ConfigError, match="distinct"):
         PortMap(9192, 9193, pinned={1: 9192})
+
+
+@pytest.mark.parametrize("version", [0, 1, 9, MetadataResponse.max_version])
+def test_metadata_lists_the_proxy_coordinators_after_the_cluster_brokers(version: int) -> None:
+    """A coordinator missing from the metadata brokers is dropped by librdkafka, which then asks again: measured,
+    a confluent-kafka member joined a proxy-coordinated group in 3-17 s (once not in 60 s) without this, 3.1 s with."""
+    extra = [(9000, "proxy.example", 9192), (2, "dup", 1)]  # an id the cluster lists is not added twice
+    out = kp.rewrite_addresses(kp.METADATA, version, response_frame(metadata(version)), to_proxy, extra)
+    back = MetadataResponse.decode(out[4:], version=version, header=True)
+    assert [(b.node_id, b.host, b.port) for b in back.brokers] == [
+        (1, "proxy.example", 9194), (2, "proxy.example", 9195), (9000, "proxy.example", 9192)]  # fmt: skip
