@@ -23,6 +23,7 @@ from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
 from zkcoord.cli.listeners import add_listener_options, listener_setup
 from zkcoord.cli.options import add_config_option, examples
 from zkcoord.cli.zkargs import add_zk_security, zk_auth
+from zkcoord.cluster.node import ClusterConfig, check_no_foreign_cluster
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
 from zkcoord.metrics import ServeMetrics
@@ -336,15 +337,11 @@ def run(args: argparse.Namespace) -> int:
     if args.zk and listeners.more:
         raise ConfigError("a cluster node (--zk) has one listener: give --listen or one --listeners entry")
     if args.zk:  # validate the cluster settings before anything starts
-        from zkcoord.cluster.node import ClusterConfig, check_no_foreign_cluster
-
-        cluster_config = ClusterConfig(
+        ClusterConfig(
             zookeeper_connect=args.zk, node_id=args.node_id, host=host, port=port or 1, zookeeper_auth=auth,
             **cluster,
         )  # fmt: skip
-        # Before any bridge or listener starts: beside brokers zkcoord did not start, plain cluster mode would
-        # join their registry and controller election; refused, nothing written (`zkcoord proxy` is the way).
-        check_no_foreign_cluster(cluster_config)
+
     bridge_connect = None
     if args.bridge_zk_offsets is not None:
         bridge_connect = args.bridge_zk_offsets or args.zk
@@ -397,6 +394,15 @@ async def _serve(
     mixed: tuple[str, str] | None = None,
     metrics_listen: tuple[str, int] | None = None,
 ) -> int:
+    if node.zk_connect:
+        # Before any bridge or listener starts: beside brokers zkcoord did not start, plain cluster mode would
+        # join their registry and controller election; refused, nothing written (`zkcoord proxy` is the way).
+        cfg = node.server_config
+        overrides: dict[str, Any] = dict(node.cluster_overrides)
+        await asyncio.to_thread(check_no_foreign_cluster, ClusterConfig(
+            zookeeper_connect=node.zk_connect, node_id=cfg.node_id, host=cfg.host, port=cfg.port or 1,
+            zookeeper_auth=node.zk_auth, **overrides,
+        ))  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
