@@ -341,7 +341,6 @@ def run(args: argparse.Namespace) -> int:
             zookeeper_connect=args.zk, node_id=args.node_id, host=host, port=port or 1, zookeeper_auth=auth,
             **cluster,
         )  # fmt: skip
-
     bridge_connect = None
     if args.bridge_zk_offsets is not None:
         bridge_connect = args.bridge_zk_offsets or args.zk
