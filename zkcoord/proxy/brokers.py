@@ -1,6 +1,6 @@
 """The live brokers of the cluster behind the proxy, read from `/brokers/ids` and kept current by a ZooKeeper
-watch (not polled): node id -> the (host, port) of its PLAINTEXT endpoint. Reads only; never writes the cluster's
-znodes.
+watch (not polled; read again once a new session replaces an expired one, whose watches are gone): node id -> the
+(host, port) of its PLAINTEXT endpoint. Reads only; never writes the cluster's znodes.
 """
 
 from __future__ import annotations
@@ -34,12 +34,24 @@ class BrokerWatch:
         self.brokers: Brokers = {}
         self._lock = threading.Lock()
         self._closed = False
+        self._lost = False
 
     def start(self) -> None:
+        self.client.add_listener(self._on_state)
         self._read()
 
     def close(self) -> None:
         self._closed = True
+        self.client.remove_listener(self._on_state)
+
+    def _on_state(self, state: str) -> None:
+        """Watches go with an expired session: once connected again after a loss, read (and watch) again. A
+        listener must not block kazoo's connection thread, so the read runs on the client's handler."""
+        if state == "LOST":
+            self._lost = True
+        elif state == "CONNECTED" and self._lost and not self._closed:
+            self._lost = False
+            self.client.handler.spawn(self._on_watch, None)
 
     def _on_watch(self, event: Any) -> None:
         if not self._closed:
