@@ -31,7 +31,6 @@ ROUNDS = 3
 VALUE = b"x" * 100
 LATENCY_SECONDS = 5.0
 PRODUCER = {"linger.ms": 5, "acks": 1, "batch.num.messages": 10000}
-PROXY_LOG = Path("/tmp/zkcoord-bench-proxy.log")
 
 
 @dataclass
@@ -120,7 +119,7 @@ def main() -> None:
                 [sys.executable, "-m", "zkcoord", "proxy", "--zk", zk.hosts, "--listen", f"127.0.0.1:{port}",
                  "--node-id", "9000", "--data-dir", str(Path(zk.base_dir) / "proxy"),
                  "--broker-port", f"111={free_port()}"],
-                stdout=subprocess.PIPE, stderr=open(PROXY_LOG, "w"), text=True,  # noqa: SIM115
+                stdout=subprocess.PIPE, stderr=open(Path(zk.base_dir) / "proxy.log", "w"), text=True,  # noqa: SIM115
             )  # fmt: skip
             try:
                 assert proxy.stdout is not None
