@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="zkcoord",
         description="ZooKeeper-era Kafka consumer groups, the broker protocol, and the migration between them.",
         epilog=examples(
-            "zkcoord demo                      # both protocols side by side, report in ./zkcoord-demo",
+            "zkcoord demo                      # both protocols side by side, report in reports/demo-<date>-<time>/",
             "zkcoord serve --data-dir /tmp/n1  # a Kafka wire-protocol node on 127.0.0.1:9092",
         )
         + "\n\n'zkcoord COMMAND --help' shows each command's options and examples.",

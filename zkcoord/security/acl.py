@@ -1,11 +1,11 @@
 """Kafka's ACL model without I/O: resources, operations, ACL entries in the JSON of `/kafka-acl/<Type>/<name>`,
 and the decision of `SimpleAclAuthorizer`/`AclAuthorizer` (`authorize`) as one pure function.
 
-Guarantees: a znode's data either parses into typed ACLs or raises a ConfigError naming what is wrong; the
-decision is Kafka's: a super user is always allowed; with no ACL on the resource (literal name or `*`) the answer
-is `allow.everyone.if.no.acl.found`; a matching Deny wins over any Allow; Read, Write, Delete and Alter imply
-Describe, AlterConfigs implies DescribeConfigs; `All` matches every operation, `User:*` every principal and
-host `*` every host.
+Guarantees: a znode's data (any bytes: size and nesting bounded) either parses into typed ACLs or raises a
+ConfigError naming what is wrong; the decision is Kafka's: a super user is always allowed; with no ACL on the
+resource (literal name or `*`) the answer is `allow.everyone.if.no.acl.found`; a matching Deny wins over any
+Allow; Read, Write, Delete and Alter imply Describe, AlterConfigs implies DescribeConfigs; `All` matches every
+operation, `User:*` every principal and host `*` every host.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from zkcoord.errors import ConfigError
+from zkcoord.security.stored_json import brief, load_stored_json
 
 WILDCARD = "*"
 WILDCARD_PRINCIPAL = "User:*"
@@ -163,7 +164,7 @@ def _enum(cls: type[enum.Enum], value: object, what: str) -> enum.Enum:
     for member in cls:
         if member.value == value:
             return member
-    raise ConfigError(f"{what} {value!r} is not one of {', '.join(str(m.value) for m in cls)}")
+    raise ConfigError(f"{what} {brief(value)} is not one of {', '.join(str(m.value) for m in cls)}")
 
 
 def parse_acl(entry: Mapping[str, object]) -> Acl:
@@ -171,9 +172,9 @@ def parse_acl(entry: Mapping[str, object]) -> Acl:
     principal = entry.get("principal")
     host = entry.get("host", WILDCARD)
     if not isinstance(principal, str) or ":" not in principal:
-        raise ConfigError(f"principal {principal!r} is not TYPE:NAME")
+        raise ConfigError(f"principal {brief(principal)} is not TYPE:NAME")
     if not isinstance(host, str) or not host:
-        raise ConfigError(f"host {host!r} is not a host or '*'")
+        raise ConfigError(f"host {brief(host)} is not a host or '*'")
     permission = _enum(Permission, entry.get("permissionType"), "permissionType")
     operation = _enum(Operation, entry.get("operation"), "operation")
     assert isinstance(permission, Permission) and isinstance(operation, Operation)
@@ -181,19 +182,17 @@ def parse_acl(entry: Mapping[str, object]) -> Acl:
 
 
 def parse_acls(data: bytes) -> tuple[Acl, ...]:
-    """A `/kafka-acl/<Type>/<name>` znode's data (Kafka's `{"version":1,"acls":[...]}`); empty data: no ACLs."""
+    """A `/kafka-acl/<Type>/<name>` znode's data (Kafka's `{"version":1,"acls":[...]}`); empty data: no ACLs.
+    Any bytes: the ACLs, or a ConfigError (bounded size and depth, see `load_stored_json`)."""
     if not data:
         return ()
-    try:
-        doc = json.loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"not JSON: {exc}") from None
+    doc = load_stored_json(data)
     if not isinstance(doc, dict) or not isinstance(doc.get("acls"), list):
         raise ConfigError('not Kafka\'s ACL JSON: no "acls" list')
     acls: list[Acl] = []
-    for entry in doc["acls"]:
+    for i, entry in enumerate(doc["acls"]):
         if not isinstance(entry, dict):
-            raise ConfigError(f"ACL entry {entry!r} is not an object")
+            raise ConfigError(f"ACL entry {i} is {brief(entry)}, not an object")
         acls.append(parse_acl(entry))
     return tuple(acls)
 

@@ -3,7 +3,8 @@ string Kafka stores in `/config/users/<user>` (`salt=..,stored_key=..,server_key
 server side of one exchange as a sans-IO state machine, with salt and nonce handed in by the caller.
 
 Guarantees: a client proof is accepted only if it hashes to the stored key (constant-time comparison); every
-message that does not fit the grammar or the state is a `ScramError` naming what was wrong; credentials made
+message that does not fit the grammar or the state is a `ScramError` naming what was wrong, and an oversized one
+(message, user name, nonce, extensions) is refused on its length before any per-character work; credentials made
 here and by Kafka's `kafka-configs.sh --add-config 'SCRAM-SHA-256=[password=...]'` are interchangeable.
 """
 
@@ -23,6 +24,15 @@ HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 MIN_ITERATIONS = 4096
 DEFAULT_ITERATIONS = 4096
 MAX_ITERATIONS = 1 << 20  # bound the work one stored credential can make the server do per login
+
+# Bounds on what an unauthenticated client may send, checked by length before any per-field work (Kafka bounds
+# only the frame, sasl.server.max.receive.size; real clients send a few hundred bytes): a whole client message,
+# the user name (as sent, escaped), the client nonce (kafka-python and librdkafka send 32 characters, Java 26),
+# the combined nonce of client-final (librdkafka 2.0 repeats its own nonce in front), and the extensions.
+MAX_MESSAGE_BYTES = 8192
+MAX_USERNAME_BYTES = 1024
+MAX_NONCE_CHARS = 1024
+MAX_EXTENSIONS = 16
 
 
 class ScramError(ZkcoordError):
@@ -105,7 +115,12 @@ class ScramCredential:
         return cls(salt, stored, server, iterations)
 
 
-def _attributes(message: str, what: str) -> list[tuple[str, str]]:
+def _attributes(message: str, what: str, at_most: int) -> list[tuple[str, str]]:
+    count = message.count(",") + 1  # counted in C before anything is split
+    if count > at_most:
+        raise ScramError(
+            f"SCRAM {what}: {count} attributes, at most {at_most} (extensions <= {MAX_EXTENSIONS})"
+        )
     out = []
     for part in message.split(","):
         if len(part) < 2 or part[1] != "=" or not part[0].isalpha():
@@ -137,27 +152,47 @@ class ClientFirst:
     extensions: tuple[tuple[str, str], ...]
 
 
-def parse_client_first(message: bytes) -> ClientFirst:
-    """`n,[a=authzid],n=user,r=nonce[,ext...]`; channel binding ('p=') is refused, as Kafka does."""
+def _check_size(message: bytes, what: str) -> str:
+    """The message as text, once its length is known to be within MAX_MESSAGE_BYTES (checked before decoding)."""
+    if len(message) > MAX_MESSAGE_BYTES:
+        raise ScramError(f"SCRAM {what}: message of {len(message)} bytes, at most {MAX_MESSAGE_BYTES}")
     try:
-        text = message.decode("utf-8")
+        return message.decode("utf-8")
     except UnicodeDecodeError:
-        raise ScramError("SCRAM client-first: not UTF-8") from None
+        raise ScramError(f"SCRAM {what}: not UTF-8") from None
+
+
+def _valid_nonce(nonce: str) -> bool:
+    """RFC 5802 `printable`: %x21-2B / %x2D-7E (no ',', which cannot be here after the split), checked by str
+    methods in C rather than a Python loop per character."""
+    return bool(nonce) and nonce.isascii() and nonce.isprintable() and " " not in nonce
+
+
+def parse_client_first(message: bytes) -> ClientFirst:
+    """`n,[a=authzid],n=user,r=nonce[,ext...]`; channel binding ('p=') is refused, as Kafka does. Sizes are
+    bounded (MAX_MESSAGE_BYTES, MAX_USERNAME_BYTES, MAX_NONCE_CHARS, MAX_EXTENSIONS) before any per-field work."""
+    text = _check_size(message, "client-first")
     flag, sep1, rest = text.partition(",")
     authzid, sep2, bare = rest.partition(",")
     if not (sep1 and sep2):
         raise ScramError("SCRAM client-first: missing the GS2 header")
     if flag not in ("n", "y"):
         raise ScramError(f"SCRAM client-first: channel binding flag {flag[:5]!r} is not supported")
-    attrs = _attributes(bare, "client-first")
+    attrs = _attributes(bare, "client-first", 2 + MAX_EXTENSIONS)
     if len(attrs) < 2 or attrs[0][0] != "n" or attrs[1][0] != "r":
         raise ScramError("SCRAM client-first: wants n=user,r=nonce")
-    username = _sasl_name(attrs[0][1])
-    if authzid and authzid != f"a={attrs[0][1]}":
+    sent_name, nonce = attrs[0][1], attrs[1][1]
+    if len(sent_name.encode("utf-8")) > MAX_USERNAME_BYTES:
+        raise ScramError(f"SCRAM client-first: user name longer than {MAX_USERNAME_BYTES} bytes")
+    if len(nonce) > MAX_NONCE_CHARS:
+        raise ScramError(f"SCRAM client-first: nonce of {len(nonce)} characters, at most {MAX_NONCE_CHARS}")
+    username = _sasl_name(sent_name)
+    if authzid and authzid != f"a={sent_name}":
         raise ScramError("SCRAM client-first: authorization id differs from the user name")
-    nonce = attrs[1][1]
-    if not username or not nonce or any(not 0x21 <= ord(c) <= 0x7E or c == "," for c in nonce):
-        raise ScramError("SCRAM client-first: empty user name or invalid nonce")
+    if not username:
+        raise ScramError("SCRAM client-first: empty user name")
+    if not _valid_nonce(nonce):
+        raise ScramError("SCRAM client-first: nonce is empty or not printable ASCII")
     return ClientFirst(username, nonce, f"{flag},{authzid},", bare, tuple(attrs[2:]))
 
 
@@ -211,14 +246,13 @@ class ScramServer:
         self._expect(ScramState.RECEIVE_CLIENT_FINAL)
         self.state = ScramState.FAILED  # until the proof is shown to hold
         assert self._first is not None
-        try:
-            text = message.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ScramError("SCRAM client-final: not UTF-8") from None
+        text = _check_size(message, "client-final")
         without_proof, sep, proof_b64 = text.rpartition(",p=")
         if not sep:
             raise ScramError("SCRAM client-final: no proof")
-        attrs = dict(_attributes(without_proof, "client-final"))
+        attrs = dict(_attributes(without_proof, "client-final", 2 + MAX_EXTENSIONS))
+        if len(attrs.get("r", "")) > 2 * MAX_NONCE_CHARS + len(self._nonce):
+            raise ScramError("SCRAM client-final: nonce longer than a client nonce before the combined one")
         if attrs.get("c") != base64.b64encode(self._first.gs2_header.encode()).decode():
             raise ScramError("SCRAM client-final: channel binding does not match the GS2 header")
         # Kafka's ScramSaslServer accepts a nonce that ends with the server's (not only an equal one), and

@@ -22,6 +22,8 @@ from kafka.protocol.admin import (
     CreateTopicsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     DescribeClusterResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
@@ -89,6 +91,7 @@ DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 API_VERSIONS = 18
 CREATE_TOPICS = 19
+DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
 DELETE_GROUPS = 42
 
@@ -108,6 +111,7 @@ API_NAMES = {
     LIST_GROUPS: "ListGroups",
     API_VERSIONS: "ApiVersions",
     CREATE_TOPICS: "CreateTopics",
+    DELETE_TOPICS: "DeleteTopics",
     INIT_PRODUCER_ID: "InitProducerId",
     DELETE_GROUPS: "DeleteGroups",
 }
@@ -132,6 +136,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     LIST_GROUPS: (0, 4),
     API_VERSIONS: (0, 3),
     CREATE_TOPICS: (0, 7),
+    DELETE_TOPICS: (0, 5),  # v6 names topics by id: zkcoord has no topic ids
     INIT_PRODUCER_ID: (0, 4),
     DELETE_GROUPS: (0, 2),
 }
@@ -166,6 +171,7 @@ _CLASSES: dict[int, tuple[Any, Any]] = {
     LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
     API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
     CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
+    DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
     INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
     DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
 }
@@ -309,8 +315,14 @@ def decode_request(frame: bytes | bytearray | memoryview, session: Session | Non
             pos += cid_len
         elif cid_len != -1:
             raise ValueError(f"client_id length {cid_len}")
+        header_tags = 0
         if codec.flexible:
             ntags, pos = _read_uvarint(buf, pos)
+            if ntags > prescan.MAX_TAGGED_FIELDS:
+                raise ValueError(
+                    f"{ntags} tagged fields, more than {prescan.MAX_TAGGED_FIELDS} in one request"
+                )
+            header_tags = ntags
             for _ in range(ntags):
                 _tag, pos = _read_uvarint(buf, pos)
                 size, pos = _read_uvarint(buf, pos)
@@ -325,7 +337,7 @@ def decode_request(frame: bytes | bytearray | memoryview, session: Session | Non
     try:
         # Bounded before the generic decoder runs: lengths against bytes left, forbidden nulls, and nested
         # unknown tagged fields dropped (kafka-python copies the rest of the frame per non-empty section).
-        unknown_tags = codec.plan.scan(buf, pos)
+        unknown_tags = codec.plan.scan(buf, pos, prescan.MAX_TAGGED_FIELDS - header_tags)
     except prescan.PrescanError as exc:
         raise MalformedBody(f"body does not decode: {exc}", key, version, corr) from exc
     if unknown_tags:
@@ -910,7 +922,13 @@ def create_topics_request(req: RequestFrame) -> dm.CreateTopicsRequest:
     b = req.body
     v = req.api_version
     topics = tuple(
-        dm.CreatableTopic(t.name, t.num_partitions, t.replication_factor, len(t.assignments or ()))
+        dm.CreatableTopic(
+            t.name,
+            t.num_partitions,
+            t.replication_factor,
+            len(t.assignments or ()),
+            tuple((c.name, c.value) for c in (t.configs or ())),
+        )
         for t in b.topics
     )
     return dm.CreateTopicsRequest(v, topics, bool(b.validate_only) if v >= 1 else False)
@@ -934,6 +952,22 @@ def create_topics_response(req: RequestFrame, r: dm.CreateTopicsResponse) -> byt
             )
             for t in r.topics
         ],
+    )
+    return _encode(req, resp)
+
+
+def delete_topics_request(req: RequestFrame) -> dm.DeleteTopicsRequest:
+    b = req.body
+    return dm.DeleteTopicsRequest(req.api_version, tuple(b.topic_names or ()), int(b.timeout_ms))
+
+
+def delete_topics_response(req: RequestFrame, r: dm.DeleteTopicsResponse) -> bytes:
+    cls = DeleteTopicsResponse
+    R = cls.DeletableTopicResult
+    resp = cls(
+        version=req.api_version,
+        throttle_time_ms=0,
+        responses=[R(name=t.name, error_code=t.error_code, error_message=t.error_message) for t in r.topics],
     )
     return _encode(req, resp)
 

@@ -1,7 +1,8 @@
 """The node's resource limits, with Kafka's property names where Kafka has one; validated at construction.
 
 `ConnectionLimits` bounds what clients can hold on the wire listener (connections, idle and half-sent frames,
-request memory, per-connection pipelining); `LogLimits` bounds partitions and the descriptors their logs hold.
+request memory, frames before a SASL login, per-connection pipelining); `LogLimits` bounds partitions and the
+descriptors their logs hold.
 docs/operations.md lists every limit, its default and what a client sees when it hits it.
 """
 
@@ -26,6 +27,9 @@ class ConnectionLimits:
     queued_max_request_bytes: int = 256 * 1024 * 1024
     # zkcoord's own: requests of one connection queued or being answered; the reader pauses at the bound.
     max_in_flight_per_connection: int = 100
+    # sasl.server.max.receive.size (Kafka's name and default, 512 KiB): on a SASL listener, until the login
+    # completes, a frame whose size prefix is larger closes the connection before any of its body is read.
+    sasl_server_max_receive_size: int = 524_288
 
     def __post_init__(self) -> None:
         for name in (
@@ -35,6 +39,7 @@ class ConnectionLimits:
             "request_read_timeout_ms",
             "queued_max_request_bytes",
             "max_in_flight_per_connection",
+            "sasl_server_max_receive_size",
         ):
             value = getattr(self, name)
             if value < 1:

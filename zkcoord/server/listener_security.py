@@ -4,7 +4,8 @@ per-connection authenticator that carries SaslHandshake (17) + SaslAuthenticate 
 
 Guarantees: on a SASL listener nothing but ApiVersions, SaslHandshake and SaslAuthenticate is served before the
 login succeeds (anything else closes the connection, as Kafka's authenticator does); a failed login is answered
-with SASL_AUTHENTICATION_FAILED (58) and the connection closed `connection.failed.authentication.delay.ms` later;
+with SASL_AUTHENTICATION_FAILED (58) and the connection closed `connection.failed.authentication.delay.ms` later
+(also when the user's stored SCRAM credential cannot be read: malformed, or ZooKeeper unavailable);
 an unsupported mechanism gets UNSUPPORTED_SASL_MECHANISM (33) with the enabled list. States and transitions are
 a table, checked on every step.
 """
@@ -19,7 +20,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from zkcoord.errors import ConfigError, ErrorCode
+from zkcoord.errors import ConfigError, ErrorCode, ZkcoordError
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.security.acl import Session
 from zkcoord.security.sasl import ANONYMOUS, PLAIN, SaslFailure, plain_authenticate, principal
 from zkcoord.security.scram import HASHES, ScramCredential, ScramError, ScramServer
@@ -27,6 +29,8 @@ from zkcoord.security.x500 import CertificateParseError, ssl_principal
 from zkcoord.server import kafka_protocol as kp
 
 log = logging.getLogger(__name__)
+# Events any client can repeat at will (failed logins, a user's unusable stored credential): few lines, all counted.
+_say = RateLimitedLog(log, burst=10, window_s=60.0)
 
 # (user, mechanism) -> the stored credential, or None for an unknown user (read from /config/users/<user>).
 ScramLookup = Callable[[str, str], Awaitable[ScramCredential | None]]
@@ -130,7 +134,14 @@ class SaslAuthenticator:
 
     def _fail(self, req: kp.RequestFrame, message: str) -> Step:
         self._to(AuthState.FAILED)
-        log.info("connection %s: SASL %s authentication failed: %s", self.peer, self.mechanism, message)
+        _say.log(
+            logging.INFO,
+            "failed_login",
+            "connection %s: SASL %s authentication failed: %s",
+            self.peer,
+            self.mechanism,
+            message,
+        )
         reply = kp.sasl_authenticate_response(req, ErrorCode.SASL_AUTHENTICATION_FAILED, message)
         return Step(reply, close=True, close_delay_s=self.config.failed_authentication_delay_ms / 1000)
 
@@ -181,19 +192,37 @@ class SaslAuthenticator:
             if self._scram is None:
                 self._scram = ScramServer(self.mechanism)
                 first = self._scram.client_first(token)
-                cred = await self.config.scram_lookup(first.username, self.mechanism)
+                cred = await self._credential(first.username, self.mechanism)
                 server_first = self._scram.server_first(cred, secrets.token_urlsafe(24))
                 self._to(AuthState.AUTHENTICATE)
                 return Step(kp.sasl_authenticate_response(req, ErrorCode.NONE, None, server_first))
             server_final = self._scram.client_final(token)
         except ScramError as exc:
             return self._fail(req, f"Authentication failed during authentication due to {exc}")
-        except ConfigError as exc:  # a stored credential that does not parse: the user cannot log in
-            log.warning("connection %s: SCRAM credential unusable: %s", self.peer, exc)
-            return self._fail(req, f"Authentication failed: invalid stored credential for {self.mechanism}")
         user = self._scram.username
         assert user is not None
         return self._done(req, user, server_final)
+
+    async def _credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The user's stored credential; None (the login then fails at the proof with SASL_AUTHENTICATION_FAILED,
+        exactly as for an unknown user) when it cannot be read: a malformed `/config/users/<user>` znode, any
+        parse failure, ZooKeeper unavailable. Fail closed, reported rate-limited."""
+        assert self.config.scram_lookup is not None
+        try:
+            return await self.config.scram_lookup(user, mechanism)
+        except Exception as exc:
+            _say.log(
+                logging.WARNING,
+                "scram_credential",
+                "connection %s: SCRAM %s credential of user %r unusable, the login fails: %s",
+                self.peer,
+                mechanism,
+                user[:64],
+                str(exc)[:300]
+                if isinstance(exc, ZkcoordError)
+                else f"{type(exc).__name__}: {str(exc)[:200]}",
+            )
+            return None
 
     def _done(self, req: kp.RequestFrame, user: str, token: bytes) -> Step:
         self._to(AuthState.AUTHENTICATED)

@@ -3,9 +3,11 @@
 Guarantees, for every (api, version) the server accepts: the scan costs time linear in the frame and allocates
 nothing per element; an array count larger than the bytes left could hold, a string or bytes length past the
 frame end, a null where the schema forbids one, or a tagged-field section running past the frame is a
-`PrescanError` before the generic decoder allocates anything. Nested unknown tagged fields are dropped in one
-linear copy (`strip_unknown_tags`): kafka-python's decoder copies the rest of the frame once per non-empty tagged
-section, which made a JoinGroup whose protocol entries each carry one unknown tag cost quadratic time.
+`PrescanError` before the generic decoder allocates anything, and so is a request with more than
+MAX_TAGGED_FIELDS tagged fields (counted from each section's count, so refusing costs at most that many). Nested
+unknown tagged fields are dropped in one linear copy (`strip_unknown_tags`): kafka-python's decoder copies the
+rest of the frame once per non-empty tagged section, which made a JoinGroup whose protocol entries each carry one
+unknown tag cost quadratic time.
 """
 
 from __future__ import annotations
@@ -19,6 +21,27 @@ from typing import Any
 
 class PrescanError(ValueError):
     """The body cannot be a valid encoding of its schema; the message names the field and the reason."""
+
+
+# Tagged fields one request may carry, all sections together (the header's included, see kafka_protocol): the
+# versions served here know at most a few per struct and real clients send a handful, while each costs the
+# decoders Python work (a 3.2 MB JoinGroup of one-byte tags held the event loop 1.7 s). The scan stops at the
+# first one beyond it, so the refusal itself costs no more than this many tags.
+MAX_TAGGED_FIELDS = 1024
+
+
+class _Tags:
+    """The tagged-field budget of one scan."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    def take(self, count: int, limit: int) -> None:
+        self.left -= count
+        if self.left < 0:
+            raise PrescanError(f"more than {limit} tagged fields in one request")
 
 
 _FIXED = {"int8": 1, "int16": 2, "uint16": 2, "int32": 4, "int64": 8, "float64": 8, "bool": 1, "uuid": 16}
@@ -84,11 +107,15 @@ class Plan:
     def __init__(self, request_cls: Any, version: int, flexible: bool) -> None:
         self.root = _struct_plan(request_cls._struct, version, flexible)
 
-    def scan(self, buf: memoryview, pos: int) -> list[tuple[int, int]]:
+    def scan(
+        self, buf: memoryview, pos: int, max_tagged_fields: int = MAX_TAGGED_FIELDS
+    ) -> list[tuple[int, int]]:
         """Check the body at buf[pos:]; return the (start, end) spans of nested tagged sections holding only
-        unknown tags (each can be replaced by one empty-section byte). Raises PrescanError."""
+        unknown tags (each can be replaced by one empty-section byte). Raises PrescanError, also when the body
+        carries more than `max_tagged_fields` tagged fields (the header's already counted against it)."""
         unknown: list[tuple[int, int]] = []
-        end = _scan_struct(self.root, buf, pos, len(buf), unknown, top=True)
+        tags = _Tags(max_tagged_fields)
+        end = _scan_struct(self.root, buf, pos, len(buf), unknown, tags, max_tagged_fields, top=True)
         if end != len(buf):
             raise PrescanError(f"body has {len(buf) - end} trailing bytes (frame {len(buf)} bytes)")
         return unknown
@@ -134,7 +161,14 @@ def _length(field: _Field, buf: memoryview, pos: int, limit: int, flexible: bool
 
 
 def _scan_field(
-    field: _Field, buf: memoryview, pos: int, limit: int, flexible: bool, unknown: list[tuple[int, int]]
+    field: _Field,
+    buf: memoryview,
+    pos: int,
+    limit: int,
+    flexible: bool,
+    unknown: list[tuple[int, int]],
+    tags: _Tags,
+    max_tags: int,
 ) -> int:
     kind = field.kind
     if kind == "fixed":
@@ -151,7 +185,7 @@ def _scan_field(
             pos += 1
             if marker == 0xFF:
                 return pos
-        return _scan_struct(field.struct, buf, pos, limit, unknown, top=False)
+        return _scan_struct(field.struct, buf, pos, limit, unknown, tags, max_tags, top=False)
     n, pos = _length(field, buf, pos, limit, flexible)
     if n < 0:
         if n != -1 or not field.nullable:
@@ -170,21 +204,29 @@ def _scan_field(
     if elem.kind == "fixed":
         return pos + n * elem.size
     for _ in range(n):
-        pos = _scan_field(elem, buf, pos, limit, flexible, unknown)
+        pos = _scan_field(elem, buf, pos, limit, flexible, unknown, tags, max_tags)
     return pos
 
 
 def _scan_struct(
-    plan: _Struct, buf: memoryview, pos: int, limit: int, unknown: list[tuple[int, int]], top: bool
+    plan: _Struct,
+    buf: memoryview,
+    pos: int,
+    limit: int,
+    unknown: list[tuple[int, int]],
+    tags: _Tags,
+    max_tags: int,
+    top: bool,
 ) -> int:
     for field in plan.fields:
-        pos = _scan_field(field, buf, pos, limit, plan.tagged, unknown)
+        pos = _scan_field(field, buf, pos, limit, plan.tagged, unknown, tags, max_tags)
     if not plan.tagged:
         return pos
     start = pos
     count, pos = _uvarint(buf, pos, limit, "tagged fields")
     if count == 0:
         return pos
+    tags.take(count, max_tags)  # before walking them: a huge count costs nothing
     only_unknown = True
     for _ in range(count):
         tag, pos = _uvarint(buf, pos, limit, "tag")

@@ -10,9 +10,11 @@ owed to the requests before it are written first (at most 5 s), as in Kafka, whi
 request only after answering the last.
 
 Limits (zkcoord.server.limits.ConnectionLimits): connections beyond max.connections / max.connections.per.ip
-are closed on accept; a connection silent for connections.max.idle.ms with nothing owed to it, or whose frame
-is not complete request.read.timeout.ms after its size arrived, is closed; frames being read by all connections
-together hold at most queued.max.request.bytes (a reader waits for room instead of allocating).
+are closed on accept; on a SASL listener a frame larger than sasl.server.max.receive.size before the login
+completes closes the connection on its size prefix, as Kafka does; a connection silent for
+connections.max.idle.ms with nothing owed to it, or whose frame is not complete request.read.timeout.ms after its
+size arrived, is closed; frames being read by all connections together hold at most queued.max.request.bytes (a
+reader waits for room instead of allocating).
 """
 
 from __future__ import annotations
@@ -27,11 +29,11 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 
 from zkcoord.errors import ConfigError
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.security.acl import Session
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.limits import ConnectionLimits
 from zkcoord.server.listener_security import ListenerSecurity, SaslAuthenticator
-from zkcoord.server.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +125,8 @@ class WireServer:
         self.connections = 0
         self.requests = 0
         self.rejected = 0
-        # Why connections ended early, by reason: refused_total, refused_per_ip, idle, slow_frame.
+        # Why connections ended early, by reason: refused_total, refused_per_ip, idle, slow_frame,
+        # sasl_receive_size.
         self.closed_by_limit: Counter[str] = Counter()
         # Client-caused events, each kind at most 10 lines a minute; errors/log_suppressed count them all.
         self._say = RateLimitedLog(log, burst=10, window_s=60.0)
@@ -259,6 +262,7 @@ class WireServer:
 
     async def _read_loop(self, reader: asyncio.StreamReader, conn: _Connection) -> None:
         max_bytes = self.max_request_bytes
+        sasl_max = self.limits.sasl_server_max_receive_size
         loop = asyncio.get_running_loop()
         while not conn.closed:
             head = await reader.readexactly(4)
@@ -273,6 +277,21 @@ class WireServer:
                     conn.peer,
                     size,
                     max_bytes,
+                )
+                return
+            if conn.auth is not None and not conn.auth.authenticated and size > sasl_max:
+                # Kafka's SaslServerAuthenticator reads every frame before the login with this bound and fails
+                # the login on the size prefix ("invalid receive size"): nothing of the body is read or kept.
+                self.rejected += 1
+                self.closed_by_limit["sasl_receive_size"] += 1
+                self._say.log(
+                    logging.WARNING,
+                    "sasl_receive_size",
+                    "connection %s: frame of %d bytes before the SASL login is larger than %d "
+                    "(sasl.server.max.receive.size), closing",
+                    conn.peer,
+                    size,
+                    sasl_max,
                 )
                 return
             await self._reserve(size)

@@ -3,10 +3,13 @@ node consults per request, and written as `kafka-acls.sh --authorizer-properties
 
 Guarantees: after `start()` the cache holds every resource's ACLs; a child or data watch on each znode brings any
 later change (by zkcoord, Kafka's tools, or a hand-written znode without a change notification) into it, and the
-table a reader gets is an immutable snapshot swapped whole. A znode whose data is not Kafka's ACL JSON denies
-everyone but super users on that resource (logged), never allows. A write merges with the ACLs already there
-(versioned, retried on a race) and announces the resource under `/kafka-acl-changes` (`acl_changes_N` holding
-`Topic:name`) so running Kafka brokers reload it.
+table a reader gets is an immutable snapshot swapped whole. A znode whose data is not Kafka's ACL JSON (any bytes:
+size and depth bounded, any failure) denies everyone but super users on that resource, even under
+allow.everyone.if.no.acl.found, replacing whatever ACLs it held (an earlier Deny cannot be frozen) and never
+stopping start-up; it is logged once per distinct reason, and a repaired znode counts from its next write. A
+write merges with the ACLs already there (versioned, retried on a race; refused when the stored znode is
+malformed, which is left as it is) and announces the resource under `/kafka-acl-changes` (`acl_changes_N`
+holding `Topic:name`) so running Kafka brokers reload it.
 """
 
 from __future__ import annotations
@@ -94,6 +97,8 @@ class AclCache:
         self._acls: dict[Resource, tuple[Acl, ...]] = {}
         self._watched: set[str] = set()
         self.table: AclTable = MappingProxyType({})
+        self.malformed: dict[str, str] = {}  # path -> why, for every znode read as malformed (fail closed)
+        self.malformed_writes = 0
 
     def start(self) -> None:
         client = self._client = connect(self.hosts, auth=self.auth)
@@ -117,15 +122,18 @@ class AclCache:
         return on_children
 
     def _on_data(self, resource: Resource) -> Any:
+        path = f"{ACL_ROOT}/{resource.type.value}/{resource.name}"
+
         def on_data(data: bytes | None, _stat: Any) -> None:
+            reason: str | None = None
             if data is None:
                 acls: tuple[Acl, ...] = ()
             else:
                 try:
                     acls = parse_acls(data)
-                except ConfigError as exc:
-                    log.warning(
-                        "%s: %s; denying everyone but super users there", resource_path(resource), exc
+                except Exception as exc:  # whatever fails, this resource fails closed
+                    reason = (
+                        str(exc) if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}"[:200]
                     )
                     acls = _FAIL_CLOSED
             with self._lock:
@@ -134,9 +142,31 @@ class AclCache:
                 else:
                     self._acls.pop(resource, None)
                 self.table = MappingProxyType(dict(self._acls))
-            log.info("ACLs of %s: %d entries", resource, len(acls))
+                self._report(path, reason, len(data) if data is not None else 0)
+            if reason is None:
+                log.info("ACLs of %s: %d entries", resource, len(acls))
 
         return on_data
+
+    def _report(self, path: str, reason: str | None, size: int) -> None:
+        """Log a malformed znode once per distinct reason (a writer repeating the same bad data adds no lines;
+        `malformed_writes` counts every one), and its repair once."""
+        before = self.malformed.get(path)
+        if reason is None:
+            if before is not None:
+                del self.malformed[path]
+                log.warning("%s: parses again; its ACLs apply from now on", path)
+            return
+        self.malformed_writes += 1
+        self.malformed[path] = reason
+        if before != reason:
+            log.warning(
+                "%s: malformed ACL znode (%d bytes: %s); denying everyone but super users on this resource "
+                "until it is repaired",
+                path,
+                size,
+                reason,
+            )
 
     def close(self) -> None:
         if self._client is not None:

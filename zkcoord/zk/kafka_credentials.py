@@ -4,24 +4,23 @@
 
 Guarantees: a write keeps the user's other config entries and announces the change under `/config/changes`
 (`{"version":2,"entity_path":"users/<user>"}`) as Kafka's AdminZkClient does, so running Kafka brokers pick it up;
-a read of an absent user is None, of a malformed znode a MalformedZnode naming it. Reads are never cached, so a
-credential written by any tool counts from the next login.
+a read of an absent user is None, of a malformed znode (any bytes: size and depth bounded) a MalformedZnode naming
+it, never another exception; a write over a malformed znode is refused (the znode is left as it is). Reads are
+never cached, so a credential written by any tool counts from the next login, a repaired one too.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 from typing import Any
 
 from kazoo.exceptions import NoNodeError
 
 from zkcoord.errors import ConfigError, MalformedZnode
 from zkcoord.security.scram import HASHES, ScramCredential
+from zkcoord.security.stored_json import brief, load_stored_json
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
 from zkcoord.zk.session import Client, connect, update_znode
-
-log = logging.getLogger(__name__)
 
 USERS_PATH = "/config/users"
 CHANGES_PATH = "/config/changes"
@@ -41,12 +40,12 @@ def _user_config(client: Client, path: str) -> tuple[dict[str, Any], int | None]
     except NoNodeError:
         return {}, None
     try:
-        doc = json.loads(data.decode("utf-8")) if data else {"version": 1, "config": {}}
-        config = doc["config"]
-        if not isinstance(config, dict):
-            raise TypeError("config is not an object")
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        doc = load_stored_json(data) if data else {"version": 1, "config": {}}
+    except ConfigError as exc:
         raise MalformedZnode(path, f"not Kafka's entity config JSON: {exc}", data) from None
+    config = doc.get("config") if isinstance(doc, dict) else None
+    if not isinstance(config, dict):
+        raise MalformedZnode(path, 'not Kafka\'s entity config JSON: no "config" object', data)
     return config, stat.version
 
 
@@ -57,8 +56,10 @@ def read_scram(client: Client, user: str, mechanism: str) -> ScramCredential | N
     text = config.get(mechanism)
     if text is None:
         return None
+    if not isinstance(text, str):
+        raise MalformedZnode(path, f"{mechanism}: {brief(text)} is not a credential string")
     try:
-        return ScramCredential.from_kafka(str(text))
+        return ScramCredential.from_kafka(text)
     except ConfigError as exc:
         raise MalformedZnode(path, f"{mechanism}: {exc}") from None
 
@@ -95,14 +96,15 @@ class ScramCredentialStore:
         self._client = connect(self.hosts, auth=self.auth)
 
     def credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The stored credential, None for no such user (or a name that cannot be one); MalformedZnode when the
+        user's znode does not parse (the caller fails that login and reports it), ZooKeeper errors as raised."""
         assert self._client is not None, "start() first"
         try:
             return read_scram(self._client, user, mechanism)
+        except MalformedZnode:
+            raise
         except ConfigError:
             return None  # an unusable user name cannot log in
-        except MalformedZnode as exc:
-            log.warning("%s", exc)
-            return None
 
     def close(self) -> None:
         if self._client is not None:

@@ -4,6 +4,7 @@ message can be wrong."""
 from __future__ import annotations
 
 import base64
+import tracemalloc
 
 import pytest
 from hypothesis import given, settings
@@ -11,11 +12,16 @@ from hypothesis import strategies as st
 
 from zkcoord.errors import ConfigError, ErrorCode
 from zkcoord.security.scram import (
+    MAX_EXTENSIONS,
+    MAX_MESSAGE_BYTES,
+    MAX_NONCE_CHARS,
+    MAX_USERNAME_BYTES,
     ScramCredential,
     ScramError,
     ScramServer,
     ScramState,
     client_proof,
+    parse_client_first,
 )
 
 # RFC 7677 §3: user "user", password "pencil".
@@ -147,3 +153,92 @@ def test_generated_exchanges_accept_only_the_right_password(
         else:
             with pytest.raises(ScramError):
                 server.client_final(final)
+
+
+# -- bounds on what an unauthenticated client sends ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("first", "reason"),
+    [
+        (b"n,,n=u,r=" + b"x" * MAX_MESSAGE_BYTES, f"message of {MAX_MESSAGE_BYTES + 9} bytes, at most 8192"),
+        (b"n,,n=" + b"u" * (MAX_USERNAME_BYTES + 1) + b",r=abc", "user name longer than 1024 bytes"),
+        (b"n,,n=u,r=" + b"x" * (MAX_NONCE_CHARS + 1), "nonce of 1025 characters, at most 1024"),
+        (b"n,,n=u,r=abc" + b",e=1" * (MAX_EXTENSIONS + 1), "19 attributes, at most 18"),
+        (b"n,,n=u,r=ab\x7fc", "nonce is empty or not printable ASCII"),
+        (b"n,,n=u,r=ab c", "nonce is empty or not printable ASCII"),
+        ("n,,n=u,r=abé".encode(), "nonce is empty or not printable ASCII"),
+        (b"n,,n=,r=abc", "empty user name"),
+    ],
+)
+def test_oversized_or_invalid_client_first_fields_are_named(first: bytes, reason: str) -> None:
+    with pytest.raises(ScramError, match=reason) as info:
+        ScramServer("SCRAM-SHA-256").client_first(first)
+    assert info.value.code == ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+def test_bounds_admit_the_largest_valid_fields() -> None:
+    extensions = b",e=v" * MAX_EXTENSIONS
+    first = b"n,,n=" + b"u" * MAX_USERNAME_BYTES + b",r=" + b"~" * MAX_NONCE_CHARS + extensions
+    got = parse_client_first(first)
+    assert len(got.username) == MAX_USERNAME_BYTES and len(got.extensions) == MAX_EXTENSIONS
+
+
+def test_oversized_client_final_is_refused_by_length() -> None:
+    with pytest.raises(ScramError, match="client-final: message of 8193 bytes"):
+        rfc_server().client_final(b"c=biws,r=" + b"x" * (MAX_MESSAGE_BYTES - 9 - 3) + b",p=A")
+    nonce = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+    long_r = "x" * (2 * MAX_NONCE_CHARS + 1) + nonce
+    with pytest.raises(ScramError, match="client-final: nonce longer"):
+        rfc_server().client_final(f"c=biws,r={long_r},p=AAAA".encode())
+    with pytest.raises(ScramError, match="client-final: 19 attributes"):
+        rfc_server().client_final(b"c=biws,r=" + nonce.encode() + b",e=1" * 17 + b",p=AAAA")
+
+
+def test_a_huge_client_message_costs_no_memory_or_per_character_work() -> None:
+    # Before: a 50 MB nonce was decoded and checked character by character (~3 s of the event loop, 50+ MB).
+    # Whatever the frame bound, the parser refuses it on its length: nothing the size of the input is allocated.
+    huge = b"n,,n=u,r=" + b"x" * (50 * 1024 * 1024)
+    huge_final = b"c=biws,r=" + huge + b",p=AAAA"
+    tracemalloc.start()
+    try:
+        with pytest.raises(ScramError, match="at most 8192"):
+            ScramServer("SCRAM-SHA-256").client_first(huge)
+        with pytest.raises(ScramError, match="at most 8192"):
+            rfc_server().client_final(huge_final)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, peak
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=MAX_MESSAGE_BYTES + 64),
+        st.lists(
+            st.sampled_from(
+                [b"n", b",", b"=", b"a", b"r", b"n=", b"r=", b"=2C", b"=3D", b"p=", b"y", b"\xff"]
+            ),
+            max_size=200,
+        ).map(b"".join),
+    )
+)
+def test_any_client_first_bytes_parse_or_raise_scram_error(data: bytes) -> None:
+    try:
+        got = parse_client_first(data)
+    except ScramError:
+        return
+    assert got.username and got.nonce and len(data) <= MAX_MESSAGE_BYTES
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.binary(max_size=MAX_MESSAGE_BYTES + 64)
+    | st.text(max_size=300).map(lambda t: b"c=biws,r=" + t.encode())
+)
+def test_any_client_final_bytes_answer_or_raise_scram_error(data: bytes) -> None:
+    server = rfc_server()
+    with pytest.raises(ScramError):
+        server.client_final(data)  # no proof but the RFC's is right, and random bytes are not it
+    assert server.state is ScramState.FAILED

@@ -203,31 +203,40 @@ def test_partition_limits_per_topic_and_per_node(tmp_path: Path) -> None:
     _with_node(tmp_path, scenario, log_limits=limits, num_partitions=20)
 
 
-def _open_fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
+def _open_fds(under: Path) -> int:
+    """Descriptors this process holds on files under `under`: other tests' sockets, closed by the garbage
+    collector at any moment, do not count."""
+    held = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # closed between the listing and the read
+            continue
+        held += target.startswith(str(under))
+    return held
 
 
 def test_many_partitions_open_lazily_within_a_descriptor_budget(tmp_path: Path) -> None:
     from zkcoord.records.batch import build_batch
 
     limits = LogLimits(max_partitions_per_topic=3000, max_broker_partitions=3000, log_max_open_files=16)
-    before = _open_fds()
+    before = _open_fds(tmp_path)
     logs = LogManager(tmp_path, limits=limits)
     batch = build_batch([(b"k", b"v")])
     headers = validate_for_append(batch, 0, AppendRules(timestamp_after_max_ms=2**62))
     try:
         for plog in logs.create_topic("wide", 3000):
             plog.append([(headers[0], memoryview(batch))])
-        assert _open_fds() - before <= 16
+        assert _open_fds(tmp_path) - before <= 16
     finally:
         logs.close()
-    assert _open_fds() == before
+    assert _open_fds(tmp_path) == before
     again = LogManager(tmp_path, limits=limits)  # restart: nothing opened until used
     try:
-        assert _open_fds() == before
+        assert _open_fds(tmp_path) == before
         wide = again.topics["wide"]
         assert len(wide) == 3000 and wide[2999].next_offset == 1 and wide[0].read(0, 1 << 20) == batch
-        assert _open_fds() - before <= 16
+        assert _open_fds(tmp_path) - before <= 16
     finally:
         again.close()
 
@@ -265,6 +274,68 @@ def test_a_pipelining_connection_does_not_hold_up_another(tmp_path: Path) -> Non
         assert served_when_victim_answered < hog_requests / 2, served_when_victim_answered
         hog_w.close()
         victim_w.close()
+
+    _with_node(tmp_path, scenario)
+
+
+def _uv(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _join_with_a_tag_in_every_protocol(n: int) -> bytes:
+    """A JoinGroup v7 frame (with its size prefix) of n protocol entries, each with one unknown 1-byte tag."""
+    cstr = lambda raw: _uv(len(raw) + 1) + raw  # noqa: E731
+    body = cstr(b"g") + struct.pack(">ii", 10000, 10000) + cstr(b"") + _uv(0) + cstr(b"consumer")
+    entry = cstr(b"r") + _uv(1) + _uv(1) + _uv(9) + _uv(1) + b"x"
+    frame = (
+        struct.pack(">hhih", kp.JOIN_GROUP, 7, 1, 1)
+        + b"c"
+        + b"\x00"
+        + body
+        + _uv(n + 1)
+        + entry * n
+        + b"\x00"
+    )
+    return struct.pack(">i", len(frame)) + frame
+
+
+def test_megabytes_of_tagged_fields_do_not_hold_up_another_client(tmp_path: Path) -> None:
+    # Before: the 3.2 MB JoinGroup below was decoded on the event loop, and another client's ApiVersions waited
+    # 1.8 s for it. Now it is refused after MAX_TAGGED_FIELDS tags. The other client pings until the frame has
+    # been read and handled; client and server share one event loop, so the ping in flight meanwhile waits for
+    # the whole decode whatever the machine's load.
+    hostile_frame = _join_with_a_tag_in_every_protocol(3_200_000 // 7)
+    assert len(hostile_frame) > 3_200_000
+
+    async def scenario(node: Node) -> None:
+        assert node.wire is not None
+        wire = node.wire
+        loop = asyncio.get_running_loop()
+        victim_r, victim_w = await _connect(node)
+        hostile_r, hostile_w = await _connect(node)
+        before = wire.requests
+        hostile_w.write(hostile_frame)
+        worst, corr, read_it = 0.0, 0, False
+        while not read_it:
+            # the hostile frame counted besides the pings so far: one more ping, then stop
+            read_it = wire.requests - before > corr
+            corr += 1
+            started = loop.time()
+            victim_w.write(kp.encode_request(kp.API_VERSIONS, 0, corr, "victim"))
+            answer = await _answer_or_close(victim_r)
+            worst = max(worst, loop.time() - started)
+            assert struct.unpack(">i", answer[:4])[0] == corr
+            assert loop.time() - started < 30
+        assert worst < 1.0, f"another client waited {worst:.2f} s"
+        assert await _closed_within(hostile_r, 10)  # refused: more than 1024 tagged fields
+        assert wire.errors["malformed"] == 1
+        for w in (victim_w, hostile_w):
+            w.close()
 
     _with_node(tmp_path, scenario)
 
