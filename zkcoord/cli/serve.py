@@ -23,6 +23,7 @@ from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
 from zkcoord.cli.listeners import add_listener_options, listener_setup
 from zkcoord.cli.options import add_config_option, examples
 from zkcoord.cli.zkargs import add_zk_security, zk_auth
+from zkcoord.cluster.node import ClusterConfig, check_no_foreign_cluster
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
 from zkcoord.metrics import ServeMetrics
@@ -167,8 +168,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--zk",
         default=None,
         metavar="CONNECT",
-        help="ZooKeeper connect string: join that cluster as broker N (controller election, offsets "
-        "partitions) (default: none, a standalone node)",
+        help="ZooKeeper connect string: join that cluster of zkcoord nodes as broker N (controller election, "
+        "offsets partitions); refused, writing nothing, where brokers zkcoord did not start are registered or "
+        "hold /controller: put `zkcoord proxy` in front of such a cluster (default: none, a standalone node)",
     )
     parser.add_argument("--node-id", type=int, default=0, help="broker id (default 0)")
     add_zk_security(parser)
@@ -406,8 +408,6 @@ def run(args: argparse.Namespace) -> int:
     if args.zk and listeners.more:
         raise ConfigError("a cluster node (--zk) has one listener: give --listen or one --listeners entry")
     if args.zk:  # validate the cluster settings before anything starts
-        from zkcoord.cluster.node import ClusterConfig
-
         ClusterConfig(
             zookeeper_connect=args.zk, node_id=args.node_id, host=host, port=port or 1, zookeeper_auth=auth,
             **cluster,
@@ -464,6 +464,15 @@ async def _serve(
     mixed: tuple[str, str] | None = None,
     metrics_listen: tuple[str, int] | None = None,
 ) -> int:
+    if node.zk_connect:
+        # Before any bridge or listener starts: beside brokers zkcoord did not start, plain cluster mode would
+        # join their registry and controller election; refused, nothing written (`zkcoord proxy` is the way).
+        cfg = node.server_config
+        overrides: dict[str, Any] = dict(node.cluster_overrides)
+        await asyncio.to_thread(check_no_foreign_cluster, ClusterConfig(
+            zookeeper_connect=node.zk_connect, node_id=cfg.node_id, host=cfg.host, port=cfg.port or 1,
+            zookeeper_auth=node.zk_auth, **overrides,
+        ))  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
