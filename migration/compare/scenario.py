@@ -196,19 +196,73 @@ def _to_plain(node: yaml.Node, path: str, lines: dict[str, int], source: str, li
     if isinstance(node, yaml.SequenceNode):
         return [_to_plain(item, f"{path}[{i}]", lines, source) for i, item in enumerate(node.value)]
     # Scalars: the safe constructor gives ints, floats, bools and nulls their YAML 1.1 types.
-    return _SCALARS.construct_object(node, deep=True)
+    try:
+        return _SCALARS.construct_object(node, deep=True)
+    except (yaml.YAMLError, ValueError, OverflowError) as exc:  # e.g. a timestamp 2001-13-45: ValueError
+        raise ScenarioError(source, node.start_mark.line + 1, path or "<top>", f"bad scalar: {exc}") from None
 
 
 _SCALARS = yaml.SafeLoader("")
 
+# Bounds on what a scenario file may cost to read. The built-ins are under 2 KiB and 4 levels deep; a scenario
+# has no use for aliases, and one alias of an alias... (a "billion laughs" bomb) expands exponentially when the
+# node graph is turned into values: 9 levels of 9 filled 4 GB before this check existed.
+MAX_SCENARIO_BYTES = 1024 * 1024
+MAX_YAML_DEPTH = 64
+
+
+class _Refused(Exception):
+    def __init__(self, event: yaml.Event, problem: str) -> None:
+        super().__init__(problem)
+        self.line = event.start_mark.line + 1 if event.start_mark is not None else None
+        self.problem = problem
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases and nesting deeper than MAX_YAML_DEPTH while composing, before any value
+    is built (PyYAML's composer recurses per level, so depth is also a stack bound)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event: yaml.Event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent):
+            raise _Refused(event, f"alias *{event.anchor} refused: scenario files may not use aliases")
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise _Refused(event, f"nested deeper than {MAX_YAML_DEPTH} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
 
 def _compose(text: str, source: str) -> tuple[Any, dict[str, int]]:
+    size = len(text.encode("utf-8"))
+    if size > MAX_SCENARIO_BYTES:
+        raise ScenarioError(
+            source,
+            None,
+            "<file>",
+            f"{size} bytes exceeds the scenario file limit of {MAX_SCENARIO_BYTES} bytes",
+        )
+    loader: _BoundedLoader | None = None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        loader = _BoundedLoader(text)  # the reader checks the characters here already
+        node = loader.get_single_node()
+    except _Refused as exc:
+        raise ScenarioError(source, exc.line, "<yaml>", f"not valid YAML: {exc.problem}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = mark.line + 1 if mark is not None else None
         raise ScenarioError(source, line, "<yaml>", f"not valid YAML: {exc.problem}") from exc
+    except yaml.YAMLError as exc:  # the reader's errors (a control character) carry no problem_mark
+        raise ScenarioError(source, None, "<yaml>", f"not valid YAML: {exc}") from exc
+    finally:
+        if loader is not None:
+            loader.dispose()
     if node is None:
         raise ScenarioError(
             source, 1, "<top>", "the file is empty; expected a mapping with keys name, topics, ..."
@@ -519,9 +573,20 @@ def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        with p.open("rb") as f:
+            data = f.read(MAX_SCENARIO_BYTES + 1)  # never more than the limit + 1 into memory
     except OSError as exc:
         raise ScenarioError(str(p), None, "<file>", f"cannot read: {exc.strerror or exc}") from exc
+    if len(data) > MAX_SCENARIO_BYTES:
+        raise ScenarioError(
+            str(p), None, "<file>", f"larger than the scenario file limit of {MAX_SCENARIO_BYTES} bytes"
+        )
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ScenarioError(
+            str(p), None, "<file>", f"not UTF-8 text: {exc.reason} at byte {exc.start}"
+        ) from None
     return parse_scenario(text, str(p))
 
 

@@ -9,6 +9,7 @@ committed offset going backwards in either store."""
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 import threading
@@ -782,3 +783,62 @@ def test_migration_survives_a_coordinator_failover_in_a_3_node_cluster(
         client.close()
         for n in nodes:
             n.kill9()
+
+
+def test_hostile_znodes_in_a_mixed_group_are_their_own_problem(cluster: Cluster) -> None:
+    """On the wire, with a real kafka-python member: a third party's malformed registration and one claiming
+    2^31-1 streams do not stop it joining (it got a fatal INCONSISTENT_GROUP_PROTOCOL; the node spun in
+    MemoryErrors); a fence with "epoch": null fails closed without generation churn (it caused ~100 generations
+    a second) and its repair lets the group rebalance."""
+    tag = uuid.uuid4().hex[:6]
+    topic, group = f"mixed-hostile-{tag}", f"mixed-hostile-{tag}"
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap)
+    try:
+        producer.send(topic, b"first").get(timeout=30)  # creates the topic (12 partitions)
+    finally:
+        producer.close(5)
+    zk = connect(cluster.zk_connect)
+    ledger = Ledger()
+    member: KafkaPythonMember | None = None
+    try:
+        ids = f"/consumers/{group}/ids"
+        zk.create(f"{ids}/{group}_bad", b'{"version":1,"subscription":', makepath=True)
+        huge = {"version": 1, "subscription": {topic: 2**31 - 1}, "pattern": "static", "timestamp": "1"}
+        zk.create(f"{ids}/{group}_zz", json.dumps(huge).encode())
+        member = KafkaPythonMember(cluster, group, topic, "kp", ledger, "range").start()
+        # range, 12 partitions over 1 + 2^31-1 threads: the classic thread sorts first and gets partition 0 only
+        wait_for(lambda: ledger.snapshot().get("kp") == {0}, 30, "the classic member's share")
+
+        coordinator = member.consumer._coordinator  # kafka-python 3.x: the member's generation, for counting
+
+        def generation() -> int:
+            return int(coordinator._generation.generation_id)
+
+        before = generation()
+        fence = f"/zkcoord/mixed-groups/{group}"
+        zk.set(fence, b'{"holder": "someone", "epoch": null}')
+        zk.delete(f"{ids}/{group}_zz")  # a legacy member leaves: the group rebalances under the bad fence
+        wait_for(
+            lambda: generation() > before and ledger.snapshot().get("kp") == {0},
+            30,
+            "the fail-closed rebalance",
+        )
+        start = generation()
+        deadline = time.monotonic() + 3.0
+        while time.monotonic() < deadline:  # a bounded observation window, not a synchronisation
+            assert generation() - start <= 2, "generation churn under a malformed fence"
+            time.sleep(0.1)
+        assert ledger.snapshot().get("kp") == {0}  # kept what its owner znode holds; nothing new handed out
+        assert zk.get(fence)[0] == b'{"holder": "someone", "epoch": null}'  # nothing written over it
+
+        zk.set(fence, b'{"holder": "operator", "epoch": 41}')  # the repair: the group rebalances by itself
+        wait_for(
+            lambda: ledger.snapshot().get("kp") == set(range(PARTITIONS)), 30, "every partition after repair"
+        )
+        assert json.loads(zk.get(fence)[0])["epoch"] == 42
+        assert not member.errors
+    finally:
+        if member is not None:
+            member.stop()
+        zk.stop()
+        zk.close()

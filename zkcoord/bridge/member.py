@@ -12,6 +12,7 @@ Hand `member_offsets` to the member: `LegacyConsumer(config, topics, offsets=mem
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -175,8 +176,11 @@ class BridgedOffsets:
         bridge: BridgeConfig,
         *,
         batched: bool,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.bridge = bridge
+        self.backoff_ms = config.offsets_channel_backoff_ms
+        self._sleep = sleep
         self.group = group
         self.zk = _MemberZkSide(client, group, batched=batched, budget=config.multi_budget_bytes)
         self.broker = _RegistryBroker(config, client, group)
@@ -190,7 +194,12 @@ class BridgedOffsets:
         checkpoints: Mapping[TopicPartition, int],
         versions: Mapping[TopicPartition, int],
         check_session: Callable[[], None],
+        retries: int = 0,
     ) -> CommitOutcome:
+        """As the 0.8.2 consumer's commitOffsets: up to 1 + `retries` attempts while what is left failed
+        retriably (a broker down, NOT_COORDINATOR, ...), offsets.channel.backoff.ms apart; each retry sends only
+        the partitions not yet written everywhere, so a broker error on the first attempt does not leave
+        ZooKeeper behind once the broker answers (broker-first order writes ZooKeeper after the broker)."""
         # A partition is sent when either store it goes to is behind, so a store that missed a commit (the
         # broker was down) is healed by the next one even if nothing was consumed meanwhile.
         todo = {
@@ -200,14 +209,35 @@ class BridgedOffsets:
         }
         if not todo:
             return CommitOutcome()
-        check_session()
-        self.zk.versions = dict(versions)
-        self.zk.landed = {}
-        result = self.committer.commit(todo)
-        for btp, off in result.written(Store.BROKER).items():
-            self._broker_checkpoints[TopicPartition(*btp)] = off
-        primary = {TopicPartition(*btp) for btp in result.written(self.bridge.primary)}
-        return CommitOutcome(dict(self.zk.landed), len(primary), result)
+        zk_versions = dict(versions)
+        landed: dict[TopicPartition, tuple[int, int]] = {}
+        primary: set[TopicPartition] = set()
+        attempts = 1 + max(retries, 0)
+        for attempt in range(1, attempts + 1):
+            check_session()
+            self.zk.versions = zk_versions
+            self.zk.landed = {}
+            result = self.committer.commit(todo)
+            for btp, off in result.written(Store.BROKER).items():
+                self._broker_checkpoints[TopicPartition(*btp)] = off
+            primary |= {TopicPartition(*btp) for btp in result.written(self.bridge.primary)}
+            for tp, (off, version) in self.zk.landed.items():
+                landed[tp] = (off, version)
+                zk_versions[tp] = version
+            if attempt == attempts or not result.retriable:
+                break
+            unfinished = {TopicPartition(*o.tp) for o in (*result.failures, *result.skipped)}
+            todo = {tp: off for tp, off in todo.items() if tp in unfinished}
+            log.info(
+                "group=%s commit attempt %d of %d incomplete, retrying in %d ms: %s",
+                self.group,
+                attempt,
+                attempts,
+                self.backoff_ms,
+                "; ".join(result.describe()),
+            )
+            self._sleep(self.backoff_ms / 1000.0)
+        return CommitOutcome(landed, len(primary), result)
 
     def fetch(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, Fetched]:
         if not tps:

@@ -9,6 +9,12 @@ before JoinGroup), creates the owner znodes of their new partitions (waiting for
 bounded) and answers exactly those partitions, whatever the leader proposed. A legacy join, leave or session loss,
 or a partition increase, makes the coordinator rebalance the broker-protocol side.
 
+Hostile data is one item's problem: a malformed legacy registration is left out of the group's computation (logged,
+rate-limited, with its path and why; the other members go on; a change to it rebalances); stream counts are bounded
+by the partition count; a malformed fence fails closed: nothing is written for the group, SyncGroup answers each
+member only the partitions whose owner znodes already hold it, no rebalance is requested (no generation churn), and
+a change to the fence rebalances.
+
 Guarantees: a broker-protocol member is sent a partition only after its owner znode is held for it; its owner
 znode is deleted only once it gave the partition up (rejoined, left, or was removed); the znodes are persistent and
 written only under the group's fence (zkcoord.zk.mixed_group), so a coordinator's crash does not free partitions
@@ -27,6 +33,7 @@ from typing import TypeVar
 
 from zkcoord.bridge.mixed_policy import (
     ClassicMember,
+    Malformed,
     MemberView,
     MixedGroupRefused,
     check_protocols,
@@ -37,20 +44,25 @@ from zkcoord.bridge.mixed_policy import (
     encode_assignment,
     encode_classic_registration,
     is_classic_id,
+    legacy_registrations,
     member_views,
     plan_assignment,
     plan_hand_over,
     thread_for,
 )
+from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import ConsumerRegistration
 from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.zk import mixed_group as zkm
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
 from zkcoord.zk.member_zk import read_topic_partitions
 from zkcoord.zk.session import Client, connect
 
 log = logging.getLogger(__name__)
+# Every join, sync and retry of every member meets a bad znode again: a few lines a minute per kind, all counted.
+_say = RateLimitedLog(log)
 T = TypeVar("T")
 
 __all__ = ["MemberView", "MixedGroupBridge", "MixedGroupRefused", "read_members", "repair"]
@@ -105,6 +117,7 @@ class MixedGroupBridge:
         self._callbacks: dict[str, Callable[[], None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._watched_bad: set[str] = set()  # malformed znodes with a pending exists-watch (one each)
         # group -> whether its last hand-over left a partition unheld (the service rebalances again soon)
         self.incomplete: dict[str, bool] = {}
 
@@ -158,6 +171,37 @@ class MixedGroupBridge:
             )
         return fence
 
+    def _legacy(self, group: str, ids: dict[str, bytes]) -> dict[str, ConsumerRegistration]:
+        """The readable legacy registrations; each malformed one is logged, watched (a repair or removal
+        rebalances) and left out, so it is that member's problem only."""
+        legacy, bad = legacy_registrations(group, ids, paths.id_path)
+        for item in bad:
+            self._malformed(group, "mixed-malformed-registration", item, "left out of the group's assignment")
+        return legacy
+
+    def _malformed(self, group: str, kind: str, item: Malformed, consequence: str) -> None:
+        _say.log(logging.ERROR, kind, "group=%s malformed znode %s: %s; %s until it is repaired or removed",
+                 group, item.path, item.reason, consequence)  # fmt: skip
+        if item.path in self._watched_bad or self.client is None:
+            return
+        self._watched_bad.add(item.path)
+        loop = self._loop
+
+        def changed(_event: object) -> None:
+            self._watched_bad.discard(item.path)
+            callback = self._callbacks.get(group)
+            if callback is not None and loop is not None:
+                with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                    loop.call_soon_threadsafe(callback)
+
+        try:
+            self.client.exists(item.path, watch=changed)
+        except Exception:  # the next join or sync meets it again and retries the watch
+            self._watched_bad.discard(item.path)
+
+    def _fence_malformed(self, group: str, exc: MalformedZnode, consequence: str) -> None:
+        self._malformed(group, "mixed-malformed-fence", Malformed(exc.path, exc.reason), consequence)
+
     def _refenced(self, group: str, fn: Callable[..., T], *args: object) -> T:
         """Run `fn`; if another coordinator adopted the group since, adopt it back once and rerun: the service
         calls only while it serves the group, so the other one's time is over (it cannot write any more)."""
@@ -180,12 +224,7 @@ class MixedGroupBridge:
 
     def _check_join(self, group: str, topics: tuple[str, ...], protocol: str) -> None:
         client = self._zk()
-        ids = zkm.read_ids(client, group)
-        legacy = {
-            cid: ConsumerRegistration.decode(paths.id_path(group, cid), data)
-            for cid, data in ids.items()
-            if classic_marker(data) is None
-        }
+        legacy = self._legacy(group, zkm.read_ids(client, group))
         check_subscriptions(legacy, [ClassicMember("joining", "", topics)], protocol)
         parts = self._partitions(client, topics)
         check_strategy(protocol, legacy, parts, zkm.read_owners(client, group))
@@ -244,13 +283,13 @@ class MixedGroupBridge:
         self, group: str, protocol: str, classic: tuple[ClassicMember, ...], timeout_ms: int
     ) -> dict[str, bytes]:
         client = self._zk()
-        fence = self._adopt(group)
+        try:
+            fence = self._adopt(group)
+        except MalformedZnode as exc:
+            self._fence_malformed(group, exc, "nothing is written for the group and no partition moves")
+            return self._frozen(group, classic)
         ids = zkm.read_ids(client, group)
-        legacy = {
-            cid: ConsumerRegistration.decode(paths.id_path(group, cid), data)
-            for cid, data in ids.items()
-            if classic_marker(data) is None
-        }
+        legacy = self._legacy(group, ids)
         check_subscriptions(legacy, classic, protocol)
         parts = self._partitions(client, {t for m in classic for t in m.topics})
         registered = self._registered.setdefault(group, {})
@@ -326,6 +365,18 @@ class MixedGroupBridge:
         self.incomplete[group] = any(held.get(tp) != th for tp, th in target.items())
         return out
 
+    def _frozen(self, group: str, classic: Sequence[ClassicMember]) -> dict[str, bytes]:
+        """Fail closed: each member gets only the partitions whose owner znodes hold its thread right now (read
+        from ZooKeeper, so nothing another coordinator took over is sent), nothing is written, and no rebalance
+        is scheduled (a change to the bad znode triggers one)."""
+        owners = zkm.read_owners(self._zk(), group)
+        self.incomplete[group] = False
+        out: dict[str, bytes] = {}
+        for m in classic:
+            thread = thread_for(consumer_id_for(group, m.member_id))
+            out[m.member_id] = encode_assignment(tp for tp, th in sorted(owners.items()) if th == thread)
+        return out
+
     async def preregister(self, group: str, member: tuple[str, str, tuple[str, ...]]) -> None:
         """Register a joining member under ids before its rebalance completes, so the legacy members rebalance
         (and release what it will get) while the broker-protocol side is still joining."""
@@ -338,7 +389,11 @@ class MixedGroupBridge:
             )
 
     def _preregister(self, group: str, member: ClassicMember) -> None:
-        fence = self._adopt(group)
+        try:
+            fence = self._adopt(group)
+        except MalformedZnode as exc:
+            self._fence_malformed(group, exc, "the member is not registered early")
+            return
         registered = self._registered.setdefault(group, {})
         if member.member_id in registered:
             return
@@ -360,7 +415,13 @@ class MixedGroupBridge:
 
     def _release_gone(self, group: str, present: set[str]) -> None:
         client = self._zk()
-        fence = self._adopt(group)
+        try:
+            fence = self._adopt(group)
+        except (
+            MalformedZnode
+        ) as exc:  # fail closed: departed members' owner znodes stay (their partitions idle)
+            self._fence_malformed(group, exc, "departed members' owner znodes are kept")
+            return
         registered = self._registered.setdefault(group, {})
         gone = {mid: cid for mid, cid in registered.items() if mid not in present}
         if not gone:
@@ -389,6 +450,6 @@ class MixedGroupBridge:
         def check() -> bool:
             owners = zkm.read_owners(self._zk(), group)
             ours = {thread_for(c) for c in self._registered.get(group, {}).values()}
-            return all(tp in owners and owners[tp] not in ours for tp in tps)
+            return all(tp in owners and owners[tp] not in ours | {zkm.MALFORMED_OWNER} for tp in tps)
 
         return await asyncio.to_thread(check)

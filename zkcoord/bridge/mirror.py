@@ -28,8 +28,12 @@ from zkcoord.group.messages import (
     OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
 )
+from zkcoord.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
+# A client retries a LOAD_IN_PROGRESS fetch every retry.backoff.ms (100 ms): one line per fetch was ~10 lines/s
+# for as long as a znode stayed malformed. Every event is still counted (stats.fetch_failures, _say.events).
+_say = RateLimitedLog(log)
 
 TP = tuple[str, int]
 LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
@@ -343,7 +347,9 @@ class ZkOffsetBridge:
             self.stats.fetch_failures += 1
             reason = str(exc) or "ZooKeeper read timed out"
             self.stats.last_error = reason
-            log.warning(
+            _say.log(
+                logging.WARNING,
+                "fetch-zk-unavailable",
                 "group=%s OffsetFetch: ZooKeeper side unavailable (%s); answering LOAD_IN_PROGRESS",
                 req.group_id,
                 reason,
@@ -354,8 +360,13 @@ class ZkOffsetBridge:
         if zk.errors:
             self.stats.fetch_failures += 1
             for tp, reason in sorted(zk.errors.items()):
-                log.warning(
-                    "group=%s %s/%d: OffsetFetch answers LOAD_IN_PROGRESS: %s", req.group_id, *tp, reason
+                _say.log(
+                    logging.WARNING,
+                    "fetch-zk-malformed",
+                    "group=%s %s/%d: OffsetFetch answers LOAD_IN_PROGRESS: %s",
+                    req.group_id,
+                    *tp,
+                    reason,
                 )
         merged, ahead = merge_fetch(resp, zk, all_partitions=req.topics is None)
         self.stats.fetch_zk_ahead += len(ahead)

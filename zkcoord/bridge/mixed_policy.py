@@ -2,6 +2,11 @@
 broker-protocol member is named and registered in the legacy tree, which assignment the whole group follows, which
 owner znodes a hand-over deletes and creates, and which groups are refused. No I/O, no clock: deterministic.
 
+Hostile data: every registration read from `/consumers/G/ids` goes through `parse_registration`, which takes any
+bytes (bounded: `MAX_REGISTRATION_BYTES`, nesting `MAX_JSON_DEPTH`) and turns any failure into a `Malformed` item
+naming the znode; a malformed registration is left out of the group's computation (the other members go on), and
+stream counts are bounded by the partition count (`bounded_counts`), which changes no member's share.
+
 Guarantees: a broker-protocol member's consumer id is a function of its group and classic member id (a legal znode
 name, so the same member is always the same legacy consumer); the assignment is exactly what every 0.8-era member
 computes from `/consumers/G/ids` (zkcoord.legacy.assignment over the combined, Java-sorted thread ids), so both
@@ -12,12 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from zkcoord.errors import ConfigError
+from zkcoord.errors import ConfigError, MalformedZnode
 from zkcoord.legacy.assignment import assign
 from zkcoord.legacy.codecs import ConsumerRegistration, Escaped, encode_json, json_escape_string
 from zkcoord.legacy.ids import consumer_of_thread, java_sorted, thread_id, utf16_key
@@ -29,6 +35,80 @@ CLASSIC: Final = "classic"
 # cooperative-sticky: incremental, so a member keeps partitions across a rebalance) is refused for a bridged group.
 LEGACY_STRATEGIES: Final = ("range", "roundrobin")
 MARKER_KEY: Final = "zkcoord"
+# A registration is a few hundred bytes; ZooKeeper's own limit (jute.maxbuffer) is 1 MiB. Nesting: the 0.8 format
+# is two levels deep, zkcoord's marker three.
+MAX_REGISTRATION_BYTES: Final = 1 << 20
+MAX_JSON_DEPTH: Final = 16
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+@dataclass(frozen=True, slots=True)
+class Malformed:
+    """A znode whose data cannot be used: its path and why (what the log and the operator see)."""
+
+    path: str
+    reason: str
+
+
+def json_too_deep(data: bytes, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether JSON text nests deeper than `limit` (brackets inside strings do not count). Linear, no recursion."""
+    brackets = _JSON_STRING.sub(b"", data).translate(None, _NOT_BRACKETS)
+    depth = 0
+    for b in brackets:
+        depth += 1 if b in b"[{" else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def _bounded_json(path: str, data: bytes | None) -> None:
+    if data is not None and len(data) > MAX_REGISTRATION_BYTES:
+        raise MalformedZnode(
+            path, f"{len(data)} bytes, more than {MAX_REGISTRATION_BYTES} a registration may have"
+        )
+    if data and json_too_deep(data):
+        raise MalformedZnode(path, f"JSON nested deeper than {MAX_JSON_DEPTH} levels")
+
+
+def parse_registration(path: str, data: bytes | None) -> ConsumerRegistration | Malformed:
+    """A legacy member's registration, or `Malformed` for anything else: any bytes, any exception."""
+    try:
+        _bounded_json(path, data)
+        return ConsumerRegistration.decode(path, data)
+    except MalformedZnode as exc:
+        return Malformed(path, exc.reason)
+    except Exception as exc:  # whatever the decoder hit, this one item is malformed
+        return Malformed(path, f"{type(exc).__name__}: {exc}")
+
+
+def legacy_registrations(
+    group: str, ids: Mapping[str, bytes | None], id_path: Callable[[str, str], str]
+) -> tuple[dict[str, ConsumerRegistration], tuple[Malformed, ...]]:
+    """The legacy members' registrations among `ids` (classic ones, carrying the zkcoord marker, left out) and
+    the registrations that could not be read, which the group's computation leaves out too."""
+    legacy: dict[str, ConsumerRegistration] = {}
+    bad: list[Malformed] = []
+    for cid, data in ids.items():
+        if classic_marker(data) is not None:
+            continue
+        parsed = parse_registration(id_path(group, cid), data)
+        if isinstance(parsed, Malformed):
+            bad.append(parsed)
+        else:
+            legacy[cid] = parsed
+    return legacy, tuple(bad)
+
+
+def bounded_counts(
+    topic_counts: Mapping[str, int], partitions: Mapping[str, Sequence[int]]
+) -> dict[str, int]:
+    """A member's stream counts capped at the number of partitions of the topics it subscribes to: a registration
+    claiming 2^31-1 streams would otherwise be expanded into as many thread ids. Nobody's share changes: with
+    identical subscriptions (which a bridged group requires), threads past the partition count get nothing
+    under range and round-robin alike, and a consumer's capped threads are the first ones it sorts."""
+    total = max(1, sum(len(partitions.get(t, ())) for t in topic_counts))
+    return {t: min(n, total) for t, n in topic_counts.items()}
 
 
 class MixedGroupRefused(ConfigError):
@@ -91,8 +171,9 @@ def encode_classic_registration(member: ClassicMember, timestamp_ms: int) -> byt
 def classic_marker(data: bytes | None) -> dict[str, str] | None:
     """The `zkcoord` key of an ids znode, or None for a legacy member's registration (or unreadable data)."""
     try:
+        _bounded_json("", data)
         obj = json.loads(data or b"")
-    except ValueError:
+    except Exception:  # any bytes: unreadable is "not ours", and the legacy parser then names the problem
         return None
     marker = obj.get(MARKER_KEY) if isinstance(obj, dict) else None
     if not isinstance(marker, dict) or marker.get("protocol") != CLASSIC:
@@ -158,7 +239,11 @@ def check_strategy(
     """Refuse when the legacy members evidently use the other algorithm: their current, complete ownership
     (every partition owned, only legacy owners) matches the other strategy's decision and not `strategy`'s. An
     incomplete picture (mid-rebalance) proves nothing and passes."""
-    topic_counts = {cid: reg.topic_counts for cid, reg in legacy.items() if not reg.is_wildcard}
+    topic_counts = {
+        cid: bounded_counts(reg.topic_counts, partitions)
+        for cid, reg in legacy.items()
+        if not reg.is_wildcard
+    }
     expected = {
         TopicPartition(t, p)
         for t in {t for c in topic_counts.values() for t in c}
@@ -186,7 +271,9 @@ def plan_assignment(
 ) -> dict[str, tuple[TopicPartition, ...]]:
     """Classic member id -> its partitions under the legacy algorithm over the combined member list (legacy
     consumers with their stream counts, each classic member as one stream per topic)."""
-    consumers: dict[str, Mapping[str, int]] = {cid: reg.topic_counts for cid, reg in legacy.items()}
+    consumers: dict[str, Mapping[str, int]] = {
+        cid: bounded_counts(reg.topic_counts, partitions) for cid, reg in legacy.items()
+    }
     by_consumer = {}
     for m in classic:
         cid = consumer_id_for(group, m.member_id)

@@ -22,9 +22,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "compare",
         help="compare the legacy and broker group protocols: simulate, report, run",
         description="Side-by-side comparison of the ZooKeeper (legacy) and broker (classic) group protocols.",
+        epilog=examples(
+            "zkcoord compare validate demo                         # what the built-in scenario does",
+            "zkcoord compare run demo --runs 3 --out traces        # play it against local ZooKeeper and a node",
+            "zkcoord compare report traces/ --out report           # the Spark report from the traces",
+        ),
     )
     csub = parser.add_subparsers(dest="compare_command", metavar="SUBCOMMAND", required=True)
-    from migration.compare.scenario import BUILTIN  # the names only: the application's package data
+    from migration.compare.scenario import (  # names and bounds only: the application's package data
+        BUILTIN,
+        MAX_SCENARIO_BYTES,
+        MAX_YAML_DEPTH,
+    )
 
     builtins = ", ".join(BUILTIN)
 
@@ -33,7 +42,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="check a scenario file and print what it describes",
         epilog=examples("zkcoord compare validate demo", "zkcoord compare validate my-scenario.yaml"),
     )
-    v.add_argument("scenario", help=f"scenario YAML file, or the name of a built-in scenario ({builtins})")
+    v.add_argument(
+        "scenario",
+        help=f"scenario YAML file (UTF-8, at most {MAX_SCENARIO_BYTES // 1024} KiB, no YAML aliases, nesting at "
+        f"most {MAX_YAML_DEPTH} levels), or the name of a built-in scenario ({builtins})",
+    )
     v.set_defaults(func=_validate)
 
     s = csub.add_parser(
@@ -102,6 +115,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     r.add_argument(
         "--timeline-run", default=None, metavar="RUN_ID", help="draw the ownership timeline of this run"
+    )
+    r.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary (rows, takeaway, run metadata) as one JSON document instead of the paths; it is "
+        "written to DIR/summary.json either way (schema: migration.compare.report.SUMMARY_SCHEMA)",
     )
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=_report)
@@ -239,7 +258,12 @@ def _report(args: argparse.Namespace) -> int:
             f"compare report needs the spark extra (pip install 'zkcoord[spark]'): {exc}"
         ) from exc
 
-    console = _console()
+    if args.json:  # stdout carries the document only: progress goes to stderr
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    else:
+        console = _console()
     try:
         result = run_report(
             args.traces,
@@ -251,6 +275,13 @@ def _report(args: argparse.Namespace) -> int:
         )
     except TraceError as exc:
         raise ConfigError(str(exc)) from exc
+    if args.json:
+        import json
+
+        from migration.compare.report import summary_document
+
+        print(json.dumps(summary_document(result), indent=2, sort_keys=True))
+        return 0
     console.print(f"report: {result.html}")
     console.print(f"tables: {result.out_dir / 'tables'}   plots: {result.out_dir / 'plots'}")
     return 0

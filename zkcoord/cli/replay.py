@@ -1,9 +1,11 @@
-"""`zkcoord replay DIR`: rebuild the coordinator's groups and offsets from a record log and print them (read-only)."""
+"""`zkcoord replay DIR`: rebuild the coordinator's groups and offsets from a record log and print them (read-only),
+or with `--repair` cut a damaged log's damaged ranges out (kept aside) so a node can start on it again."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -15,6 +17,7 @@ from zkcoord.group.consumer_model import ConsumerGroup
 from zkcoord.group.model import CoordinatorState
 from zkcoord.records.offsets import OffsetCommitValue, decode_record
 from zkcoord.storage import FileRecordStore
+from zkcoord.storage.file_store import repair
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -23,14 +26,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="rebuild groups and offsets from a coordinator record log",
         description="Replay a coordinator record log (read-only; a torn tail is reported, not truncated) and "
         "print every group (state, generation, protocol, leader, members) and its committed offsets; consumer-protocol "
-        "(KIP-848) groups with their epochs and each member's epoch, state and assignment.",
+        "(KIP-848) groups with their epochs and each member's epoch, state and assignment. A log "
+        "damaged where a crash cannot explain it (a bad frame followed by valid ones) is refused with exit "
+        "status 2 and a report naming each file, byte range and the valid records after it, as `serve` "
+        "refuses to start on it. --repair then rewrites the damaged segments without the damaged bytes.",
         epilog=examples(
             "zkcoord replay /var/lib/zkcoord/group-records",
             "zkcoord replay /var/lib/zkcoord/group-records --json | jq '.groups[0]'",
+            "zkcoord replay /var/lib/zkcoord/group-records --repair   # node stopped; then serve starts again",
         ),
     )
     parser.add_argument("directory", help="the record log directory (FileRecordStore)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="stop every process using DIR first. Rewrites each damaged segment without its damaged byte "
+        "ranges (each kept as SEGMENT.damaged-START-END, the original as SEGMENT.before-repair; the records "
+        "in the damaged ranges are lost, every valid record is kept in order), moves a torn tail aside, "
+        "then replays the result. Default: off (read-only)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -120,6 +135,10 @@ def _offsets(offsets: Mapping[tuple[str, int], OffsetCommitValue]) -> list[dict[
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.repair:
+        done = repair(args.directory)
+        for line in done or [f"{args.directory}: no damage found, nothing changed"]:
+            print(f"repair: {line}", file=sys.stderr if args.json else sys.stdout, flush=True)
     result = rebuild(args.directory)
     if args.json:
         print(json.dumps(result, indent=2))

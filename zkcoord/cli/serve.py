@@ -23,6 +23,7 @@ from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
 from zkcoord.cli.listeners import add_listener_options, listener_setup
 from zkcoord.cli.options import add_config_option, examples
 from zkcoord.cli.zkargs import add_zk_security, zk_auth
+from zkcoord.cluster.node import ClusterConfig, check_no_foreign_cluster
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
 from zkcoord.metrics import ServeMetrics
@@ -30,6 +31,7 @@ from zkcoord.records.batch import AppendRules
 from zkcoord.server.app import Node
 from zkcoord.server.broker import ServerConfig
 from zkcoord.server.limits import ConnectionLimits, LogLimits
+from zkcoord.server.log import INT64_MAX
 from zkcoord.storage import FileRecordStore
 
 # (flag, limits class, field, help) for the node's resource limits (docs/operations.md); Kafka's names where Kafka
@@ -94,6 +96,7 @@ _GROUP_FLAGS = (
     ("offsets.topic.num.partitions", "offsets_topic_num_partitions"),
     ("offset.metadata.max.bytes", "offset_metadata_max_bytes"),
     ("offsets.retention.minutes", "offsets_retention_minutes"),
+    ("offsets.commit.timeout.ms", "offsets_commit_timeout_ms"),
     ("group.consumer.session.timeout.ms", "group_consumer_session_timeout_ms"),
     ("group.consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms"),
     ("group.consumer.max.size", "group_consumer_max_size"),
@@ -116,6 +119,8 @@ _GROUP_HELP = {
     "offsets_topic_num_partitions": "partitions of __consumer_offsets (groups are spread over them)",
     "offset_metadata_max_bytes": "largest metadata string an offset commit may carry, in bytes",
     "offsets_retention_minutes": "how long offsets of an empty group are kept, in minutes",
+    "offsets_commit_timeout_ms": "how long an OffsetCommit waits for its records to be stored (ZooKeeper with "
+    "--zk, the group-records file without) before it is answered REQUEST_TIMED_OUT, in ms",
     "group_consumer_session_timeout_ms": "consumer-protocol (KIP-848) members: how long the coordinator waits "
     "for a heartbeat before it fences the member, in ms",
     "group_consumer_heartbeat_interval_ms": "consumer-protocol members: the heartbeat interval the coordinator "
@@ -171,8 +176,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--zk",
         default=None,
         metavar="CONNECT",
-        help="ZooKeeper connect string: join that cluster as broker N (controller election, offsets "
-        "partitions) (default: none, a standalone node)",
+        help="ZooKeeper connect string: join that cluster of zkcoord nodes as broker N (controller election, "
+        "offsets partitions); refused, writing nothing, where brokers zkcoord did not start are registered or "
+        "hold /controller: put `zkcoord proxy` in front of such a cluster (default: none, a standalone node)",
     )
     parser.add_argument("--node-id", type=int, default=0, help="broker id (default 0)")
     add_zk_security(parser)
@@ -197,6 +203,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="true",
         help="create a topic when a client first asks for it",
     )
+    parser.add_argument(
+        "--delete.topic.enable",
+        dest="delete_topic",
+        choices=("true", "false"),
+        default="true",
+        help="serve DeleteTopics (false: refused with TOPIC_DELETION_DISABLED, as Kafka) (default: true)",
+    )
+    for flag, dest, metavar, text in _LOG_FLAGS:
+        default = ServerConfig.__dataclass_fields__[dest].default
+        shown = "none: the OS decides" if default == INT64_MAX else default
+        parser.add_argument(
+            f"--{flag}", dest=dest, type=int, default=None, metavar=metavar, help=f"{text} (default: {shown})"
+        )
     parser.add_argument(
         "--socket.request.max.bytes",
         dest="max_request_bytes",
@@ -223,6 +242,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="MS",
         help="without --zk, with --group.records.fsync interval: fsync with the first batch this long after the "
         "last (default 1000)",
+    )
+    parser.add_argument(
+        "--group.records.compact.min.bytes",
+        dest="records_compact_min_bytes",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="without --zk: compact the group-records log in the background (last record per key) once this many "
+        "bytes were written since the last compaction and they are at least half the log; 0 never compacts "
+        "(default 4194304; e.g. --group.records.compact.min.bytes=1048576)",
+    )
+    parser.add_argument(
+        "--log.cleaner.delete.retention.ms",
+        dest="records_delete_retention_ms",
+        type=int,
+        default=None,
+        metavar="MS",
+        help="without --zk: how long compaction keeps a tombstone (a deleted offset or group) of the "
+        "group-records log after it first saw it, as Kafka's cleaner keeps them in __consumer_offsets "
+        "(default 86400000, one day)",
     )
     for flag, cls, name, text in _LIMIT_FLAGS:
         default = cls.__dataclass_fields__[name].default
@@ -309,10 +348,32 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser.set_defaults(func=run)
 
 
+# Partition log settings, Kafka's broker-level names; each topic may override them at CreateTopics under the
+# topic-level name (retention.ms, retention.bytes, segment.bytes, flush.messages, flush.ms).
+_LOG_FLAGS = (
+    ("log.retention.ms", "log_retention_ms", "MS",
+     "delete a partition's oldest whole segments once their newest record is this old, in ms (-1: never); "
+     "the active segment is never deleted"),
+    ("log.retention.bytes", "log_retention_bytes", "BYTES",
+     "delete a partition's oldest whole segments while the rest still holds this many bytes (-1: no limit)"),
+    ("log.segment.bytes", "log_segment_bytes", "BYTES", "roll a partition's segment file at this size"),
+    ("log.retention.check.interval.ms", "log_retention_check_interval_ms", "MS",
+     "how often retention runs, in ms"),
+    ("log.flush.interval.messages", "log_flush_interval_messages", "N",
+     "fsync a partition after this many records"),
+    ("log.flush.interval.ms", "log_flush_interval_ms", "MS",
+     "fsync a partition's data once it is this old, in ms (looked at each second)"),
+)  # fmt: skip
+
+
 def _records_fsync(args: argparse.Namespace) -> dict[str, Any]:
-    """The group-records fsync settings given, refused where they mean nothing: a cluster node (--zk) keeps its
-    group records in ZooKeeper, and an interval only paces the "interval" policy."""
+    """The group-records settings given (fsync, compaction), refused where they mean nothing: a cluster node
+    (--zk) keeps its group records in ZooKeeper, and an interval only paces the "interval" policy."""
     given: dict[str, Any] = {}
+    if args.records_compact_min_bytes is not None:
+        given["group_records_compact_min_bytes"] = args.records_compact_min_bytes
+    if args.records_delete_retention_ms is not None:
+        given["group_records_delete_retention_ms"] = args.records_delete_retention_ms
     if args.records_fsync is not None:
         given["group_records_fsync"] = args.records_fsync
     if args.records_fsync_interval_ms is not None:
@@ -321,8 +382,8 @@ def _records_fsync(args: argparse.Namespace) -> dict[str, Any]:
         given["group_records_fsync_interval_ms"] = args.records_fsync_interval_ms
     if given and args.zk:
         raise ConfigError(
-            "--group.records.fsync applies to a standalone node: with --zk, group records are "
-            "written to ZooKeeper before any answer"
+            "--group.records.* and --log.cleaner.delete.retention.ms: each applies to a standalone node: with "
+            "--zk, group records are written to ZooKeeper before any answer (and compacted there)"
         )
     return given
 
@@ -339,6 +400,12 @@ def run(args: argparse.Namespace) -> int:
             data_dir=args.data_dir,
             num_partitions=args.num_partitions,
             auto_create_topics_enable=args.auto_create == "true",
+            delete_topic_enable=args.delete_topic == "true",
+            **{
+                dest: getattr(args, dest)
+                for _f, dest, _m, _t in _LOG_FLAGS
+                if getattr(args, dest) is not None
+            },
             socket_request_max_bytes=args.max_request_bytes,
             connection_limits=_limits(args, ConnectionLimits),
             log_limits=_limits(args, LogLimits),
@@ -362,8 +429,6 @@ def run(args: argparse.Namespace) -> int:
     if args.zk and listeners.more:
         raise ConfigError("a cluster node (--zk) has one listener: give --listen or one --listeners entry")
     if args.zk:  # validate the cluster settings before anything starts
-        from zkcoord.cluster.node import ClusterConfig
-
         ClusterConfig(
             zookeeper_connect=args.zk, node_id=args.node_id, host=host, port=port or 1, zookeeper_auth=auth,
             **cluster,
@@ -420,6 +485,15 @@ async def _serve(
     mixed: tuple[str, str] | None = None,
     metrics_listen: tuple[str, int] | None = None,
 ) -> int:
+    if node.zk_connect:
+        # Before any bridge or listener starts: beside brokers zkcoord did not start, plain cluster mode would
+        # join their registry and controller election; refused, nothing written (`zkcoord proxy` is the way).
+        cfg = node.server_config
+        overrides: dict[str, Any] = dict(node.cluster_overrides)
+        await asyncio.to_thread(check_no_foreign_cluster, ClusterConfig(
+            zookeeper_connect=node.zk_connect, node_id=cfg.node_id, host=cfg.host, port=cfg.port or 1,
+            zookeeper_auth=node.zk_auth, **overrides,
+        ))  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

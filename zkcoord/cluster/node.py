@@ -2,6 +2,10 @@
 node leads, coordinator lookup for groups, and a fenced per-partition record store for the coordinator.
 
 Guarantees:
+* a node starts only where every broker registered in `/brokers/ids` and the `/controller` holder are zkcoord
+  nodes (each marks its registration with `/zkcoord/brokers/N` of the same session, zkcoord.zk.cluster_owners);
+  beside brokers it did not start it refuses before writing anything (`ForeignBrokersRegistered`, pointing at
+  `zkcoord proxy`);
 * a node id is registered by one live process at a time (`/brokers/ids/N` ephemeral; another session's znode
   ⇒ `NodeIdInUse`, as 0.9+ `ZKCheckedEphemeral`), and re-registered after a session expiry;
 * the node serves a group only while it leads the group's offsets partition and has finished loading that
@@ -10,7 +14,11 @@ Guarantees:
   pass that read ZooKeeper before that cannot switch serving back on (a connection generation, bumped by
   the state listener and checked under the same lock, as in `zkcoord.zk.controller`);
 * records are written through `ZkRecordStore`, fenced by the partition state version, so a deposed leader
-  cannot append, and the next leader loads everything that was acknowledged.
+  cannot append, and the next leader loads everything that was acknowledged;
+* one partition's bad data is that partition's problem: a load that fails (a malformed batch znode, named with
+  its path and why) leaves that partition unserved (COORDINATOR_LOAD_IN_PROGRESS, never served from partial
+  data), every other partition loads and serves, and the failed load is retried (back-off 1 s doubling to 30 s,
+  at once when the bad znode changes or goes), so a repair is picked up without a restart. Nothing is deleted.
 
 The group service plugs in through two callbacks run on the node's worker thread: `on_become_leader(partition,
 store)` must load the partition's records (it may block; the partition answers COORDINATOR_LOAD_IN_PROGRESS
@@ -24,6 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 from zkcoord.errors import ConfigError, MalformedZnode
 from zkcoord.group.errors import ErrorCode
@@ -36,7 +45,10 @@ from zkcoord.placement.coordinator import (
     partition_for_group,
 )
 from zkcoord.placement.leadership import NO_LEADER, Leadership
+from zkcoord.ratelog import RateLimitedLog
+from zkcoord.records.offsets import decode_record
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
+from zkcoord.zk.cluster_owners import ForeignCluster, foreign_brokers, mark_node
 from zkcoord.zk.controller import (
     SESSION_LOST,
     SESSION_SUSPENDED,
@@ -56,6 +68,11 @@ from zkcoord.zk.record_store import (
 from zkcoord.zk.session import Client, connect
 
 log = logging.getLogger(__name__)
+_say = RateLimitedLog(log)
+
+LOAD_RETRY_MIN_S = 1.0
+LOAD_RETRY_MAX_S = 30.0
+RESYNC_S = 5.0  # the worker's periodic pass: a missed watch never strands a partition
 
 Record = tuple[bytes, bytes | None]
 
@@ -102,6 +119,45 @@ class ClusterConfig:
             )
 
 
+class ForeignBrokersRegistered(ConfigError):
+    """Plain cluster mode refused: the ZooKeeper holds brokers (or a controller) that no zkcoord node started."""
+
+    def __init__(self, connect: str, found: ForeignCluster) -> None:
+        super().__init__(
+            f"ZooKeeper {connect} holds a cluster zkcoord did not start: {found.describe()}. A cluster node "
+            "would register beside those brokers, take part in their controller election and rewrite their "
+            "partition state; nothing was written. To coordinate groups in front of that cluster, run "
+            f"`zkcoord proxy --zk {connect} --listen HOST:PORT --node-id N --data-dir DIR` (docs/proxy.md)"
+        )
+        self.found = found
+
+
+def refuse_foreign_cluster(client: Client, connect: str) -> None:
+    """Raise ForeignBrokersRegistered where brokers zkcoord did not start are registered or hold /controller
+    (zkcoord.zk.cluster_owners: a zkcoord node marks its registration). Reads only."""
+    found = foreign_brokers(client)
+    if found:
+        raise ForeignBrokersRegistered(connect, found)
+
+
+def check_no_foreign_cluster(config: ClusterConfig) -> None:
+    """`refuse_foreign_cluster` over a session of its own, for a process about to start anything that writes
+    (the bridges of `serve` start before the node)."""
+    client = connect(
+        config.zookeeper_connect,
+        timeout=config.zookeeper_connection_timeout_ms / 1000,
+        session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
+        auth=config.zookeeper_auth,
+    )
+    try:
+        refuse_foreign_cluster(client, config.zookeeper_connect)
+    finally:
+        try:
+            client.stop()
+        finally:
+            client.close()
+
+
 @dataclass(frozen=True, slots=True)
 class CoordinatorAnswer:
     """What FindCoordinator returns for a group: error code and the coordinator's endpoint (-1/'' if none)."""
@@ -115,6 +171,15 @@ class CoordinatorAnswer:
 class _Status:
     LOADING = "loading"
     LOADED = "loaded"
+
+
+@dataclass(frozen=True, slots=True)
+class LoadFailure:
+    """Why an offsets partition this node leads is not served, and when its load is tried again."""
+
+    reason: str
+    attempts: int
+    retry_at: float  # time.monotonic()
 
 
 class ClusterNode:
@@ -148,6 +213,9 @@ class ClusterNode:
         self._leaders: dict[int, Leadership] = {}
         self._num_partitions = config.offsets_topic_num_partitions
         self._owned: dict[int, tuple[str, ZkRecordStore]] = {}
+        # Partitions led here whose load failed (under _cond: the worker and watch callbacks change it).
+        self._load_failures: dict[int, LoadFailure] = {}
+        self._watched_bad: set[str] = set()  # znodes with a pending exists-watch, one each
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -160,6 +228,11 @@ class ClusterNode:
                 session_timeout_s=cfg.zookeeper_session_timeout_ms / 1000,
                 auth=cfg.zookeeper_auth,
             )
+        try:
+            refuse_foreign_cluster(self.client, cfg.zookeeper_connect)  # before the first write
+        except ForeignBrokersRegistered:
+            self.close()
+            raise
         self.ensure_cluster_paths()
         self._register()
         self.client.add_listener(self._on_state)
@@ -238,6 +311,11 @@ class ClusterNode:
             return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         return ErrorCode.NOT_COORDINATOR
 
+    def load_failures(self) -> dict[int, LoadFailure]:
+        """Offsets partitions led here that are not served because their load failed, with the reason."""
+        with self._cond:
+            return dict(self._load_failures)
+
     def owns_group(self, group_id: str) -> bool:
         return self.group_status(group_id) == ErrorCode.NONE
 
@@ -285,8 +363,8 @@ class ClusterNode:
         while True:
             with self._cond:
                 while not (self._closing or self._dirty):
-                    if not self._cond.wait(timeout=5.0):
-                        self._dirty = True  # periodic resync: a missed watch never strands a partition
+                    if not self._cond.wait(timeout=self._idle_wait_s()):
+                        self._dirty = True  # periodic resync, or a failed load is due again
                 if self._closing:
                     return
                 self._dirty = False
@@ -310,12 +388,22 @@ class ClusterNode:
                     self._reregister = self._reregister or reregister
                     self._cond.wait(timeout=0.5)
 
+    def _idle_wait_s(self) -> float:
+        """Until the next periodic pass or the earliest failed-load retry (called under _cond)."""
+        due = min((f.retry_at for f in self._load_failures.values()), default=None)
+        if due is None:
+            return RESYNC_S
+        return min(RESYNC_S, max(0.05, due - time.monotonic()))
+
     def _register(self) -> None:
         cfg = self.config
         endpoint = format_endpoint(cfg.security_protocol, cfg.host, cfg.port)
         reg = BrokerRegistration.create(
             cfg.host, cfg.port, version=4, timestamp_ms=self._clock_ms(), endpoints=(endpoint,)
         )
+        # The mark first: a zkcoord node's registration is never seen without it (plain cluster mode refuses
+        # to start beside brokers that have none).
+        mark_node(self.client, cfg.node_id)
         register_node(self.client, cfg.node_id, reg.encode())
 
     def _resume_serving(self, gen: int) -> bool:
@@ -358,7 +446,10 @@ class ClusterNode:
         fresh = [PartitionFence(p, mine[p][0], mine[p][1]) for p in sorted(mine) if p not in self._owned]
         stores = {
             f.partition: ZkRecordStore(
-                self.client, f, compact_after_batches=self.config.offsets_compact_after_batches
+                self.client,
+                f,
+                compact_after_batches=self.config.offsets_compact_after_batches,
+                check_record=decode_record,
             )
             for f in fresh
         }
@@ -367,7 +458,20 @@ class ClusterNode:
         self._owned = {**self._owned, **{p: (_Status.LOADING, st) for p, st in stores.items()}}
         for fence in fresh:
             self._load(fence.partition, stores[fence.partition])
+        self._retry_failed_loads()
         self._compact_due()
+
+    def _retry_failed_loads(self) -> None:
+        now = time.monotonic()
+        with self._cond:
+            due = sorted(p for p, f in self._load_failures.items() if f.retry_at <= now)
+        for partition in due:
+            owned = self._owned.get(partition)
+            if owned is None or owned[0] == _Status.LOADED:
+                with self._cond:
+                    self._load_failures.pop(partition, None)
+                continue
+            self._load(partition, owned[1])
 
     def _compact_due(self) -> None:
         """Compact every loaded partition whose store is due (also right after a load of a long history).
@@ -390,16 +494,74 @@ class ClusterNode:
             partition,
             store.fence.leader_epoch,
         )
-        if self._on_become_leader is not None:
-            self._on_become_leader(partition, store)
+        try:
+            if self._on_become_leader is not None:
+                self._on_become_leader(partition, store)
+        except Exception as exc:  # this partition's problem only: the pass goes on with the others
+            self._load_failed(partition, exc)
+            return
+        with self._cond:
+            recovered = self._load_failures.pop(partition, None)
+        if recovered is not None:
+            log.warning(
+                "node=%d offsets partition %d loaded after %d failed attempt(s); serving it",
+                self.node_id,
+                partition,
+                recovered.attempts,
+            )
         current = self._owned.get(partition)
         if current is not None and current[1] is store:
             self._owned = {**self._owned, partition: (_Status.LOADED, store)}
+
+    def _load_failed(self, partition: int, exc: Exception) -> None:
+        reason = str(exc) if isinstance(exc, MalformedZnode) else f"{type(exc).__name__}: {exc}"
+        with self._cond:
+            before = self._load_failures.get(partition)
+            attempts = 1 if before is None else before.attempts + 1
+            delay = min(LOAD_RETRY_MAX_S, LOAD_RETRY_MIN_S * 2 ** min(attempts - 1, 16))
+            self._load_failures[partition] = LoadFailure(reason, attempts, time.monotonic() + delay)
+        args = (self.node_id, partition, reason, delay)
+        message = (
+            "node=%d offsets partition %d NOT served (its groups answer COORDINATOR_LOAD_IN_PROGRESS; every "
+            "other partition is served): load failed: %s; retrying in %.0f s or when the znode changes "
+            "(docs/operations.md: repair or remove it; nothing is deleted here)"
+        )
+        if before is None:  # once per partition and failure spell; then rate-limited (a znode rewritten in a
+            log.error(message, *args)  # loop must not write a line per rewrite)
+        else:
+            level = logging.ERROR if before.reason != reason else logging.WARNING
+            _say.log(level, "offsets-partition-load", message, *args)
+        if isinstance(exc, MalformedZnode):
+            self._watch_bad_znode(partition, exc.path)
+
+    def _watch_bad_znode(self, partition: int, path: str) -> None:
+        """Retry at once when the bad znode changes or goes (one pending watch per znode)."""
+        with self._cond:
+            if path in self._watched_bad:
+                return
+            self._watched_bad.add(path)
+        try:
+            assert self.client is not None
+            self.client.exists(path, watch=partial(self._on_bad_znode, partition, path))
+        except ZooKeeperError:
+            with self._cond:  # the back-off retry still comes
+                self._watched_bad.discard(path)
+
+    def _on_bad_znode(self, partition: int, path: str, event: object) -> None:
+        with self._cond:
+            self._watched_bad.discard(path)
+            failure = self._load_failures.get(partition)
+            if failure is not None:
+                self._load_failures[partition] = LoadFailure(failure.reason, failure.attempts, 0.0)
+            self._dirty = True
+            self._cond.notify_all()
 
     def _resign(self, partition: int) -> None:
         owned = dict(self._owned)
         owned.pop(partition, None)
         self._owned = owned
+        with self._cond:
+            self._load_failures.pop(partition, None)
         log.info("node=%d no longer leads offsets partition %d", self.node_id, partition)
         if self._on_resign is not None:
             self._on_resign(partition)

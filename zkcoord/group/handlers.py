@@ -21,7 +21,7 @@ The handlers live by concern, as Kafka splits them; callers import only this mod
 | module | owns |
 |---|---|
 | `membership` | JoinGroup, SyncGroup, Heartbeat, LeaveGroup; session, pending-member, join and sync timers |
-| `offsets` | OffsetCommit, OffsetFetch; offset retention and expiry |
+| `offsets` | OffsetCommit, OffsetFetch; offset retention and expiry; the offsets of deleted partitions |
 | `admin` | DescribeGroups, ListGroups, DeleteGroups |
 | `loading` | partition load (rebuild groups from the log) and unload |
 | `consumer` | the consumer protocol (KIP-848): ConsumerGroupHeartbeat/Describe, its timers and commit checks |
@@ -47,7 +47,7 @@ from zkcoord.group.common import (
     group_status_error,
 )
 from zkcoord.group.consumer import on_consumer_timer
-from zkcoord.group.loading import load, unload_groups
+from zkcoord.group.loading import load, load_raw, unload_groups
 from zkcoord.group.membership import (
     handle_external_rebalance,
     handle_heartbeat,
@@ -58,6 +58,7 @@ from zkcoord.group.membership import (
 )
 from zkcoord.group.model import CoordinatorState
 from zkcoord.group.offsets import (
+    delete_partition_offsets,
     expire_offsets,
     handle_consumer_group_commit,
     handle_legacy_member_commit,
@@ -81,6 +82,7 @@ __all__ = [
     "StatusCheck",
     "TimerKey",
     "TimerKind",
+    "delete_partition_offsets",
     "error_response",
     "expire_offsets",
     "group_status_error",
@@ -97,6 +99,7 @@ __all__ = [
     "handle_offset_fetch",
     "handle_sync",
     "load",
+    "load_raw",
     "on_timer",
     "unload_groups",
 ]

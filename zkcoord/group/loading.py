@@ -7,6 +7,7 @@ groups whose partition moved away and forgets them, writing nothing (the log kee
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from itertools import islice
 
 from zkcoord.group.common import (
     DEAD,
@@ -23,22 +24,53 @@ from zkcoord.group.common import (
 )
 from zkcoord.group.consumer import arm_loaded_sessions, rebalance_key, session_key
 from zkcoord.group.consumer_model import replay_consumer
-from zkcoord.group.model import ClassicGroup, CoordinatorState, Member, replay
+from zkcoord.group.model import ClassicGroup, CoordinatorState, Member, replay, replay_many
 from zkcoord.group.results import Result, TimerKey, TimerKind
 from zkcoord.records.consumer_groups import ConsumerGroupKey, ConsumerMemberKey
 from zkcoord.records.offsets import GroupMetadataValue, Record
+from zkcoord.records.offsets_bulk import BulkDecoder
 
 
 def load(st: CoordinatorState, records: Iterable[Record], now_ms: int) -> Result:
     """Replay a log into the view, then rebuild live groups as Kafka does on partition load: a group with members
     is Stable (members get fresh session deadlines), one without is Empty; offset-only groups are simple groups."""
+    it = iter(records)
+    while chunk := list(
+        islice(it, 4096)
+    ):  # in chunks: `replay_many` takes offset commits without a call each
+        consumer = [r for r in chunk if isinstance(r[0], _CONSUMER_KEYS)]
+        replay_many(
+            st.view, [r for r in chunk if not isinstance(r[0], _CONSUMER_KEYS)] if consumer else chunk
+        )
+        for record in consumer:  # KIP-848 groups' records: their own state, disjoint from the view's
+            _replay_one(st, record)
+    return _rebuild(st, now_ms)
+
+
+_CONSUMER_KEYS = (ConsumerGroupKey, ConsumerMemberKey)
+
+
+def _replay_one(st: CoordinatorState, record: Record) -> None:
+    """One record into the view, or a consumer group's into `st.consumer_groups` (`replay_consumer`)."""
+    key, value = record
+    if isinstance(key, _CONSUMER_KEYS):
+        replay_consumer(st.consumer_groups, key, value)  # type: ignore[arg-type]
+    else:
+        replay(st.view, record)
+
+
+def load_raw(
+    st: CoordinatorState, raw: Iterable[tuple[bytes, bytes | None]], now_ms: int
+) -> tuple[Result, int]:
+    """`load` from encoded records (a record log's bytes), decoding each as it is replayed (`BulkDecoder`: no
+    record object for a common offset commit); returns the result and the number of records."""
+    view = st.view
+    count = BulkDecoder().offsets_into(raw, view.offsets, lambda record: _replay_one(st, record))
+    return _rebuild(st, now_ms), count
+
+
+def _rebuild(st: CoordinatorState, now_ms: int) -> Result:
     out = Effects(st)
-    for record in records:
-        key, value = record
-        if isinstance(key, (ConsumerGroupKey, ConsumerMemberKey)):
-            replay_consumer(st.consumer_groups, key, value)  # type: ignore[arg-type]
-        else:
-            replay(st.view, record)
     for gid, value in st.view.groups.items():
         st.groups[gid] = _group_from_record(gid, value, now_ms)
     for gid in st.view.offsets:

@@ -1,10 +1,13 @@
-"""Committed offsets (Kafka's `OffsetMetadataManager`): OffsetCommit, OffsetFetch, retention and expiry.
+"""Committed offsets (Kafka's `OffsetMetadataManager`): OffsetCommit, OffsetFetch, retention, expiry, and the
+offsets of deleted partitions.
 
-Commits and expiry return records (offsets and their tombstones, and the tombstone of an Empty group that
-expiry leaves without offsets); nothing here does I/O.
+Commits, expiry and partition deletion return records (offsets and their tombstones, and the tombstone of an
+Empty group they leave without offsets); nothing here does I/O.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from zkcoord.group.common import (
     COMPLETING,
@@ -205,6 +208,25 @@ def expire_offsets(st: CoordinatorState, now_ms: int) -> Result:
         for topic, partition in sorted(expired):
             out.record((OffsetCommitKey(gid, topic, partition), None))
         if group.state is EMPTY and not st.view.offsets.get(gid):
+            group.transition(DEAD, now_ms)
+            tombstone_group(out, gid, everything=False)
+    return out.result()
+
+
+def delete_partition_offsets(
+    st: CoordinatorState, partitions: Iterable[tuple[str, int]], now_ms: int
+) -> Result:
+    """Kafka's `handleDeletedPartitions` (`cleanupGroupMetadata` over deleted partitions): tombstone every group's
+    committed offsets of `partitions`, so a topic re-created under the same name is not read from old offsets; an
+    Empty group this leaves without offsets becomes Dead and is tombstoned too (Kafka would also end Empty groups
+    that had no offsets before; the periodic expiry pass does that here)."""
+    gone = frozenset(partitions)
+    out = Effects(st)
+    for gid, group in sorted(st.groups.items()):
+        hit = sorted(tp for tp in st.view.offsets.get(gid, {}) if tp in gone)
+        for topic, partition in hit:
+            out.record((OffsetCommitKey(gid, topic, partition), None))
+        if hit and group.state is EMPTY and not st.view.offsets.get(gid):
             group.transition(DEAD, now_ms)
             tombstone_group(out, gid, everything=False)
     return out.result()

@@ -312,8 +312,12 @@ def decode_key(data: bytes) -> RecordKey:
         key = OffsetCommitKey(r.string("group"), r.string("topic"), r.int32("partition"))
     elif version == 2:
         key = GroupMetadataKey(r.string("group"))
+    elif version in CONSUMER_KEY_VERSIONS:
+        return decode_consumer_key(data)
     else:
-        raise r.fail(f"unsupported key version {version} (0/1 offset commit and 2 group metadata are known)")
+        raise r.fail(
+            f"unsupported key version {version} (0/1 offset commit, 2 group metadata, 3-8 consumer group are known)"
+        )
     r.done()
     return key
 

@@ -7,7 +7,10 @@ Every collaborator is handed to the broker at construction; nothing is attached 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 
@@ -22,6 +25,7 @@ from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetM
 from zkcoord.server.kafka_protocol import RequestFrame
 from zkcoord.server.listener_security import ListenerSecurity
 from zkcoord.server.log import LogManager
+from zkcoord.server.meta import read_or_create_cluster_id
 from zkcoord.server.offsets_v0 import ZooKeeperOffsetsV0
 from zkcoord.server.topic_ids import topic_lookup
 from zkcoord.server.wire import WireServer
@@ -29,6 +33,8 @@ from zkcoord.storage import FileRecordStore
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
 
 log = logging.getLogger(__name__)
+
+LOG_TICK_S = 1.0  # how often flush.ms and the retention check interval are looked at
 
 
 @dataclass
@@ -55,16 +61,29 @@ class Node:
     more_listeners: tuple[tuple[str, int, ListenerSecurity | None], ...] = ()
     more_wires: list[WireServer] = field(default_factory=list)
     authorizer: RequestAuthorizer | None = None  # Kafka's ACLs, for every listener (None: no authorization)
+    _log_ticker: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         cfg = self.server_config
         cfg.data_dir.mkdir(parents=True, exist_ok=True)
-        logs = self.logs = LogManager(cfg.data_dir, cfg.log_segment_bytes, cfg.log_limits)
+        if not self.zk_connect:  # a cluster node serves /cluster/id instead (ClusterRouting)
+            cfg = self.server_config = replace(
+                cfg, cluster_id=read_or_create_cluster_id(cfg.data_dir, cfg.node_id)
+            )
+        logs = self.logs = LogManager(
+            cfg.data_dir,
+            limits=cfg.log_limits,
+            defaults=cfg.topic_defaults,
+            retention_check_interval_ms=cfg.log_retention_check_interval_ms,
+        )
+        self._log_ticker = asyncio.get_running_loop().create_task(self._tick_logs(logs))
         if not self.zk_connect:
             store = FileRecordStore(
                 cfg.data_dir / "group-records",
                 cfg.group_records_fsync,
                 fsync_interval_ms=cfg.group_records_fsync_interval_ms,
+                compact_min_bytes=cfg.group_records_compact_min_bytes,
+                delete_retention_ms=cfg.group_records_delete_retention_ms,
             )
             self.groups = GroupService(
                 self.group_config,
@@ -172,7 +191,20 @@ class Node:
             **self.cluster_overrides,
         )
 
+    async def _tick_logs(self, logs: LogManager) -> None:
+        """Time-based flushes (flush.ms) and retention (every log.retention.check.interval.ms), each second."""
+        while True:
+            await asyncio.sleep(LOG_TICK_S)
+            try:
+                logs.tick(int(time.time() * 1000))
+            except OSError:
+                log.exception("partition log flush or retention failed; retrying at the next tick")
+
     async def close(self) -> None:
+        if self._log_ticker is not None:
+            self._log_ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._log_ticker
         for wire in self.more_wires:
             await wire.close()
         if self.wire is not None:
@@ -181,5 +213,8 @@ class Node:
             await self.cluster.close()
         if self.groups is not None:
             await self.groups.close()
+            # The standalone group-records log: fsync (the "interval" policy's promise at shutdown) and let a
+            # compaction under way finish, off the event loop.
+            await asyncio.to_thread(self.groups.store.close)
         if self.logs is not None:
             self.logs.close()

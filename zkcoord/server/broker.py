@@ -1,5 +1,8 @@
 """Request handlers of the wire server: data plane (Metadata, Produce, Fetch, ...) here, groups via GroupService.
 
+A partition whose log is damaged on disk (`zkcoord.server.log.CorruptLog`) answers KAFKA_STORAGE_ERROR to
+Produce, ListOffsets and Fetch; every other partition keeps serving.
+
 `Broker.dispatch(req)` returns the encoded response frame, None (Produce acks=0), or an awaitable of either
 (Fetch waiting for data, group calls parked by the coordinator). The wire layer keeps responses in request order.
 """
@@ -27,7 +30,16 @@ from zkcoord.server import old_formats
 from zkcoord.server.authorization import RequestAuthorizer, authorized_group_call
 from zkcoord.server.groups import GroupDispatch
 from zkcoord.server.limits import ConnectionLimits, LogLimits
-from zkcoord.server.log import LEGAL_TOPIC, InvalidTopic, LogManager, OffsetsTopicLog, PartitionLog
+from zkcoord.server.log import (
+    INT64_MAX,
+    LEGAL_TOPIC,
+    InvalidConfig,
+    InvalidTopic,
+    LogManager,
+    OffsetsTopicLog,
+    PartitionLog,
+    TopicConfig,
+)
 from zkcoord.server.seams import ClusterSide, GroupCoordinator, OffsetsV0
 from zkcoord.server.topic_ids import topic_id
 from zkcoord.storage.file_store import FSYNC_POLICIES
@@ -60,7 +72,7 @@ class ServerConfig:
     num_partitions: int = 1  # num.partitions: for auto-created topics
     auto_create_topics_enable: bool = True
     socket_request_max_bytes: int = 100 * 1024 * 1024
-    cluster_id: str = "zkcoord"
+    cluster_id: str = "zkcoord"  # a single node's: Node.start reads (or creates) DATA_DIR/meta.properties
     fetch_max_wait_cap_ms: int = 1000  # bound on a Fetch's wait for new data, whatever the client asks
     log_segment_bytes: int = 64 * 1024 * 1024
     # message.max.bytes and the timestamp bounds a produced batch obeys
@@ -71,6 +83,17 @@ class ServerConfig:
     # policies: "always" fsyncs before any answer, "interval" at most every interval, "never" leaves it to the OS)
     group_records_fsync: str = "always"
     group_records_fsync_interval_ms: int = 1000
+    # ... and its compaction (FileRecordStore): after this many bytes written since the last one (0: never), and
+    # how long a tombstone is kept (Kafka's log.cleaner.delete.retention.ms)
+    group_records_compact_min_bytes: int = 4 * 1024 * 1024
+    group_records_delete_retention_ms: int = 86_400_000
+    delete_topic_enable: bool = True  # delete.topic.enable (Kafka's default since 1.0)
+    # Partition log retention and flushing, Kafka's broker-level names (topic-level overrides: TopicConfig)
+    log_retention_ms: int = 7 * 24 * 3600 * 1000  # log.retention.ms (Kafka: log.retention.hours=168)
+    log_retention_bytes: int = -1  # log.retention.bytes
+    log_retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
+    log_flush_interval_messages: int = INT64_MAX  # log.flush.interval.messages
+    log_flush_interval_ms: int = INT64_MAX  # log.flush.interval.ms
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -85,14 +108,41 @@ class ServerConfig:
             )
         if self.log_segment_bytes < 1024:
             raise ConfigError(f"log.segment.bytes must be >= 1024, got {self.log_segment_bytes}")
+        if self.log_retention_check_interval_ms < 1:
+            raise ConfigError(
+                f"log.retention.check.interval.ms must be >= 1, got {self.log_retention_check_interval_ms}"
+            )
+        try:
+            self.topic_defaults  # noqa: B018  (validates the log.* settings)
+        except InvalidConfig as exc:
+            raise ConfigError(f"log.* settings: {exc}") from exc
         if self.group_records_fsync not in FSYNC_POLICIES:
             raise ConfigError(
                 f"group.records.fsync must be one of {', '.join(FSYNC_POLICIES)}, got {self.group_records_fsync!r}"
+            )
+        if self.group_records_compact_min_bytes < 0:
+            raise ConfigError(
+                f"group.records.compact.min.bytes must be >= 0, got {self.group_records_compact_min_bytes}"
+            )
+        if self.group_records_delete_retention_ms < 0:
+            raise ConfigError(
+                f"log.cleaner.delete.retention.ms must be >= 0, got {self.group_records_delete_retention_ms}"
             )
         if self.group_records_fsync_interval_ms < 1:
             raise ConfigError(
                 f"group.records.fsync.interval.ms must be >= 1, got {self.group_records_fsync_interval_ms}"
             )
+
+    @property
+    def topic_defaults(self) -> TopicConfig:
+        """Every topic's log settings unless it overrides them (Kafka's topic-level names)."""
+        return TopicConfig(
+            retention_ms=self.log_retention_ms,
+            retention_bytes=self.log_retention_bytes,
+            segment_bytes=self.log_segment_bytes,
+            flush_messages=self.log_flush_interval_messages,
+            flush_ms=self.log_flush_interval_ms,
+        )
 
 
 class ProducerIds:
@@ -167,6 +217,7 @@ class Broker:
             kp.METADATA: self.metadata,
             kp.FIND_COORDINATOR: self.find_coordinator,
             kp.CREATE_TOPICS: self.create_topics,
+            kp.DELETE_TOPICS: self.delete_topics,
             kp.PRODUCE: self.produce,
             kp.LIST_OFFSETS: self.list_offsets,
             kp.FETCH: self.fetch,
@@ -210,6 +261,10 @@ class Broker:
             return frozenset()
         return self.authorizer.denied_topics(req, operation, topics)
 
+    def _cluster_id(self) -> str:
+        """Metadata's cluster id: `/cluster/id` on a cluster node, `meta.properties` on a single one."""
+        return self.cluster.cluster_id() if self.cluster is not None else self.config.cluster_id
+
     def _leads(self, topic: str, partition: int) -> bool:
         return self.cluster is None or self.cluster.leads(topic, partition)
 
@@ -230,6 +285,8 @@ class Broker:
             return None, E.UNKNOWN_TOPIC_OR_PARTITION
         if not self._leads(topic, partition):
             return None, E.NOT_LEADER_OR_FOLLOWER
+        if plog.open_error() is not None:  # damaged on disk: Kafka's answer for an offline log directory
+            return None, E.KAFKA_STORAGE_ERROR
         return plog, E.NONE
 
     # -- topics ---------------------------------------------------------------------------------------------
@@ -328,7 +385,7 @@ class Broker:
             ]  # fmt: skip
         controller = self.cluster.controller_id() if self.cluster is not None else self.config.node_id
         resp = dm.MetadataResponse(
-            tuple(self.brokers), self.config.cluster_id, controller, tuple(topics), cluster_ops
+            tuple(self.brokers), self._cluster_id(), controller, tuple(topics), cluster_ops
         )
         return kp.metadata_response(req, resp)
 
@@ -425,6 +482,8 @@ class Broker:
             elif t.replication_factor not in (-1, 1):
                 why = f"replication factor {t.replication_factor} > 1 broker"
                 results.append(Created(t.name, E.INVALID_REPLICATION_FACTOR, why, n))
+            elif (bad_config := self._config_error(t.configs)) is not None:
+                results.append(Created(t.name, E.INVALID_CONFIG, bad_config, n))
             else:
                 if not r.validate_only:
                     to_create.append(len(results))
@@ -435,15 +494,25 @@ class Broker:
                 config_error = E.TOPIC_AUTHORIZATION_FAILED if hidden else E.NONE
                 results.append(Created(t.name, E.NONE, None, n, config_error))
         if self.cluster is not None and to_create:
-            return self._create_topics_in_cluster(req, self.cluster, results, to_create)
+            configs_by_name = {t.name: {k: v for k, v in t.configs if v is not None} for t in r.topics}
+            return self._create_topics_in_cluster(req, self.cluster, results, to_create, configs_by_name)
+        configs = {t.name: dict(t.configs) for t in r.topics}
         for i in to_create:
             name, n = results[i].name, results[i].num_partitions
             assert name is not None  # LEGAL_TOPIC matched it
             try:
-                self._create(name, n)
+                self.logs.create_topic(name, n, configs.get(name))
             except InvalidTopic as exc:
                 results[i] = Created(name, exc.code, str(exc), n)
         return kp.create_topics_response(req, dm.CreateTopicsResponse(tuple(results)))
+
+    def _config_error(self, configs: tuple[tuple[str, str | None], ...]) -> str | None:
+        """Why a CreateTopics entry's configs are refused (INVALID_CONFIG), or None."""
+        try:
+            self.logs.defaults.with_overrides(dict(configs))
+        except InvalidConfig as exc:
+            return str(exc)
+        return None
 
     async def _create_topics_in_cluster(
         self,
@@ -451,27 +520,91 @@ class Broker:
         cluster: ClusterSide,
         results: list[dm.CreatableTopicResult],
         to_create: list[int],
+        configs_by_name: dict[str | None, dict[str, str]],
     ) -> Response:
-        """Kafka writes `/brokers/topics/T` before answering CreateTopics; a topic another node published
-        first is TOPIC_ALREADY_EXISTS, and the local logs follow the partition count in ZooKeeper."""
+        """Kafka writes `/config/topics/T` and `/brokers/topics/T` before answering CreateTopics; a topic another
+        node published first is TOPIC_ALREADY_EXISTS, and the local logs follow ZooKeeper's partition count and
+        configs."""
         for i in to_create:
             name, n = results[i].name, results[i].num_partitions
             assert name is not None  # LEGAL_TOPIC matched it
             try:
-                created, count = await cluster.publish_topic(name, n)
+                created, count, stored = await cluster.publish_topic(name, n, configs_by_name.get(name))
             except Exception as exc:
                 log.warning("CreateTopics %s: cannot write the topic to ZooKeeper: %r", name, exc)
                 why = f"cannot write the topic to ZooKeeper: {exc}"
                 results[i] = Created(name, E.UNKNOWN_SERVER_ERROR, why, n)
                 continue
             try:
-                self.logs.ensure_partitions(name, count)
-            except InvalidTopic as exc:
+                self.logs.ensure_partitions(name, count, stored)
+            except (InvalidTopic, InvalidConfig) as exc:
                 results[i] = Created(name, E.INVALID_TOPIC_EXCEPTION, str(exc), n)
                 continue
             if not created:
                 results[i] = Created(name, E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.", n)
         return kp.create_topics_response(req, dm.CreateTopicsResponse(tuple(results)))
+
+    def delete_topics(self, req: kp.RequestFrame) -> Response | Awaitable[Response]:
+        """Kafka 2.x's KafkaApis.handleDeleteTopicsRequest: NOT_CONTROLLER off the controller; with
+        delete.topic.enable=false INVALID_REQUEST (v0-2) or TOPIC_DELETION_DISABLED; per topic Delete on it
+        (TOPIC_AUTHORIZATION_FAILED), then existence (UNKNOWN_TOPIC_OR_PARTITION). A deleted topic's group
+        offsets go first, then its partition logs, so a crash between them leaves a topic to delete again, never
+        old offsets pointing into a re-created topic."""
+        r = kp.delete_topics_request(req)
+        names = r.topic_names
+        results: dict[str, tuple[int, str | None]] = {}
+        if self.cluster is not None and self.cluster.controller_id() != self.config.node_id:
+            results = {n: (E.NOT_CONTROLLER, "this node is not the controller") for n in names}
+        elif not self.config.delete_topic_enable:
+            error = E.INVALID_REQUEST if r.api_version < 3 else E.TOPIC_DELETION_DISABLED
+            results = {n: (error, "topic deletion is disabled (delete.topic.enable=false)") for n in names}
+        else:
+            denied = self._denied(req, Operation.DELETE, names)
+            for name in names:
+                if name in denied:
+                    results[name] = (E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+                elif name == OFFSETS_TOPIC and self.cluster is not None:
+                    why = f"{OFFSETS_TOPIC} holds the group coordinator's records and cannot be deleted"
+                    results[name] = (E.INVALID_TOPIC_EXCEPTION, why)
+                elif name not in self.logs.topics or name == OFFSETS_TOPIC:
+                    results[name] = (E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic.")
+        to_delete = sorted(n for n in dict.fromkeys(names) if n not in results)
+        if not to_delete:
+            return self._deleted_response(req, names, results)
+        return self._delete_topics(req, r, results, to_delete)
+
+    def _deleted_response(
+        self, req: kp.RequestFrame, names: Iterable[str], results: dict[str, tuple[int, str | None]]
+    ) -> Response:
+        topics = tuple(dm.DeletableTopicResult(n, *results.get(n, (E.NONE, None))) for n in names)
+        return kp.delete_topics_response(req, dm.DeleteTopicsResponse(topics))
+
+    async def _delete_topics(
+        self,
+        req: kp.RequestFrame,
+        r: dm.DeleteTopicsRequest,
+        results: dict[str, tuple[int, str | None]],
+        to_delete: list[str],
+    ) -> Response:
+        for name in to_delete:
+            try:
+                if self.cluster is not None:
+                    done = await self.cluster.delete_topic(name, r.timeout_ms)
+                    if not done and r.timeout_ms > 0:
+                        results[name] = (
+                            E.REQUEST_TIMED_OUT,
+                            f"deletion not complete after {r.timeout_ms} ms",
+                        )
+                    continue
+                partitions = len(self.logs.topics.get(name, ()))
+                if self.groups is not None:
+                    await self.groups.partitions_deleted([(name, p) for p in range(partitions)])
+                self.logs.delete_topic(name)
+            except Exception as exc:
+                log.warning("DeleteTopics %s: %r", name, exc)
+                results[name] = (getattr(exc, "code", E.UNKNOWN_SERVER_ERROR), f"deletion failed: {exc}")
+        self.notify_new_data()  # waiting Fetches of a deleted partition answer UNKNOWN_TOPIC_OR_PARTITION now
+        return self._deleted_response(req, r.topic_names, results)
 
     def produce(self, req: kp.RequestFrame) -> Response:
         r = kp.produce_request(req)
@@ -498,6 +631,10 @@ class Broker:
                     continue
                 if not self._leads(topic.name, pd.index):
                     parts.append(Produced(pd.index, E.NOT_LEADER_OR_FOLLOWER, -1, -1, None))
+                    continue
+                if plog.open_error() is not None:
+                    why = "the partition's log is damaged on disk (the node's log names file and byte)"
+                    parts.append(Produced(pd.index, E.KAFKA_STORAGE_ERROR, -1, -1, why))
                     continue
                 records = pd.records
                 if not records:
@@ -536,7 +673,7 @@ class Broker:
                     parts.append(Produced(pd.index, E.NONE, dup_offset, plog.log_start_offset, None))
                     continue
                 batches = [(h, mv[h.position : h.position + h.size]) for h in headers]
-                base = plog.append(batches)
+                base = plog.append(batches, now_ms)
                 appended = True
                 parts.append(Produced(pd.index, E.NONE, base, plog.log_start_offset, None))
             out.append(dm.ProduceTopicResult(topic.name, tuple(parts)))

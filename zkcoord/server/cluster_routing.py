@@ -11,8 +11,12 @@ Guarantees:
   offsets partition, leader = the offsets-partition leader), and the node leading a partition serves ListOffsets
   and Fetch from that partition's ZooKeeper record store (`zkcoord.server.log.OffsetsTopicLog`) once loaded;
 * a topic created through this node gets `/brokers/topics/T` (replication factor 1, round-robin over live
-  nodes) when absent; the controller then assigns leaders, and every node creates local logs for the topics it
-  learns about.
+  nodes) when absent, with its configs in `/config/topics/T` in the same transaction; the controller then assigns
+  leaders, and every node creates local logs for the topics it learns about;
+* a topic marked for deletion (`/admin/delete_topics/T`) loses this node's group offsets of its partitions, then
+  its local logs, before the node acknowledges (`/zkcoord/topic-deletions/T/<id>`), which the controller waits
+  for; a learned topic gone from ZooKeeper without that acknowledgement has its logs set aside, never served;
+* Metadata's cluster id is `/cluster/id`, created at start as Kafka does when absent.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar, cast
 
@@ -62,16 +66,27 @@ from zkcoord.group.messages import (
 from zkcoord.legacy import paths
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.placement.leadership import NO_LEADER, single_replica_assignment
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetMirror
-from zkcoord.server.log import LogManager, OffsetsTopicLog
+from zkcoord.server.log import LEGAL_TOPIC, InvalidConfig, LogManager, OffsetsTopicLog
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
+from zkcoord.server.meta import new_cluster_id
 from zkcoord.server.seams import ClusterSide, GroupCoordinator
 from zkcoord.server.topic_ids import topic_lookup
 from zkcoord.zk import registry
-from zkcoord.zk.controller import ZooKeeperError, create_topic_if_absent, read_topic_states
+from zkcoord.zk.controller import (
+    ZooKeeperError,
+    ack_topic_deletion,
+    create_topic_if_absent,
+    read_deletion_marks,
+    read_topic_configs,
+    read_topic_states,
+    request_topic_deletion,
+)
 from zkcoord.zk.record_store import StoreFenced, ZkRecordStore
 
 log = logging.getLogger(__name__)
+_say = RateLimitedLog(log)
 
 REFRESH_INTERVAL_S = 0.5
 CALLBACK_TIMEOUT_S = 60.0
@@ -110,6 +125,10 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         self._logs = logs
         self._refresher: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
+        self._refreshed = asyncio.Event()  # set (and replaced) after every refresh
+        self._cluster_id = ""  # /cluster/id, read (or created) at start
+        self._acked: set[str] = set()  # marked topics this node has deleted and acknowledged
+        self._deletion_errors: dict[str, str] = {}  # marked topic -> the last error deleting it (logged once)
         self._closing = False
         self._lock = threading.Lock()
 
@@ -119,7 +138,20 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         self._loop = asyncio.get_running_loop()
         logs = self._logs
         await asyncio.to_thread(self.node.start)
+        # Kafka's getOrGenerateClusterId: /cluster/id, created with a new id by the first node of a cluster.
+        self._cluster_id = await asyncio.to_thread(
+            registry.get_or_create_cluster_id, self.node.client, new_cluster_id()
+        )
+        log.info("node=%d cluster id %s", self.config.node_id, self._cluster_id)
+        in_zk = await asyncio.to_thread(self._read_topics)
         for name in sorted(logs.topics):
+            if (
+                name not in in_zk
+                and logs.is_cluster_topic(name)
+                and not await asyncio.to_thread(self._topic_exists, name)  # absent, not merely malformed
+            ):
+                self._set_aside(name, "deleted while this node was away?")
+                continue
             await asyncio.to_thread(self._publish_topic, name, len(logs.topics[name]))
         await self.refresh()
         self._refresher = self._loop.create_task(self._refresh_loop())
@@ -196,17 +228,28 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             task = self._loop.create_task(asyncio.to_thread(self._publish_topic, topic, partitions))
             task.add_done_callback(lambda _t: self._kick.set())
 
-    async def publish_topic(self, topic: str, partitions: int) -> tuple[bool, int]:
-        """CreateTopics: write `/brokers/topics/T` before answering, as Kafka does; (created here, partition
-        count in ZooKeeper). ZooKeeperError when ZooKeeper cannot be reached."""
-        created, count = await asyncio.to_thread(self._publish_topic_or_raise, topic, partitions)
+    async def publish_topic(
+        self, topic: str, partitions: int, configs: Mapping[str, str] | None = None
+    ) -> tuple[bool, int, dict[str, str]]:
+        """CreateTopics: write `/brokers/topics/T` (with `/config/topics/T` when `configs`) before answering, as
+        Kafka does; (created here, partition count in ZooKeeper, the topic's stored configs). ZooKeeperError when
+        ZooKeeper cannot be reached, MalformedZnode when the existing topic's configs do not parse."""
+        created, count = await asyncio.to_thread(self._publish_topic_or_raise, topic, partitions, configs)
+        stored = dict(configs or {}) if created else await asyncio.to_thread(self._topic_configs, topic)
         self._kick.set()
-        return created, count
+        return created, count, stored
 
-    def _publish_topic_or_raise(self, topic: str, partitions: int) -> tuple[bool, int]:
+    def _topic_configs(self, topic: str) -> dict[str, str]:
+        client = self.node.client
+        assert client is not None
+        return read_topic_configs(client, topic)
+
+    def _publish_topic_or_raise(
+        self, topic: str, partitions: int, configs: Mapping[str, str] | None = None
+    ) -> tuple[bool, int]:
         live = [n for n, _h, _p in self.node.brokers()] or [self.config.node_id]
         created, assignment = create_topic_if_absent(
-            self.node.client, topic, single_replica_assignment(partitions, live)
+            self.node.client, topic, single_replica_assignment(partitions, live), configs
         )
         if created:
             log.info("node=%d published topic %s (%d partitions)", self.config.node_id, topic, partitions)
@@ -242,17 +285,102 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
 
     async def refresh(self) -> None:
         try:
+            marks = await asyncio.to_thread(read_deletion_marks, self.node.client)
             topics = await asyncio.to_thread(self._read_topics)
         except (ZooKeeperError, MalformedZnode) as exc:
             log.warning("node=%d topic refresh failed: %r", self.config.node_id, exc)
             return
+        self._acked &= set(marks)  # a finished deletion: the name may be created and deleted again
+        for name in marks:
+            if name != OFFSETS_TOPIC and LEGAL_TOPIC.match(name):
+                await self._delete_marked(name)
         for name, parts in topics.items():
+            if name in marks:
+                continue
             if len(self._logs.topics.get(name, ())) < len(parts):
                 try:
-                    self._logs.ensure_partitions(name, len(parts))
+                    configs = None
+                    if name not in self._logs.topics:
+                        configs = await asyncio.to_thread(self._configs_or_none, name)
+                    self._logs.ensure_partitions(name, len(parts), configs)
                 except Exception:
                     log.exception("node=%d cannot create local logs for %s", self.config.node_id, name)
-        self.topics = topics
+            self._logs.note_cluster_topic(name)
+        for name in sorted(set(self.topics) - set(topics) - set(marks) - self._acked):
+            # Gone from ZooKeeper without this node seeing its deletion mark (its session was away): its logs
+            # must not come back in a topic re-created under the name.
+            if name in self._logs.topics and not await asyncio.to_thread(self._topic_exists, name):
+                self._set_aside(name, "deleted without this node's acknowledgement")
+        self.topics = {n: parts for n, parts in topics.items() if n not in marks}
+        self._refreshed.set()
+        self._refreshed = asyncio.Event()
+
+    def _set_aside(self, topic: str, why: str) -> None:
+        moved = self._logs.set_aside(topic)
+        log.warning(
+            "node=%d local logs of topic %s are not served: the topic was learned from ZooKeeper and is no longer "
+            "there (%s); kept as %s until an operator removes them",
+            self.config.node_id,
+            topic,
+            why,
+            ", ".join(str(p) for p in moved) or "nothing",
+        )
+
+    def _configs_or_none(self, topic: str) -> dict[str, str] | None:
+        """A new topic's `/config/topics/T`; one that does not parse (or asks for what this node cannot do)
+        gives the topic no retention rather than a default that might delete what it meant to keep."""
+        try:
+            configs = self._topic_configs(topic)
+            self._logs.defaults.with_overrides(configs)
+            return configs
+        except (MalformedZnode, InvalidConfig) as exc:
+            log.error("node=%d topic %s: %s; retention is off for it", self.config.node_id, topic, exc)
+            return {"retention.ms": "-1", "retention.bytes": "-1"}
+
+    async def _delete_marked(self, topic: str) -> None:
+        """A topic marked for deletion: this node's group offsets of its partitions, then its partition logs,
+        then the acknowledgement the controller waits for (Kafka's StopReplica(delete) and
+        handleDeletedPartitions on every broker). Retried on the next refresh until acknowledged."""
+        if topic in self._acked:
+            return
+        count = max(len(self._logs.topics.get(topic, ())), len(self.topics.get(topic, {})))
+        try:
+            await self.partitions_deleted([(topic, p) for p in range(count)])
+            self._logs.delete_topic(topic)
+            await asyncio.to_thread(ack_topic_deletion, self.node.client, topic, self.config.node_id)
+        except Exception as exc:
+            if self._deletion_errors.get(topic) != repr(exc):  # once per distinct error, not every refresh
+                log.warning("node=%d deleting topic %s: %r; retrying", self.config.node_id, topic, exc)
+            self._deletion_errors[topic] = repr(exc)
+            return
+        self._deletion_errors.pop(topic, None)
+        self._acked.add(topic)
+        log.info("node=%d deleted its logs and group offsets of topic %s", self.config.node_id, topic)
+
+    async def partitions_deleted(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Every offsets partition this node serves drops its groups' offsets of `partitions`; the groups of
+        partitions served elsewhere are their node's to clean (each node does it when it sees the mark)."""
+        for _partition, service in sorted(self.services.items()):
+            await service.partitions_deleted(partitions)
+
+    async def delete_topic(self, topic: str, timeout_ms: int) -> bool:
+        await asyncio.to_thread(request_topic_deletion, self.node.client, topic)
+        self._acked.discard(topic)
+        self._kick.set()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        while True:
+            refreshed = self._refreshed
+            gone = not await asyncio.to_thread(self._topic_exists, topic)
+            if gone or loop.time() >= deadline:
+                return gone
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(refreshed.wait(), deadline - loop.time())
+
+    def _topic_exists(self, topic: str) -> bool:
+        client = self.node.client
+        assert client is not None
+        return client.exists(paths.topic_path(topic)) is not None
 
     async def _refresh_loop(self) -> None:
         while not self._closing:
@@ -274,10 +402,11 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
                         self.config.node_id, partition, failed)  # fmt: skip
             try:
                 await self._start_service(partition, cast(ZkRecordStore, service.store))
-            except Exception:
-                log.exception(
-                    "node=%d offsets partition %d: reload failed; retrying", self.config.node_id, partition
-                )
+            except (
+                Exception
+            ) as exc:  # retried every refresh (0.5 s): a malformed batch must not flood the log
+                _say.log(logging.ERROR, "offsets-reload", "node=%d offsets partition %d: reload failed (%s: %s); retrying",
+                         self.config.node_id, partition, type(exc).__name__, exc)  # fmt: skip
 
     def leader(self, topic: str, partition: int) -> int:
         return self.topics.get(topic, {}).get(partition, (NO_LEADER, ()))[0]
@@ -321,6 +450,9 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
 
     def brokers(self) -> list[tuple[int, str, int]]:
         return self.node.brokers()
+
+    def cluster_id(self) -> str:
+        return self._cluster_id
 
     def controller_id(self) -> int:
         info = None

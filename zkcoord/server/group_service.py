@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
 
+from zkcoord.errors import ZkcoordError
 from zkcoord.group import consumer
 from zkcoord.group import handlers as h
 from zkcoord.group.config import GroupConfig
@@ -62,7 +63,8 @@ from zkcoord.group.messages import (
 from zkcoord.group.model import CoordinatorState, subscription_topics
 from zkcoord.group.results import Cancel, Result, TimerKey
 from zkcoord.group.state import GroupState
-from zkcoord.records.offsets import decode_record, encode_records
+from zkcoord.ratelog import RateLimitedLog
+from zkcoord.records.offsets import encode_records
 from zkcoord.server.seams import GroupCoordinator
 from zkcoord.storage.store import RawRecord, RecordStore
 
@@ -83,6 +85,13 @@ def _error_response(req: Any, code: ErrorCode) -> Any:
     if isinstance(req, (ConsumerGroupHeartbeatRequest, ConsumerGroupDescribeRequest)):
         return consumer.error_response(req, code)
     return h.error_response(req, code)
+
+
+class CoordinatorUnavailable(ZkcoordError):
+    """The group coordinator cannot carry out an internal change now (loading, stopped, or failed)."""
+
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    retriable = True
 
 
 class OffsetMirror(Protocol):
@@ -166,6 +175,7 @@ class GroupService(GroupCoordinator):
         self._queued: list[_Entry] = []  # emitted, not yet handed to the store
         self._in_flight: list[_Entry] = []  # being appended now
         self._writer: asyncio.Task[None] | None = None
+        self._say = RateLimitedLog(log, burst=10, window_s=60.0)  # a store outage times out every commit
 
     # ------------------------------------------------------------------------------------------ lifecycle
 
@@ -177,10 +187,24 @@ class GroupService(GroupCoordinator):
         self._active = True
         self._loading = True
         try:
-            raw = await asyncio.to_thread(lambda: list(self.store.load()))
-            records = [decode_record(k, v) for k, v in raw]
-            self._apply(h.load(self.state, records, self.now_ms()))
-            log.info("group service loaded %d records: %d groups", len(records), len(self.state.groups))
+            now_ms = self.now_ms()
+
+            def load() -> tuple[CoordinatorState, Result, int]:
+                # Off the event loop, into a state of its own (requests meanwhile see the empty one), one record
+                # at a time: no list of raw or decoded records beside the state being built.
+                state = CoordinatorState(self.config)
+                result, count = h.load_raw(state, self.store.load(), now_ms)
+                return state, result, count
+
+            started = time.monotonic()
+            self.state, result, count = await asyncio.to_thread(load)
+            self._apply(result)
+            log.info(
+                "group service loaded %d records: %d groups (%.0f ms)",
+                count,
+                len(self.state.groups),
+                (time.monotonic() - started) * 1000,
+            )
             self._remirror_loaded()
             for group_id in sorted(self.state.groups):
                 self._report_members(group_id)
@@ -237,10 +261,14 @@ class GroupService(GroupCoordinator):
             coordinator=group_id is None or self.owns_group(group_id),
         )
 
-    async def _run(self, req: GroupRequest, call: Callable[[int, int], Result]) -> Any:
+    async def _run(
+        self, req: GroupRequest, call: Callable[[int, int], Result], timeout_ms: int | None = None
+    ) -> Any:
         token = self._token = self._token + 1
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
         self._waiting[token] = (fut, req)
+        expiry = None if timeout_ms is None else loop.call_later(timeout_ms / 1000.0, self._time_out, token)
         try:
             result = call(self.now_ms(), token)
         except Exception:
@@ -255,6 +283,23 @@ class GroupService(GroupCoordinator):
             return await fut
         finally:
             self._waiting.pop(token, None)
+            if expiry is not None:
+                expiry.cancel()
+
+    def _time_out(self, token: int) -> None:
+        """A request's records were not stored in time (offsets.commit.timeout.ms): REQUEST_TIMED_OUT now; the
+        write goes on, and its late response finds nobody waiting."""
+        waiting = self._waiting.get(token)
+        if waiting is not None and not waiting[0].done():
+            self._say.log(
+                logging.WARNING,
+                "commit_timeout",
+                "%s of group %s not stored within offsets.commit.timeout.ms=%d: REQUEST_TIMED_OUT",
+                type(waiting[1]).__name__,
+                getattr(waiting[1], "group_id", "?"),
+                self.config.offsets_commit_timeout_ms,
+            )
+            waiting[0].set_result(h.error_response(waiting[1], ErrorCode.REQUEST_TIMED_OUT))
 
     async def join_group(self, req: JoinGroupRequest) -> JoinGroupResponse:
         err = self._status(h.JOIN_GROUP, req.group_id)
@@ -339,7 +384,8 @@ class GroupService(GroupCoordinator):
         return resp
 
     async def offset_commit(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
-        """Returns only after the committed offsets are durable in the store."""
+        """Returns only after the committed offsets are durable in the store, or REQUEST_TIMED_OUT for every
+        partition once offsets.commit.timeout.ms has passed without that."""
         err = self._status(h.OFFSET_COMMIT, req.group_id)
         if err is not None:
             return h.error_response(req, err)  # type: ignore[return-value]
@@ -348,8 +394,12 @@ class GroupService(GroupCoordinator):
             handler = h.handle_consumer_group_commit
         elif self._bridged(req.group_id) and await self._legacy_member_commit(req):
             handler = h.handle_legacy_member_commit
+        # Kafka's offsets.commit.timeout.ms: the append (ZooKeeper in cluster mode) gets that long, then the
+        # commit is answered REQUEST_TIMED_OUT; the write goes on and, if it lands, the offsets hold.
         resp: OffsetCommitResponse = await self._run(
-            req, lambda now, token: handler(self.state, req, now, token)
+            req,
+            lambda now, token: handler(self.state, req, now, token),
+            timeout_ms=self.config.offsets_commit_timeout_ms,
         )
         if self.offset_mirror is not None:
             await self.offset_mirror.mirror_commit(req, resp)
@@ -437,6 +487,17 @@ class GroupService(GroupCoordinator):
 
     # ----------------------------------------------------------------------------------- mixed groups
 
+    async def partitions_deleted(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Drop every group's committed offsets of these deleted partitions (Kafka's handleDeletedPartitions),
+        returning once the tombstones are durable; CoordinatorUnavailable when they cannot be (the service is
+        loading, stopped, or its append failed), so the caller does not report a deletion that a restart undoes."""
+        if not self._active or self._loading:
+            raise CoordinatorUnavailable("the group coordinator is not serving (loading or stopped)")
+        self._apply(h.delete_partition_offsets(self.state, partitions, self.now_ms()))
+        await self.flush()
+        if self._failed is not None:
+            raise CoordinatorUnavailable(f"the group coordinator's append failed: {self._failed!r}")
+
     def _bridged(self, group_id: str) -> bool:
         return self.membership_bridge is not None and self.membership_bridge.bridges(group_id)
 
@@ -455,8 +516,15 @@ class GroupService(GroupCoordinator):
             topics = tuple(subscription_topics(dict(req.protocols)[usable[0]]) or ())
             await bridge.check_join(req.group_id, topics, usable[0])
         except Exception as exc:
-            log.error("group=%s member %r refused from the mixed group: %s", req.group_id, req.member_id, exc)
-            return h.error_response(req, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)  # type: ignore[return-value]
+            # The member's own protocol or subscription disagrees: fatal, as Kafka answers it. Anything else (a
+            # ZooKeeper failure) is not this member's fault: a retriable answer, it joins again after its backoff.
+            refused = getattr(exc, "code", None) == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+            code = (
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL if refused else ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            )
+            log.error("group=%s member %r refused from the mixed group (%s): %s",
+                      req.group_id, req.member_id, code.name, exc)  # fmt: skip
+            return h.error_response(req, code)  # type: ignore[return-value]
         bridge.watch(req.group_id, topics, lambda: self.request_rebalance(req.group_id))
         group = self.state.groups.get(req.group_id)
         if (

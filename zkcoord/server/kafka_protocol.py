@@ -24,6 +24,9 @@ from kafka.protocol.admin import (
     CreateTopicsResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeClusterResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
@@ -91,6 +94,7 @@ DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
 API_VERSIONS = 18
 CREATE_TOPICS = 19
+DELETE_TOPICS = 20
 INIT_PRODUCER_ID = 22
 DELETE_GROUPS = 42
 
@@ -110,6 +114,7 @@ API_NAMES = {
     LIST_GROUPS: "ListGroups",
     API_VERSIONS: "ApiVersions",
     CREATE_TOPICS: "CreateTopics",
+    DELETE_TOPICS: "DeleteTopics",
     INIT_PRODUCER_ID: "InitProducerId",
     DELETE_GROUPS: "DeleteGroups",
 }
@@ -134,6 +139,7 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     LIST_GROUPS: (0, 5),  # v5: the group type (classic, consumer) and a types filter (KIP-848)
     API_VERSIONS: (0, 3),
     CREATE_TOPICS: (0, 7),
+    DELETE_TOPICS: (0, 5),  # v6 names topics by id: not served (ids are derived from names, topic_ids.py)
     INIT_PRODUCER_ID: (0, 4),
     DELETE_GROUPS: (0, 2),
 }
@@ -166,6 +172,7 @@ _CLASSES: dict[int, tuple[Any, Any]] = {
     LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
     API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
     CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
+    DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
     INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
     DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
 }
@@ -939,7 +946,13 @@ def create_topics_request(req: RequestFrame) -> dm.CreateTopicsRequest:
     b = req.body
     v = req.api_version
     topics = tuple(
-        dm.CreatableTopic(t.name, t.num_partitions, t.replication_factor, len(t.assignments or ()))
+        dm.CreatableTopic(
+            t.name,
+            t.num_partitions,
+            t.replication_factor,
+            len(t.assignments or ()),
+            tuple((c.name, c.value) for c in (t.configs or ())),
+        )
         for t in b.topics
     )
     return dm.CreateTopicsRequest(v, topics, bool(b.validate_only) if v >= 1 else False)
@@ -963,6 +976,22 @@ def create_topics_response(req: RequestFrame, r: dm.CreateTopicsResponse) -> byt
             )
             for t in r.topics
         ],
+    )
+    return _encode(req, resp)
+
+
+def delete_topics_request(req: RequestFrame) -> dm.DeleteTopicsRequest:
+    b = req.body
+    return dm.DeleteTopicsRequest(req.api_version, tuple(b.topic_names or ()), int(b.timeout_ms))
+
+
+def delete_topics_response(req: RequestFrame, r: dm.DeleteTopicsResponse) -> bytes:
+    cls = DeleteTopicsResponse
+    R = cls.DeletableTopicResult
+    resp = cls(
+        version=req.api_version,
+        throttle_time_ms=0,
+        responses=[R(name=t.name, error_code=t.error_code, error_message=t.error_message) for t in r.topics],
     )
     return _encode(req, resp)
 
@@ -1254,3 +1283,141 @@ def decode_consumer_group_response(api_key: int, api_version: int, frame: bytes)
     prefix (tests): the inverse of `consumer_group_response`."""
     correlation_id = struct.unpack_from(">i", frame, 0)[0]
     return correlation_id, consumer_protocol.decode_response(api_key, api_version, frame[5:])
+
+
+# -- the proxy (zkcoord.proxy): the few responses it must read -------------------------------------------------
+
+DESCRIBE_CLUSTER = 60
+_ADDRESS_CLASSES: dict[int, Any] = {
+    METADATA: MetadataResponse,
+    FIND_COORDINATOR: FindCoordinatorResponse,
+    DESCRIBE_CLUSTER: DescribeClusterResponse,
+}
+# The APIs whose responses carry broker addresses: a proxy decodes these answers and rewrites the addresses.
+ADDRESS_APIS = frozenset(_ADDRESS_CLASSES)
+# (node id, host, port) as the broker answered -> (host, port) the client is to be told.
+AddressOf = Callable[[int, str, int], tuple[str, int]]
+
+
+def proxy_version_caps() -> dict[int, int]:
+    """The highest version of each API a client may use through the proxy: the address-carrying responses are
+    decoded with kafka-python's classes, and the group APIs (FindCoordinator included) of the groups the proxy
+    coordinates are answered by zkcoord's coordinator, so those stop at what zkcoord advertises."""
+    caps = {key: int(cls.max_version) for key, cls in _ADDRESS_CLASSES.items()}
+    for key in (*sorted(GROUP_APIS), FIND_COORDINATOR):
+        caps[key] = min(caps.get(key, ADVERTISED[key][1]), ADVERTISED[key][1])
+    return caps
+
+
+def _response_error(api_key: int, api_version: int, exc: Exception) -> ProtocolError:
+    name = API_NAMES.get(api_key, f"api_key {api_key}")
+    return MalformedBody(f"{name} v{api_version} response does not decode: {type(exc).__name__}: {exc}",
+                         api_key, api_version)  # fmt: skip
+
+
+def rewrite_addresses(
+    api_key: int,
+    api_version: int,
+    frame: bytes | bytearray,
+    address_of: AddressOf,
+    extra: Sequence[tuple[int, str, int]] = (),
+) -> bytes:
+    """A Metadata / FindCoordinator / DescribeCluster response frame (without its size prefix) with every
+    broker address replaced by `address_of(node_id, host, port)`, and the brokers `extra` (node id, host, port)
+    listed after the cluster's in Metadata and DescribeCluster answers (the proxy's coordinators: a client may
+    drop a coordinator its metadata does not list); returned framed (size prefix included). A response that does
+    not decode raises MalformedBody: the proxy never passes an address it did not map."""
+    cls = _ADDRESS_CLASSES[api_key]
+    try:
+        obj = cls.decode(bytes(frame), version=api_version, header=True)
+    except Exception as exc:  # kafka-python raises struct.error, IndexError, ValueError ... on bad input
+        raise _response_error(api_key, api_version, exc) from exc
+    if api_key == FIND_COORDINATOR:
+        entries = list(obj.coordinators or ()) if api_version >= 4 else [obj]
+        for entry in entries:
+            if entry.node_id >= 0 and entry.host:
+                entry.host, entry.port = address_of(entry.node_id, entry.host, entry.port)
+    else:
+        brokers = list(obj.brokers or ())
+        for broker in brokers:
+            node_id = broker.broker_id if api_key == DESCRIBE_CLUSTER else broker.node_id
+            broker.host, broker.port = address_of(node_id, broker.host, broker.port)
+        listed = {b.broker_id if api_key == DESCRIBE_CLUSTER else b.node_id for b in brokers}
+        for node_id, host, port in extra:
+            if node_id in listed:
+                continue
+            if api_key == DESCRIBE_CLUSTER:
+                brokers.append(cls.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=None))
+            else:
+                brokers.append(cls.MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=None))
+        obj.brokers = brokers
+    return bytes(obj.encode(header=True, framed=True))
+
+
+def cap_api_versions(api_version: int, frame: bytes | bytearray, caps: dict[int, int]) -> bytes:
+    """An ApiVersions response frame (without its size prefix) with each capped API's maximum lowered to
+    `caps` (an API whose minimum is above its cap is left out); returned framed. An error answer (the KIP-511
+    v0 fallback among them) passes unchanged: it lists no version the client could use beyond the cap."""
+    try:
+        obj = ApiVersionsResponse.decode(bytes(frame), version=api_version, header=True)
+    except Exception as exc:
+        raise _response_error(API_VERSIONS, api_version, exc) from exc
+    if obj.error_code != 0:
+        return _SIZE.pack(len(frame)) + bytes(frame)
+    kept = []
+    for entry in obj.api_keys or ():
+        cap = caps.get(entry.api_key)
+        if cap is not None:
+            if entry.min_version > cap:
+                continue
+            entry.max_version = min(entry.max_version, cap)
+        kept.append(entry)
+    obj.api_keys = kept
+    return bytes(obj.encode(header=True, framed=True))
+
+
+_SIZE = struct.Struct(">i")
+
+
+def produce_acks(frame: bytes | bytearray | memoryview) -> int:
+    """The `acks` of a Produce request frame (without its size prefix), read without decoding the records:
+    header (client id, tagged fields from v9), then v3+'s transactional id. acks=0 gets no response."""
+    buf = memoryview(frame)
+    try:
+        _key, version, _corr, cid_len = _HEAD.unpack_from(buf, 0)
+        pos = 10 + max(cid_len, 0)
+        flexible = version >= 9
+        if flexible:
+            ntags, pos = _read_uvarint(buf, pos)
+            for _ in range(ntags):
+                _tag, pos = _read_uvarint(buf, pos)
+                size, pos = _read_uvarint(buf, pos)
+                pos += size
+        if version >= 3:
+            if flexible:
+                n, pos = _read_uvarint(buf, pos)
+                pos += max(n - 1, 0)
+            else:
+                (n,) = struct.unpack_from(">h", buf, pos)
+                pos += 2 + max(n, 0)
+        (acks,) = struct.unpack_from(">h", buf, pos)
+    except (struct.error, IndexError, ValueError) as exc:
+        raise MalformedFrame(f"Produce header does not decode: {exc}", PRODUCE) from exc
+    return int(acks)
+
+
+def group_ids(req: RequestFrame) -> tuple[str, ...]:
+    """The group ids a group-API request (or a FindCoordinator for groups) names, in request order; none for
+    ListGroups or a FindCoordinator for transactions."""
+    if req.api_key == FIND_COORDINATOR:
+        found = find_coordinator_request(req)
+        return found.keys if found.key_type == 0 else ()
+    ids: list[str] = []
+    for r in group_requests(req):
+        if isinstance(r, gm.DescribeGroupsRequest):
+            ids.extend(r.groups)
+        elif isinstance(r, gm.DeleteGroupsRequest):
+            ids.extend(r.groups_names)
+        elif not isinstance(r, gm.ListGroupsRequest):
+            ids.append(r.group_id)
+    return tuple(ids)

@@ -2,10 +2,16 @@
 
 Layout: `<data-dir>/logs/<topic>-<partition>/<base offset, 20 digits>.log`. A segment holds whole batches exactly as
 produced, except for the base offset the log assigns (not covered by the CRC). The offset index (base offset, last
-offset, file position, max timestamp per batch) is rebuilt on open by a header scan; the active (last) segment is
-also CRC-checked and a torn tail (a batch cut short or garbled by a crash mid-write) is truncated away, so after a
-restart the log holds exactly the batches whose write completed. Producer-id sequence state is rebuilt from the
+offset, file position, max timestamp per batch) is rebuilt on open by a scan that checks every batch's header,
+CRC-32C and offset continuity. Only a torn tail (the last, partial write of a crash: a batch cut short, or a
+zero-filled end) is truncated away; damage anywhere else, or a damaged batch that is complete, makes the partition
+refuse to open (`CorruptLog`, naming file, byte offset and what follows) and nothing is deleted: the broker answers
+KAFKA_STORAGE_ERROR for that partition and keeps serving the others. Producer-id sequence state is rebuilt from the
 same headers so idempotent producers keep deduplicating across restarts.
+
+Each topic has a `TopicConfig` (Kafka's retention.ms, retention.bytes, segment.bytes, flush.messages, flush.ms):
+retention deletes whole old segments only, never the active one, and moves the log start offset; a deleted
+topic's directories are renamed `*-delete` before removal, and logs set aside are renamed `*.stale`, never read.
 
 Partition logs open lazily (a node with many partitions starts without touching them) and their segment files
 share one descriptor budget (`log.max.open.files`, least recently used closed first); topic creation is bounded
@@ -15,17 +21,23 @@ by `max.partitions.per.topic` and `max.broker.partitions`.
 from __future__ import annotations
 
 import bisect
+import json
 import logging
+import mmap
 import os
 import re
+import shutil
 import struct
+import uuid
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.records.batch import (
+    CRC_START,
     HEADER_SIZE,
     BatchHeader,
     CorruptBatch,
@@ -33,11 +45,18 @@ from zkcoord.records.batch import (
     parse_header,
     validate_batch,
 )
+from zkcoord.records.crc32c import crc32c
 from zkcoord.server.limits import LogLimits
 
 log = logging.getLogger(__name__)
 
 LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+# A deleted partition's directory is renamed `<topic>-<partition>.<uuid>-delete` (Kafka's naming) before its files
+# are removed, so a crash mid-deletion leaves a directory that is never mistaken for a live partition and is
+# removed at the next start.
+DELETED_SUFFIX = "-delete"
+CLUSTER_TOPIC_FILE = "cluster-topic"
+STALE_SUFFIX = ".stale"  # a topic's logs set aside (not served, kept for the operator)
 _BASE_OFFSET = struct.Struct(">q")
 
 
@@ -49,6 +68,93 @@ class PartitionLimitExceeded(InvalidTopic):
     """A topic creation or growth past max.partitions.per.topic / max.broker.partitions; INVALID_PARTITIONS."""
 
     code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidConfig(ZkcoordError, ValueError):
+    """A topic config Kafka would refuse, or one zkcoord does not implement; Kafka's INVALID_CONFIG (40)."""
+
+    code = ErrorCode.INVALID_CONFIG
+
+
+INT64_MAX = 2**63 - 1
+MIN_SEGMENT_BYTES = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """A topic's log settings with Kafka's meanings: the node's `log.*` defaults, overridden per topic by the
+    configs of CreateTopics under Kafka's topic-level names (`TOPIC_CONFIGS`). Retention deletes whole segments
+    only, oldest first, never the active (last) one: a segment goes when its newest record is older than
+    `retention_ms`, or while the partition without it is still at least `retention_bytes` large."""
+
+    retention_ms: int = 7 * 24 * 3600 * 1000  # retention.ms / log.retention.ms (Kafka: 168 h); -1: no limit
+    retention_bytes: int = -1  # retention.bytes / log.retention.bytes; -1: no limit
+    segment_bytes: int = 64 * 1024 * 1024  # segment.bytes / log.segment.bytes (Kafka: 1 GiB)
+    flush_messages: int = INT64_MAX  # flush.messages / log.flush.interval.messages: fsync after N records
+    flush_ms: int = INT64_MAX  # flush.ms / log.flush.interval.ms: fsync data older than this
+
+    def __post_init__(self) -> None:
+        for name, low in (
+            ("retention_ms", -1),
+            ("retention_bytes", -1),
+            ("segment_bytes", MIN_SEGMENT_BYTES),
+            ("flush_messages", 1),
+            ("flush_ms", 0),
+        ):
+            value = getattr(self, name)
+            if not low <= value <= INT64_MAX:
+                raise InvalidConfig(f"{_KAFKA_NAME[name]} must be >= {low}, got {value}")
+
+    def with_overrides(self, configs: Mapping[str, str | None]) -> TopicConfig:
+        """These defaults with a topic's configs applied; InvalidConfig names the first bad one."""
+        changes: dict[str, int] = {}
+        for key, value in configs.items():
+            if key in _ACCEPTED_AS_DEFAULT and value in _ACCEPTED_AS_DEFAULT[key]:
+                continue
+            attr = TOPIC_CONFIGS.get(key)
+            if attr is None:
+                supported = ", ".join(sorted(TOPIC_CONFIGS))
+                raise InvalidConfig(f"topic config {key!r} is not supported (supported: {supported})")
+            try:
+                changes[attr] = int(value) if value is not None else getattr(self, attr)
+            except ValueError:
+                raise InvalidConfig(f"topic config {key}={value!r}: not an integer") from None
+        return replace(self, **changes)
+
+    def overrides(self, defaults: TopicConfig) -> dict[str, str]:
+        """The topic-level configs that differ from `defaults` (what a topic stores)."""
+        return {
+            _TOPIC_NAME[f.name]: str(getattr(self, f.name))
+            for f in fields(self)
+            if getattr(self, f.name) != getattr(defaults, f.name)
+        }
+
+
+TOPIC_CONFIGS = {
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "segment.bytes": "segment_bytes",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+}
+_TOPIC_NAME = {attr: name for name, attr in TOPIC_CONFIGS.items()}
+_KAFKA_NAME = _TOPIC_NAME
+# Kafka topic configs whose only value here is Kafka's default: accepted and changing nothing.
+_ACCEPTED_AS_DEFAULT = {"cleanup.policy": frozenset({"delete"})}
+TOPIC_CONFIG_FILE = "topic-config.json"  # Kafka's /config/topics/T shape: {"version":1,"config":{...}}
+
+
+class CorruptLog(ZkcoordError):
+    """A partition log damaged somewhere other than its torn tail: it is not opened and nothing is truncated.
+    Kafka's KAFKA_STORAGE_ERROR (its answer for a partition whose log directory is offline)."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+    def __init__(self, report: str, path: Path, position: int) -> None:
+        super().__init__(report)
+        self.report = report
+        self.path = path
+        self.position = position
 
 
 class OpenFiles:
@@ -138,17 +244,25 @@ class PartitionLog:
         segment_bytes: int = 64 * 1024 * 1024,
         files: OpenFiles | None = None,
         lazy: bool = False,
+        config: TopicConfig | None = None,
     ) -> None:
         self.directory = directory
         self.topic = topic
         self.partition = partition
-        self.segment_bytes = segment_bytes
+        self.config = (
+            config if config is not None else TopicConfig(retention_ms=-1, segment_bytes=segment_bytes)
+        )
+        self.segment_bytes = self.config.segment_bytes
+        self._dirty: set[Segment] = set()  # segments written since the last fsync
+        self._unflushed = 0  # records appended since the last fsync
+        self._flushed_at_ms: int | None = None
         self._files = files if files is not None else OpenFiles(64)
         self._segments: list[Segment] = []
         self._log_start_offset = 0
         self._next_offset = 0
         self._producers: dict[int, _ProducerState] = {}
         self._recovered = False
+        self._failure: CorruptLog | None = None
         directory.mkdir(parents=True, exist_ok=True)
         if not lazy:
             self._ready()
@@ -156,9 +270,31 @@ class PartitionLog:
     # -- opening --------------------------------------------------------------------------------------------
 
     def _ready(self) -> None:
+        if self._failure is not None:
+            raise self._failure
         if not self._recovered:
             self._recovered = True
-            self._recover()
+            try:
+                self._recover()
+            except CorruptLog as exc:
+                self._failure = exc
+                self.close()
+                self._segments = []
+                log.error("%s", exc.report)
+                raise
+
+    @property
+    def opened(self) -> bool:
+        """Recovered and usable (not lazily waiting for its first use, not refused as corrupt)."""
+        return self._recovered and self._failure is None
+
+    def open_error(self) -> CorruptLog | None:
+        """Open (recover) the log if it is not yet; why it refuses to open, or None when it is usable."""
+        try:
+            self._ready()
+        except CorruptLog as exc:
+            return exc
+        return None
 
     @property
     def segments(self) -> list[Segment]:
@@ -185,49 +321,107 @@ class PartitionLog:
         self._next_offset = value
 
     def _recover(self) -> None:
-        files = sorted(self.directory.glob("*.log"))
-        for i, path in enumerate(files):
+        for leftover in sorted(self.directory.glob("*.log.deleted")):  # a crash mid-retention
+            leftover.unlink()
+        segs: list[Segment] = []
+        for path in sorted(self.directory.glob("*.log")):
             try:
                 base = int(path.stem)
             except ValueError:
                 log.warning("log %s-%d: ignoring stray file %s", self.topic, self.partition, path)
                 continue
-            seg = Segment(path, base, self._files)
-            self._scan(seg, check_crc=i == len(files) - 1)
-            self._segments.append(seg)
-        if self._segments:
-            self._log_start_offset = self._segments[0].base_offset
-            last = self._segments[-1]
-            self._next_offset = last.last_offsets[-1] + 1 if last.last_offsets else last.base_offset
-        else:
-            self._segments.append(Segment(self.directory / f"{0:020d}.log", 0, self._files))
-
-    def _scan(self, seg: Segment, check_crc: bool) -> None:
-        file_size = os.fstat(seg.fd).st_size
-        pos = 0
-        while pos < file_size:
-            head = os.pread(seg.fd, HEADER_SIZE, pos)
-            try:
-                header = parse_header(head)
-                if pos + header.size > file_size:
-                    raise CorruptBatch("batch cut short by the end of the file", pos)
-                if check_crc:
-                    validate_batch(os.pread(seg.fd, header.size, pos))
-            except CorruptBatch as exc:
+            segs.append(Segment(path, base, self._files))
+        self._segments = segs
+        expected = segs[0].base_offset if segs else 0
+        for i, seg in enumerate(segs):
+            if seg.base_offset < expected:
+                raise CorruptLog(
+                    f"partition log {self.topic}-{self.partition}: segment {seg.path} starts at offset "
+                    f"{seg.base_offset} but the segment before it ends at offset {expected - 1}: overlapping "
+                    "or misnamed segment files; the partition is not opened and nothing was deleted "
+                    "(docs/operations.md, 'Partition log corruption')",
+                    seg.path,
+                    0,
+                )
+            if (
+                seg.base_offset > expected
+            ):  # a repaired log (docs/operations.md), or a segment file gone missing
                 log.warning(
-                    "log %s-%d: truncating torn tail of %s at byte %d of %d (%s)",
+                    "log %s-%d: offsets %d..%d are in no segment (before %s)",
                     self.topic,
                     self.partition,
+                    expected,
+                    seg.base_offset - 1,
                     seg.path.name,
-                    pos,
-                    file_size,
-                    exc.reason,
                 )
-                os.ftruncate(seg.fd, pos)
-                break
-            self._index(seg, pos, header)
-            pos += header.size
+                expected = seg.base_offset
+            expected = self._scan(seg, expected, segs[i + 1 :])
+        if segs:
+            self._log_start_offset = segs[0].base_offset
+        self._next_offset = expected
+        if not segs:
+            self._segments.append(Segment(self.directory / f"{0:020d}.log", 0, self._files))
+
+    def _scan(self, seg: Segment, expected: int, later: list[Segment]) -> int:
+        """Index `seg` batch by batch (header, CRC-32C, offsets continuing from `expected`) over the mapped file
+        (memory stays bounded, nothing is copied but the headers); returns the offset after its last batch.
+        Damage is handed to `_damaged`, which truncates a torn tail or raises."""
+        file_size = os.fstat(seg.fd).st_size
+        pos = 0
+        reason = ""
+        if file_size:
+            with mmap.mmap(seg.fd, file_size, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
+                while pos < file_size:
+                    header, reason = _check_batch(view, pos, file_size, expected)
+                    if header is None:
+                        break
+                    self._index(seg, pos, header)
+                    expected = header.last_offset + 1
+                    pos += header.size
+        if pos < file_size:
+            self._damaged(seg, pos, file_size, reason, later)
         seg.size = pos
+        return expected
+
+    def _damaged(self, seg: Segment, pos: int, file_size: int, reason: str, later: list[Segment]) -> None:
+        """Truncate a torn tail at `pos`, or raise `CorruptLog` when valid data follows the damage or the damaged
+        batch is whole (a flipped byte, not a partial write): only the last, partial write may be dropped."""
+        where = f"partition log {self.topic}-{self.partition}: damaged batch in {seg.path} at byte {pos} of {file_size}"
+        found = _find_batch(seg, pos, file_size)
+        follows = (seg, *found) if found is not None else None
+        for other in later:
+            if follows is not None:
+                break
+            size = os.fstat(other.fd).st_size
+            found = _find_batch(other, 0, size)
+            follows = (other, *found) if found is not None else None
+        later_bytes = sum(os.fstat(other.fd).st_size for other in later)
+        if follows is None and later_bytes == 0 and _torn_tail(seg, pos, file_size):
+            log.warning(
+                "%s (%s): a torn tail, truncating the %d bytes of the last, partial write",
+                where,
+                reason,
+                file_size - pos,
+            )
+            os.ftruncate(seg.fd, pos)
+            return
+        if follows is not None:
+            fseg, fpos, fh = follows
+            what = (
+                f"a valid batch follows at byte {fpos} of {fseg.path.name} (offsets {fh.base_offset}.."
+                f"{fh.last_offset}), {file_size - pos + later_bytes} bytes from the damage to the end of the log"
+            )
+        else:
+            what = (
+                f"no valid batch follows, but the damaged batch is not a partial write "
+                f"({file_size - pos} bytes from the damage to the end of the file)"
+            )
+        raise CorruptLog(
+            f"{where} ({reason}); {what}: not a torn tail, so the partition is not opened and nothing was "
+            "truncated (docs/operations.md, 'Partition log corruption')",
+            seg.path,
+            pos,
+        )
 
     def _index(self, seg: Segment, pos: int, header: BatchHeader) -> None:
         seg.positions.append(pos)
@@ -247,6 +441,8 @@ class PartitionLog:
         del state.recent[:-5]
 
     def close(self) -> None:
+        if self._dirty:
+            self.flush()
         for seg in self._segments:
             seg.close()
 
@@ -271,8 +467,9 @@ class PartitionLog:
             return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, None
         return ErrorCode.NONE, None
 
-    def append(self, batches: list[tuple[BatchHeader, memoryview]]) -> int:
-        """Append validated batches, assigning offsets; returns the first batch's base offset."""
+    def append(self, batches: list[tuple[BatchHeader, memoryview]], now_ms: int | None = None) -> int:
+        """Append validated batches, assigning offsets; returns the first batch's base offset. fsyncs after
+        `flush.messages` records, or when the oldest unflushed data is `flush.ms` old at `now_ms`."""
         first = self.next_offset
         seg = self.segments[-1]
         if seg.size >= self.segment_bytes:
@@ -296,7 +493,78 @@ class PartitionLog:
         while written < len(blob):  # short writes only on odd filesystems; finish them
             written += os.write(seg.fd, blob[written:])
         seg.size += len(blob)
+        self._dirty.add(seg)
+        self._unflushed += sum(h.records_count for h, _ in batches)
+        if now_ms is not None and self._flushed_at_ms is None:
+            self._flushed_at_ms = now_ms  # the clock of flush.ms starts with the first unflushed write
+        if self._unflushed >= self.config.flush_messages:
+            self.flush(now_ms)
+        elif now_ms is not None:
+            self.maybe_flush(now_ms)
         return first
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync every segment written since the last flush."""
+        for seg in sorted(self._dirty, key=lambda s: s.base_offset):
+            os.fsync(seg.fd)
+        self._dirty.clear()
+        self._unflushed = 0
+        self._flushed_at_ms = now_ms
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """fsync when unflushed data has waited `flush.ms` (Kafka's flush scheduler, run from the node's tick)."""
+        if not self._dirty:
+            return
+        if self._flushed_at_ms is None:
+            self._flushed_at_ms = now_ms
+        elif now_ms - self._flushed_at_ms >= self.config.flush_ms:
+            self.flush(now_ms)
+
+    # -- retention ------------------------------------------------------------------------------------------
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete the oldest whole segments that `retention.ms` / `retention.bytes` no longer keep, never the
+        active one; the log start offset moves to the first segment left. Returns how many went. A log that
+        refuses to open (CorruptLog) is left alone."""
+        if self.open_error() is not None:
+            return 0
+        segs = self._segments
+        cfg = self.config
+        doomed = 0
+        if cfg.retention_ms >= 0:
+            while (
+                doomed < len(segs) - 1
+                and segs[doomed].max_timestamps
+                and _largest_timestamp(segs[doomed]) < now_ms - cfg.retention_ms
+            ):
+                doomed += 1
+        if cfg.retention_bytes >= 0:
+            excess = sum(seg.size for seg in segs) - cfg.retention_bytes
+            by_size = 0
+            while by_size < len(segs) - 1 and excess - segs[by_size].size >= 0:
+                excess -= segs[by_size].size
+                by_size += 1
+            doomed = max(doomed, by_size)
+        if doomed == 0:
+            return 0
+        gone = segs[:doomed]
+        del segs[:doomed]
+        self._log_start_offset = segs[0].base_offset
+        for seg in gone:
+            self._dirty.discard(seg)
+            seg.close()
+            # Renamed first (Kafka's .deleted suffix): a crash leaves a file recovery never reads as a segment.
+            doomed_path = seg.path.with_name(seg.path.name + ".deleted")
+            os.rename(seg.path, doomed_path)
+            doomed_path.unlink()
+        log.info(
+            "log %s-%d: retention deleted %d segment(s); log start offset now %d",
+            self.topic,
+            self.partition,
+            len(gone),
+            self._log_start_offset,
+        )
+        return len(gone)
 
     # -- reading --------------------------------------------------------------------------------------------
 
@@ -344,32 +612,174 @@ class PartitionLog:
         return -1, -1
 
 
+def _largest_timestamp(seg: Segment) -> int:
+    """Kafka's LogSegment.largestTimestamp: the newest record timestamp, or the file's modification time when
+    no record carries one (magic 0 producers: -1), so records without timestamps are not taken for ancient."""
+    newest = max(seg.max_timestamps)
+    return newest if newest >= 0 else int(os.stat(seg.path).st_mtime * 1000)
+
+
+def _check_batch(view: memoryview, pos: int, file_size: int, expected: int) -> tuple[BatchHeader | None, str]:
+    """The batch at `pos` of a mapped segment if it is whole, intact and at the offset the log expects; else
+    None and why."""
+    if file_size - pos < HEADER_SIZE:
+        return None, f"truncated header: {file_size - pos} bytes, need {HEADER_SIZE}"
+    try:
+        header = parse_header(view, pos)
+    except CorruptBatch as exc:
+        return None, exc.reason
+    end = pos + header.size
+    if end > file_size:
+        return (
+            None,
+            f"batch of {header.size} bytes cut short by the end of the file ({file_size - pos} bytes left)",
+        )
+    actual = crc32c(view[pos + CRC_START : end])
+    if actual != header.crc:
+        return None, f"CRC-32C mismatch: header says {header.crc:#010x}, data gives {actual:#010x}"
+    if header.base_offset != expected:
+        return None, f"base offset {header.base_offset} where the log expects offset {expected}"
+    return header, ""
+
+
+_MAGIC_AT = 16  # the magic byte's position in a batch header: where a search for the next batch looks first
+
+
+def _find_batch(seg: Segment, start: int, file_size: int) -> tuple[int, BatchHeader] | None:
+    """The first position >= `start` where a whole batch with a matching CRC-32C sits (the file mapped, not
+    read: memory stays bounded whatever the segment size), or None."""
+    if file_size - start < HEADER_SIZE:
+        return None
+    with mmap.mmap(seg.fd, file_size, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
+        q = start
+        while True:
+            i = mm.find(b"\x02", q + _MAGIC_AT)
+            if i < 0 or i - _MAGIC_AT + HEADER_SIZE > file_size:
+                return None
+            q = i - _MAGIC_AT
+            try:
+                return q, validate_batch(view, q)
+            except CorruptBatch:
+                q += 1
+
+
+def _torn_tail(seg: Segment, pos: int, file_size: int) -> bool:
+    """Whether the damaged end of a file from `pos` is a partial write: shorter than a header, zero-filled
+    (blocks allocated but never written), or a batch cut short whose present bytes do not hold it whole (if
+    they do, its length field was damaged and the batch is data, not a torn write)."""
+    if file_size - pos < HEADER_SIZE:
+        return True
+    chunk = 1 << 20
+    if all(
+        not os.pread(seg.fd, min(chunk, file_size - at), at).strip(b"\0")
+        for at in range(pos, file_size, chunk)
+    ):
+        return True
+    try:
+        header = parse_header(os.pread(seg.fd, HEADER_SIZE, pos))
+    except CorruptBatch:
+        return False
+    if pos + header.size <= file_size:
+        return False
+    with mmap.mmap(seg.fd, file_size, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
+        whole_anyway = crc32c(view[pos + CRC_START : file_size]) == header.crc
+    return not whole_anyway
+
+
 class LogManager:
-    """All partition logs under one data directory; topics are discovered from the directory names."""
+    """All partition logs under one data directory; topics are discovered from the directory names, each with
+    its TopicConfig (the node's `defaults` with the overrides stored in its partition-0 directory). `tick(now)`
+    carries out time-based flushes, and retention every `retention_check_interval_ms`."""
 
     def __init__(
-        self, data_dir: Path, segment_bytes: int = 64 * 1024 * 1024, limits: LogLimits | None = None
+        self,
+        data_dir: Path,
+        segment_bytes: int = 64 * 1024 * 1024,
+        limits: LogLimits | None = None,
+        defaults: TopicConfig | None = None,
+        retention_check_interval_ms: int = 300_000,  # log.retention.check.interval.ms (Kafka's default)
     ) -> None:
         self.root = data_dir / "logs"
         self.root.mkdir(parents=True, exist_ok=True)
-        self.segment_bytes = segment_bytes
+        self.defaults = defaults if defaults is not None else TopicConfig(segment_bytes=segment_bytes)
+        self.segment_bytes = self.defaults.segment_bytes
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self._retention_checked_ms: int | None = None
         self.limits = limits if limits is not None else LogLimits()
         self.files = OpenFiles(self.limits.log_max_open_files)
         self.topics: dict[str, list[PartitionLog]] = {}
+        self._configs: dict[str, TopicConfig] = {}
+        self._cluster_topics: set[str] = set()
         found: dict[str, set[int]] = {}
         for d in sorted(self.root.iterdir()):
+            if d.name.endswith(DELETED_SUFFIX) and d.is_dir():
+                log.info("removing %s, a partition deleted before the last stop", d.name)
+                shutil.rmtree(d)
+                continue
             name, sep, part = d.name.rpartition("-")
             if not sep or not part.isdigit() or not d.is_dir():
                 continue
             found.setdefault(name, set()).add(int(part))
         for name in sorted(found):
+            self._configs[name] = self._load_config(name)
             count = max(found[name]) + 1
             self.topics[name] = [self._log(name, p) for p in range(count)]
 
+    def _config_file(self, name: str) -> Path:
+        return self.root / f"{name}-0" / TOPIC_CONFIG_FILE
+
+    def _load_config(self, name: str) -> TopicConfig:
+        """A topic's stored overrides over the defaults. A file that cannot be read turns retention off for the
+        topic (never a shorter retention than it asked for) and says so."""
+        path = self._config_file(name)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return self.defaults
+        try:
+            doc = json.loads(raw)
+            configs = doc["config"]
+            if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
+                raise InvalidConfig("config must be an object of strings")
+            return self.defaults.with_overrides(configs)
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            log.error(
+                "topic %s: unreadable %s (%r): retention is off for the topic until it is repaired",
+                name,
+                path,
+                exc,
+            )
+            return replace(self.defaults, retention_ms=-1, retention_bytes=-1)
+
+    def topic_config(self, name: str) -> TopicConfig:
+        return self._configs.get(name, self.defaults)
+
     def _log(self, name: str, partition: int) -> PartitionLog:
         return PartitionLog(
-            self.root / f"{name}-{partition}", name, partition, self.segment_bytes, self.files, lazy=True
+            self.root / f"{name}-{partition}",
+            name,
+            partition,
+            files=self.files,
+            lazy=True,
+            config=self.topic_config(name),
         )
+
+    def tick(self, now_ms: int) -> None:
+        """Time-based flushes, and retention once per retention check interval (the first one interval after
+        the first tick, as Kafka delays its first run), of the logs opened since the start: a log nobody has
+        used is not opened (scanned) just for retention; it is kept from its first use on."""
+        if self._retention_checked_ms is None:
+            self._retention_checked_ms = now_ms
+        check = now_ms - self._retention_checked_ms >= self.retention_check_interval_ms
+        if check:
+            self._retention_checked_ms = now_ms
+        for name in sorted(self.topics):
+            for plog in self.topics.get(name, ()):
+                if not plog.opened:
+                    continue
+                if check:
+                    plog.apply_retention(now_ms)
+                plog.maybe_flush(now_ms)
 
     def partition_count(self) -> int:
         return sum(len(logs) for logs in self.topics.values())
@@ -388,7 +798,11 @@ class LogManager:
             return f"topic {name!r}: {total} partitions on this node would exceed max.broker.partitions {lim.max_broker_partitions}"
         return None
 
-    def create_topic(self, name: str, partitions: int) -> list[PartitionLog]:
+    def create_topic(
+        self, name: str, partitions: int, configs: Mapping[str, str | None] | None = None
+    ) -> list[PartitionLog]:
+        """A new topic (or the existing one, unchanged); `configs` are its topic-level overrides (InvalidConfig
+        when Kafka or zkcoord would refuse one), stored beside its partition 0."""
         if not LEGAL_TOPIC.match(name) or name in (".", ".."):
             raise InvalidTopic(f"illegal topic name {name!r}: use 1-249 of [a-zA-Z0-9._-]")
         if partitions < 1:
@@ -398,15 +812,26 @@ class LogManager:
         refused = self.partition_limit_error(name, partitions)
         if refused is not None:
             raise PartitionLimitExceeded(refused)
+        config = self.defaults.with_overrides(configs or {})
+        overrides = config.overrides(self.defaults)
+        if overrides:
+            path = self._config_file(name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"version": 1, "config": overrides}, sort_keys=True))
+            os.replace(tmp, path)
+        self._configs[name] = config
         logs = [self._log(name, p) for p in range(partitions)]
         self.topics[name] = logs
         log.info("created topic %s with %d partitions", name, partitions)
         return logs
 
-    def ensure_partitions(self, name: str, partitions: int) -> list[PartitionLog]:
+    def ensure_partitions(
+        self, name: str, partitions: int, configs: Mapping[str, str | None] | None = None
+    ) -> list[PartitionLog]:
         """Create the topic, or add partitions up to `partitions` (never removes any): a cluster node follows
         the partition count in ZooKeeper even when it auto-created the topic locally first."""
-        logs = self.create_topic(name, partitions)
+        logs = self.create_topic(name, partitions, configs)
         if len(logs) < partitions:
             refused = self.partition_limit_error(name, partitions)
             if refused is not None:
@@ -415,6 +840,62 @@ class LogManager:
             self.topics[name] = logs
             log.info("topic %s now has %d partitions", name, partitions)
         return logs
+
+    def delete_topic(self, name: str) -> int:
+        """Remove a deleted topic's partition logs (closed, renamed out of the way, then removed); returns how
+        many partitions it had (0: no such topic here)."""
+        logs = self.topics.pop(name, None)
+        self._cluster_topics.discard(name)
+        self._configs.pop(name, None)
+        if logs is None:
+            return 0
+        doomed = []
+        for plog in logs:
+            plog.close()
+            if plog.directory.exists():
+                target = plog.directory.with_name(f"{plog.directory.name}.{uuid.uuid4().hex}{DELETED_SUFFIX}")
+                os.rename(plog.directory, target)
+                doomed.append(target)
+        fd = os.open(self.root, os.O_RDONLY)
+        try:
+            os.fsync(
+                fd
+            )  # the renames are durable before any file goes: a crash never half-deletes a live log
+        finally:
+            os.close(fd)
+        for target in doomed:
+            shutil.rmtree(target)
+        log.info("deleted topic %s (%d partitions)", name, len(logs))
+        return len(logs)
+
+    def note_cluster_topic(self, name: str) -> None:
+        """Remember on disk that `name` was learned from a cluster's ZooKeeper (a `cluster-topic` file in its
+        partition 0 directory): after a restart, such a topic missing from ZooKeeper was deleted while this node
+        was away and is not published again from local logs."""
+        if name in self._cluster_topics or name not in self.topics:
+            return
+        marker = self.root / f"{name}-0" / CLUSTER_TOPIC_FILE
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+        self._cluster_topics.add(name)
+
+    def is_cluster_topic(self, name: str) -> bool:
+        return name in self._cluster_topics or (self.root / f"{name}-0" / CLUSTER_TOPIC_FILE).exists()
+
+    def set_aside(self, name: str) -> list[Path]:
+        """Stop serving a topic and move its partition directories out of the way, renamed
+        `<topic>-<partition>.<uuid>.stale` (never read again, never deleted: an operator inspects or removes
+        them), so a topic created later under the name starts empty; returns the new paths."""
+        moved: list[Path] = []
+        for plog in self.topics.pop(name, ()):
+            plog.close()
+            if plog.directory.exists():
+                target = plog.directory.with_name(f"{plog.directory.name}.{uuid.uuid4().hex}{STALE_SUFFIX}")
+                os.rename(plog.directory, target)
+                moved.append(target)
+        self._configs.pop(name, None)
+        self._cluster_topics.discard(name)
+        return moved
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         logs = self.topics.get(topic)

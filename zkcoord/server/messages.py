@@ -97,6 +97,7 @@ class CreatableTopic:
     num_partitions: int  # -1: the broker's default
     replication_factor: int  # -1: the broker's default
     assignment_count: int  # partitions given by a manual replica assignment (0: none)
+    configs: tuple[tuple[str, str | None], ...] = ()  # topic configs (retention.ms, segment.bytes, ...)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +119,25 @@ class CreatableTopicResult:
 @dataclass(frozen=True, slots=True)
 class CreateTopicsResponse:
     topics: tuple[CreatableTopicResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsRequest:
+    api_version: int
+    topic_names: tuple[str, ...]
+    timeout_ms: int  # how long to wait for the deletions to complete (<= 0: start them and answer at once)
+
+
+@dataclass(frozen=True, slots=True)
+class DeletableTopicResult:
+    name: str
+    error_code: int
+    error_message: str | None = None  # v5+
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteTopicsResponse:
+    topics: tuple[DeletableTopicResult, ...]
 
 
 # -- Produce ----------------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from zkcoord.errors import ErrorCode
 from zkcoord.group import messages as gm
 from zkcoord.legacy.paths import InvalidName, validate_group
-from zkcoord.server.ratelog import RateLimitedLog
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.zk.member_zk import Client
 from zkcoord.zk.offset_store import WriteMode, ZooKeeperOffsetStore
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import logging
 
 from zkcoord.errors import ErrorCode
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.records import message_set as ms
 from zkcoord.records.batch import AppendRules, CorruptBatch
-from zkcoord.server.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 # A client repeats a Fetch at will: its conversion failures are counted, few lines written (operations.md).

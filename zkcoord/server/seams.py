@@ -7,7 +7,7 @@ so a reader (and mypy) sees the whole contract here, and tests pass small fakes 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Protocol
 
 from zkcoord.group.consumer_messages import (
@@ -66,6 +66,10 @@ class GroupCoordinator(Protocol):
 
     async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse: ...
 
+    async def partitions_deleted(self, partitions: Sequence[tuple[str, int]]) -> None:
+        """Topic deletion's hook (Kafka's `handleDeletedPartitions`): every group's committed offsets of these
+        partitions are dropped, durably, before it returns; raises when that cannot be done now."""
+
     async def consumer_group_heartbeat(
         self, req: ConsumerGroupHeartbeatRequest
     ) -> ConsumerGroupHeartbeatResponse: ...
@@ -83,6 +87,10 @@ class ClusterSide(Protocol):
         """Live nodes with a PLAINTEXT endpoint, by id: (node id, host, port)."""
         ...
 
+    def cluster_id(self) -> str:
+        """`/cluster/id` (Kafka's getOrGenerateClusterId), what Metadata v2+ answers."""
+        ...
+
     def controller_id(self) -> int: ...
 
     def leads(self, topic: str, partition: int) -> bool: ...
@@ -96,8 +104,15 @@ class ClusterSide(Protocol):
         """Auto-create: publish the topic to ZooKeeper in the background (answered LEADER_NOT_AVAILABLE)."""
         ...
 
-    async def publish_topic(self, topic: str, partitions: int) -> tuple[bool, int]:
-        """CreateTopics: (created by this call, partition count in ZooKeeper); raises when ZooKeeper is away."""
+    async def publish_topic(
+        self, topic: str, partitions: int, configs: Mapping[str, str] | None = None
+    ) -> tuple[bool, int, dict[str, str]]:
+        """CreateTopics: (created by this call, partition count in ZooKeeper, the topic's stored configs, from
+        `/config/topics/T`); raises when ZooKeeper is away."""
+
+    async def delete_topic(self, topic: str, timeout_ms: int) -> bool:
+        """DeleteTopics on the controller: mark the topic for deletion (`/admin/delete_topics/T`) and wait up to
+        `timeout_ms` for the deletion to complete; whether it completed. Raises when ZooKeeper is away."""
         ...
 
     def find_coordinator(self, group_id: str) -> Coordinator: ...

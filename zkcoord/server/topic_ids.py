@@ -1,10 +1,10 @@
 """Topic ids (KIP-516): every topic's stable uuid, as Metadata v10+ and the consumer protocol (KIP-848) carry it.
 
 A topic's id is derived from its name (uuid5 in a fixed namespace), so it is stable for the topic's life without a
-write: every node of a cluster and every restart give the same id, and there is nothing to lose or corrupt.
-zkcoord has no DeleteTopics, so a name names one topic for good; should deletion come, the id must then be
-persisted with the topic and a recreated topic given a fresh one. Kafka reserves the zero uuid (no id) and
-0...01 (the metadata topic); a derived id is neither (uuid5 sets version and variant bits).
+write: every node of a cluster and every restart give the same id, and there is nothing to lose or corrupt. Known
+gap since DeleteTopics came: a topic deleted and created again under the same name gets the same id, where Kafka
+gives it a fresh one; the id is to be persisted with the topic. Kafka reserves the zero uuid (no id) and 0...01
+(the metadata topic); a derived id is neither (uuid5 sets version and variant bits).
 """
 
 from __future__ import annotations

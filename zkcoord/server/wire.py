@@ -29,11 +29,11 @@ from collections import Counter, deque
 from collections.abc import Awaitable, Callable
 
 from zkcoord.errors import ConfigError
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.security.acl import Session
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.limits import ConnectionLimits
 from zkcoord.server.listener_security import ListenerSecurity, SaslAuthenticator
-from zkcoord.server.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,25 @@
-"""Append-only segment files of CRC-framed records; recovery drops a torn tail and keeps every earlier record.
+"""Append-only segment files of CRC-framed records, compacted in the background; recovery drops only a torn tail
+and never a valid record.
 
-Layout of a directory: `<first record index, 20 digits>.seg` files, rolled at `segment_bytes`. A frame is
+Layout of a directory: `<sequence number, 20 digits>.seg` files, rolled at `segment_bytes`. A frame is
 `length: uint32 | crc32: uint32 | payload`, with payload `key_len: uint32 | key | value_len: int32 (-1 = null) | value`
-and the CRC-32 (zlib) over the payload. On open, the last segment is scanned: a frame that is incomplete or fails
-its CRC there is a torn write from a crash, and the segment is truncated before it (logged with the byte count).
-The same damage in an earlier segment cannot be a torn write, so it raises `CorruptLog` and changes nothing.
+and the CRC-32 (zlib) over the payload.
+
+On open every segment is scanned. A frame that is incomplete or fails its CRC is followed by a search for the next
+valid frame (`resync`). If none follows and the damage is in the last segment holding data, it is a torn write
+from a crash (the last, partial write): its bytes are copied to `<segment>.torn-<byte>` and the segment is
+truncated before them. If a valid frame follows anywhere (or the damage is in an earlier segment), a crash cannot
+explain it: `CorruptLog` is raised naming each damaged range (file, bytes, reason) and the valid records and bytes
+after it, and nothing is changed. `repair` (`zkcoord replay DIR --repair`) then rewrites the damaged segments
+without the damaged ranges, keeping those bytes in side files and each original segment as `.before-repair`.
+
+The open only checks the log (CRCs, counts); the first `load` then streams it record by record, so a node
+loading its groups holds the state it builds and one segment's bytes, not every record. Compaction: see
+`FileRecordStore`.
 
 fsync policy: "always" (fsync before `append` returns), "interval" (at most every `fsync_interval_ms`, and on
-close), "never" (leave it to the OS; a process crash loses nothing, a machine crash may).
+close), "never" (leave it to the OS; a process crash loses nothing, a machine crash may). A compaction fsyncs its
+output whatever the policy, before it deletes what the output replaces.
 """
 
 from __future__ import annotations
@@ -15,9 +27,11 @@ from __future__ import annotations
 import logging
 import os
 import struct
+import threading
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from zkcoord.errors import ConfigError, ErrorCode, ZkcoordError
@@ -28,19 +42,58 @@ log = logging.getLogger(__name__)
 _FRAME = struct.Struct(">II")
 _KLEN = struct.Struct(">I")
 _VLEN = struct.Struct(">i")
+_FRAME_AND_KLEN = struct.Struct(">III")
 SUFFIX = ".seg"
+SWAP = ".swap"
+COMPACTING = ".compacting"
+# The first frame of a compacted segment: a key no __consumer_offsets record has (key version -1), whose value
+# holds the birth time (ms, int64) of each tombstone in the segment, in order. `load` never returns it.
+COMPACTED_MARK = b"\xff\xffzkcoord.compacted"
+_BIRTH = struct.Struct(">q")
 FSYNC_POLICIES = ("always", "interval", "never")
+_MIN_FRAME = 16  # header (8) + key_len (4) + value_len (4)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A damaged byte range of a segment that a crash cannot explain, and the valid data after it in the log."""
+
+    path: Path
+    start: int
+    end: int
+    why: str
+    records_after: int
+    bytes_after: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.path} at byte {self.start}: {self.why}; {self.end - self.start} damaged bytes "
+            f"(bytes {self.start}..{self.end - 1}), followed by {self.records_after} valid records "
+            f"({self.bytes_after} bytes)"
+        )
 
 
 class CorruptLog(ZkcoordError):
-    """A record log is damaged somewhere a crash cannot explain; names the file and byte position."""
+    """A record log is damaged where a crash cannot explain it; names each file, byte range and what follows."""
 
     code = ErrorCode.CORRUPT_MESSAGE
 
-    def __init__(self, path: Path, position: int, reason: str) -> None:
-        super().__init__(f"corrupt record log {path} at byte {position}: {reason}")
+    def __init__(self, path: Path, position: int, reason: str, problems: Sequence[Problem] = ()) -> None:
+        if problems:
+            lines = "\n".join(f"  {p}" for p in problems)
+            directory = path
+            message = (
+                f"corrupt record log {directory}: {len(problems)} damaged range(s) that a crash cannot explain; "
+                f"nothing was changed:\n{lines}\n"
+                f"Stop every process using it, copy the directory, then run `zkcoord replay {directory} --repair` "
+                f"(docs/operations.md, 'Corruption and recovery')."
+            )
+        else:
+            message = f"corrupt record log {path} at byte {position}: {reason}"
+        super().__init__(message)
         self.path = path
         self.position = position
+        self.problems = tuple(problems)
 
 
 def frame(key: bytes, value: bytes | None) -> bytes:
@@ -89,31 +142,357 @@ def _parse_payload(payload: bytes) -> RawRecord | None:
     return key, payload[start:]
 
 
+def _frame_at(data: bytes, pos: int) -> tuple[RawRecord | None, int, str]:
+    """The frame starting at `pos`: (record, its end, "") or (None, pos, why it is not a valid frame)."""
+    n = len(data)
+    if pos + 8 > n:
+        return None, pos, "incomplete frame header"
+    length, crc = _FRAME.unpack_from(data, pos)
+    end = pos + 8 + length
+    if end > n:
+        return None, pos, f"frame of {length} bytes runs past the end"
+    payload = data[pos + 8 : end]
+    if zlib.crc32(payload) != crc:
+        return None, pos, "CRC mismatch"
+    record = _parse_payload(payload)
+    if record is None:
+        return None, pos, "frame payload does not parse"
+    return record, end, ""
+
+
+def _valid_frame_at(data: bytes, q: int, n: int) -> bool:
+    """Is there a valid frame at `q`? The lengths must agree before the CRC is paid for."""
+    if q + _MIN_FRAME > n:
+        return False
+    (length,) = _KLEN.unpack_from(data, q)
+    if length < 8 or q + 8 + length > n:
+        return False
+    (klen,) = _KLEN.unpack_from(data, q + 8)
+    if 8 + klen > length:
+        return False
+    (vlen,) = _VLEN.unpack_from(data, q + 12 + klen)
+    if vlen < -1 or 8 + klen + max(vlen, 0) != length:
+        return False
+    return _frame_at(data, q)[0] is not None
+
+
+def resync(data: bytes, pos: int) -> int | None:
+    """The start of the first valid frame after a bad one at `pos`, or None if no valid frame follows.
+
+    A torn write leaves a prefix of one frame at the end, so nothing valid follows it; damage in the middle is
+    followed by the frames written after it. Every byte position after `pos` is tried, in order (not the one the
+    bad frame's length points to: a damaged length could point past a valid frame), so the damaged range ends at
+    the first valid frame. A position costs a few integer comparisons unless its lengths agree.
+    """
+    n = len(data)
+    for q in range(pos + 1, n - _MIN_FRAME + 1):
+        if _valid_frame_at(data, q, n):
+            return q
+    return None
+
+
+@dataclass(slots=True)
+class SegmentScan:
+    """What one segment file holds: its valid records (or only their count), the damaged ranges between them,
+    and a trailing tail."""
+
+    size: int = 0
+    count: int = 0  # valid records
+    first_key: bytes | None = None
+    records: list[RawRecord] = field(default_factory=list)  # when kept
+    ends: list[int] = field(default_factory=list)  # where each record's frame ends, when kept
+    damage: list[tuple[int, int, str]] = field(
+        default_factory=list
+    )  # (start, end, why); a valid frame at end
+    damage_before: list[int] = field(default_factory=list)  # valid records before each damaged range
+    tail: tuple[int, str] | None = None  # (start, why): bytes with no valid frame after them
+
+    @property
+    def valid_end(self) -> int:
+        """Where the file's last valid frame ends (where a torn tail starts)."""
+        return self.tail[0] if self.tail is not None else self.size
+
+    def records_after(self, pos: int) -> int:
+        """Valid records after byte `pos`: the start of the file, the end of a damaged range, or its tail."""
+        if pos <= 0:
+            return self.count
+        for (_, end, _), before in zip(self.damage, self.damage_before, strict=True):
+            if end == pos:
+                return self.count - before
+        return 0
+
+    def valid_bytes_after(self, pos: int) -> int:
+        damaged = sum(end - max(start, pos) for start, end, _ in self.damage if end > pos)
+        return max(0, self.valid_end - pos - damaged)
+
+
+def scan_segment(data: bytes, keep: bool = True) -> SegmentScan:
+    """Every valid frame of `data`, resynchronising after damage. Takes any bytes; never raises. `keep=False`
+    only counts the records (recovery checks a whole log before it is loaded, without holding it twice).
+
+    The loop is `_frame_at` inlined (it runs once per record): the CRC is taken over a view of the payload and
+    the key and value are sliced from `data`.
+    """
+    out = SegmentScan(size=len(data))
+    records = out.records
+    ends = out.ends
+    head = _FRAME.unpack_from
+    klen_at = _KLEN.unpack_from
+    vlen_at = _VLEN.unpack_from
+    crc32 = zlib.crc32
+    view = memoryview(data)
+    count = 0
+    pos = 0
+    n = len(data)
+    if n >= _MIN_FRAME:
+        first = _frame_at(data, 0)[0]
+        out.first_key = first[0] if first is not None else None
+    while pos < n:
+        if pos + _MIN_FRAME <= n:
+            length, crc = head(data, pos)
+            end = pos + 8 + length
+            if length >= 8 and end <= n:
+                (klen,) = klen_at(data, pos + 8)
+                vstart = pos + 16 + klen
+                if vstart <= end:
+                    (vlen,) = vlen_at(data, vstart - 4)
+                    if (vstart + vlen == end or (vlen == -1 and vstart == end)) and crc32(
+                        view[pos + 8 : end]
+                    ) == crc:
+                        if keep:
+                            records.append(
+                                (data[pos + 12 : vstart - 4], None if vlen == -1 else data[vstart:end])
+                            )
+                            ends.append(end)
+                        count += 1
+                        pos = end
+                        continue
+        _, _, why = _frame_at(data, pos)
+        nxt = resync(data, pos)
+        if nxt is None:
+            out.tail = (pos, why)
+            break
+        out.damage.append((pos, nxt, why))
+        out.damage_before.append(count)
+        pos = nxt
+    view.release()
+    out.count = count
+    return out
+
+
+def iter_records(path: Path, data: bytes, limit: int, skip_mark: bool = True) -> Iterator[RawRecord]:
+    """The records of a segment already checked by `scan_segment`, one at a time, up to byte `limit` (the store's
+    mark left out unless `skip_mark` is false); raises `CorruptLog` if a frame no longer checks (the file changed
+    since)."""
+    head = _FRAME_AND_KLEN.unpack_from  # length, crc, key length: one call
+    vlen_at = _VLEN.unpack_from
+    crc32 = zlib.crc32
+    view = memoryview(data)
+    pos = 0
+    try:
+        while pos < limit:
+            ok = False
+            if pos + _MIN_FRAME <= limit:
+                length, crc, klen = head(data, pos)
+                end = pos + 8 + length
+                if length >= 8 and end <= limit:
+                    vstart = pos + 16 + klen
+                    if vstart <= end:
+                        (vlen,) = vlen_at(data, vstart - 4)
+                        ok = (vstart + vlen == end or (vlen == -1 and vstart == end)) and crc32(
+                            view[pos + 8 : end]
+                        ) == crc
+            if not ok:
+                why = _frame_at(data, pos)[2] or "frame"
+                raise CorruptLog(path, pos, f"{why}: the file changed after the log was opened")
+            key = data[pos + 12 : vstart - 4]
+            if not (skip_mark and key == COMPACTED_MARK):
+                yield key, None if vlen == -1 else data[vstart:end]
+            pos = end
+    finally:
+        view.release()
+
+
 def scan(data: bytes) -> tuple[list[RawRecord], int, str]:
     """Parse frames from the start of `data`: (records, end of the last good frame, why it stopped or "")."""
     records: list[RawRecord] = []
     pos = 0
-    n = len(data)
-    while pos < n:
-        if pos + 8 > n:
-            return records, pos, "incomplete frame header"
-        length, crc = _FRAME.unpack_from(data, pos)
-        end = pos + 8 + length
-        if end > n:
-            return records, pos, f"frame of {length} bytes runs past the end"
-        payload = data[pos + 8 : end]
-        if zlib.crc32(payload) != crc:
-            return records, pos, "CRC mismatch"
-        record = _parse_payload(payload)
+    while pos < len(data):
+        record, end, why = _frame_at(data, pos)
         if record is None:
-            return records, pos, "frame payload does not parse"
+            return records, pos, why
         records.append(record)
         pos = end
     return records, pos, ""
 
 
+def _swap_range(path: Path) -> tuple[int, int] | None:
+    """(first, last) sequence numbers a compaction's `FIRST-LAST.swap` output replaces, None if not one."""
+    first, dash, last = path.stem.partition("-")
+    if path.suffix != SWAP or not dash or not first.isdigit() or not last.isdigit():
+        return None
+    return int(first), int(last)
+
+
+def segment_files(directory: Path) -> list[Path]:
+    """The log's files in order. A compaction output not yet renamed (`FIRST-LAST.swap`, complete: it is fsync'd
+    before it gets that name) stands for the segments FIRST..LAST it replaces, so a reader never sees both."""
+    entries = [p for p in directory.iterdir() if p.is_file()]
+    swaps = [(r, p) for p in entries if (r := _swap_range(p)) is not None]
+    out = [(r[0], p) for r, p in swaps]
+    for p in entries:
+        if p.suffix == SUFFIX and p.stem.isdigit():
+            n = int(p.stem)
+            if not any(a <= n <= b for (a, b), _ in swaps):
+                out.append((n, p))
+    return [p for _, p in sorted(out)]
+
+
+@dataclass(slots=True)
+class LogScan:
+    """Every segment of a directory, scanned: what recovery, `zkcoord replay` and `repair` decide from."""
+
+    directory: Path
+    segments: list[tuple[Path, SegmentScan]]
+
+    @property
+    def records(self) -> list[RawRecord]:
+        """Every record in log order, without the store's own compaction marks."""
+        return [r for _, seg in self.segments for r in seg.records if r[0] != COMPACTED_MARK]
+
+    def last_written(self) -> int:
+        """Index of the last segment holding any byte (the only place a torn write can be), -1 if none."""
+        for i in range(len(self.segments) - 1, -1, -1):
+            if self.segments[i][1].size > 0:
+                return i
+        return -1
+
+    def torn_tail(self) -> tuple[Path, int, int, str] | None:
+        """(file, start, size, why) of the torn write at the end of the log, if there is one."""
+        last = self.last_written()
+        if last < 0:
+            return None
+        path, seg = self.segments[last]
+        if seg.tail is None:
+            return None
+        return path, seg.tail[0], seg.size, seg.tail[1]
+
+    def problems(self) -> list[Problem]:
+        """Every damaged range a crash cannot explain, in log order, with the valid data after it."""
+        last = self.last_written()
+        out: list[Problem] = []
+        for i, (path, seg) in enumerate(self.segments):
+            ranges = list(seg.damage)
+            if seg.tail is not None and i != last:
+                ranges.append((seg.tail[0], seg.size, f"{seg.tail[1]}, in a segment that later ones follow"))
+            for start, end, why in ranges:
+                records = seg.records_after(end)
+                nbytes = seg.valid_bytes_after(end)
+                for _, later in self.segments[i + 1 :]:
+                    records += later.count
+                    nbytes += later.valid_bytes_after(0)
+                out.append(Problem(path, start, end, why, records, nbytes))
+        return out
+
+
+def scan_log(directory: Path, keep: bool = True) -> LogScan:
+    """Scan every segment of `directory`; reads only. A compaction of a running node may rename or delete a file
+    between the listing and its read: the listing is then taken again (a few times at most)."""
+    for attempt in range(5):
+        try:
+            return LogScan(
+                directory, [(p, scan_segment(p.read_bytes(), keep)) for p in segment_files(directory)]
+            )
+        except FileNotFoundError:
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _is_compacted(seg: SegmentScan) -> bool:
+    """Is this segment a compaction's output (its first record the store's mark)?"""
+    return seg.first_key == COMPACTED_MARK
+
+
+def _fsync_dir(directory: Path) -> None:
+    dfd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+def _write_durably(path: Path, data: bytes) -> None:
+    """Write `path` whole and fsync it (the caller fsyncs the directory once its names are final)."""
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _keep_torn_tail(path: Path, start: int, data: bytes) -> Path:
+    """Copy a torn tail aside before the segment is cut: the bytes are never deleted, only moved."""
+    aside = path.with_name(f"{path.name}.torn-{start}")
+    _write_durably(aside, data[start:])
+    _fsync_dir(path.parent)
+    return aside
+
+
+def repair(directory: str | os.PathLike[str]) -> list[str]:
+    """Rewrite each damaged segment of a stopped node's log without its damaged ranges; returns what was done.
+
+    Crash-safe and idempotent: each damaged range goes to `<segment>.damaged-<start>-<end>`, the original file
+    stays as `<segment>.before-repair` (a hard link), and the rewritten segment replaces it by an atomic rename
+    after an fsync. A torn tail at the end of the log is moved aside as on a normal start. Valid records keep
+    their order; only the damaged bytes leave the log.
+    """
+    path_dir = Path(directory)
+    if not path_dir.is_dir():
+        raise ConfigError(f"record log directory {path_dir} does not exist")
+    scanned = scan_log(path_dir)
+    done: list[str] = []
+    last = scanned.last_written()
+    for i, (path, seg) in enumerate(scanned.segments):
+        cut: list[tuple[int, int, str]] = list(seg.damage)
+        if seg.tail is not None:
+            cut.append(
+                (seg.tail[0], seg.size, seg.tail[1] if i == last else f"{seg.tail[1]} (not the last segment)")
+            )
+        if not cut:
+            continue
+        data = path.read_bytes()
+        for start, end, why in cut:
+            aside = path.with_name(f"{path.name}.damaged-{start}-{end}")
+            _write_durably(aside, data[start:end])
+            done.append(f"{path}: moved bytes {start}..{end - 1} ({why}) to {aside.name}")
+        backup = path.with_name(f"{path.name}.before-repair")
+        if not backup.exists():
+            os.link(path, backup)
+        tmp = path.with_name(f"{path.name}.repairing")
+        _write_durably(tmp, frames(seg.records))
+        _fsync_dir(path_dir)
+        os.replace(tmp, path)
+        _fsync_dir(path_dir)
+        done.append(
+            f"{path}: rewritten with its {len(seg.records)} valid records; original kept as {backup.name}"
+        )
+    return done
+
+
 class FileRecordStore:
-    """A `RecordStore` over segment files in `directory` (created if missing)."""
+    """A `RecordStore` over segment files in `directory` (created if missing), compacted in the background.
+
+    Compaction (Kafka's log cleaner for a compacted topic, as `__consumer_offsets` is): once the bytes written
+    since the last compaction reach both `compact_min_bytes` and the share `min_cleanable_ratio` of the log
+    (Kafka's `min.cleanable.dirty.ratio`), `append` seals the active segment and a thread rewrites every sealed
+    segment into one: the last record of each key, in log order; a tombstone is dropped once it is older than
+    `delete_retention_ms` (Kafka's `log.cleaner.delete.retention.ms`). The request path never waits for it:
+    appends go on into a new segment meanwhile. Crash-safe at every step: the output is written as
+    `FIRST.compacting`, fsync'd, renamed `FIRST-LAST.swap` (the commit point), then the inputs are deleted and
+    the swap renamed `FIRST.seg`; an open finishes an interrupted swap and deletes a `.compacting` file, whose
+    inputs are all still there. So a crash leaves either the old segments or the new one, each complete, and a
+    restart reads about the live set (at most twice it, plus `compact_min_bytes`), not the history.
+    """
 
     def __init__(
         self,
@@ -123,6 +502,11 @@ class FileRecordStore:
         fsync_interval_ms: int = 1000,
         segment_bytes: int = 104_857_600,
         read_only: bool = False,
+        compact_min_bytes: int = 4 * 1024 * 1024,
+        min_cleanable_ratio: float = 0.5,
+        delete_retention_ms: int = 86_400_000,
+        clock: Callable[[], float] = time.time,
+        compaction_step: Callable[[str], None] | None = None,
     ) -> None:
         if fsync not in FSYNC_POLICIES:
             raise ConfigError(f"fsync must be one of {FSYNC_POLICIES}, got {fsync!r}")
@@ -130,18 +514,42 @@ class FileRecordStore:
             raise ConfigError(f"fsync_interval_ms must be >= 0, got {fsync_interval_ms}")
         if segment_bytes < 64:
             raise ConfigError(f"segment_bytes must be >= 64, got {segment_bytes}")
+        if compact_min_bytes < 0:
+            raise ConfigError(f"compact_min_bytes must be >= 0 (0: never compact), got {compact_min_bytes}")
+        if not 0.0 < min_cleanable_ratio < 1.0:
+            raise ConfigError(f"min_cleanable_ratio must be in (0, 1), got {min_cleanable_ratio}")
+        if delete_retention_ms < 0:
+            raise ConfigError(f"delete_retention_ms must be >= 0, got {delete_retention_ms}")
         self.directory = Path(directory)
         self.fsync = fsync
         self.fsync_interval_ms = fsync_interval_ms
         self.segment_bytes = segment_bytes
         self.read_only = read_only
+        self.compact_min_bytes = compact_min_bytes
+        self.min_cleanable_ratio = min_cleanable_ratio
+        self.delete_retention_ms = delete_retention_ms
+        self._clock = clock
+        self._step = (
+            compaction_step  # tests: called at each step of a compaction (may raise to "crash" there)
+        )
         self.dropped_tail_bytes = 0
+        self.torn_tail: tuple[Path, int, int, str] | None = None  # (file, start, size, why) found on open
+        self.compactions = 0  # completed
+        self.compaction_error: BaseException | None = (
+            None  # the last compaction's failure (it is not retried)
+        )
+        self._next_name = 0
+        self._lock = threading.Lock()  # a compaction's swap against a reader's listing
+        self._compactor: threading.Thread | None = None
+        self._clean_bytes = 0  # size of the last compaction's output
+        self._dirty_bytes = 0  # bytes written after it
         if read_only:
             if not self.directory.is_dir():
                 raise ConfigError(f"record log directory {self.directory} does not exist")
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
-        self._records: list[RawRecord] | None = None
+        self._checked: list[tuple[Path, int]] | None = None  # (segment, its valid bytes) for the first load
+        self._streaming = False  # the first load is reading the segments
         self._count = 0
         self._active: Path | None = None
         self._fd = -1
@@ -152,59 +560,127 @@ class FileRecordStore:
     # -------------------------------------------------------------------------------------------- recovery
 
     def segments(self) -> list[Path]:
-        return sorted(p for p in self.directory.iterdir() if p.suffix == SUFFIX and p.stem.isdigit())
+        return segment_files(self.directory)
 
     def _recover(self) -> None:
-        segments = self.segments()
-        records: list[RawRecord] = []
-        for i, path in enumerate(segments):
-            data = path.read_bytes()
-            found, good_end, why = scan(data)
-            if why:
-                if i != len(segments) - 1:
-                    raise CorruptLog(path, good_end, why)
-                self.dropped_tail_bytes = len(data) - good_end
+        if not self.read_only:
+            self._finish_interrupted_compaction()
+        scanned = scan_log(self.directory, keep=False)  # checked whole; `load` then reads it record by record
+        problems = scanned.problems()
+        if problems:
+            raise CorruptLog(self.directory, problems[0].start, problems[0].why, problems)
+        self.torn_tail = torn = scanned.torn_tail()
+        if torn is not None:
+            path, start, size, why = torn
+            self.dropped_tail_bytes = size - start
+            if self.read_only:
                 log.warning(
-                    "record log %s: %s torn tail of %d bytes at byte %d (%s)",
+                    "record log %s: ignoring a torn tail of %d bytes at byte %d (%s)",
                     path,
-                    "ignoring" if self.read_only else "dropping",
-                    len(data) - good_end,
-                    good_end,
+                    size - start,
+                    start,
                     why,
                 )
-                if not self.read_only:
-                    with open(path, "r+b") as f:
-                        f.truncate(good_end)
-                        f.flush()
-                        os.fsync(f.fileno())
-                data = data[:good_end]
-            records.extend(found)
-            self._size = len(data)
-        self._records = records
-        self._count = len(records)
-        self._active = segments[-1] if segments else None
+            else:
+                aside = _keep_torn_tail(path, start, path.read_bytes())
+                log.warning(
+                    "record log %s: cutting a torn tail of %d bytes at byte %d (%s); its bytes are kept in %s",
+                    path,
+                    size - start,
+                    start,
+                    why,
+                    aside.name,
+                )
+                with open(path, "r+b") as f:
+                    f.truncate(start)
+                    f.flush()
+                    os.fsync(f.fileno())
+        self._checked = [(path, seg.valid_end) for path, seg in scanned.segments]
+        self._count = sum(seg.count for _, seg in scanned.segments)
+        sizes = [seg.valid_end for _, seg in scanned.segments]
+        if scanned.segments and _is_compacted(scanned.segments[0][1]):
+            self._clean_bytes = sizes[0]
+            self._dirty_bytes = sum(sizes[1:])
+        else:
+            self._dirty_bytes = sum(sizes)
+        self._active = None
+        if scanned.segments:
+            path, last = scanned.segments[-1]
+            self._next_name = int(path.stem.partition("-")[0]) + 1
+            if not _is_compacted(last):  # a compaction's output is never appended to
+                self._active, self._size = path, last.valid_end
+
+    def _finish_interrupted_compaction(self) -> None:
+        """A crash during a compaction left either an incomplete `.compacting` output (its inputs are all still
+        there: it is deleted) or a complete `.swap` (fsync'd before it got that name: its swap is finished)."""
+        for path in sorted(self.directory.iterdir()):
+            if path.name.endswith(COMPACTING) and path.is_file():
+                log.warning(
+                    "record log %s: removing %s, an interrupted compaction's output",
+                    self.directory,
+                    path.name,
+                )
+                path.unlink()
+        for path in sorted(self.directory.iterdir()):
+            span = _swap_range(path)
+            if span is None:
+                continue
+            seg = scan_segment(path.read_bytes())
+            if seg.damage or seg.tail is not None:
+                start, why = (seg.damage[0][0], seg.damage[0][2]) if seg.damage else (seg.valid_end, "torn")
+                raise CorruptLog(path, start, f"{why} in a compaction output, which was complete when named")
+            log.warning("record log %s: finishing an interrupted compaction (%s)", self.directory, path.name)
+            self._swap(path, span)
+
+    def _swap(self, swap: Path, span: tuple[int, int]) -> None:
+        """Replace the segments `span` covers by `swap` (complete and fsync'd): delete them, rename it."""
+        first, last = span
+        with self._lock:
+            for seg in [p for p in self.directory.iterdir() if p.suffix == SUFFIX and p.stem.isdigit()]:
+                if first <= int(seg.stem) <= last:
+                    seg.unlink()
+                    self._at(f"deleted {seg.name}")
+            _fsync_dir(self.directory)
+            os.replace(swap, self.directory / f"{first:020d}{SUFFIX}")
+            _fsync_dir(self.directory)
 
     # -------------------------------------------------------------------------------------------- protocol
 
     def load(self) -> Iterator[RawRecord]:
-        """Every record in append order. The first call after open returns what recovery read."""
-        if self._records is not None:
-            records, self._records = self._records, None
-            return iter(records)
-        out: list[RawRecord] = []
-        segments = self.segments()
-        for i, path in enumerate(segments):
-            found, end, why = scan(path.read_bytes())
-            if why and not (self.read_only and i == len(segments) - 1):
-                raise CorruptLog(path, end, why)
-            out.extend(found)
-        return iter(out)
+        """Every record in append order. The first call after open streams the segments recovery checked, one
+        record at a time (a load holds the state it builds and one segment's bytes, not every record); once a
+        compaction ran, or for a read-only reader, the log is read as it is now."""
+        if self._checked is not None:
+            checked, self._checked = self._checked, None
+            if not self.read_only:
+                return self._stream(checked)
+            # A read-only reader may sit beside a running node whose compaction deletes the segments checked at
+            # open: it reads them again, whole, below (the listing is retried if a file vanishes meanwhile).
+        with self._lock:
+            scanned = scan_log(self.directory)
+        problems = scanned.problems()
+        if problems:
+            raise CorruptLog(self.directory, problems[0].start, problems[0].why, problems)
+        torn = scanned.torn_tail()
+        if torn is not None and not self.read_only:
+            raise CorruptLog(torn[0], torn[1], torn[3])
+        return iter(scanned.records)
+
+    def _stream(self, checked: list[tuple[Path, int]]) -> Iterator[RawRecord]:
+        self._streaming = True  # no compaction may delete these segments before they are read
+        try:
+            for path, limit in checked:
+                yield from iter_records(path, path.read_bytes(), limit)
+        finally:
+            self._streaming = False
 
     def append(self, records: Sequence[RawRecord]) -> None:
         if self.read_only:
             raise ZkcoordError(f"record log {self.directory} is open read-only")
         if not records:
             return
+        if any(key == COMPACTED_MARK for key, _ in records):
+            raise ZkcoordError(f"record key {COMPACTED_MARK!r} is reserved for the store's compaction mark")
         blob = frames(records)
         if self._fd < 0 or (self._size > 0 and self._size + len(blob) > self.segment_bytes):
             self._roll()
@@ -214,6 +690,7 @@ class FileRecordStore:
             written += os.write(self._fd, view[written:])
         self._size += len(blob)
         self._count += len(records)
+        self._dirty_bytes += len(blob)
         if self.fsync == "always":
             os.fsync(self._fd)
         elif self.fsync == "interval":
@@ -221,6 +698,17 @@ class FileRecordStore:
             if (now - self._last_sync) * 1000 >= self.fsync_interval_ms:
                 os.fsync(self._fd)
                 self._last_sync = now
+        if self._compaction_due():
+            # Not loaded yet: a load after this reads the log as it then is, not the segments opened.
+            self._checked = None
+            inputs = self._seal()
+            self._compactor = threading.Thread(
+                target=self._compact_in_background,
+                args=(inputs,),
+                name=f"compact-{self.directory.name}",
+                daemon=True,
+            )
+            self._compactor.start()
 
     def _roll(self) -> None:
         if self._fd >= 0:
@@ -230,18 +718,20 @@ class FileRecordStore:
             self._fd = -1
             self._active = None
         if self._active is None:
-            self._active = self.directory / f"{self._count:020d}{SUFFIX}"
+            # Names only need to sort in write order; after a repair or a compaction the record count lags them.
+            name = max(self._count, self._next_name)
+            self._active = self.directory / f"{name:020d}{SUFFIX}"
+            self._next_name = name + 1
             self._size = 0
         self._fd = os.open(self._active, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         if self.fsync != "never":
-            # The new file's directory entry must survive a crash too.
-            dfd = os.open(self.directory, os.O_RDONLY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            _fsync_dir(self.directory)  # the new file's directory entry must survive a crash too
 
     def close(self) -> None:
+        """Close the active segment; a compaction under way finishes first (it is bounded by the log's size)."""
+        compactor = self._compactor
+        if compactor is not None:
+            compactor.join()
         if self._fd >= 0:
             if self.fsync != "never":
                 os.fsync(self._fd)
@@ -253,3 +743,122 @@ class FileRecordStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # ------------------------------------------------------------------------------------------ compaction
+
+    def _compaction_due(self) -> bool:
+        if self.compact_min_bytes == 0 or self.compaction_error is not None or self._streaming:
+            return False
+        if self._compactor is not None and self._compactor.is_alive():
+            return False
+        dirty = self._dirty_bytes
+        ratio = self.min_cleanable_ratio
+        return dirty >= self.compact_min_bytes and dirty >= self._clean_bytes * ratio / (1.0 - ratio)
+
+    def _seal(self) -> list[Path]:
+        """End the active segment (the next append starts a new one); returns every segment, all sealed now."""
+        if self._fd >= 0:
+            if self.fsync != "never":
+                os.fsync(self._fd)
+            os.close(self._fd)
+            self._fd = -1
+        self._active = None
+        self._dirty_bytes = 0
+        return self.segments()
+
+    def compact_now(self) -> None:
+        """Seal the active segment and compact every segment, in the caller's thread (tests, tools)."""
+        if self.read_only:
+            raise ZkcoordError(f"record log {self.directory} is open read-only")
+        if self._compactor is not None:
+            self._compactor.join()
+        self._checked = None
+        self._compact(self._seal())
+
+    def _compact_in_background(self, inputs: list[Path]) -> None:
+        try:
+            self._compact(inputs)
+        except Exception as exc:
+            # The inputs are intact (or the swap is complete and the next open finishes it); appends go on.
+            self.compaction_error = exc
+            log.error(
+                "record log %s: compaction failed, not retried until a restart: %s", self.directory, exc
+            )
+
+    def _at(self, step: str) -> None:
+        if self._step is not None:
+            self._step(step)
+
+    def _compact(self, inputs: list[Path]) -> None:
+        if not inputs or (
+            len(inputs) == 1 and _is_compacted(scan_segment(inputs[0].read_bytes(), keep=False))
+        ):
+            return  # nothing was written since the last compaction
+        started = time.monotonic()
+        now_ms = int(self._clock() * 1000)
+        horizon = now_ms - self.delete_retention_ms
+        latest: dict[bytes, tuple[bytes | None, int]] = {}  # key -> (value, birth of a tombstone)
+        before = 0
+        for path in inputs:
+            data = path.read_bytes()
+            before += len(data)
+            seg = scan_segment(data, keep=False)
+            if seg.damage or seg.tail is not None:
+                raise CorruptLog(
+                    path, seg.valid_end, "damage found while compacting; the log is left as it is"
+                )
+            births: list[int] = []
+            for key, value in iter_records(path, data, len(data), skip_mark=False):
+                if key == COMPACTED_MARK:
+                    births = [b for (b,) in _BIRTH.iter_unpack(value or b"")]
+                    births.reverse()
+                    continue
+                latest.pop(key, None)  # so the dict's order is the order of each key's last record
+                # A tombstone's age counts from the first compaction that sees it (so from at most its write).
+                latest[key] = (value, (births.pop() if births else now_ms) if value is None else 0)
+            del data
+        tombstone_births = [b for value, b in latest.values() if value is None and b >= horizon]
+        dropped = sum(1 for value, b in latest.values() if value is None and b < horizon)
+        self._at("read")
+        first = int(inputs[0].stem)
+        last = int(inputs[-1].stem)
+        tmp = self.directory / f"{first:020d}{COMPACTING}"
+        size = 0
+        kept = 0
+        with open(tmp, "wb") as f:
+            chunk: list[RawRecord] = [(COMPACTED_MARK, b"".join(_BIRTH.pack(b) for b in tombstone_births))]
+            for key, (
+                value,
+                birth,
+            ) in latest.items():  # written in chunks: no second copy of the log in memory
+                if value is None and birth < horizon:
+                    continue
+                chunk.append((key, value))
+                if len(chunk) >= 8192:
+                    size += f.write(frames(chunk))
+                    kept += len(chunk)
+                    chunk.clear()
+            size += f.write(frames(chunk))
+            kept += len(chunk) - 1  # not the mark
+            self._at("written")
+            f.flush()
+            os.fsync(f.fileno())
+        self._at("synced")
+        swap = self.directory / f"{first:020d}-{last:020d}{SWAP}"
+        os.replace(tmp, swap)
+        _fsync_dir(self.directory)
+        self._at("swap")  # the commit point: from here an open finishes the compaction
+        self._swap(swap, (first, last))
+        self._at("done")
+        self._clean_bytes = size
+        self.compactions += 1
+        log.info(
+            "record log %s: compacted %d segments, %d -> %d bytes, %d records kept, %d tombstones dropped (%.0f ms)",
+            self.directory,
+            len(inputs),
+            before,
+            size,
+            kept,
+            dropped,
+            (time.monotonic() - started) * 1000,
+        )

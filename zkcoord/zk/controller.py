@@ -22,7 +22,9 @@ were made before a suspension can never switch a node back on after the listener
 pass is retried in the new generation and re-verifies `/controller` and the epoch first).
 
 Duties (one worker thread, coalesced events, each pass idempotent): watch `/brokers/ids`, `/brokers/topics`
-(and each topic's assignment, for partition increases) and `/admin/delete_topics`; delete marked topics;
+(and each topic's assignment, for partition increases) and `/admin/delete_topics`; delete marked topics once
+every live node has acknowledged that its partition logs and group offsets of the topic are gone (its
+`/zkcoord/topic-deletions/T/<node id>`, Kafka's StopReplica(delete) round in znodes);
 create `__consumer_offsets` when absent; plan leaders with `zkcoord.placement.leadership` (balanced offsets
 partitions, sticky data partitions) and write partition state `{"controller_epoch","leader","version",
 "leader_epoch","isr"}` for every partition whose leader changed.
@@ -32,16 +34,20 @@ registration that does not parse is not live; a topic whose assignment or any pa
 is left out of planning (and left intact) while every other topic is served, and is still deleted when marked;
 a `/controller` that parses neither as JSON nor as the pre-0.8.2 plain id is deleted (version-checked) and the
 election runs again, as Kafka's ZookeeperLeaderElector resigns (deleting `/controller`) when it cannot parse it.
+That holds for the controller's own znode too: its data watch wakes it when the data is rewritten, and data that
+no longer parses or names another node makes it stop acting first (Kafka's `maybeResign`), then delete the znode
+(version-checked) and stand for election again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -74,6 +80,7 @@ from zkcoord.placement.leadership import (
     plan_leadership,
     single_replica_assignment,
 )
+from zkcoord.zk import registry
 
 log = logging.getLogger(__name__)
 
@@ -164,6 +171,9 @@ class ClusterView:
     delete_marks: tuple[str, ...]
     state_nodes: frozenset[tuple[str, int]] = frozenset()  # partitions whose state znode exists (even if bad)
     malformed: frozenset[str] = frozenset()  # topics left out of planning: assignment or a state unparsable
+    deletion_acks: dict[str, frozenset[int]] = field(
+        default_factory=dict
+    )  # marked topic -> nodes done with it
 
 
 class Controller:
@@ -392,6 +402,8 @@ class Controller:
                 log.debug("node=%d: controller is node %d", self.node_id, current.brokerid)
                 self._deactivate(drop_fence=True)
                 return
+            if not self._own_controller_data_is_ours(data, stat.version):
+                return
             fence = self._fence
             if fence is not None:  # our own znode and we already won: a spurious wake-up
                 self._activate(gen, fence, "resumed")
@@ -441,6 +453,28 @@ class Controller:
             self.client.delete(paths.CONTROLLER, version=version)
         with self._cond:
             self._want_elect = True
+
+    def _own_controller_data_is_ours(self, data: bytes, version: int) -> bool:
+        """Our own ephemeral /controller, but its data may have been rewritten (a `set` by a tool or an attacker;
+        a data change wakes us through the watch). It must still name this node: otherwise resign as Kafka does
+        (`KafkaController.maybeResign`: the controller id read back is not ours, so it stops acting; a parse
+        failure reads as no controller) and delete it, version-checked, so the election runs again at once
+        (`ZookeeperLeaderElector.resign`) instead of every node believing a controller nobody is."""
+        try:
+            named = ControllerInfo.decode(paths.CONTROLLER, data).brokerid
+        except MalformedZnode as exc:
+            self._remove_malformed_controller(exc, version)
+            return False
+        if named == self.node_id:
+            return True
+        log.error("node=%d /controller (our own session's) now names node %d: resigning and re-electing",
+                  self.node_id, named)  # fmt: skip
+        self._deactivate(drop_fence=True)
+        with contextlib.suppress(NoNodeError, BadVersionError):
+            self.client.delete(paths.CONTROLLER, version=version)
+        with self._cond:
+            self._want_elect = True
+        return False
 
     def _report_malformed(self, path: str, zxid: int, exc: MalformedZnode) -> None:
         if self.malformed_seen.get(path) != zxid:
@@ -527,6 +561,16 @@ class Controller:
             topics[topic] = assignment
             states.update(topic_states)
         marks = tuple(sorted(c.get_children(paths.ADMIN_DELETE_TOPICS, watch=w)))
+        acks: dict[str, frozenset[int]] = {}
+        for topic in marks:
+            try:
+                names = c.get_children(deletion_acks_path(topic), watch=w)
+            except NoNodeError:
+                c.exists(deletion_acks_path(topic), watch=w)
+                names = []
+            except ValueError:  # a mark that is no topic name: nothing acks it (its deletion only drops it)
+                names = []
+            acks[topic] = frozenset(int(n) for n in names if n.isdigit())
         return ClusterView(
             tuple(sorted(live)),
             topics,
@@ -536,6 +580,7 @@ class Controller:
             marks,
             frozenset(state_nodes),
             frozenset(malformed),
+            acks,
         )
 
     def _reconcile(self) -> None:
@@ -560,6 +605,11 @@ class Controller:
         for topic in view.delete_marks:
             mark = paths.delete_topic_path(topic)
             ops: list[Callable[[Any], None]] = []
+            acked = view.deletion_acks.get(topic, frozenset())
+            waiting = sorted(set(view.live) - acked)
+            if topic != OFFSETS_TOPIC and topic in view.topics and waiting:
+                log.info("node=%d topic %s: deletion waits for node(s) %s", self.node_id, topic, waiting)
+                continue  # the acks' watch wakes the next pass
             if topic == OFFSETS_TOPIC:
                 log.warning("node=%d refusing to delete the internal topic %s", self.node_id, topic)
             elif topic in view.topics or topic in view.malformed:
@@ -570,6 +620,11 @@ class Controller:
                 if topic in view.partitions_parents:
                     ops.append(_delete_op(paths.topic_partitions_path(topic)))
                 ops.append(_delete_op(paths.topic_path(topic)))
+                if self.client.exists(paths.topic_config_path(topic)) is not None:
+                    ops.append(_delete_op(paths.topic_config_path(topic)))  # as Kafka's deleteTopicConfigs
+            ops.extend(_delete_op(f"{deletion_acks_path(topic)}/{n}") for n in sorted(acked))
+            if acked:
+                ops.append(_delete_op(deletion_acks_path(topic)))
             ops.append(_delete_op(mark))
             try:
                 self._commit(ops)
@@ -631,6 +686,43 @@ def _create_op(path: str, data: bytes) -> Callable[[Any], None]:
 
 
 # -- reads and registration shared with the cluster node (kept here so only zkcoord/zk imports kazoo) -----
+
+DELETION_ACKS_ROOT = "/zkcoord/topic-deletions"
+
+
+def deletion_acks_path(topic: str) -> str:
+    return f"{DELETION_ACKS_ROOT}/{paths.validate_topic(topic)}"
+
+
+def request_topic_deletion(client: KazooClient, topic: str) -> None:
+    """DeleteTopics on the controller: `registry.mark_topic_for_deletion` (Kafka's AdminZkClient.deleteTopic),
+    clearing stale acknowledgements first; a topic already marked stays marked (a retried request tracks the
+    same deletion)."""
+    mark = paths.delete_topic_path(topic)
+    if client.exists(mark) is not None:
+        return
+    # Acknowledgements without a mark are left from an earlier deletion of the same name (a node that acked
+    # after the controller finished): they must not count for this one.
+    with contextlib.suppress(NoNodeError):
+        for name in client.get_children(deletion_acks_path(topic)):
+            with contextlib.suppress(NoNodeError):
+                client.delete(f"{deletion_acks_path(topic)}/{name}")
+    with contextlib.suppress(registry.TopicAlreadyMarkedForDeletion):
+        registry.mark_topic_for_deletion(client, topic)
+
+
+def read_deletion_marks(client: KazooClient) -> list[str]:
+    try:
+        return sorted(client.get_children(paths.ADMIN_DELETE_TOPICS))
+    except NoNodeError:
+        return []
+
+
+def ack_topic_deletion(client: KazooClient, topic: str, node_id: int) -> None:
+    """This node's partition logs and group offsets of a marked topic are gone: tell the controller."""
+    with contextlib.suppress(NodeExistsError):
+        client.create(f"{deletion_acks_path(topic)}/{node_id}", b"", makepath=True)
+
 
 ZooKeeperError = KazooException
 SESSION_SUSPENDED = KazooState.SUSPENDED
@@ -710,15 +802,55 @@ def read_topic_states(
 
 
 def create_topic_if_absent(
-    client: KazooClient, topic: str, replicas: dict[int, list[int]]
+    client: KazooClient, topic: str, replicas: dict[int, list[int]], configs: Mapping[str, str] | None = None
 ) -> tuple[bool, TopicAssignment]:
     """Create `/brokers/topics/T` atomically unless it exists (two nodes auto-creating the same topic must not
-    overwrite each other); (created, the assignment now stored)."""
+    overwrite each other); (created, the assignment now stored). With `configs`, `/config/topics/T` =
+    `{"version":1,"config":{...}}` (Kafka's AdminZkClient) is written in the same transaction, so the node that
+    loses a creation race never overwrites the winner's configs."""
     path = paths.topic_path(topic)
     assignment = TopicAssignment.of(replicas)
     try:
-        client.create(path, assignment.encode(), makepath=True)
+        if configs:
+            cpath = paths.topic_config_path(topic)
+            doc = json.dumps({"version": 1, "config": dict(sorted(configs.items()))}).encode()
+            client.ensure_path(paths.CONFIG_TOPICS)
+            client.ensure_path(paths.BROKER_TOPICS)
+            stale = client.exists(cpath)  # left by a topic deleted before configs were cleaned up
+            tx = client.transaction()
+            tx.create(path, assignment.encode())
+            if stale is None:
+                tx.create(cpath, doc)
+            else:
+                tx.set_data(cpath, doc, stale.version)
+            results = tx.commit()
+            failed = next(
+                (r for r in results if isinstance(r, Exception) and not isinstance(r, RolledBackError)), None
+            )
+            if failed is not None:
+                raise failed
+        else:
+            client.create(path, assignment.encode(), makepath=True)
         return True, assignment
     except NodeExistsError:
         data, _ = client.get(path)
         return False, TopicAssignment.decode(path, data)
+
+
+def read_topic_configs(client: KazooClient, topic: str) -> dict[str, str]:
+    """`/config/topics/T`'s config map ({} when absent); MalformedZnode when it does not parse."""
+    path = paths.topic_config_path(topic)
+    try:
+        data, _ = client.get(path)
+    except NoNodeError:
+        return {}
+    if len(data) > 1024 * 1024:
+        raise MalformedZnode(path, f"{len(data)} bytes")
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise MalformedZnode(path, f"not JSON ({exc})", data) from None
+    configs = doc.get("config") if isinstance(doc, dict) else None
+    if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
+        raise MalformedZnode(path, '"config" is not an object of strings', data)
+    return {str(k): v for k, v in configs.items()}

@@ -727,10 +727,12 @@ class LegacyConsumer:
     # --- offsets ---------------------------------------------------------------------------------------------
 
     def commit_offsets(self) -> int:
-        """Commit every consumed offset that moved; returns how many were written."""
-        return self._commit()
+        """Commit every consumed offset that moved; returns how many were written. As the 0.8.2 consumer's
+        explicit commitOffsets(), a retriable broker failure is retried offsets.commit.max.retries times
+        (auto-commits, at a rebalance and at close, are not retried: the next one carries the offsets)."""
+        return self._commit(retries=self.config.offsets_commit_max_retries)
 
-    def _commit(self, *, session: int | None = None) -> int:
+    def _commit(self, *, session: int | None = None, retries: int = 0) -> int:
         client = self._zk
         storage = self.offset_storage
         if client is None or storage is None:
@@ -745,7 +747,7 @@ class LegacyConsumer:
             if member_zk.session_id(client) != expected:
                 raise SessionMoved("not committing: the session that owns these partitions is gone")
 
-        outcome = storage.commit(consumed, checkpoints, versions, check_session)
+        outcome = storage.commit(consumed, checkpoints, versions, check_session, retries)
         with self._lock:
             for tp, (offset, version) in outcome.zk_written.items():
                 o = self._owned.get(tp)

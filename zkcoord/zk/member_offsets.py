@@ -66,7 +66,12 @@ class MemberOffsets(Protocol):
         checkpoints: Mapping[TopicPartition, int],
         versions: Mapping[TopicPartition, int],
         check_session: Callable[[], None],
-    ) -> CommitOutcome: ...
+        retries: int = 0,
+    ) -> CommitOutcome:
+        """Commit what moved. `retries`: further attempts after a retriable broker failure, each after
+        offsets.channel.backoff.ms (the 0.8.2 consumer: offsets.commit.max.retries for an explicit
+        commitOffsets(), none for auto-commit); the ZooKeeper-only path has nothing to retry, as the original."""
+        ...
 
     def fetch(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, Fetched]: ...
 
@@ -111,6 +116,7 @@ class ZooKeeperOffsets:
         checkpoints: Mapping[TopicPartition, int],
         versions: Mapping[TopicPartition, int],
         check_session: Callable[[], None],
+        retries: int = 0,
     ) -> CommitOutcome:
         writes = plan_offset_commit(self.group, consumed, checkpoints)
         if not writes:

@@ -4,13 +4,18 @@ coordinator holds `/consumers/G/ids/<id>` and `/consumers/G/owners/T/P` for its 
 Guarantees: those znodes are persistent (they do not vanish with one node's session while a broker-protocol member
 may still consume); every write is one multi-op that also checks the version of the group's fence znode
 `/zkcoord/mixed-groups/<group>`, so once another coordinator adopted the group (bumped the fence), the old one can
-no longer create or delete anything; an owner is deleted only when it still holds the expected thread id.
+no longer create or delete anything; an owner is deleted only when it still holds the expected thread id. A fence
+whose data is not what `adopt` writes (`{"holder": <text>, "epoch": <int >= 0>}`) is malformed: `adopt` raises
+`MalformedZnode` and writes nothing (fail closed: no coordinator adopts the group until it is repaired). An owner
+znode whose data is no thread id reads as held by `MALFORMED_OWNER` (someone unknown: never ours, never a legacy
+member's), so its partition is neither handed out nor counted as a legacy member's, and it is never deleted here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,13 +30,19 @@ from kazoo.exceptions import (
 )
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import decode_owner, encode_owner
 from zkcoord.legacy.ids import java_sorted
 from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.zk import registry
 
+log = logging.getLogger(__name__)
+_say = RateLimitedLog(log)
+
 FENCE_ROOT = "/zkcoord/mixed-groups"
+MALFORMED_OWNER = "<malformed owner znode>"
 OwnerHeld = NodeExistsError  # a create found the owner znode held by someone else
 
 
@@ -41,6 +52,25 @@ class FenceMoved(Exception):
 
 def fence_path(group: str) -> str:
     return f"{FENCE_ROOT}/{paths.validate_group(group)}"
+
+
+MAX_FENCE_BYTES = 4096
+
+
+def decode_fence(path: str, data: bytes | None) -> int:
+    """The epoch of a fence znode; MalformedZnode for any other data (any bytes in, one exception type out)."""
+    if data is None or len(data) > MAX_FENCE_BYTES:
+        raise MalformedZnode(path, f"fence data of {0 if data is None else len(data)} bytes", data)
+    try:
+        obj = json.loads(data)
+    except Exception as exc:  # ValueError, RecursionError (nesting is bounded by the size above anyway)
+        raise MalformedZnode(path, f"not JSON ({type(exc).__name__})", data) from None
+    epoch = obj.get("epoch") if isinstance(obj, dict) else None
+    if not isinstance(obj, dict) or not isinstance(obj.get("holder"), str):
+        raise MalformedZnode(path, 'expected {"holder": <text>, "epoch": <int>}', data)
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch < 2**63:
+        raise MalformedZnode(path, f"epoch must be an integer >= 0, got {json.dumps(epoch)[:40]}", data)
+    return epoch
 
 
 def read_ids(client: KazooClient, group: str) -> dict[str, bytes]:
@@ -55,7 +85,48 @@ def read_ids(client: KazooClient, group: str) -> dict[str, bytes]:
 
 
 def read_owners(client: KazooClient, group: str) -> dict[TopicPartition, str]:
-    return registry.read_owners(client, group)
+    """(topic, partition) -> owning thread id (topics in Java order, partitions ascending). An owner znode whose
+    data is no thread id maps to MALFORMED_OWNER; a child that is no partition id owns nothing we assign and is
+    skipped; both are logged (rate-limited), neither raises."""
+    out: dict[TopicPartition, str] = {}
+    base = paths.owners_path(group)
+    for topic in java_sorted(registry.children(client, base)):
+        try:
+            topic_path = paths.owners_topic_path(group, topic)
+        except paths.InvalidName as exc:
+            _malformed(f"{base}/{topic}", exc.rule, "skipped")
+            continue
+        found: list[tuple[int, str]] = []
+        for name in registry.children(client, topic_path):
+            try:
+                partition = paths.parse_partition(topic_path, name)
+            except paths.InvalidName as exc:
+                _malformed(f"{topic_path}/{name}", exc.rule, "skipped")
+                continue
+            holder = _holder(client, f"{topic_path}/{name}")
+            if holder is not None:
+                found.append((partition, holder))
+        for partition, holder in sorted(found):
+            out[TopicPartition(topic, partition)] = holder
+    return out
+
+
+def _holder(client: KazooClient, path: str) -> str | None:
+    try:
+        data = client.get(path)[0]
+    except NoNodeError:
+        return None
+    try:
+        return decode_owner(path, data)
+    except Exception as exc:  # any bytes: one owner znode's problem
+        reason = exc.reason if isinstance(exc, MalformedZnode) else f"{type(exc).__name__}: {exc}"
+        _malformed(path, reason, "its partition counts as held by someone unknown")
+        return MALFORMED_OWNER
+
+
+def _malformed(path: str, reason: str, consequence: str) -> None:
+    _say.log(logging.ERROR, "mixed-malformed-owner", "malformed znode %s: %s; %s (left intact)",
+             path, reason, consequence)  # fmt: skip
 
 
 def adopt(client: KazooClient, group: str, holder: str) -> int:
@@ -68,10 +139,7 @@ def adopt(client: KazooClient, group: str, holder: str) -> int:
             with contextlib.suppress(NodeExistsError):
                 client.create(path, json.dumps({"holder": holder, "epoch": 0}).encode(), makepath=True)
             continue
-        try:
-            epoch = int(json.loads(data or b"{}").get("epoch", 0)) + 1
-        except (ValueError, AttributeError):
-            epoch = stat.version + 1
+        epoch = decode_fence(path, data) + 1  # a malformed fence raises: nothing is written over it
         try:
             new = client.set(
                 path, json.dumps({"holder": holder, "epoch": epoch}).encode(), version=stat.version
@@ -117,11 +185,8 @@ def fenced_write(
 
 
 def owner_holder(client: KazooClient, group: str, tp: TopicPartition) -> str | None:
-    path = paths.owner_path(group, tp.topic, tp.partition)
-    try:
-        return decode_owner(path, client.get(path)[0])
-    except NoNodeError:
-        return None
+    """The thread holding `tp`'s owner znode, None when free, MALFORMED_OWNER when its data is no thread id."""
+    return _holder(client, paths.owner_path(group, tp.topic, tp.partition))
 
 
 def owner_payload(thread: str) -> bytes:

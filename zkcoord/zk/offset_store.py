@@ -39,10 +39,14 @@ from zkcoord.legacy import codecs, paths
 from zkcoord.legacy.codecs import decode_offset
 from zkcoord.legacy.paths import CONSUMERS, InvalidName, group_path, offset_path, offsets_path
 from zkcoord.legacy.rebalance import OffsetWrite, TopicPartition, batch_by_size, op_size
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.zk.member_zk import Client, _gather
 from zkcoord.zk.session import wait_for
 
 log = logging.getLogger(__name__)
+# Every read of a group's offsets (each OffsetFetch of all partitions, each client retry) meets the same bad
+# child again: log a few lines a minute, count the rest.
+_say = RateLimitedLog(log)
 
 # jute.maxbuffer is 1,048,575 bytes; stay well under it with room for the multi framing.
 DEFAULT_MAX_BATCH_BYTES = 512 * 1024
@@ -165,14 +169,27 @@ class ZooKeeperOffsetStore:
             except NoNodeError:
                 continue
             except InvalidName as exc:
-                log.warning("group=%s: ignoring offsets child %r: %s", self.group, topic, exc)
+                _say.log(
+                    logging.WARNING,
+                    "offsets-child-name",
+                    "group=%s: ignoring offsets child %r: %s",
+                    self.group,
+                    topic,
+                    exc,
+                )
                 continue
             for child in children:
                 try:
                     found.append((topic, paths.parse_partition(topic_path, child)))
                 except InvalidName as exc:
-                    log.warning(
-                        "group=%s topic=%s: ignoring offsets child %r: %s", self.group, topic, child, exc
+                    _say.log(
+                        logging.WARNING,
+                        "offsets-child-name",
+                        "group=%s topic=%s: ignoring offsets child %r: %s",
+                        self.group,
+                        topic,
+                        child,
+                        exc,
                     )
         return sorted(found)
 

@@ -25,6 +25,12 @@ multi behind the same `check(state, V)` as every append, so a deposed leader's c
 (`StoreFenced`) and deletes nothing. A compaction refused for size (the live keys exceed one request) is
 retried only after the batch count has doubled, never on every append.
 
+Bad data: a batch znode that does not decode (or whose records the node's `check_record` refuses) makes `load`
+raise `MalformedZnode` naming its path, the byte offset and why; the store never deletes or rewrites it (only
+`compact`, after every batch decoded, deletes batches). A child whose name is not `batch-<digits>` cannot have
+been written by a store and is ignored. The node keeps such a partition unserved and retries its load
+(`zkcoord.cluster.node`), so a repaired or removed znode is picked up without a restart.
+
 Log offsets (for serving `__consumer_offsets` as a fetchable topic): record i of the batch znode with sequence
 number s has offset `s * OFFSETS_PER_BATCH + i`. ZooKeeper assigns s from the parent's child-change counter
 (`cversion`), which only grows, whoever the writer is, so offsets stay monotonic across failover and restarts
@@ -47,8 +53,10 @@ from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
 from zkcoord.errors import ErrorCode, MalformedZnode, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
+from zkcoord.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
+_say = RateLimitedLog(log)
 
 RECORDS_ROOT = "/zkcoord/offsets"
 BATCH_PREFIX = "batch-"
@@ -85,6 +93,13 @@ class IndexedBatch:
 def seq_of(name: str) -> int:
     """The sequence number of a batch znode name (`batch-0000000042` -> 42)."""
     return int(name.rsplit("/", 1)[-1][len(BATCH_PREFIX) :])
+
+
+def _is_batch_name(name: str) -> bool:
+    """A name ZooKeeper gives a sequential child of prefix `batch-`: ten digits (a wrapped int32 counter gives a
+    signed number). Only such names can hold this store's batches; any other child is not ours."""
+    suffix = name[len(BATCH_PREFIX) :]
+    return name.startswith(BATCH_PREFIX) and suffix.lstrip("-").isdigit() and suffix.isascii()
 
 
 class StoreFenced(ZkcoordError):
@@ -141,6 +156,10 @@ def decode_batch(path: str, data: bytes) -> list[Record]:
     (count,) = struct.unpack(">i", take(4, "record count"))
     if count < 0:
         raise MalformedZnode(path, f"negative record count {count}", data)
+    if count > (len(data) - pos) // 8:  # every record costs at least its two int32 lengths
+        raise MalformedZnode(
+            path, f"record count {count} cannot fit in the {len(data) - pos} bytes left", data
+        )
     records: list[Record] = []
     for i in range(count):
         (klen,) = struct.unpack(">i", take(4, f"key length of record {i}"))
@@ -182,6 +201,7 @@ class ZkRecordStore:
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         max_multi_bytes: int = DEFAULT_MAX_MULTI_BYTES,
         compact_after_batches: int = DEFAULT_COMPACT_AFTER_BATCHES,
+        check_record: Callable[[bytes, bytes | None], object] | None = None,
     ) -> None:
         if max_batch_bytes > max_multi_bytes:
             raise ValueError("max_batch_bytes must not exceed max_multi_bytes")
@@ -189,6 +209,9 @@ class ZkRecordStore:
             raise ValueError(f"compact_after_batches must be >= 2, got {compact_after_batches}")
         self.client = client
         self.fence = fence
+        # Called on every loaded record (the node gives the `__consumer_offsets` decoder): a record it refuses
+        # makes its batch znode malformed, named by path, instead of an error that names no znode later.
+        self._check_record = check_record
         self.max_batch_bytes = max_batch_bytes
         self.max_multi_bytes = max_multi_bytes
         self.path = records_path(fence.partition)
@@ -243,7 +266,10 @@ class ZkRecordStore:
                     data, stat = self.client.get(path)
                 except NoNodeError:
                     continue  # compacted away under us; the snapshot that replaced it is later in the order
-                batches.append(IndexedBatch(seq_of(name), stat.ctime, tuple(decode_batch(path, data))))
+                records = tuple(decode_batch(path, data))
+                if self._check_record is not None:
+                    self._check_records(path, data, records)
+                batches.append(IndexedBatch(seq_of(name), stat.ctime, records))
             self._index = tuple(batches)
             self._log_end = batches[-1].next_offset if batches else cversion * OFFSETS_PER_BATCH
             self.indexed = True
@@ -252,6 +278,14 @@ class ZkRecordStore:
                 self._compact_at = self.compact_after_batches
         for batch in batches:
             yield from batch.records
+
+    def _check_records(self, path: str, data: bytes, records: Sequence[Record]) -> None:
+        assert self._check_record is not None
+        for i, (key, value) in enumerate(records):
+            try:
+                self._check_record(key, value)
+            except Exception as exc:  # whatever the decoder raises, the item is malformed, named by its path
+                raise MalformedZnode(path, f"record {i} does not decode: {exc}", data) from None
 
     def log_batches(self) -> tuple[IndexedBatch, ...]:
         """The batches in sequence order as of the last load plus every append committed since."""
@@ -278,9 +312,15 @@ class ZkRecordStore:
         """Compact if due. True when a compaction ran; StoreFenced when this store's leadership is gone."""
         if not self.compaction_due():
             return False
-        if self.compact():
-            return True
-        with self._lock:  # refused for size: back off until the history has doubled
+        try:
+            if self.compact():
+                return True
+        except (
+            MalformedZnode
+        ) as exc:  # written after the load; compact deleted nothing, the next load reports it
+            _say.log(logging.WARNING, "compact-malformed", "partition=%d compaction skipped: %s",
+                     self.fence.partition, exc)  # fmt: skip
+        with self._lock:  # refused for size (or a malformed batch): back off until the history has doubled
             self._compact_at = max(self._batches * 2, self.compact_after_batches)
         return False
 
@@ -326,7 +366,7 @@ class ZkRecordStore:
 
     def _batch_names_and_cversion(self) -> tuple[list[str], int]:
         children, stat = self.client.get_children(self.path, include_data=True)
-        names = [n for n in children if n.startswith(BATCH_PREFIX)]
+        names = [n for n in children if _is_batch_name(n)]
         return sorted(names, key=seq_of), stat.cversion
 
     def _commit(

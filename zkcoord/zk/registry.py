@@ -8,6 +8,7 @@ registration checked against our own session like 0.9's `ZKCheckedEphemeral`).
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping, Sequence
 
@@ -259,6 +260,40 @@ def mark_topic_for_deletion(client: KazooClient, topic: str) -> None:
         client.create(paths.delete_topic_path(topic), b"", makepath=True)
     except NodeExistsError:
         raise TopicAlreadyMarkedForDeletion(f"topic {topic} is already marked for deletion") from None
+
+
+# --- cluster id -----------------------------------------------------------------------------------------------
+
+CLUSTER_ID_PATH = "/cluster/id"
+_CLUSTER_ID_MAX_BYTES = 4096
+
+
+def decode_cluster_id(data: bytes) -> str:
+    """The id in `/cluster/id` = `{"version":"1","id":"<id>"}` (Kafka's ClusterIdZNode); MalformedZnode else."""
+    if len(data) > _CLUSTER_ID_MAX_BYTES:
+        raise MalformedZnode(CLUSTER_ID_PATH, f"{len(data)} bytes, more than {_CLUSTER_ID_MAX_BYTES}")
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise MalformedZnode(CLUSTER_ID_PATH, f"not JSON ({exc})", data) from None
+    cluster_id = doc.get("id") if isinstance(doc, dict) else None
+    if not isinstance(cluster_id, str) or not cluster_id:
+        raise MalformedZnode(CLUSTER_ID_PATH, 'no non-empty string "id"', data)
+    return cluster_id
+
+
+def get_or_create_cluster_id(client: KazooClient, new_id: str) -> str:
+    """The cluster's id, as KafkaServer.getOrGenerateClusterId: the one in `/cluster/id` if present, else
+    `new_id` written there (a create that another node won is read back); MalformedZnode for a bad znode."""
+    data = _get(client, CLUSTER_ID_PATH)
+    if data is None:
+        doc = json.dumps({"version": "1", "id": new_id}, separators=(",", ":")).encode()
+        try:
+            client.create(CLUSTER_ID_PATH, doc, makepath=True)
+            return new_id
+        except NodeExistsError:
+            data, _ = client.get(CLUSTER_ID_PATH)
+    return decode_cluster_id(data)
 
 
 # --- controller ------------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ concurrent writer, never-regress mode, malformed znodes, session expiry mid-writ
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,7 +11,9 @@ import pytest
 
 from zkcoord.bridge import CommitOrder, DualCommitter, Store, StoreReply, TopicPartition
 from zkcoord.bridge.zk_side import ZooKeeperSide
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.testing import expire_session
+from zkcoord.zk import offset_store
 from zkcoord.zk.offset_store import (
     TP,
     OffsetWriteConflict,
@@ -109,6 +112,27 @@ def test_malformed_znode_is_reported_and_left_intact(zk: Any) -> None:
     )
     assert zk.get("/consumers/g/offsets/t/0")[0] == b"12x"
     assert list(walk_offsets(zk)) == [("g", "t", 1, 7)]
+
+
+def test_a_bad_offsets_child_is_skipped_and_its_warning_rate_limited(
+    zk: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every read of all partitions (each OffsetFetch of a whole group, each client retry) meets the same child:
+    # it used to log one WARNING each time.
+    monkeypatch.setattr(
+        offset_store, "_say", RateLimitedLog(offset_store.log)
+    )  # no window left by other tests
+    zk.create("/consumers/g/offsets/t/not-a-partition", b"5", makepath=True)
+    zk.create("/consumers/g/offsets/t/2", b"9", makepath=True)
+    store = ZooKeeperOffsetStore(zk, "g")
+    with caplog.at_level(logging.WARNING, logger="zkcoord.zk.offset_store"):
+        for _ in range(50):
+            assert store.read().offsets == {("t", 2): 9}
+    lines = [
+        r.getMessage() for r in caplog.records if "ignoring offsets child 'not-a-partition'" in r.getMessage()
+    ]
+    assert 1 <= len(lines) <= 10, len(lines)
+    assert offset_store._say.events["offsets-child-name"] == 50  # every event counted
 
 
 def test_session_expiry_mid_write_is_survived(zk: Any) -> None:

@@ -210,6 +210,15 @@ def test_malformed_znode_is_reported_not_hidden(
         # LOAD_IN_PROGRESS is retried by the client until its deadline: never an answer without ZooKeeper's side.
         with pytest.raises(KafkaTimeoutError):
             consumer.committed(_tp(0), timeout_ms=1500)
+        # Each failed fetch is one client retry; the log says so a bounded number of times (RateLimitedLog:
+        # 10 lines a minute per kind), not once per retry (~10 lines/s while the znode stays malformed).
+        retries = 25
+        for _ in range(retries):
+            with pytest.raises(KafkaTimeoutError):
+                consumer.committed(_tp(0), timeout_ms=150)
+        lines = [line for line in list(node.output) if "OffsetFetch answers LOAD_IN_PROGRESS" in line]
+        assert lines and all(f"group={group} {TOPIC}/0" in line and "12x" in line for line in lines), lines
+        assert len(lines) <= 10, f"{len(lines)} lines for {retries + 1}+ fetches"
         assert consumer.committed(_tp(1)) is None
         assert zkc.get(f"/consumers/{group}/offsets/{TOPIC}/0")[0] == b"12x"
         zkc.set(f"/consumers/{group}/offsets/{TOPIC}/0", b"7")  # the operator repairs it

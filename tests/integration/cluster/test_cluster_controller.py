@@ -15,7 +15,14 @@ from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import BrokerRegistration, ControllerInfo, PartitionState, TopicAssignment
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.testing import expire_session, wait_for
-from zkcoord.zk.controller import Controller, ControllerMoved, fenced_commit, read_controller_epoch
+from zkcoord.zk.controller import (
+    Controller,
+    ControllerMoved,
+    ack_topic_deletion,
+    deletion_acks_path,
+    fenced_commit,
+    read_controller_epoch,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -184,8 +191,16 @@ def test_topic_creation_increase_and_deletion(zk: Any, cluster: Any) -> None:
     wait_for(lambda: len(states(zk, "t")) == 4, 10, "the added partition")
     assert states(zk, "t")[3].leader == 1 and states(zk, "t")[3].leader_epoch == 0
     zk.create(paths.delete_topic_path("t"), b"", makepath=True)
+    # deleted only once every live node has dropped its logs and offsets of t (acknowledged)
+    (ctl,) = (c.controllers[n] for n in c.active())
+    ack_topic_deletion(zk, "t", 1)
+    passes = ctl.reconciles
+    wait_for(lambda: ctl.reconciles > passes, 10, "a controller pass after node 1's ack")
+    assert zk.exists(paths.topic_path("t")) is not None
+    ack_topic_deletion(zk, "t", 2)
     wait_for(lambda: zk.exists(paths.topic_path("t")) is None, 10, "topic t to be deleted")
     wait_for(lambda: zk.get_children(paths.ADMIN_DELETE_TOPICS) == [], 10, "the delete marker to go")
+    assert zk.exists(deletion_acks_path("t")) is None
     # the internal topic cannot be deleted; its marker is consumed
     zk.create(paths.delete_topic_path(OFFSETS_TOPIC), b"")
     wait_for(lambda: zk.get_children(paths.ADMIN_DELETE_TOPICS) == [], 10, "the offsets marker to go")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -12,16 +13,21 @@ import zkcoord.cluster.node as node_module
 from zkcoord.cluster.node import ClusterConfig, ClusterNode
 from zkcoord.errors import ConfigError
 from zkcoord.group.errors import ErrorCode
-from zkcoord.records.offsets import OffsetCommitKey, encode_key
+from zkcoord.records.offsets import OffsetCommitKey, OffsetCommitValue, encode_key, encode_offset_value
 from zkcoord.testing import expire_session, wait_for
 from zkcoord.zk.controller import NodeIdInUse
-from zkcoord.zk.record_store import StoreFenced, ZkRecordStore
+from zkcoord.zk.record_store import StoreFenced, ZkRecordStore, encode_batch, records_path
 
 pytestmark = pytest.mark.integration
 
 SESSION_S = 4.0
 PARTS = 6
 GROUPS = [f"group-{i}" for i in range(12)]
+
+
+def value(offset: int) -> bytes:
+    """A committed offset as the coordinator stores it (a node refuses to load a record that does not decode)."""
+    return encode_offset_value(OffsetCommitValue(offset, -1, "", 0))
 
 
 class Loaded:
@@ -153,7 +159,7 @@ def test_failover_loads_every_acknowledged_record_and_fences_the_old_leader(make
     store = old.record_store()
     acked = []
     for i in range(50):
-        rec = (encode_key(OffsetCommitKey(group, "orders", i % 3)), f"offset-{i}".encode())
+        rec = (encode_key(OffsetCommitKey(group, "orders", i % 3)), value(i))
         store.append([rec])
         acked.append(rec)
     stale = old.store_for_group(group)
@@ -174,7 +180,7 @@ def test_failover_loads_every_acknowledged_record_and_fences_the_old_leader(make
     new = nodes[survivors[0].find_coordinator(group).node_id]
     assert new.loaded.records[partition] == acked
     with pytest.raises(StoreFenced):
-        stale.append([(encode_key(OffsetCommitKey(group, "orders", 0)), b"from-the-deposed-leader")])
+        stale.append([(encode_key(OffsetCommitKey(group, "orders", 0)), value(999))])
     assert list(new.store_for_group(group).load()) == acked
     # the expired node re-registers on its new session and rejoins as a follower for this group
     wait_for(lambda: old.node_id in {b for b, _, _ in new.brokers()}, 15, "the old node to re-register")
@@ -214,7 +220,7 @@ def test_the_leader_compacts_after_appends_and_on_load(
     try:
         wait_for(lambda: first.owns_group(group), 15, "node 1 to lead the group's partition")
         for i in range(12):
-            first.record_store().append([(keys[i % 3], f"offset-{i}".encode())])
+            first.record_store().append([(keys[i % 3], value(i))])
         assert first.store_for_group(group).batch_count() == 12
     finally:
         first.close()
@@ -225,12 +231,69 @@ def test_the_leader_compacts_after_appends_and_on_load(
         store = second.store_for_group(group)
         wait_for(lambda: store.compactions == 1, 10, "compaction after the load")
         assert store.batch_count() == 1
-        last = {keys[i % 3]: f"offset-{i}".encode() for i in range(12)}
+        last = {keys[i % 3]: value(i) for i in range(12)}
         assert dict(store.load()) == last
         # appends make it due again; the node's worker compacts, the acknowledged values survive
         for i in range(4):
-            second.record_store().append([(keys[0], f"more-{i}".encode())])
+            second.record_store().append([(keys[0], value(100 + i))])
         wait_for(lambda: store.compactions == 2, 10, "compaction after appends")
-        assert dict(store.load()) == {**last, keys[0]: b"more-3"} and store.batch_count() == 1
+        assert dict(store.load()) == {**last, keys[0]: value(103)} and store.batch_count() == 1
     finally:
         second.close()
+
+
+def test_one_partitions_malformed_batch_is_its_own_problem_and_a_repair_needs_no_restart(
+    make_node: Any, zk: Any, zk_connect: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bad batch znode in one offsets partition used to stop the load of that partition and of every partition
+    after it, until a restart. Now: only the bad partitions wait (LOAD_IN_PROGRESS), named with path and reason,
+    the znodes stay as they were, and a repaired (set) or removed znode is loaded without a restart."""
+    loaded = Loaded()
+    cfg = ClusterConfig(zk_connect, 1, "127.0.0.1", 19001, offsets_topic_num_partitions=PARTS)
+    first = ClusterNode(
+        cfg, on_become_leader=loaded.become_leader, on_resign=loaded.resign
+    )  # its own session
+    first.start()
+    wait_for(lambda: settled([first]), 15, "node 1 to lead every partition")
+    by_partition: dict[int, str] = {}
+    for g in GROUPS:
+        by_partition.setdefault(first.partition_for(g), g)
+    assert sorted(by_partition) == list(range(PARTS))
+    acked: dict[int, list[tuple[bytes, bytes | None]]] = {}
+    for p, g in sorted(by_partition.items()):
+        acked[p] = [(encode_key(OffsetCommitKey(g, "orders", i)), value(10 * p + i)) for i in range(2)]
+        first.record_store().append(acked[p])
+    first.close()  # its session ends: node 2 takes every partition over
+
+    # Partition 1: a batch that is no batch. Partition 4: a well-framed batch whose record does not decode.
+    garbage = zk.create(records_path(1) + "/batch-", b"not a batch", sequence=True)
+    undecodable = zk.create(records_path(4) + "/batch-", encode_batch([(b"\xff\xff", b"x")]), sequence=True)
+    with caplog.at_level(logging.WARNING, logger="zkcoord.cluster.node"):
+        second = make_node(2)
+        others = [p for p in range(PARTS) if p not in (1, 4)]
+        wait_for(lambda: all(second.owns_group(by_partition[p]) for p in others), 15, "the other partitions")
+        wait_for(lambda: sorted(second.load_failures()) == [1, 4], 10, "both failures reported")
+        for p in others:
+            assert second.loaded.records[p] == acked[p]
+        failures = second.load_failures()
+        assert f"malformed znode {garbage}: batch does not start with b'ZKR1'" in failures[1].reason
+        assert f"malformed znode {undecodable}: record 0 does not decode" in failures[4].reason
+        for p in (1, 4):
+            assert second.group_status(by_partition[p]) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        assert zk.get(garbage)[0] == b"not a batch" and zk.exists(undecodable) is not None
+
+        # The operator repairs one (a valid batch in its place) and removes the other: both load, no restart,
+        # well before the back-off would have retried (the watch on the bad znode wakes the node).
+        repaired = (encode_key(OffsetCommitKey(by_partition[1], "orders", 7)), value(77))
+        zk.set(garbage, encode_batch([repaired]))
+        zk.delete(undecodable)
+        wait_for(
+            lambda: second.owns_group(by_partition[1]) and second.owns_group(by_partition[4]), 5, "repair"
+        )
+        assert second.loaded.records[1] == [*acked[1], repaired]
+        assert second.loaded.records[4] == acked[4]
+        assert second.load_failures() == {}
+    reports = [r.getMessage() for r in caplog.records if "NOT served" in r.getMessage()]
+    assert 2 <= len(reports) <= 10, reports
+    assert any("partition 1 NOT served" in m and garbage in m for m in reports)
+    assert any("loaded after" in r.getMessage() for r in caplog.records)

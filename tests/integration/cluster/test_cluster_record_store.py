@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
@@ -219,3 +222,68 @@ def test_compaction_refused_for_size_backs_off(zk: Any) -> None:
 def test_store_config_is_validated(zk: Any) -> None:
     with pytest.raises(ValueError, match="compact_after_batches"):
         ZkRecordStore(zk, lead(zk, 9, 1, 0), compact_after_batches=1)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=4096))
+def test_any_bytes_decode_to_records_or_a_malformed_znode(data: bytes) -> None:
+    try:
+        records = decode_batch("/p", data)
+    except MalformedZnode as exc:
+        assert exc.path == "/p"
+        return
+    assert encode_batch(records) == data  # whatever decodes is exactly a batch
+
+
+_records = st.lists(st.tuples(st.binary(max_size=40), st.none() | st.binary(max_size=40)), max_size=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_records, st.data())
+def test_a_corrupted_or_cut_batch_never_raises_anything_but_malformed(records: Any, data: Any) -> None:
+    good = encode_batch(records)
+    pos = data.draw(st.integers(0, len(good) - 1))
+    flipped = good[:pos] + bytes([good[pos] ^ data.draw(st.integers(1, 255))]) + good[pos + 1 :]
+    for bad in (flipped, good[:pos], good + data.draw(st.binary(min_size=1, max_size=8))):
+        with contextlib.suppress(MalformedZnode):
+            assert encode_batch(decode_batch("/p", bad)) == bad
+
+
+def test_a_huge_record_count_is_refused_before_any_work() -> None:
+    with pytest.raises(MalformedZnode, match="record count 2147483647 cannot fit in the 0 bytes left"):
+        decode_batch("/p", b"ZKR1" + (2**31 - 1).to_bytes(4, "big"))
+
+
+def test_children_that_are_no_sequential_batch_name_are_not_ours_and_ignored(zk: Any) -> None:
+    store = ZkRecordStore(zk, lead(zk, 5, 1, 0))
+    store.append([(b"k", b"v")])
+    for name in ("batch-", "batch-abc", "batch-12x", "other"):
+        zk.create(f"{records_path(5)}/{name}", b"whatever")
+    assert list(store.load()) == [(b"k", b"v")]
+    assert store.batch_count() == 1
+
+
+def test_a_record_the_check_refuses_makes_its_batch_malformed_by_path(zk: Any) -> None:
+    def check(key: bytes, value: bytes | None) -> None:
+        if key == b"bad":
+            raise KeyError("no such key version")  # any exception type
+
+    store = ZkRecordStore(zk, lead(zk, 6, 1, 0), check_record=check)
+    store.append([(b"ok", b"1")])
+    store.append([(b"ok", b"2"), (b"bad", b"3")])
+    with pytest.raises(
+        MalformedZnode, match=r"batch-0000000001: record 1 does not decode: 'no such key version'"
+    ):
+        list(store.load())
+    assert store.batch_count() == 2  # nothing deleted
+
+
+def test_compaction_meeting_a_malformed_batch_deletes_nothing_and_backs_off(zk: Any) -> None:
+    store = ZkRecordStore(zk, lead(zk, 7, 1, 0), compact_after_batches=2)
+    store.append([(b"a", b"1")])
+    list(store.load())
+    zk.create(records_path(7) + "/batch-", b"garbage", sequence=True)
+    store.append([(b"a", b"2")])
+    assert store.compaction_due()
+    assert store.maybe_compact() is False
+    assert store.batch_count() == 3 and not store.compaction_due()

@@ -89,3 +89,27 @@ def test_malformed_controller_znode_is_removed_and_a_controller_elected(zk: Any,
     data, stat = zk.get(paths.CONTROLLER)
     assert ControllerInfo.decode(paths.CONTROLLER, data).brokerid in (1, 2)
     assert stat.ephemeralOwner != 0
+
+
+@pytest.mark.parametrize(
+    "rewrite", [b"garbage", ControllerInfo(7, 1).encode()], ids=["unparsable", "names-7"]
+)
+def test_the_controllers_own_znode_rewritten_is_noticed_and_reelected(
+    zk: Any, controllers: Any, rewrite: bytes
+) -> None:
+    # Before: a `set` on the active controller's own ephemeral /controller (garbage, or another broker's id) was
+    # never noticed: the node kept acting as controller while /controller said otherwise, for good.
+    (ctl,) = controllers((1,))
+    wait_for(lambda: ctl.active, 15, "node 1 to be controller")
+    _, before = zk.get(paths.CONTROLLER)
+    epoch = ctl.fence.epoch if ctl.fence is not None else -1
+    zk.set(paths.CONTROLLER, rewrite, version=before.version)
+
+    def reelected() -> bool:
+        got = zk.exists(paths.CONTROLLER)
+        if got is None or got.czxid == before.czxid or not ctl.active:
+            return False
+        return ControllerInfo.decode(paths.CONTROLLER, zk.get(paths.CONTROLLER)[0]).brokerid == 1
+
+    wait_for(reelected, 15, "node 1 to resign, delete the rewritten /controller and win a new election")
+    assert ctl.fence is not None and ctl.fence.epoch > epoch

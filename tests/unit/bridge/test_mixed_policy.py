@@ -3,14 +3,22 @@ hand-over plans and refusals."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zkcoord.bridge.mixed_policy import (
+    MAX_JSON_DEPTH,
+    MAX_REGISTRATION_BYTES,
     ClassicMember,
     HandOver,
+    Malformed,
     MixedGroupRefused,
+    bounded_counts,
     check_protocols,
     check_strategy,
     check_subscriptions,
@@ -21,14 +29,17 @@ from zkcoord.bridge.mixed_policy import (
     encode_classic_registration,
     is_classic_id,
     member_views,
+    parse_registration,
     plan_assignment,
     plan_hand_over,
     thread_for,
 )
+from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.assignment import assign
 from zkcoord.legacy.codecs import ConsumerRegistration
 from zkcoord.legacy.topic_partition import TopicPartition as TP
+from zkcoord.zk.mixed_group import decode_fence
 
 
 def _reg(topics: dict[str, int]) -> ConsumerRegistration:
@@ -120,3 +131,100 @@ def test_assignment_codec_round_trip() -> None:
     tps = (TP("u", 3), TP("t", 1), TP("t", 0))
     assert decode_assignment(encode_assignment(tps)) == (TP("t", 0), TP("t", 1), TP("u", 3))
     assert decode_assignment(encode_assignment(())) == ()
+
+
+# --- hostile registrations and fences -------------------------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=2048))
+def test_any_bytes_are_a_registration_or_malformed_never_an_exception(data: bytes) -> None:
+    parsed = parse_registration("/consumers/g/ids/x", data)
+    assert isinstance(parsed, (ConsumerRegistration, Malformed))
+    assert classic_marker(data) is None or isinstance(classic_marker(data), dict)
+    with contextlib.suppress(MalformedZnode):
+        assert decode_fence("/f", data) >= 0
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(["version", "subscription", "pattern", "timestamp", "zkcoord"]), _json)
+)
+def test_any_json_shape_is_a_registration_or_malformed(obj: dict[str, object]) -> None:
+    data = json.dumps(obj).encode()
+    parsed = parse_registration("/p", data)
+    assert isinstance(parsed, (ConsumerRegistration, Malformed))
+    with contextlib.suppress(MalformedZnode):
+        decode_fence("/f", data)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 200_000), st.sampled_from(["[", '{"a":']))
+def test_nesting_is_bounded_before_any_parse(depth: int, opener: str) -> None:
+    closer = "]" if opener == "[" else "}"
+    data = (opener * depth + "1" + closer * depth).encode()
+    parsed = parse_registration("/p", data)
+    assert isinstance(parsed, Malformed)
+    if len(data) > MAX_REGISTRATION_BYTES:  # the size bound is checked first
+        assert parsed.reason.endswith(f"more than {MAX_REGISTRATION_BYTES} a registration may have")
+    elif depth > MAX_JSON_DEPTH:
+        assert parsed.reason == f"JSON nested deeper than {MAX_JSON_DEPTH} levels"
+    assert classic_marker(data) is None
+
+
+def test_size_is_bounded() -> None:
+    big = b'{"pattern":"static","subscription":{"t":1},"x":"' + b"y" * MAX_REGISTRATION_BYTES + b'"}'
+    parsed = parse_registration("/p", big)
+    assert isinstance(parsed, Malformed) and "more than" in parsed.reason
+    assert classic_marker(big) is None
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b'{"holder": "n", "epoch": null}', "epoch must be an integer >= 0, got null"),
+        (b'{"holder": "n", "epoch": true}', "epoch must be an integer >= 0, got true"),
+        (b'{"holder": "n", "epoch": -1}', "epoch must be an integer >= 0, got -1"),
+        (b'{"holder": "n", "epoch": "3"}', 'epoch must be an integer >= 0, got "3"'),
+        (b'{"epoch": 3}', 'expected {"holder": <text>, "epoch": <int>}'),
+        (b"[1]", 'expected {"holder": <text>, "epoch": <int>}'),
+        (b"", "not JSON"),
+        (b"[" * 10_000, "fence data of 10000 bytes"),
+    ],
+)
+def test_a_malformed_fence_is_named(data: bytes, reason: str) -> None:
+    with pytest.raises(MalformedZnode, match=re.escape(reason)):
+        decode_fence("/zkcoord/mixed-groups/g", data)
+    assert decode_fence("/f", b'{"holder": "n", "epoch": 4}') == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(["g_a", "g_b", "g_zz", "g_c-1"]), st.integers(1, 12), min_size=1),
+    st.lists(st.sampled_from(["m1", "m2", "m3"]), max_size=3, unique=True),
+    st.integers(1, 6),
+    st.sampled_from(["range", "roundrobin"]),
+)
+def test_bounding_stream_counts_changes_no_classic_share(
+    counts: dict[str, int], classic_ids: list[str], parts: int, strategy: str
+) -> None:
+    partitions = {"t": list(range(parts))}
+    legacy = {cid: _reg({"t": n}) for cid, n in counts.items()}
+    classic = [ClassicMember(m, m, ("t",)) for m in classic_ids]
+    unbounded = {cid: reg.topic_counts for cid, reg in legacy.items()}
+    consumers: dict[str, dict[str, int]] = {**unbounded}
+    for m in classic:
+        consumers[consumer_id_for("g", m.member_id)] = {"t": 1}
+    decision = assign(strategy, consumers, partitions)  # the legacy members' own (unbounded) computation
+    shares = plan_assignment(strategy, legacy, classic, "g", partitions)
+    for m in classic:
+        thread = thread_for(consumer_id_for("g", m.member_id))
+        assert set(shares[m.member_id]) == {tp for tp, th in decision.items() if th == thread}
+    assert all(n <= max(1, parts) for n in bounded_counts({"t": 2**31 - 1}, partitions).values())

@@ -3,11 +3,19 @@ and what was expected."""
 
 from __future__ import annotations
 
+import contextlib
 import textwrap
+import time
+from importlib import resources
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from migration.compare.scenario import (
+    BUILTIN,
+    MAX_SCENARIO_BYTES,
+    MAX_YAML_DEPTH,
     PROTOCOLS,
     ChurnEvent,
     ChurnKind,
@@ -159,6 +167,8 @@ def test_bad_input_names_line_path_and_expectation(edit, line, path, problem):
         ("- a\n- b\n", 1, "<top>", "expected a mapping, got a list"),
         ("name: x\nname: y\n", 2, "name", "duplicate key"),
         ("name: x\n", 1, "<top>", "missing required key 'duration_s'"),
+        ("name: 2001-13-45\n", 1, "name", "bad scalar: month must be in 1..12"),
+        ("name: \x07\n", None, "<yaml>", "not valid YAML: unacceptable character #x0007"),
     ],
 )
 def test_malformed_documents(text, line, path, problem):
@@ -184,3 +194,75 @@ def test_unreadable_file_and_unknown_builtin(tmp_path):
         load_scenario(tmp_path / "missing.yaml")
     with pytest.raises(ScenarioError, match="no such built-in scenario; have: demo, mixed"):
         builtin_scenario("huge")
+
+
+def _alias_bomb(levels: int = 9, width: int = 9) -> str:
+    """A 'billion laughs' file: level i is a list of `width` aliases of level i-1 (9^9 strings expanded)."""
+    lines = [f"l0: &l0 [{', '.join(['lol'] * width)}]"]
+    for i in range(1, levels):
+        lines.append(f"l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * width)}]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_is_refused_fast_naming_the_alias(tmp_path):
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(_alias_bomb())
+    started = time.monotonic()
+    with pytest.raises(ScenarioError) as info:
+        load_scenario(bomb)
+    assert time.monotonic() - started < 2.0  # the unbounded expansion ran 45 s into a MemoryError
+    assert (info.value.line, info.value.path) == (2, "<yaml>")
+    assert "alias *l0 refused: scenario files may not use aliases" in info.value.problem
+
+
+def test_no_builtin_scenario_uses_an_alias_or_comes_near_the_bounds():
+    for name in BUILTIN:
+        text = resources.files("migration.compare").joinpath("scenarios", f"{name}.yaml").read_text()
+        assert "*" not in text and "&" not in text, name
+        assert len(text.encode()) < MAX_SCENARIO_BYTES // 100
+        builtin_scenario(name)
+
+
+def test_nesting_beyond_the_depth_bound_is_refused_not_a_recursion_error():
+    with pytest.raises(ScenarioError) as info:
+        parse_scenario("a: " + "[" * 5000 + "]" * 5000 + "\n", "deep.yaml")
+    assert f"nested deeper than {MAX_YAML_DEPTH} levels" in info.value.problem
+    nested_ok = "a: " + "[" * (MAX_YAML_DEPTH - 2) + "]" * (MAX_YAML_DEPTH - 2) + "\n"
+    with pytest.raises(ScenarioError, match="unknown key 'a'"):  # composed fine, then validated
+        parse_scenario(nested_ok, "ok.yaml")
+
+
+def test_a_file_over_the_size_limit_is_refused_without_reading_it_whole(tmp_path):
+    big = tmp_path / "big.yaml"
+    with big.open("wb") as f:
+        f.write(b"name: x\n# " + b"x" * (MAX_SCENARIO_BYTES + 10) + b"\n")
+    with pytest.raises(
+        ScenarioError, match=f"larger than the scenario file limit of {MAX_SCENARIO_BYTES} bytes"
+    ):
+        load_scenario(big)
+    with pytest.raises(ScenarioError, match="exceeds the scenario file limit"):
+        parse_scenario("name: x\n#" + "x" * MAX_SCENARIO_BYTES, "s.yaml")
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"name: \xff\xfe\n")
+    with pytest.raises(ScenarioError, match="not UTF-8 text: invalid start byte at byte 6"):
+        load_scenario(binary)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=2048))
+def test_any_bytes_give_a_scenario_or_a_scenario_error(data):
+    text = data.decode("utf-8", errors="replace")
+    with contextlib.suppress(ScenarioError):
+        parse_scenario(text, "fuzz.yaml")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 600), st.sampled_from(["[", "{a: ", "- "]))
+def test_any_nesting_depth_gives_a_scenario_error(depth, opener):
+    closer = {"[": "]", "{a: ": "}", "- ": ""}[opener]
+    if opener == "- ":
+        text = "".join("  " * i + "- \n" for i in range(depth))
+    else:
+        text = "a: " + opener * depth + "1" + closer * depth + "\n"
+    with pytest.raises(ScenarioError):
+        parse_scenario(text, "fuzz.yaml")

@@ -285,3 +285,26 @@ def test_offset_fetch_error_response_is_kafkas_per_version() -> None:
             for asked in (topics, None):  # named partitions, and the fetch-all form
                 new = h.error_response(OffsetFetchRequest(version, "g", asked), code)
                 assert new == OffsetFetchResponse(int(code), ())
+
+
+def test_deleted_partitions_lose_their_offsets_in_every_group_and_only_those() -> None:
+    """Kafka's handleDeletedPartitions: every group's offsets of the deleted partitions are tombstoned; a
+    simple (Empty) group left without offsets ends; a Stable group keeps its other offsets and its state."""
+    cfg = GroupConfig(group_initial_rebalance_delay_ms=0)
+    d = Driver(cfg)
+    (m,) = d.stable_group(1, session=300_000)
+    d.commit({("gone", 0): 5, ("gone", 1): 6, ("kept", 0): 7}, generation=1, member_id=m)
+    d.commit({("gone", 0): 3}, group="simple")
+    res = d.apply(h.delete_partition_offsets(d.st, [("gone", 0), ("gone", 1), ("never", 0)], d.now))
+    assert list(res.records) == [
+        (OffsetCommitKey("g", "gone", 0), None),
+        (OffsetCommitKey("g", "gone", 1), None),
+        (OffsetCommitKey("simple", "gone", 0), None),
+        (GroupMetadataKey("simple"), None),
+    ]
+    assert sorted(d.st.view.offsets["g"]) == [("kept", 0)]
+    assert d.st.groups["g"].state is GroupState.STABLE
+    assert "simple" not in d.st.groups
+    assert h.delete_partition_offsets(d.st, [("gone", 0)], d.now).records == ()  # nothing left to drop
+    # replaying the log gives the same view: the tombstones are the only mutation
+    assert replay_all(d.records).offsets == d.st.view.offsets

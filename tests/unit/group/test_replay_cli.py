@@ -71,6 +71,32 @@ def test_replay_missing_directory_is_an_error(tmp_path: Path, capsys: pytest.Cap
     assert "does not exist" in capsys.readouterr().err
 
 
+def test_replay_refuses_a_damaged_log_with_the_report_serve_gives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from zkcoord.storage import CorruptLog
+
+    write_log(tmp_path)
+    seg = FileRecordStore(tmp_path).segments()[0]
+    data = bytearray(seg.read_bytes())
+    data[20] ^= 0x04  # inside the first record: every other record follows it
+    seg.write_bytes(bytes(data))
+    with pytest.raises(CorruptLog) as refused:
+        FileRecordStore(tmp_path)  # what a node's start does
+    assert main(["replay", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert str(refused.value) in err and f"{seg} at byte 0: CRC mismatch" in err
+    assert seg.read_bytes() == bytes(data)  # read-only
+
+    assert main(["replay", str(tmp_path), "--repair", "--json"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert "repair: " in captured.err and f"{seg.name}.damaged-0-" in captured.err
+    assert [g["group"] for g in out["groups"]] == ["g", "simple"]
+    assert main(["replay", str(tmp_path), "--repair"]) == 0  # idempotent: nothing left to cut
+    assert "no damage found, nothing changed" in capsys.readouterr().out
+
+
 def test_replay_shows_consumer_protocol_groups(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from .test_consumer_groups import T1, World
 

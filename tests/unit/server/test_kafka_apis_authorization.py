@@ -55,6 +55,7 @@ class RecordingGroups:
 
     def __init__(self) -> None:
         self.calls: list[gm.GroupRequest] = []
+        self.deleted: list[tuple[str, int]] = []
 
     def heartbeat_now(self, r: gm.HeartbeatRequest) -> gm.HeartbeatResponse:
         self.calls.append(r)
@@ -71,6 +72,9 @@ class RecordingGroups:
     async def offset_fetch(self, r: gm.OffsetFetchRequest) -> gm.OffsetFetchResponse:
         self.calls.append(r)
         return gm.OffsetFetchResponse(0, ())
+
+    async def partitions_deleted(self, partitions: list[tuple[str, int]]) -> None:
+        self.deleted.extend(partitions)
 
     async def describe_groups(self, r: gm.DescribeGroupsRequest) -> gm.DescribeGroupsResponse:
         self.calls.append(r)
@@ -221,3 +225,38 @@ def test_create_topics_hides_configs_without_describe_configs(tmp_path: Path) ->
     resp = ask(broker, kp.CREATE_TOPICS, 5, topics=[t], timeout_ms=1000, validate_only=False)
     assert resp.topics[0].error_code == 0
     assert resp.topics[0].topic_config_error_code == E.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_delete_topics_needs_delete_on_each_topic(tmp_path: Path) -> None:
+    """KafkaApis 2.8: Delete on the topic (else TOPIC_AUTHORIZATION_FAILED, before existence is told), then
+    UNKNOWN_TOPIC_OR_PARTITION; only the authorized topic's logs and group offsets go."""
+    broker, groups = node(
+        tmp_path,
+        {
+            topic("mine"): allow(Operation.DELETE),
+            topic("theirs"): allow(Operation.DESCRIBE),
+            topic("gone"): allow(Operation.DELETE),
+        },
+    )
+    broker.logs.create_topic("mine", 2)
+    broker.logs.create_topic("theirs", 1)
+    resp = ask(broker, kp.DELETE_TOPICS, 5, topic_names=["mine", "theirs", "nope", "gone"], timeout_ms=1000)
+    assert [(t.name, t.error_code) for t in resp.responses] == [
+        ("mine", 0),
+        ("theirs", E.TOPIC_AUTHORIZATION_FAILED),
+        ("nope", E.TOPIC_AUTHORIZATION_FAILED),
+        ("gone", E.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    assert sorted(broker.logs.topics) == ["theirs"]
+    assert groups.deleted == [("mine", 0), ("mine", 1)]
+
+
+@pytest.mark.parametrize(("version", "error"), [(2, E.INVALID_REQUEST), (3, E.TOPIC_DELETION_DISABLED)])
+def test_delete_topics_disabled_answers_by_version(tmp_path: Path, version: int, error: int) -> None:
+    groups = RecordingGroups()
+    logs = LogManager(tmp_path)
+    logs.create_topic("t", 1)
+    broker = Broker(ServerConfig(data_dir=tmp_path, delete_topic_enable=False), logs, groups=groups)  # type: ignore[arg-type]
+    resp = ask(broker, kp.DELETE_TOPICS, version, topic_names=["t"], timeout_ms=1000)
+    assert [(t.name, t.error_code) for t in resp.responses] == [("t", error)]
+    assert "t" in logs.topics

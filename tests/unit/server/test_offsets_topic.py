@@ -103,6 +103,9 @@ class FakeCluster:
     def controller_id(self) -> int:
         return 2
 
+    def cluster_id(self) -> str:
+        return "cluster-from-zookeeper"
+
     def leads(self, topic: str, partition: int) -> bool:
         return True
 

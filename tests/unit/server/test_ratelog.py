@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from zkcoord.server.ratelog import RateLimitedLog
+from zkcoord.ratelog import RateLimitedLog
 
 
 def test_burst_then_summary_per_kind(caplog: pytest.LogCaptureFixture) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from zkcoord.cli import main
 from zkcoord.cli import serve as serve_cli
+from zkcoord.server.log import TopicConfig
 
 
 @pytest.fixture
@@ -108,6 +109,53 @@ def test_sasl_server_max_receive_size_flag_has_kafkas_name_and_default(
     with pytest.raises(SystemExit):
         main(["serve", "--help"])
     assert "--sasl.server.max.receive.size N" in capsys.readouterr().out
+
+
+def test_records_compaction_flags_reach_the_config_and_are_refused_where_meaningless(
+    tmp_path: Path, seen: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["serve", "--data-dir", str(tmp_path)]
+    assert main(base) == 0
+    cfg = seen["node"].server_config
+    assert (cfg.group_records_compact_min_bytes, cfg.group_records_delete_retention_ms) == (
+        4 * 1024 * 1024,
+        86_400_000,
+    )
+    assert (
+        main([*base, "--group.records.compact.min.bytes", "0", "--log.cleaner.delete.retention.ms", "60000"])
+        == 0
+    )
+    cfg = seen["node"].server_config
+    assert (cfg.group_records_compact_min_bytes, cfg.group_records_delete_retention_ms) == (0, 60_000)
+    for argv, message in (
+        (["--group.records.compact.min.bytes", "-1"], "group.records.compact.min.bytes must be >= 0, got -1"),
+        (["--log.cleaner.delete.retention.ms", "-5"], "log.cleaner.delete.retention.ms must be >= 0, got -5"),
+        (["--group.records.compact.min.bytes", "1", "--zk", "127.0.0.1:1"], "applies to a standalone node"),
+    ):
+        seen.clear()
+        assert main([*base, *argv]) == 2, argv
+        assert message in capsys.readouterr().err
+        assert not seen
+
+
+def test_log_retention_and_flush_flags_reach_the_config(
+    tmp_path: Path, seen: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["serve", "--data-dir", str(tmp_path)]
+    assert main(base) == 0
+    defaults = seen["node"].server_config.topic_defaults
+    assert (defaults.retention_ms, defaults.retention_bytes) == (7 * 24 * 3600 * 1000, -1)
+    flags = ["--log.retention.ms", "60000", "--log.retention.bytes", "1048576", "--log.segment.bytes", "4096",
+             "--log.flush.interval.messages", "10", "--log.flush.interval.ms", "500",
+             "--log.retention.check.interval.ms", "1000", "--delete.topic.enable", "false"]  # fmt: skip
+    assert main([*base, *flags]) == 0
+    cfg = seen["node"].server_config
+    assert cfg.topic_defaults == TopicConfig(60000, 1048576, 4096, 10, 500)
+    assert (cfg.log_retention_check_interval_ms, cfg.delete_topic_enable) == (1000, False)
+    seen.clear()
+    assert main([*base, "--log.retention.ms", "-2"]) == 2
+    assert "retention.ms must be >= -1, got -2" in capsys.readouterr().err
+    assert not seen
 
 
 def test_consumer_protocol_flags_reach_the_group_config_and_are_validated(
