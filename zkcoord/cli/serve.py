@@ -97,6 +97,9 @@ _GROUP_FLAGS = (
     ("offset.metadata.max.bytes", "offset_metadata_max_bytes"),
     ("offsets.retention.minutes", "offsets_retention_minutes"),
     ("offsets.commit.timeout.ms", "offsets_commit_timeout_ms"),
+    ("group.consumer.session.timeout.ms", "group_consumer_session_timeout_ms"),
+    ("group.consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms"),
+    ("group.consumer.max.size", "group_consumer_max_size"),
 )
 # (flag, ClusterConfig field) pairs for --zk mode; offsets.compact.after.batches is zkcoord's own.
 _CLUSTER_FLAGS = (
@@ -118,6 +121,11 @@ _GROUP_HELP = {
     "offsets_retention_minutes": "how long offsets of an empty group are kept, in minutes",
     "offsets_commit_timeout_ms": "how long an OffsetCommit waits for its records to be stored (ZooKeeper with "
     "--zk, the group-records file without) before it is answered REQUEST_TIMED_OUT, in ms",
+    "group_consumer_session_timeout_ms": "consumer-protocol (KIP-848) members: how long the coordinator waits "
+    "for a heartbeat before it fences the member, in ms",
+    "group_consumer_heartbeat_interval_ms": "consumer-protocol members: the heartbeat interval the coordinator "
+    "tells them, in ms",
+    "group_consumer_max_size": "most members one consumer-protocol group may have (GROUP_MAX_SIZE_REACHED beyond)",
 }
 
 
@@ -275,6 +283,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             metavar="N",
             help=f"{_GROUP_HELP[dest]} (default: {getattr(group_defaults, dest)})",
         )
+    parser.add_argument(
+        "--group.consumer.assignors",
+        dest="group_consumer_assignors",
+        default=None,
+        metavar="A,B",
+        help="consumer-protocol server-side assignors, comma-separated; the first is the default, a member may ask "
+        "for another with group.remote.assignor (default: "
+        f"{','.join(group_defaults.group_consumer_assignors)}; e.g. --group.consumer.assignors=range,uniform)",
+    )
     from zkcoord.cluster.node import ClusterConfig
 
     cluster_fields = ClusterConfig.__dataclass_fields__
@@ -398,6 +415,10 @@ def run(args: argparse.Namespace) -> int:
         overrides = {
             dest: getattr(args, dest) for _flag, dest in _GROUP_FLAGS if getattr(args, dest) is not None
         }
+        if args.group_consumer_assignors is not None:
+            overrides["group_consumer_assignors"] = tuple(
+                a.strip() for a in args.group_consumer_assignors.split(",") if a.strip()
+            )
         group = GroupConfig(**overrides)
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc)) from exc
