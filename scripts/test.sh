@@ -3,7 +3,7 @@
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh tests/unit -x`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh test
 VENV=${ZKCOORD_VENV:-.venv}
 echo "== ruff"; "$VENV/bin/ruff" check zkcoord migration tests benchmarks
 "$VENV/bin/ruff" format --check -q zkcoord migration tests benchmarks

@@ -313,3 +313,66 @@ def timed(observe: Callable[[int, int, float], None], api_key: int, api_version:
     """`done()` reports the time since this call: for a response that completes later than its request."""
     started = time.perf_counter()
     return lambda: observe(api_key, api_version, time.perf_counter() - started)
+
+
+class GroupViewMetrics:
+    """The one view of a group's two offset stores (`zkcoord legacy describe --watch S --metrics-listen`) as
+    gauges, read at scrape time from the last view the watch loop read (zkcoord.cli.describe_json.SCHEMA).
+
+    zkcoord_group_committed_offset{group,topic,partition,store}: store `zookeeper`, or `coordinator` (its own
+    offsets) or `coordinator_bridged` (max(coordinator, ZooKeeper) through an offset bridge);
+    zkcoord_group_log_end_offset{group,topic,partition}; zkcoord_group_lag{group,topic,partition,store}."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.view: dict[str, Any] | None = None
+        self.registry.register(_GroupViewCollector(self))
+
+    def update(self, view: dict[str, Any]) -> None:
+        self.view = view
+
+    def serve(self, host: str, port: int) -> MetricsServer:
+        return MetricsServer.start(self.registry, host, port)
+
+
+class _GroupViewCollector(Collector):
+    def __init__(self, owner: GroupViewMetrics) -> None:
+        self.owner = owner
+
+    def collect(self) -> Iterator[Any]:
+        labels = ["group", "topic", "partition"]
+        offset = GaugeMetricFamily(
+            "zkcoord_group_committed_offset",
+            "A group's committed offset per partition in each offset store",
+            labels=[*labels, "store"],
+        )
+        end = GaugeMetricFamily(
+            "zkcoord_group_log_end_offset",
+            "The partition's log end offset (its leader's answer)",
+            labels=labels,
+        )
+        lag = GaugeMetricFamily(
+            "zkcoord_group_lag",
+            "Log end offset minus the committed offset, per store",
+            labels=[*labels, "store"],
+        )
+        view = self.owner.view
+        if view is not None:
+            coordinator = (
+                "coordinator_bridged" if view["coordinator"]["offsets"] == "bridged" else "coordinator"
+            )
+            for p in view["partitions"]:
+                ids = [view["group"], p["topic"], str(p["partition"])]
+                for store, off, behind in (
+                    ("zookeeper", p["zookeeper_offset"], p["zookeeper_lag"]),
+                    (coordinator, p["coordinator_offset"], p["coordinator_lag"]),
+                ):
+                    if off is not None:
+                        offset.add_metric([*ids, store], off)
+                    if behind is not None:
+                        lag.add_metric([*ids, store], behind)
+                if p["log_end_offset"] is not None:
+                    end.add_metric(ids, p["log_end_offset"])
+        yield offset
+        yield end
+        yield lag

@@ -50,6 +50,9 @@ STAGES = (
 )
 
 TIMELINE_MAX_PARTITIONS = 32
+# The fewest samples a percentile is shown from: below it the p95 (p99) is the 2nd-largest (largest) value or an
+# interpolation between the top two, a number that says nothing about a tail. The table shows "n<20" instead.
+MIN_SAMPLES = {"p95": 20, "p99": 100}
 SMALL_TRACES_BYTES = 64 << 20
 
 
@@ -61,6 +64,10 @@ class ReportResult:
     plots: dict[str, Path] = field(default_factory=dict)
     html: Path | None = None
     summary: list[dict[str, Any]] = field(default_factory=list)
+    churn_events: dict[tuple[str, str], int] = field(default_factory=dict)  # (scenario, protocol) -> count
+    generated: dict[str, Any] = field(
+        default_factory=dict
+    )  # when, by which version, on which machine and load
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -328,16 +335,15 @@ def plot_timeline(
         gridspec_kw={"height_ratios": heights or [1]},
         layout="constrained",  # keeps the suptitle and the outside legends clear of the panels
     )
-    cmap = plt.get_cmap("tab20")
     for ax, (meta, intervals, anomalies, churn) in zip(axes[:, 0], panels, strict=False):
         t0 = meta.started_ms
         tps = sorted({(r["topic"], r["partition"]) for r in intervals})[:TIMELINE_MAX_PARTITIONS]
         row = {tp: i for i, tp in enumerate(tps)}
-        members = sorted({r["member"] for r in intervals})
-        color = {m: cmap(i % 20) for i, m in enumerate(members)}
+        members = sorted({r["member"] for r in intervals}, key=_natural)
         protocols = _member_protocols(meta)
-        if protocols:  # a mixed group: each member in its protocol family's colours, so hand-overs show
-            color = _protocol_colours(plt, members, protocols)
+        # One hue per protocol kind in every panel (blues: ZooKeeper members, oranges: broker protocol), a shade
+        # per member: a mixed group's hand-overs show, and no panel reuses the other kind's hue for its members.
+        color = _protocol_colours(plt, members, protocols or dict.fromkeys(members, meta.protocol))
         for r in intervals:
             tp = (r["topic"], r["partition"])
             if tp in row:
@@ -420,23 +426,206 @@ SUMMARY_COLUMNS = (
     ("protocol", "protocol"),
     ("strategy", "strategy"),
     ("runs", "runs"),
-    ("rebalances", "rebalances"),
+    ("run_minutes", "run time (min)"),
+    ("rebalances", "rebalances (n)"),
     ("rebalance_p50_ms", "rebalance p50 (ms)"),
-    ("rebalance_p95_ms", "p95 (ms)"),
-    ("rebalance_p99_ms", "p99 (ms)"),
+    ("rebalance_p95_ms", "p95 (ms, n≥20)"),
+    ("rebalance_p99_ms", "p99 (ms, n≥100)"),
     ("rebalance_max_ms", "max (ms)"),
+    ("churn_events", "churn events (n)"),
     ("churn_to_stable_p50_ms", "churn→stable p50 (ms)"),
-    ("churn_to_stable_p95_ms", "churn→stable p95 (ms)"),
+    ("churn_to_stable_p95_ms", "churn→stable p95 (ms, n≥20)"),
     ("moved_per_rebalance_mean", "partitions moved / rebalance"),
-    ("gaps", "gaps"),
-    ("gap_ms_total", "gap time (ms)"),
+    ("gaps_per_churn", "gaps / churn event"),
+    ("gap_ms_per_minute", "gap time (ms) / run-minute"),
     ("overlaps", "overlaps"),
-    ("overlap_ms_total", "overlap time (ms)"),
     ("duplicates", "duplicate records"),
+    ("duplicates_per_churn", "duplicates / churn event"),
     ("lost", "lost records"),
     ("commits_per_rebalance", "commits / rebalance"),
     ("zk_ops_per_rebalance", "ZooKeeper ops / rebalance"),
 )
+
+
+def run_minutes(runs: Sequence[RunMeta]) -> dict[tuple[str, str], float]:
+    """Total played time per (scenario, protocol), in minutes: what rates are normalised by (runs differ in
+    length: a run with a slow rebalance lasts longer and has more time to lose)."""
+    out: dict[tuple[str, str], float] = {}
+    for m in runs:
+        if m.ended_ms is not None and m.ended_ms > m.started_ms:
+            key = (m.scenario, m.protocol)
+            out[key] = out.get(key, 0.0) + (m.ended_ms - m.started_ms) / 60_000
+    return out
+
+
+def presentable(
+    summary: Sequence[Mapping[str, Any]], churn_events: Mapping[tuple[str, str], int], runs: Sequence[RunMeta]
+) -> list[dict[str, Any]]:
+    """The summary as the report shows it: every percentile beside its sample count and hidden below
+    MIN_SAMPLES, counts normalised per run-minute and per churn event."""
+    minutes = run_minutes(runs)
+    rows = []
+    for r in summary:
+        key = (r["scenario"], r["protocol"])
+        row = dict(r)
+        n_reb, n_churn, mins = r.get("rebalances") or 0, churn_events.get(key, 0), minutes.get(key)
+        row["churn_events"] = n_churn
+        row["run_minutes"] = None if mins is None else round(mins, 2)
+        for prefix, n in (("rebalance", n_reb), ("churn_to_stable", n_churn)):
+            for pct, least in MIN_SAMPLES.items():
+                col = f"{prefix}_{pct}_ms"
+                if col in row and n < least:
+                    row[col] = f"n<{least}"
+        gaps, gap_ms, dups = r.get("gaps"), r.get("gap_ms_total"), r.get("duplicates")
+        row["gap_ms_per_minute"] = None if gap_ms is None or not mins else gap_ms / mins
+        row["gaps_per_churn"] = None if gaps is None or not n_churn else gaps / n_churn
+        row["duplicates_per_churn"] = None if dups is None or not n_churn else dups / n_churn
+        rows.append(row)
+    return rows
+
+
+def takeaway(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A few sentences written from the figures: per scenario, which protocol rebalanced fastest (medians with
+    their sample counts), which left partitions without an owner longest (per run-minute), and what the
+    duplicates and losses were."""
+    out: list[str] = []
+    for scenario in sorted({r["scenario"] for r in rows}):
+        mine = [r for r in rows if r["scenario"] == scenario]
+        timed = sorted(
+            (r for r in mine if isinstance(r.get("rebalance_p50_ms"), (int, float))),
+            key=lambda r: float(r["rebalance_p50_ms"]),
+        )
+        if len(timed) >= 2:
+            fast, slow = timed[0], timed[-1]
+            ratio = float(slow["rebalance_p50_ms"]) / max(float(fast["rebalance_p50_ms"]), 1.0)
+            out.append(
+                f"{scenario}: {fast['protocol']} rebalanced fastest, median {_fmt(fast['rebalance_p50_ms'])} ms over "
+                f"{fast['rebalances']} rebalances; {slow['protocol']} slowest, {_fmt(slow['rebalance_p50_ms'])} ms "
+                f"over {slow['rebalances']} ({ratio:.1f}x)"
+                + (
+                    f"; fewer than {MIN_SAMPLES['p95']} rebalances each: a ranking a second run may reverse, "
+                    "play more runs (--runs N) before relying on it."
+                    if min(int(fast["rebalances"] or 0), int(slow["rebalances"] or 0)) < MIN_SAMPLES["p95"]
+                    else "."
+                )
+            )
+        gapped = sorted(
+            (r for r in mine if r.get("gap_ms_per_minute") is not None), key=lambda r: r["gap_ms_per_minute"]
+        )
+        if len(gapped) >= 2:
+            out.append(
+                f"{scenario}: partitions went unconsumed least with {gapped[0]['protocol']} "
+                f"({_fmt(gapped[0]['gap_ms_per_minute'])} ms per run-minute) and most with {gapped[-1]['protocol']} "
+                f"({_fmt(gapped[-1]['gap_ms_per_minute'])} ms per run-minute)."
+            )
+        dups = [r for r in mine if (r.get("duplicates") or 0) > 0]
+        if dups:
+            out.append(
+                f"{scenario}: duplicates "
+                + ", ".join(
+                    f"{r['protocol']} {_fmt(r['duplicates'])}"
+                    + (
+                        f" ({_fmt(r['duplicates_per_churn'])} per churn event)"
+                        if r.get("duplicates_per_churn")
+                        else ""
+                    )
+                    for r in dups
+                )
+                + ": records consumed after a member's last commit and before it gave its partitions up are "
+                "delivered again to the next owner (at-least-once; fewer with a shorter commit interval)."
+            )
+        lost = [r for r in mine if (r.get("lost") or 0) > 0]
+        out.append(
+            f"{scenario}: no record lost."
+            if not lost
+            else f"{scenario}: records LOST in "
+            + ", ".join(f"{r['protocol']} ({_fmt(r['lost'])})" for r in lost)
+            + "."
+        )
+    return out
+
+
+SUMMARY_VERSION = 1
+_TEXT_COLUMNS = ("scenario", "protocol", "strategy")
+# The JSON Schema of summary.json and `zkcoord compare report --json`: the stable contract (fields only added).
+SUMMARY_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["version", "generated", "runs", "takeaway", "min_samples", "summary"],
+    "properties": {
+        "version": {"const": SUMMARY_VERSION},
+        "generated": {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
+        "runs": {"type": "integer", "minimum": 0},
+        "takeaway": {"type": "array", "items": {"type": "string"}},
+        "min_samples": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "summary": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [key for key, _ in SUMMARY_COLUMNS],
+                "properties": {
+                    key: {"type": "string"} if key in _TEXT_COLUMNS else {"type": ["number", "null"]}
+                    for key, _ in SUMMARY_COLUMNS
+                },
+                "additionalProperties": False,
+            },
+            "description": "one row per (scenario, protocol); a percentile from fewer than min_samples is null",
+        },
+    },
+    "additionalProperties": False,
+}
+
+
+def summary_document(result: ReportResult) -> dict[str, Any]:
+    """The report's summary as data (SUMMARY_SCHEMA): the rows the HTML table shows, with a percentile from too
+    few samples as null instead of "n<20", the takeaway and the run metadata."""
+    rows = presentable(result.summary, result.churn_events, result.runs)
+    out_rows = []
+    for r in rows:
+        row: dict[str, Any] = {}
+        for key, _ in SUMMARY_COLUMNS:
+            value = r.get(key)
+            if key in _TEXT_COLUMNS:
+                row[key] = "" if value is None else str(value)
+            else:
+                row[key] = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+                if isinstance(row[key], float) and math.isnan(row[key]):
+                    row[key] = None
+        out_rows.append(row)
+    return {
+        "version": SUMMARY_VERSION,
+        "generated": {k: (None if v is None else str(v)) for k, v in result.generated.items()},
+        "runs": len(result.runs),
+        "takeaway": takeaway(rows),
+        "min_samples": dict(MIN_SAMPLES),
+        "summary": out_rows,
+    }
+
+
+def run_metadata(runs: Sequence[RunMeta], now_s: float) -> dict[str, Any]:
+    """When and where the report was made, and when its runs were played: a figure is read against these."""
+    import os
+    import platform
+    import socket
+    import time
+
+    from zkcoord import __version__
+
+    starts = [m.started_ms for m in runs if m.started_ms is not None]
+    load = os.getloadavg() if hasattr(os, "getloadavg") else None
+    return {
+        "generated": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(now_s)),
+        "zkcoord": __version__,
+        "machine": f"{socket.gethostname()}, {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs",
+        "load": None if load is None else f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min)",
+        "runs_from": None
+        if not starts
+        else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(min(starts) / 1000)),
+        "runs_to": None
+        if not starts
+        else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(max(starts) / 1000)),
+    }
+
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2em auto;max-width:1200px;color:#222}
@@ -479,6 +668,16 @@ def write_html(result: ReportResult, out_dir: Path, captions: Mapping[str, tuple
         f"<a href='tables/{html.escape(p.name)}'>{html.escape(n)}</a>"
         for n, p in sorted(result.tables.items())
     )
+    rows = presentable(result.summary, result.churn_events, result.runs)
+    meta = result.generated
+    about = " · ".join(
+        f"{label}: {html.escape(str(meta[k]))}"
+        for k, label in (("generated", "generated"), ("zkcoord", "zkcoord"), ("machine", "machine"),
+                         ("load", "load average at report time"), ("runs_from", "runs played from"),
+                         ("runs_to", "to"))
+        if meta.get(k) is not None
+    )  # fmt: skip
+    points = "".join(f"<li>{html.escape(t)}</li>" for t in takeaway(rows))
     doc = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>zkcoord comparison report</title><style>{_CSS}</style></head>
 <body>
@@ -486,9 +685,16 @@ def write_html(result: ReportResult, out_dir: Path, captions: Mapping[str, tuple
 <p class="sub">{len(result.runs)} runs, {len({m.scenario for m in result.runs})} scenario(s),
 protocols: {html.escape(", ".join(sorted({m.protocol for m in result.runs})))}.
 Metric definitions: docs/comparison.md.</p>
+<p class="sub">{about}</p>
 {verdict}
+<h2>Takeaway</h2>
+<ul>{points}</ul>
 <h2>Summary per scenario and protocol</h2>
-{_html_table(result.summary, SUMMARY_COLUMNS)}
+<p class="sub">Percentiles are shown only from enough samples (p95 from 20, p99 from 100; otherwise "n&lt;20"),
+next to their counts. Rates are per minute of played time or per churn event, so runs of different lengths
+compare. Duplicates: records a member consumed after its last commit, delivered again to the next owner of the
+partition after a rebalance (at-least-once); lost records are never acceptable.</p>
+{_html_table(rows, SUMMARY_COLUMNS)}
 <h2>Plots</h2>
 {"".join(figures)}
 <h2>Runs</h2>
@@ -523,12 +729,16 @@ CAPTIONS: dict[str, tuple[str, str]] = {
     ),
     "records": (
         "Duplicate and lost records",
-        "Duplicates: deliveries beyond the first of the same topic/partition/offset. Lost: produced offsets "
-        "that were never consumed. Both should be zero for at-least-once without duplicates.",
+        "Duplicates: deliveries beyond the first of the same topic/partition/offset. They come from "
+        "at-least-once hand-overs: a member consumed records after its last offset commit, then gave the "
+        "partition up in a rebalance, and the next owner starts from that commit; a shorter commit interval "
+        "(or a commit on revoke) makes them fewer. Lost: produced offsets that were never consumed; never "
+        "acceptable. The summary table has duplicates per churn event.",
     ),
     "ownership": (
         "Time without an owner, time with two owners",
-        "Total milliseconds, summed over all partitions and runs, of gaps (no owner) and overlaps (2+ owners).",
+        "Total milliseconds, summed over all partitions and runs, of gaps (no owner) and overlaps (2+ owners). "
+        "Runs differ in length: the summary table gives gap time per run-minute to compare them.",
     ),
 }
 
@@ -657,6 +867,12 @@ def run_report(
                 result.tables[name] = path
                 collected[name] = rows
             result.summary = collected["summary"]
+            for r in collected["churn_to_stable"]:
+                key = (r["scenario"], r["protocol"])
+                result.churn_events[key] = result.churn_events.get(key, 0) + 1
+            import time as _time
+
+            result.generated = run_metadata(metas, _time.time())
             stage("plots")
             plots = out / "plots"
             scen = len({m.scenario for m in metas})
@@ -710,6 +926,9 @@ def run_report(
             )
             stage("report.html")
             result.html = write_html(result, out, CAPTIONS)
+            (out / "summary.json").write_text(
+                json.dumps(summary_document(result), indent=2, sort_keys=True) + "\n", encoding="utf-8"
+            )
             (out / "runs.json").write_text(
                 json.dumps([m.to_json() for m in metas], indent=2, sort_keys=True) + "\n", encoding="utf-8"
             )
@@ -771,9 +990,26 @@ def _protocol_colours(plt: Any, members: Sequence[str], protocols: Mapping[str, 
     broker = [m for m in members if m not in legacy]
     out: dict[str, Any] = {}
     for names, cmap in ((legacy, plt.get_cmap("Blues")), (broker, plt.get_cmap("Oranges"))):
-        for i, m in enumerate(names):
-            out[m] = cmap(0.45 + 0.5 * (i / max(1, len(names) - 1)))
+        for m, shade in zip(names, _shades(len(names)), strict=True):
+            out[m] = cmap(shade)
     return out
+
+
+def _natural(name: str) -> tuple[str, int, str]:
+    """m2 before m10: members in the order they were started."""
+    head = name.rstrip("0123456789")
+    digits = name[len(head) :]
+    return (head, int(digits) if digits else -1, name)
+
+
+def _shades(n: int) -> list[float]:
+    """n shades of one colour map, as far apart as the map allows (0.3 .. 1.0), alternating light and dark so
+    that members next to each other in the legend (and usually on the chart) never get neighbouring shades."""
+    if n <= 1:
+        return [0.65][:n]
+    even = [0.3 + 0.7 * i / (n - 1) for i in range(n)]
+    half = (n + 1) // 2
+    return [even[i // 2] if i % 2 == 0 else even[half + i // 2] for i in range(n)]
 
 
 def _timeline_panels(

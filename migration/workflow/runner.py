@@ -8,11 +8,12 @@ old state (re-run the step: its work is idempotent) or the new state with the wo
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,9 @@ from migration.workflow.states import (
     POINT_OF_NO_RETURN,
     TARGET,
     GroupFacts,
+    Invocation,
     Marker,
+    MemberInfo,
     MembershipPhase,
     MigrationState,
     PlanReport,
@@ -30,6 +33,8 @@ from migration.workflow.states import (
     check_step,
     describe_members,
     finalize_blockers,
+    guide,
+    is_legacy,
     next_move,
     observe_phase,
     phase_transition,
@@ -39,7 +44,8 @@ from migration.workflow.states import (
     summarize,
     transition,
 )
-from zkcoord.bridge.membership import MemberView, read_members
+from zkcoord.bridge.membership import read_members, repair
+from zkcoord.bridge.mixed_policy import classic_marker
 from zkcoord.bridge.policy import (
     Agreement,
     PartitionDivergence,
@@ -52,7 +58,7 @@ from zkcoord.bridge.policy import (
 from zkcoord.bridge.zk_store import list_offset_bridges
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
-from zkcoord.zk import registry
+from zkcoord.zk import mixed_group, registry
 from zkcoord.zk.offset_store import (
     WriteMode,
     ZooKeeperOffsetStore,
@@ -80,9 +86,10 @@ def marker_path(group: str) -> str:
 class Membership:
     """What the group's registrations and owner znodes show right now."""
 
-    members: tuple[MemberView, ...]
+    members: tuple[MemberInfo, ...]
     owners: dict[tuple[str, int], str]
     partitions: dict[str, int]  # partition count of every topic the group owns or has offsets for
+    topics: tuple[str, ...]  # the topics the members subscribe to (from their registrations)
     phase: MembershipPhase | None  # None: no member registered
     problems: tuple[str, ...]  # why the group is not settled (empty: settled)
 
@@ -97,6 +104,17 @@ class StepOutcome:
     lines: list[str] = field(default_factory=list)
     ok: bool = True
     divergence: tuple[PartitionDivergence, ...] = ()
+    view: dict[str, Any] = field(default_factory=dict)  # the --json document of this group (json_schema.py)
+
+
+def _subscription(data: bytes | None) -> list[str]:
+    """The topics of a registration's static subscription (none for a wildcard or unreadable one)."""
+    try:
+        obj = json.loads(data or b"")
+    except ValueError:
+        return []
+    sub = obj.get("subscription") if isinstance(obj, dict) and obj.get("pattern") == "static" else None
+    return [str(t) for t in sub] if isinstance(sub, dict) else []
 
 
 class Journal:
@@ -139,8 +157,10 @@ class MigrationRunner:
         broker_for: Callable[[str], Any] | None,
         state_dir: str | os.PathLike[str],
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        how: Invocation | None = None,
     ) -> None:
         self.zk = zk
+        self.how = how or Invocation()
         self.broker_for = broker_for
         self.journal = Journal(state_dir)
         self.clock_ms = clock_ms
@@ -175,8 +195,31 @@ class MigrationRunner:
 
     # ------------------------------------------------------------------------------------- membership
 
-    def membership(self, group: str) -> Membership:
-        members = tuple(read_members(self.zk, group))
+    def membership(self, group: str, coordinator_members: set[str] | None = None) -> Membership:
+        """The members ZooKeeper shows; `coordinator_members` (the member ids DescribeGroups answered, None when
+        unknown) tells a broker-protocol member that is gone from one that is there."""
+        raw_ids = mixed_group.read_ids(self.zk, group)
+        views = read_members(self.zk, group)
+        members = []
+        topics: set[str] = set()
+        for view in views:
+            data = raw_ids.get(view.consumer_id)
+            marker = classic_marker(data) or {}
+            topics.update(_subscription(data))
+            member_id = marker.get("member_id", "")
+            members.append(
+                MemberInfo(
+                    view.consumer_id,
+                    view.protocol,
+                    view.owned,
+                    client_id=marker.get("client_id", ""),
+                    member_id=member_id,
+                    registered=data is not None,
+                    gone=bool(marker)
+                    and coordinator_members is not None
+                    and member_id not in coordinator_members,
+                )
+            )
         owners = list_owners(self.zk, group)
         offsets, _ = self.zookeeper_offsets(group)
         partitions: dict[str, int] = {}
@@ -184,13 +227,76 @@ class MigrationRunner:
             assignment = registry.read_topic(self.zk, topic)
             if assignment is not None:
                 partitions[topic] = len(assignment.partitions)
+        live = [m for m in members if m.registered and not m.gone]
+        problems = settle_problems(live, owners, partitions) if live else []
+        problems += [
+            f"broker-protocol member {m.client_id or m.consumer_id} is gone from the coordinator's group but its "
+            f"znodes hold {', '.join(f'{tp[0]}-{tp[1]}' for tp in m.owned) or 'nothing'}"
+            for m in members
+            if m.gone
+        ]
         return Membership(
-            members,
+            tuple(members),
             owners,
             partitions,
-            observe_phase(members),
-            tuple(settle_problems(members, owners, partitions)),
+            tuple(sorted(topics or partitions)),
+            observe_phase(live),
+            tuple(problems),
         )
+
+    def coordinator_members(self, group: str) -> set[str] | None:
+        """The member ids the coordinator has in the group (DescribeGroups), None when it did not answer."""
+        if self.broker_for is None:
+            return None
+        try:
+            described = self.broker_for(group).describe()
+        except Exception as exc:  # informative only: members are then shown without the gone check
+            log.info("group=%s describe failed: %s", group, exc)
+            return None
+        return {str(m["member_id"]) for m in described["members"]}
+
+    def next_steps(self, group: str, state: MigrationState, seen: Membership) -> list[str]:
+        return [f"  {line}" for line in self._guide(group, state, seen)]
+
+    def _guide(self, group: str, state: MigrationState, seen: Membership) -> list[str]:
+        marker, _ = self.marker(group)
+        return guide(
+            group,
+            state,
+            seen.members,
+            seen.problems,
+            bridge_on=bool(list_offset_bridges(self.zk)),
+            recorded=None if marker is None else marker.phase,
+            topics=seen.topics,
+            how=self.how,
+        )
+
+    def view(self, group: str, state: MigrationState, seen: Membership) -> dict[str, Any]:
+        """The part of every --json document that describes the group: state, members, next steps."""
+        marker, _ = self.marker(group)
+        return {
+            "group": group,
+            "state": state.value,
+            "membership": {
+                "phase": None if seen.phase is None else seen.phase.value,
+                "recorded": None if marker is None or marker.phase is None else marker.phase.value,
+                "members": [
+                    {
+                        "consumer_id": m.consumer_id,
+                        "client_id": m.client_id or None,
+                        "protocol": m.protocol,
+                        "owns": [f"{tp[0]}-{tp[1]}" for tp in m.owned],
+                        "gone": not m.registered or m.gone,
+                    }
+                    for m in seen.members
+                ],
+                "not_settled": list(seen.problems),
+            },
+            "next": [
+                {"text": line.strip(), "command": line.split("$ ", 1)[1] if "$ " in line else None}
+                for line in self._guide(group, state, seen)
+            ],
+        }
 
     def _phase_to_record(self, group: str, after: MigrationState, seen: Membership) -> MembershipPhase | None:
         recorded = self._recorded_phase.get(group)
@@ -279,11 +385,12 @@ class MigrationRunner:
         self.journal.append(group, self._entry(step, "failed", state, state, {"reason": message, **detail}))
         return StepFailed(message)
 
-    def gather(self, group: str, seen: Membership | None = None) -> GroupFacts:
+    def gather(self, group: str) -> GroupFacts:
         zk, zk_errors = self.zookeeper_offsets(group)
         broker: dict[TopicPartition, int] = {}
         broker_error: str | None = None
         members: tuple[str, ...] = ()
+        clients: tuple[str, ...] = ()
         broker_state = ""
         if self.broker_for is None:
             broker_error = "no --bootstrap given"
@@ -297,6 +404,7 @@ class MigrationRunner:
                 try:
                     described = store.describe()
                     members = tuple(m["member_id"] for m in described["members"])
+                    clients = tuple(str(m.get("client_id") or "") for m in described["members"])
                     broker_state = described["state"]
                 except Exception as exc:  # DescribeGroups is informative only
                     log.info("group=%s describe failed: %s", group, exc)
@@ -311,16 +419,32 @@ class MigrationRunner:
             broker=broker,
             broker_error=broker_error,
             broker_members=members,
+            broker_clients=clients,
             broker_state=broker_state,
             offset_bridges=bridges,
-            bridged_members=sum(1 for m in (seen.members if seen else ()) if m.protocol != "legacy"),
         )
 
     def plan(self, group: str) -> tuple[StepOutcome, PlanReport]:
         before, version, _ = self._begin(group, Step.PLAN)
-        seen = self.membership(group)
+        facts = self.gather(group)
+        if self.broker_for is not None and facts.broker_error is not None:
+            # A plan is what dual-commit will do, and that is unknown while the broker does not answer for the
+            # group: nothing is marked, the operator is told what to check.
+            raise self._fail(
+                group,
+                Step.PLAN,
+                before,
+                f"group {group!r}: plan: the broker did not answer for the group's offsets ({facts.broker_error}); "
+                f"nothing was marked. Check that a coordinator serves the group (`zkcoord cluster describe --zk "
+                f"{self.how.zk}` lists the nodes and the leaders of __consumer_offsets), then run again: "
+                f"$ {self.how.migrate('plan', group)}",
+                {"broker_error": facts.broker_error},
+            )
+        seen = self.membership(group, self._described_ids(facts))
         phase = self._phase_to_record(group, MigrationState.PLANNED, seen)
-        facts = self.gather(group, seen)
+        facts = dataclasses.replace(
+            facts, bridged_members=sum(1 for m in seen.members if not is_legacy(m) and not m.gone)
+        )
         report = assess(facts)
         lines = [f"group {group}: state {before.value}"]
         lines.append(
@@ -331,7 +455,17 @@ class MigrationRunner:
             + (
                 f"unknown ({facts.broker_error})"
                 if facts.broker_error
-                else (", ".join(facts.broker_members) or "none")
+                else (
+                    ", ".join(
+                        f"{c} ({m})" if c else m
+                        for m, c in zip(
+                            facts.broker_members,
+                            facts.broker_clients or ("",) * len(facts.broker_members),
+                            strict=True,
+                        )
+                    )
+                    or "none"
+                )
                 + (f" [{facts.broker_state}]" if facts.broker_state else "")
             )
         )
@@ -342,15 +476,25 @@ class MigrationRunner:
         )
         if report.divergence:
             counts = summarize(report.divergence)
-            lines.append("  stores: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
+            if facts.offset_bridges:
+                # The broker side answers max(coordinator, ZooKeeper): equal is not agreement.
+                counts.pop(Agreement.AGREE.value, None)
+                lines.append(
+                    "  stores (broker read through the offset bridge, max of the coordinator's and ZooKeeper's): "
+                    + (
+                        ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+                        or "ZooKeeper not ahead anywhere"
+                    )
+                )
+            else:
+                lines.append("  stores: " + ", ".join(f"{k} {v}" for k, v in counts.items() if v))
         lines.extend(f"  will: {c}" for c in report.changes)
         lines.extend(f"  risk: {r}" for r in report.risks)
         lines.extend(self._membership_lines(group, seen, self._recorded_phase.get(group)))
         lines.append(
-            "  member by member (the recommended path; the coordinator runs with --bridge-zk-groups matching "
-            "this group, and --bridge-zk-offsets):"
+            "  member by member (the recommended path) needs the coordinator running with --bridge-zk-groups "
+            "matching this group and --bridge-zk-offsets"
         )
-        lines.extend(f"  {line}" for line in next_move(seen.members, seen.problems, back=False).lines)
         lines.append(f"  {POINT_OF_NO_RETURN}")
         self._finish(
             group,
@@ -366,9 +510,36 @@ class MigrationRunner:
             },
             phase,
         )
-        return StepOutcome(
-            group, Step.PLAN, before, MigrationState.PLANNED, before is not MigrationState.PLANNED, lines
-        ), report
+        lines.extend(self.next_steps(group, MigrationState.PLANNED, seen))
+        view = self.view(group, MigrationState.PLANNED, seen)
+        view["plan"] = {
+            "offsets": {
+                "zookeeper": len(facts.zookeeper),
+                "broker": len(facts.broker),
+                "to_seed": len(report.to_seed),
+            },
+            # through an offset bridge the broker side is max(coordinator, ZooKeeper): "bridged"
+            "broker_offsets": "bridged" if facts.offset_bridges else "coordinator",
+            "broker_members": list(facts.broker_members),
+            "broker_state": facts.broker_state or None,
+            "offset_bridges": list(facts.offset_bridges),
+            "changes": list(report.changes),
+            "risks": list(report.risks),
+        }
+        outcome = StepOutcome(
+            group,
+            Step.PLAN,
+            before,
+            MigrationState.PLANNED,
+            before is not MigrationState.PLANNED,
+            lines,
+            view=view,
+        )
+        return outcome, report
+
+    @staticmethod
+    def _described_ids(facts: GroupFacts) -> set[str] | None:
+        return None if facts.broker_error is not None or not facts.broker_state else set(facts.broker_members)
 
     def dual_commit(self, group: str) -> StepOutcome:
         """Seed the broker with ZooKeeper offsets it lacks (never lowering one) and enter dual-commit."""
@@ -378,7 +549,8 @@ class MigrationRunner:
             broker = self._broker_or_fail(group, Step.DUAL_COMMIT)
         except StepFailed as exc:
             raise self._fail(group, Step.DUAL_COMMIT, before, str(exc), {}) from None
-        to_seed = seed_broker(zk, broker)
+        bridges = list_offset_bridges(self.zk)
+        to_seed = seed_broker(zk, broker, bridged=bool(bridges))
         if to_seed:
             reply = self.broker_for(group).write_offsets(to_seed)  # type: ignore[misc]
             failed = [(tp, err) for tp, err in reply.errors if err is not None]
@@ -394,7 +566,8 @@ class MigrationRunner:
                     f"offsets ({first}); state stays '{before.value}', re-run dual-commit",
                     {"failed": len(failed)},
                 )
-        phase = self._phase_to_record(group, MigrationState.DUAL_COMMIT, self.membership(group))
+        seen = self.membership(group)
+        phase = self._phase_to_record(group, MigrationState.DUAL_COMMIT, seen)
         self._finish(
             group,
             Step.DUAL_COMMIT,
@@ -406,17 +579,13 @@ class MigrationRunner:
         )
         lines = [
             f"group {group}: {before.value} -> dual-commit; copied {len(to_seed)} offset(s) to the broker",
-            "  now bounce every legacy member with offsets.storage=kafka, dual.commit.enabled=true,",
-            f"  then run `zkcoord migrate verify --group {group}`",
-        ]
-        bridges = list_offset_bridges(self.zk)
-        lines.insert(
-            2,
-            f"  (the coordinator offset bridge is on, {len(bridges)} node(s): broker-protocol members keep ZooKeeper current too)"
+            f"  the coordinator offset bridge is on, {len(bridges)} node(s): broker-protocol members keep ZooKeeper "
+            "current too"
             if bridges
-            else "  (for broker-protocol members, run the coordinator with `zkcoord serve --bridge-zk-offsets` "
-            "so ZooKeeper stays current for tools and rollback)",
-        )
+            else "  no coordinator offset bridge is registered: for broker-protocol members, run the coordinator "
+            "with `zkcoord serve --bridge-zk-offsets` so ZooKeeper stays current for tools and rollback",
+            *self.next_steps(group, MigrationState.DUAL_COMMIT, seen),
+        ]
         return StepOutcome(
             group,
             Step.DUAL_COMMIT,
@@ -439,7 +608,13 @@ class MigrationRunner:
                 group, step, state, f"group {group!r}: malformed ZooKeeper offsets: {zk_errors[0]}", {}
             )
         report = divergence_report(zk, broker)
-        return report, disagreements(report, max_lag)
+        bad = disagreements(report, max_lag)
+        if list_offset_bridges(self.zk) and not finalize_blockers(self.membership(group).members):
+            # Through a coordinator offset bridge every commit is mirrored to ZooKeeper after it is acknowledged:
+            # with no ZooKeeper member left (nobody reads ZooKeeper offsets but a rollback, which raises them to
+            # the broker's first), "broker ahead" is a commit in flight to ZooKeeper, not a disagreement.
+            bad = tuple(r for r in bad if r.agreement is not Agreement.BROKER_AHEAD)
+        return report, bad
 
     def verify(self, group: str, max_lag: int = 0) -> StepOutcome:
         before, version, _ = self._begin(group, Step.VERIFY)
@@ -458,15 +633,40 @@ class MigrationRunner:
                     "  note: a coordinator offset bridge is on; 'broker ahead' there means commits it has not "
                     "mirrored yet (ZooKeeper unreachable from serve? see its 'zk offset bridge' log lines)"
                 )
-            lines.append(f"  state: {after.value} (fix the cause, let members commit, then verify again)")
+            lines.append(
+                f"  state: {after.value} (fix the cause, let members commit, then verify again: "
+                f"$ {self.how.migrate('verify', group)} --max-lag {max_lag})"
+            )
             self.journal.append(
                 group,
-                self._entry(Step.VERIFY, "failed", before, after, {"disagreements": len(bad), **counts}),
+                self._entry(
+                    Step.VERIFY,
+                    "failed",
+                    before,
+                    after,
+                    {
+                        "reason": f"{len(bad)} partition(s) disagree beyond --max-lag {max_lag}; first: "
+                        + explain(bad[0]),
+                        "disagreements": len(bad),
+                        **counts,
+                    },
+                ),
             )
+            view = self.view(group, after, self.membership(group))
+            view["verify"] = _verify_view(False, max_lag, report, bad)
             return StepOutcome(
-                group, Step.VERIFY, before, after, before is not after, lines, ok=False, divergence=bad
+                group,
+                Step.VERIFY,
+                before,
+                after,
+                before is not after,
+                lines,
+                ok=False,
+                divergence=bad,
+                view=view,
             )
-        phase = self._phase_to_record(group, MigrationState.VERIFIED, self.membership(group))
+        seen = self.membership(group)
+        phase = self._phase_to_record(group, MigrationState.VERIFIED, seen)
         self._finish(
             group,
             Step.VERIFY,
@@ -479,20 +679,30 @@ class MigrationRunner:
         lines = [
             f"group {group}: verified — {len(report)} partition(s), all within --max-lag {max_lag} "
             f"({counts['agree']} identical)",
-            f"  next: `zkcoord migrate finalize --group {group}`, then dual.commit.enabled=false and a rolling bounce",
         ]
+        if list_offset_bridges(self.zk):
+            lines.append(
+                "  (through the offset bridge the broker side reads max(coordinator, ZooKeeper): this shows that no "
+                "ZooKeeper offset is ahead of it)"
+            )
+        lines.extend(self.next_steps(group, MigrationState.VERIFIED, seen))
+        view = self.view(group, MigrationState.VERIFIED, seen)
+        view["verify"] = _verify_view(True, max_lag, report, ())
         return StepOutcome(
-            group, Step.VERIFY, before, MigrationState.VERIFIED, before is not MigrationState.VERIFIED, lines
+            group,
+            Step.VERIFY,
+            before,
+            MigrationState.VERIFIED,
+            before is not MigrationState.VERIFIED,
+            lines,
+            view=view,
         )
 
     def finalize(self, group: str, max_lag: int = 0) -> StepOutcome:
         before, version, _ = self._begin(group, Step.FINALIZE)
         if before is MigrationState.FINALIZED:
-            self.journal.append(group, self._entry(Step.FINALIZE, "done", before, before, {"rerun": True}))
-            return StepOutcome(
-                group, Step.FINALIZE, before, before, False, [f"group {group}: already finalized"]
-            )
-        seen = self.membership(group)
+            return self._clean_up(group, before)
+        seen = self.membership(group, self.coordinator_members(group))
         blockers = finalize_blockers(seen.members)
         recorded = self._recorded_phase.get(group)
         if blockers and (
@@ -516,7 +726,7 @@ class MigrationRunner:
                 Step.FINALIZE,
                 before,
                 f"group {group!r}: finalize refused: {len(bad)} partition(s) disagree beyond --max-lag {max_lag} "
-                f"since verify (first: {explain(bad[0])}); run `zkcoord migrate verify` again",
+                f"since verify (first: {explain(bad[0])}); run verify again: $ {self.how.migrate('verify', group)}",
                 {"disagreements": len(bad)},
             )
         snapshot = {f"{r.tp.topic}/{r.tp.partition}": [r.zookeeper, r.broker] for r in report}
@@ -525,9 +735,45 @@ class MigrationRunner:
         )
         lines = [
             f"group {group}: finalized; {len(report)} partition(s) recorded in the journal",
-            "  now set dual.commit.enabled=false on every member and bounce them; rollback stays possible",
+            *self.next_steps(group, MigrationState.FINALIZED, seen),
         ]
         return StepOutcome(group, Step.FINALIZE, before, MigrationState.FINALIZED, True, lines)
+
+    def _clean_up(self, group: str, state: MigrationState) -> StepOutcome:
+        """`finalize` again on a finalized group: once no coordinator offset bridge is registered (the coordinators
+        run without the bridge flags: past the point of no return) and no ZooKeeper member is left, the ids and
+        owner znodes the bridge wrote for broker-protocol members and the group's fence are garbage: nothing
+        maintains them and no ZooKeeper member waits on them. They are deleted (what `migrate repair --force`
+        does); ZooKeeper offsets stay (a barrier rollback raises them to the broker's first)."""
+        seen = self.membership(group, self.coordinator_members(group))
+        bridges = list_offset_bridges(self.zk)
+        legacy = finalize_blockers(seen.members)
+        leftovers = [m for m in seen.members if not is_legacy(m)]
+        lines = [f"group {group}: already finalized"]
+        deleted: list[str] = []
+        if leftovers and not bridges and not legacy:
+            deleted = repair(self.zk, group)
+            lines.append(
+                f"  cleaned up the coordinator bridge's znodes of {len(leftovers)} broker-protocol member(s): "
+                f"deleted {len(deleted)} znode(s) (ids, owners, the fence /zkcoord/mixed-groups/{group})"
+            )
+            lines.append(
+                f"  ZooKeeper offsets under /consumers/{group}/offsets keep their last mirrored values (not updated "
+                "any more; `migrate rollback` raises them to the broker's before anyone reads them)"
+            )
+            seen = self.membership(group, self.coordinator_members(group))
+        elif leftovers and bridges:
+            lines.append(
+                f"  not cleaned up: {len(bridges)} coordinator offset bridge(s) still registered "
+                f"({', '.join(str(b.get('name')) for b in bridges)})"
+            )
+        elif leftovers and legacy:
+            lines.append(f"  not cleaned up: ZooKeeper member(s) registered: {', '.join(legacy)}")
+        self.journal.append(
+            group, self._entry(Step.FINALIZE, "done", state, state, {"rerun": True, "cleaned_up": deleted})
+        )
+        lines.extend(self.next_steps(group, state, seen))
+        return StepOutcome(group, Step.FINALIZE, state, state, bool(deleted), lines)
 
     def rollback(self, group: str) -> StepOutcome:
         """ZooKeeper := max(zk, broker) partition by partition, never lowering a ZooKeeper offset."""
@@ -557,8 +803,10 @@ class MigrationRunner:
                 f"(first {topic}-{partition}: {first}); state stays '{before.value}', re-run rollback",
                 {"failed": len(report.errors)},
             )
-        seen = self.membership(group)
-        walk = next_move(seen.members, seen.problems, back=True)
+        seen = self.membership(group, self.coordinator_members(group))
+        walk = next_move(
+            seen.members, seen.problems, back=True, group=group, topics=seen.topics, how=self.how
+        )
         self._finish(
             group,
             Step.ROLLBACK,
@@ -576,8 +824,9 @@ class MigrationRunner:
         lines = [
             f"group {group}: {before.value} -> rolled-back; raised {len(report.written)} ZooKeeper offset(s) to the "
             f"broker's, {len(report.kept_higher)} were already higher (none lowered)",
-            "  now set offsets.storage=zookeeper on every ZooKeeper member and bounce them",
-            *(f"  {line}" for line in walk.lines),
+            "  ZooKeeper members that committed to the broker: restart them with offsets.storage=zookeeper "
+            "(`zkcoord legacy consume ... --property offsets.storage=zookeeper`)",
+            *self.next_steps(group, MigrationState.ROLLED_BACK, seen),
         ]
         return StepOutcome(
             group,
@@ -589,31 +838,78 @@ class MigrationRunner:
         )
 
     def status(self, group: str, tail: int = 5) -> list[str]:
+        return self.status_view(group, tail)[0]
+
+    def status_view(self, group: str, tail: int = 5) -> tuple[list[str], dict[str, Any]]:
+        """The status lines and the --json document (read-only: nothing is written)."""
         marker, version = self.marker(group)
         if marker is None:
             lines = [f"group {group}: no migration marker (state none)"]
         else:
             lines = [
-                f"group {group}: state {marker.state.value} (step {marker.step.value}, znode version {version}, updated_ms {marker.updated_ms})"
+                f"group {group}: state {marker.state.value} (step {marker.step.value} at "
+                f"{_utc(marker.updated_ms)}, marker znode version {version})"
             ]
-        seen = self.membership(group)
+        seen = self.membership(group, self.coordinator_members(group))
         recorded = None if marker is None else marker.phase
         lines.extend(self._membership_lines(group, seen, recorded))
         state = MigrationState.NONE if marker is None else marker.state
-        if (
-            state is MigrationState.FINALIZED
-            and recorded is MembershipPhase.BROKER_ONLY
-            and finalize_blockers(seen.members)
-        ):
+        lines.extend(self.next_steps(group, state, seen))
+        entries = self.journal.entries(group)[-tail:]
+        if entries:
+            lines.append(f"  journal ({self.journal.path(group)}, last {len(entries)}):")
+        journal = []
+        for entry in entries:
+            reason = (entry.get("detail") or {}).get("reason")
             lines.append(
-                f"  WARNING: ZooKeeper member(s) {', '.join(finalize_blockers(seen.members))} joined a group "
-                "finalized to the broker protocol: stop them, or `migrate rollback` and walk back"
+                f"    {_utc(entry.get('ts_ms'))} {entry.get('step')} {entry.get('event')} "
+                f"{entry.get('from')} -> {entry.get('to')}" + (f": {reason}" if reason else "")
             )
-        walk = next_move(seen.members, seen.problems, back=state is MigrationState.ROLLED_BACK)
-        if seen.members:
-            lines.extend(f"  {line}" for line in walk.lines)
-        for entry in self.journal.entries(group)[-tail:]:
-            lines.append(
-                f"  {entry.get('ts_ms')} {entry.get('step')} {entry.get('event')} {entry.get('from')} -> {entry.get('to')}"
+            journal.append(
+                {
+                    "time": _utc(entry.get("ts_ms")),
+                    "step": entry.get("step"),
+                    "event": entry.get("event"),
+                    "from": entry.get("from"),
+                    "to": entry.get("to"),
+                    "reason": reason,
+                }
             )
-        return lines
+        view = self.view(group, state, seen)
+        view["status"] = {
+            "marker": None
+            if marker is None
+            else {"step": marker.step.value, "updated": _utc(marker.updated_ms), "version": version},
+            "journal": journal,
+        }
+        return lines, view
+
+
+def _verify_view(
+    ok: bool, max_lag: int, report: Sequence[PartitionDivergence], bad: Sequence[PartitionDivergence]
+) -> dict[str, Any]:
+    return {
+        "ok": ok,
+        "max_lag": max_lag,
+        "partitions": len(report),
+        "counts": summarize(report),
+        "disagreements": [
+            {
+                "topic": r.tp.topic,
+                "partition": r.tp.partition,
+                "zookeeper": r.zookeeper,
+                "broker": r.broker,
+                "agreement": r.agreement.value,
+                "lag": r.lag,
+                "cause": explain(r),
+            }
+            for r in bad
+        ],
+    }
+
+
+def _utc(ms: object) -> str:
+    """Epoch milliseconds as an ISO UTC time a person reads (the raw value when it is not a number)."""
+    if not isinstance(ms, int):
+        return str(ms)
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))

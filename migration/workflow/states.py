@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -206,18 +207,31 @@ class Marker:
 # --------------------------------------------------------------------------------------------- decisions
 
 
-def seed_broker(zookeeper: Mapping[Any, int], broker: Mapping[Any, int]) -> dict[TopicPartition, int]:
+def seed_broker(
+    zookeeper: Mapping[Any, int], broker: Mapping[Any, int], *, bridged: bool = False
+) -> dict[TopicPartition, int]:
     """What dual-commit copies to the broker: ZooKeeper offsets where the broker has none or is behind.
-    Never lowers a broker offset."""
+    Never lowers a broker offset.
+
+    `bridged`: the broker side was read through a coordinator offset bridge, which answers max(its own, ZooKeeper),
+    so a value equal to ZooKeeper's may be ZooKeeper's own: it is copied too, so that the coordinator holds every
+    offset itself once the bridge is switched off. Still never lowering: its own offset is at most that value."""
     zk = {as_tp(k): v for k, v in zookeeper.items() if v >= 0}
     br = {as_tp(k): v for k, v in broker.items() if v >= 0}
+    if bridged:
+        return {tp: off for tp, off in sorted(zk.items()) if br.get(tp, -1) <= off}
     return {tp: off for tp, off in sorted(zk.items()) if br.get(tp, -1) < off}
 
 
 def rollback_zookeeper(zookeeper: Mapping[Any, int], broker: Mapping[Any, int]) -> dict[TopicPartition, int]:
     """What rollback writes to ZooKeeper: broker offsets where ZooKeeper has none or is behind, so that
     ZK := max(zk, broker) and no offset regresses for members that go back to ZooKeeper storage."""
-    return seed_broker(broker, zookeeper)
+    zk = {as_tp(k): v for k, v in zookeeper.items() if v >= 0}
+    return {tp: off for tp, off in sorted(as_tp_items(broker)) if zk.get(tp, -1) < off}
+
+
+def as_tp_items(offsets: Mapping[Any, int]) -> list[tuple[TopicPartition, int]]:
+    return [(as_tp(k), v) for k, v in offsets.items() if v >= 0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +245,8 @@ class GroupFacts:
     zookeeper_errors: tuple[str, ...] = ()
     broker: Mapping[TopicPartition, int] = field(default_factory=dict)
     broker_error: str | None = None
-    broker_members: tuple[str, ...] = ()
+    broker_members: tuple[str, ...] = ()  # member ids (DescribeGroups)
+    broker_clients: tuple[str, ...] = ()  # their client ids, in the same order: how a person knows them
     broker_state: str = ""
     offset_bridges: tuple[str, ...] = ()  # running `zkcoord serve --bridge-zk-offsets` registrations
     bridged_members: int = 0  # broker-protocol members registered in ZooKeeper by `serve --bridge-zk-groups`
@@ -248,25 +263,36 @@ class PlanReport:
 
 def assess(facts: GroupFacts) -> PlanReport:
     """What `dual-commit` will change and what could go wrong, for an operator to read before going on."""
+    bridged = bool(facts.offset_bridges)
     report = divergence_report(facts.zookeeper, facts.broker) if facts.broker_error is None else ()
-    to_seed = seed_broker(facts.zookeeper, facts.broker) if facts.broker_error is None else {}
+    to_seed = (
+        seed_broker(facts.zookeeper, facts.broker, bridged=bridged) if facts.broker_error is None else {}
+    )
     changes: list[str] = []
     risks: list[str] = []
     if facts.broker_error is None:
         changes.append(
             f"copy {len(to_seed)} of {len(facts.zookeeper)} ZooKeeper offsets to the broker "
-            "(where the broker has none or is behind; no broker offset is lowered)"
+            + (
+                "(where the broker has none, is behind, or answers ZooKeeper's own value through the offset "
+                "bridge; no broker offset is lowered)"
+                if bridged
+                else "(where the broker has none or is behind; no broker offset is lowered)"
+            )
         )
     changes.append(f"write the marker /consumers/{facts.group}/migration (state planned → dual-commit)")
     changes.append(
         "then bounce the legacy members with offsets.storage=kafka and dual.commit.enabled=true "
-        "(zkcoord legacy members: --offsets-storage kafka --dual-commit)"
+        "(zkcoord legacy members: `zkcoord legacy consume ... --property offsets.storage=kafka "
+        "--property dual.commit.enabled=true`)"
     )
     if facts.offset_bridges:
         changes.append(
             f"the coordinator offset bridge is on ({len(facts.offset_bridges)} node(s)): commits of broker-protocol "
             "members are mirrored to ZooKeeper and their OffsetFetch reads max(broker, ZooKeeper), so members "
-            "can also move straight to the broker protocol and a rollback stays current"
+            "can also move straight to the broker protocol and a rollback stays current. The broker offsets read "
+            "here are that max too, so an equal value does not show the coordinator holds it: no agreement is "
+            "reported"
         )
     if not facts.zookeeper:
         risks.append("the group has no offsets in ZooKeeper: nothing to migrate (wrong group id or chroot?)")
@@ -336,6 +362,19 @@ class MemberLike(Protocol):
 LEGACY_PROTOCOL = "legacy"
 
 
+@dataclass(frozen=True, slots=True)
+class MemberInfo:
+    """A member as the workflow shows it: what ZooKeeper holds for it, and whether it is still there."""
+
+    consumer_id: str
+    protocol: str
+    owned: tuple[Any, ...]
+    client_id: str = ""  # a broker-protocol member's client.id, from the registration the coordinator wrote
+    member_id: str = ""  # its classic member id
+    registered: bool = True  # its /consumers/G/ids znode exists (False: only owner znodes are left)
+    gone: bool = False  # a broker-protocol member the coordinator (DescribeGroups) no longer has
+
+
 def _tp(tp: Any) -> str:
     return f"{tp[0]}-{tp[1]}"
 
@@ -380,8 +419,22 @@ def settle_problems(
     return problems
 
 
+def member_name(member: MemberLike) -> str:
+    """How a person knows a member: a broker-protocol member by its client id (the consumer id the coordinator
+    registered for it beside it), a ZooKeeper member by its consumer id (what `zkcoord legacy consume` prints)."""
+    client = getattr(member, "client_id", "")
+    return f"{client} ({member.consumer_id})" if client else member.consumer_id
+
+
+def is_gone(member: MemberLike) -> bool:
+    """A member whose znodes remain but who is not there any more: owner znodes without a registration, or a
+    broker-protocol registration the coordinator no longer has in its group."""
+    return not getattr(member, "registered", True) or bool(getattr(member, "gone", False))
+
+
 def describe_members(members: Sequence[MemberLike]) -> list[str]:
-    """One line per protocol: its members and what each owns, in consumer-id order."""
+    """One line per protocol: its members and what each owns, in consumer-id order; members that are gone are
+    shown as gone (their znodes are left over, not a member to move)."""
     by_protocol: dict[str, list[MemberLike]] = {}
     for m in sorted(members, key=lambda m: m.consumer_id):
         by_protocol.setdefault(m.protocol, []).append(m)
@@ -389,16 +442,62 @@ def describe_members(members: Sequence[MemberLike]) -> list[str]:
     for protocol in sorted(by_protocol, key=lambda p: (p != LEGACY_PROTOCOL, p)):
         group = by_protocol[protocol]
         kind = "ZooKeeper (legacy)" if protocol == LEGACY_PROTOCOL else f"broker-protocol ({protocol})"
-        lines.append(f"{kind} members: {len(group)}")
-        lines.extend(
-            f"  {m.consumer_id} owns {', '.join(_tp(tp) for tp in m.owned) or 'nothing'}" for m in group
-        )
+        gone = sum(1 for m in group if is_gone(m))
+        lines.append(f"{kind} members: {len(group) - gone}" + (f" (+ {gone} gone)" if gone else ""))
+        for m in group:
+            owns = ", ".join(_tp(tp) for tp in m.owned) or "nothing"
+            if not getattr(m, "registered", True):
+                lines.append(f"  GONE {member_name(m)}: not registered, its owner znodes hold {owns}")
+            elif getattr(m, "gone", False):
+                lines.append(
+                    f"  GONE {member_name(m)}: not in the coordinator's group any more; its znodes hold {owns}"
+                )
+            else:
+                lines.append(f"  {member_name(m)} owns {owns}")
     return lines or ["no member registered"]
 
 
 def finalize_blockers(members: Sequence[MemberLike]) -> list[str]:
     """The ZooKeeper members that keep a mixed group from being finalized."""
-    return sorted(m.consumer_id for m in members if is_legacy(m))
+    return sorted(m.consumer_id for m in members if is_legacy(m) and not is_gone(m))
+
+
+@dataclass(frozen=True, slots=True)
+class Invocation:
+    """How the operator reaches ZooKeeper and the broker, so that every command the tool advises works as printed
+    (the same --zk, --bootstrap, security flags and --state-dir as the command that printed it)."""
+
+    zk: str = "CONNECT"
+    bootstrap: str | None = None
+    zk_flags: tuple[str, ...] = ()  # --zk-jaas-config F ... (ZooKeeper security)
+    broker_flags: tuple[str, ...] = ()  # --command-config F (broker security)
+    state_dir: str | None = None  # None: the default
+
+    def migrate(self, step: str, group: str) -> str:
+        parts = ["zkcoord", "migrate", step, "--zk", self.zk, *self.zk_flags]
+        if step != "repair":
+            if self.bootstrap or step not in ("status", "plan"):
+                # every step but status (and a plan without it) needs the broker: a placeholder says so
+                parts += ["--bootstrap", self.bootstrap or "HOST:PORT", *self.broker_flags]
+            if self.state_dir:
+                parts += ["--state-dir", self.state_dir]
+        return shlex.join([*parts, "--group", group])
+
+    def zookeeper_member(self, group: str, topic: str) -> str:
+        return shlex.join(
+            ["zkcoord", "legacy", "consume", "--zk", self.zk, *self.zk_flags, *self.broker_flags,
+             "--group", group, "--topic", topic]
+        )  # fmt: skip
+
+    def broker_member(self, group: str, topic: str, client_id: str) -> str:
+        # auto.offset.reset=earliest: a partition nobody committed yet is read from its start, never skipped.
+        # session.timeout.ms=10000 (Kafka's default before 3.0; librdkafka's is 45 s): a member that died (kcat
+        # exits when every broker is down, e.g. a single coordinator restarting) is replaced within 10 s.
+        # -u: unbuffered output, so a pipe sees each record as it is consumed.
+        return shlex.join(
+            ["kcat", "-b", self.bootstrap or "HOST:PORT", "-G", group, "-X", f"client.id={client_id}",
+             "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=10000", "-u", topic]
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -410,11 +509,23 @@ class Move:
     lines: tuple[str, ...] = ()
 
 
-def next_move(members: Sequence[MemberLike], problems: Sequence[str], *, back: bool) -> Move:
+def next_move(
+    members: Sequence[MemberLike],
+    problems: Sequence[str],
+    *,
+    back: bool,
+    group: str = "G",
+    topics: Sequence[str] = (),
+    how: Invocation | None = None,
+) -> Move:
     """Which member to restart as the other kind next, one at a time, each only in a settled group. Members
-    move in consumer-id order (back: the same order), so two operators following the tool pick the same one."""
-    movable = sorted((m for m in members if is_legacy(m) != back), key=lambda m: (m.consumer_id, m.protocol))
+    move in consumer-id order (back: the same order), so two operators following the tool pick the same one.
+    Every command in the lines (after `$ `) works as printed."""
+    how = how or Invocation()
+    live = [m for m in members if not is_gone(m)]
+    movable = sorted((m for m in live if is_legacy(m) != back), key=lambda m: (m.consumer_id, m.protocol))
     direction = "back to ZooKeeper" if back else "to the broker protocol"
+    check = f"$ {how.migrate('status', group)}"
     if not movable:
         return Move(True, None, (f"member walk {direction}: done, no member left to move",))
     if problems:
@@ -424,29 +535,128 @@ def next_move(members: Sequence[MemberLike], problems: Sequence[str], *, back: b
             (
                 f"member walk {direction}: wait, the group is not settled ({len(movable)} member(s) left to move):",
                 *(f"  {p}" for p in problems),
-                "  re-run this command once every partition has exactly one registered owner",
+                f"  re-run once every partition has exactly one registered owner: {check}",
             ),
         )
     m = movable[0]
     owns = ", ".join(_tp(tp) for tp in m.owned) or "nothing"
+    topic = topics[0] if len(topics) == 1 else "TOPIC"
     if back:
-        how = (
-            f"stop broker-protocol member {m.consumer_id} ({m.protocol}; owns {owns}) with a clean leave, then "
-            "start one ZooKeeper member in its place (offsets.storage=zookeeper, or kafka with dual commit)"
+        steps = (
+            f"  1. stop broker-protocol member {member_name(m)} (owns {owns}) with a clean leave (SIGTERM)",
+            f"  2. start one ZooKeeper member in its place: $ {how.zookeeper_member(group, topic)}",
         )
     else:
-        how = (
-            f"stop ZooKeeper member {m.consumer_id} (owns {owns}) with a clean shutdown, then start one "
-            "broker-protocol member in its place (same group id, same topics, bootstrap = the coordinator "
-            "running with --bridge-zk-groups)"
+        steps = (
+            f"  1. stop ZooKeeper member {m.consumer_id} (owns {owns}) cleanly: SIGTERM the `zkcoord legacy "
+            f"consume` that printed 'consumer id {m.consumer_id}' (or shut that consumer down)",
+            "  2. start one broker-protocol member in its place (same group and topics, bootstrap = the "
+            f"coordinator running with --bridge-zk-groups): $ {how.broker_member(group, topic, _next_client(group, members))}",
         )
     return Move(
         False,
         m.consumer_id,
         (
             f"member walk {direction}: {len(movable)} member(s) left; next, 1 of {len(movable)}:",
-            f"  {how}",
-            "  check before the next move: re-run this command; it names the next member only once the group "
-            "has settled (every partition one registered owner)",
+            *steps,
+            f"  3. check before the next move (it names the next member only once the group has settled): {check}",
         ),
     )
+
+
+def _next_client(group: str, members: Sequence[MemberLike]) -> str:
+    """A client id for the next broker-protocol member no member of the group has yet."""
+    taken = {getattr(m, "client_id", "") for m in members}
+    n = 1
+    while f"{group}-broker-{n}" in taken:
+        n += 1
+    return f"{group}-broker-{n}"
+
+
+def guide(
+    group: str,
+    state: MigrationState,
+    members: Sequence[MemberLike],
+    problems: Sequence[str],
+    *,
+    bridge_on: bool,
+    recorded: MembershipPhase | None,
+    topics: Sequence[str] = (),
+    how: Invocation | None = None,
+) -> list[str]:
+    """The operator's next steps for a group, from its state and members, start to finish: plan, dual-commit,
+    the member walk, verify, finalize, the point of no return, the clean-up. Runnable commands follow `$ `."""
+    how = how or Invocation()
+    live = [m for m in members if not is_gone(m)]
+    legacy = [m for m in live if is_legacy(m)]
+    broker = [m for m in live if not is_legacy(m)]
+    leftovers = [m for m in members if not is_legacy(m)]  # the bridge's znodes, of live and gone members
+    walking = bool(broker) or recorded in (P.MIXED, P.BROKER_ONLY)
+
+    def run(step: str) -> str:
+        return f"$ {how.migrate(step, group)}"
+
+    if state in (S.NONE,):
+        return [f"next: {run('plan')}"]
+    if state is S.ROLLED_BACK:
+        walk = next_move(members, problems, back=True, group=group, topics=topics, how=how)
+        if not walk.done:
+            return ["next:", *(f"  {line}" for line in walk.lines)]
+        return ["next: done, every member is a ZooKeeper member again; to start over:", f"  {run('plan')}"]
+    if state is S.PLANNED:
+        return [f"next: {run('dual-commit')}"]
+    if state in (S.DUAL_COMMIT, S.VERIFIED) and legacy and (walking or bridge_on):
+        walk = next_move(members, problems, back=False, group=group, topics=topics, how=how)
+        return ["next (member by member, the recommended path):", *(f"  {line}" for line in walk.lines)]
+    if (
+        (state in (S.DUAL_COMMIT, S.VERIFIED) or (state is S.FINALIZED and bridge_on))
+        and broker
+        and not legacy
+        and problems
+    ):
+        # Every member moved, but a partition is not held yet (a member still joining): wait before verifying,
+        # finalizing or switching the bridge off.
+        return [
+            "next: wait, the group is not settled:",
+            *(f"    {p}" for p in problems),
+            f"  re-run once every partition has exactly one registered owner: {run('status')}",
+        ]
+    if state is S.DUAL_COMMIT:
+        if legacy:  # no coordinator bridge: the documented offsets-only migration
+            return [
+                "next: restart every ZooKeeper member with offsets.storage=kafka and dual commit "
+                "(`zkcoord legacy consume ... --property offsets.storage=kafka --property "
+                "dual.commit.enabled=true`), then:",
+                f"  {run('verify')}",
+            ]
+        return [f"next: {run('verify')}"]
+    if state is S.VERIFIED:
+        return [f"next: {run('finalize')}"]
+    # FINALIZED
+    if legacy and walking:
+        return [
+            "WARNING: ZooKeeper member(s) "
+            + ", ".join(m.consumer_id for m in legacy)
+            + " joined a group finalized to the broker protocol: stop them, or walk back:",
+            f"  {run('rollback')}",
+        ]
+    if broker and bridge_on:
+        return [
+            "next: the point of no return. Restart every `zkcoord serve` node that serves this group without "
+            "--bridge-zk-groups and --bridge-zk-offsets (the coordinator then answers its own offsets and stops "
+            "writing ZooKeeper), then clean up what the bridge left in ZooKeeper:",
+            f"  {run('finalize')}",
+        ]
+    if leftovers and not legacy and not bridge_on:
+        return [
+            f"next: clean up the bridge's znodes of {len(leftovers)} broker-protocol member(s) "
+            "(no coordinator offset bridge is registered any more):",
+            f"  {run('finalize')}",
+        ]
+    if legacy:
+        return [
+            "next: set dual.commit.enabled=false on every ZooKeeper member and restart it "
+            "(`--property offsets.storage=kafka --property dual.commit.enabled=false`); rollback stays possible: "
+            f"{run('rollback')}"
+        ]
+    return ["next: done, nothing left to do for this group"]

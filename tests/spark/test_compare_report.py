@@ -4,6 +4,7 @@ page that references them."""
 from __future__ import annotations
 
 import csv
+import json
 import struct
 from pathlib import Path
 
@@ -90,6 +91,19 @@ def test_plots_are_real_images_referenced_by_the_page(report):
         assert (report / "tables" / f"{table}.parquet").stat().st_size > 0
         assert f"tables/{table}.csv" in page
     assert "Lost records or ownership overlaps found in: synthetic/legacy-faithful" in page
+
+
+def test_summary_json_follows_its_schema(report):
+    import jsonschema
+
+    from migration.compare.report import SUMMARY_SCHEMA
+
+    doc = json.loads((report / "summary.json").read_text(encoding="utf-8"))
+    jsonschema.validate(doc, SUMMARY_SCHEMA)
+    eager = next(r for r in doc["summary"] if r["protocol"] == "legacy-fast")
+    # 4 rebalances: the median is shown, the p95 and p99 are not (too few samples)
+    assert (eager["rebalances"], eager["rebalance_p50_ms"], eager["rebalance_p95_ms"]) == (4, 105.0, None)
+    assert doc["runs"] == 4 and any("no record lost" in t or "LOST" in t for t in doc["takeaway"])
 
 
 def test_summary_numbers(report):

@@ -8,12 +8,12 @@ import sys
 from collections.abc import Sequence
 
 from zkcoord import __version__
-from zkcoord.cli import cluster, compare, demo, legacy, migrate, replay, security, serve, zk
+from zkcoord.cli import cluster, compare, demo, legacy, migrate, proxy, replay, security, serve, zk
 from zkcoord.cli.options import ZkParser, apply_config, examples
 from zkcoord.errors import ZkcoordError
 
 # Each module defines `register(subparsers)`; the parser it adds sets `func(args) -> int`. In help order.
-COMMAND_MODULES = (demo, zk, legacy, serve, replay, cluster, migrate, compare, security)
+COMMAND_MODULES = (demo, zk, legacy, serve, proxy, replay, cluster, migrate, compare, security)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="zkcoord",
         description="ZooKeeper-era Kafka consumer groups, the broker protocol, and the migration between them.",
         epilog=examples(
-            "zkcoord demo                      # both protocols side by side, report in ./zkcoord-demo",
+            "zkcoord demo                      # both protocols side by side, report in reports/demo-<date>-<time>/",
             "zkcoord serve --data-dir /tmp/n1  # a Kafka wire-protocol node on 127.0.0.1:9092",
         )
         + "\n\n'zkcoord COMMAND --help' shows each command's options and examples.",

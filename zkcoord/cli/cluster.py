@@ -17,7 +17,14 @@ from zkcoord.placement.coordinator import OFFSETS_TOPIC
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    parser = sub.add_parser("cluster", help="inspect the ZooKeeper-era cluster (nodes, controller, leaders)")
+    parser = sub.add_parser(
+        "cluster",
+        help="inspect the ZooKeeper-era cluster (nodes, controller, leaders)",
+        epilog=examples(
+            "zkcoord cluster describe --zk 127.0.0.1:2181",
+            "zkcoord cluster describe --zk 127.0.0.1:2181 --topic __consumer_offsets --json",
+        ),
+    )
     actions = parser.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
     describe = actions.add_parser(
         "describe",

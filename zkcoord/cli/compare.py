@@ -22,6 +22,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "compare",
         help="compare the legacy and broker group protocols: simulate, report, run",
         description="Side-by-side comparison of the ZooKeeper (legacy) and broker (classic) group protocols.",
+        epilog=examples(
+            "zkcoord compare validate demo                         # what the built-in scenario does",
+            "zkcoord compare run demo --runs 3 --out traces        # play it against local ZooKeeper and a node",
+            "zkcoord compare report traces/ --out report           # the Spark report from the traces",
+        ),
     )
     csub = parser.add_subparsers(dest="compare_command", metavar="SUBCOMMAND", required=True)
     from migration.compare.scenario import (  # names and bounds only: the application's package data
@@ -110,6 +115,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     r.add_argument(
         "--timeline-run", default=None, metavar="RUN_ID", help="draw the ownership timeline of this run"
+    )
+    r.add_argument(
+        "--json",
+        action="store_true",
+        help="print the summary (rows, takeaway, run metadata) as one JSON document instead of the paths; it is "
+        "written to DIR/summary.json either way (schema: migration.compare.report.SUMMARY_SCHEMA)",
     )
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=_report)
@@ -247,7 +258,12 @@ def _report(args: argparse.Namespace) -> int:
             f"compare report needs the spark extra (pip install 'zkcoord[spark]'): {exc}"
         ) from exc
 
-    console = _console()
+    if args.json:  # stdout carries the document only: progress goes to stderr
+        from rich.console import Console
+
+        console = Console(stderr=True)
+    else:
+        console = _console()
     try:
         result = run_report(
             args.traces,
@@ -259,6 +275,13 @@ def _report(args: argparse.Namespace) -> int:
         )
     except TraceError as exc:
         raise ConfigError(str(exc)) from exc
+    if args.json:
+        import json
+
+        from migration.compare.report import summary_document
+
+        print(json.dumps(summary_document(result), indent=2, sort_keys=True))
+        return 0
     console.print(f"report: {result.html}")
     console.print(f"tables: {result.out_dir / 'tables'}   plots: {result.out_dir / 'plots'}")
     return 0

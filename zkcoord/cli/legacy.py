@@ -42,7 +42,13 @@ class OffsetsFileError(ZkcoordError):
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
-        "legacy", help="ZooKeeper-era consumer groups: list, describe, export, import, delete"
+        "legacy",
+        help="ZooKeeper-era consumer groups: list, describe, export, import, delete, consume",
+        epilog=examples(
+            "zkcoord legacy list --zk 127.0.0.1:2181",
+            "zkcoord legacy describe --zk 127.0.0.1:2181 --group orders --bootstrap 127.0.0.1:9092",
+            "zkcoord legacy consume --zk 127.0.0.1:2181 --group orders --topic t   # says its consumer id",
+        ),
     )
     legacy_sub = parser.add_subparsers(dest="legacy_command", metavar="SUBCOMMAND", required=True)
 
@@ -71,8 +77,38 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "offsets, log end offsets, lag and owners of a group",
         cmd_describe,
         "zkcoord legacy describe --zk 127.0.0.1:2181 --group orders",
+        "zkcoord legacy describe --zk 127.0.0.1:2181 --group orders --bootstrap 127.0.0.1:9092 --json",
+        "zkcoord legacy describe --zk 127.0.0.1:2181 --group orders --bootstrap 127.0.0.1:9092 --watch 5",
     )
     p.add_argument("--group", required=True, metavar="G", help="the consumer group to describe")
+    p.add_argument(
+        "--bootstrap",
+        metavar="HOST:PORT",
+        help="also read the group's committed offsets from its coordinator (OffsetFetch), beside ZooKeeper's "
+        "(default: ZooKeeper only, as Kafka's tool)",
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON document per group view: every partition with both stores' offsets, the log end offset, "
+        "lag and owner (schema: zkcoord/cli/describe_json.py)",
+    )
+    p.add_argument(
+        "--metrics-listen",
+        type=legacy_consume._listen,
+        default=None,
+        metavar="HOST:PORT",
+        help="with --watch: serve the view as Prometheus gauges at http://HOST:PORT/metrics "
+        "(zkcoord_group_committed_offset, _log_end_offset, _lag; default: off)",
+    )
+    p.add_argument(
+        "--watch",
+        type=float,
+        default=None,
+        metavar="S",
+        help="print the view again every S seconds until interrupted (--json: one document per line; "
+        "default: once)",
+    )
     p.add_argument(
         "--timeout-ms",
         type=int,
@@ -94,9 +130,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--output", default="-", metavar="FILE", help="file, or - for stdout")
     p.add_argument(
         "--format",
-        choices=("kafka", "jsonl"),
-        default="kafka",
-        help="kafka: ExportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: a JSON object per line",
+        type=_format_name,
+        choices=("zk", "jsonl"),
+        default="zk",
+        help="zk: ExportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: a JSON object per line "
+        "(the names `migrate export` uses too)",
     )
 
     p = add(
@@ -109,9 +147,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--input", required=True, metavar="FILE", help="file, or - for stdin")
     p.add_argument(
         "--format",
-        choices=("kafka", "jsonl"),
-        default="kafka",
-        help="kafka: ImportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: a JSON object per line",
+        type=_format_name,
+        choices=("zk", "jsonl"),
+        default="zk",
+        help="zk: ImportZkOffsets lines (/consumers/G/offsets/T/P:offset); jsonl: a JSON object per line "
+        "(the names `migrate import` uses too)",
     )
 
     p = add(
@@ -129,6 +169,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
 
     legacy_consume.register(legacy_sub)
+
+
+def _format_name(value: str) -> str:
+    """One name per offsets file format across commands: `zk`; `kafka`, this command's earlier name for the same
+    ExportZkOffsets lines, is still accepted so existing scripts keep working."""
+    return "zk" if value == "kafka" else value
 
 
 @contextlib.contextmanager
@@ -248,6 +294,7 @@ def describe_group(
         )
         tps.extend(TopicPartition(topic, p) for p in ids)
     ends = end_offsets(client, tps, timeout_ms) if tps else {}
+    names = member_names(client, group)
     rows: list[DescribeRow] = []
     for tp in tps:
         offset = offsets.get(tp)
@@ -260,7 +307,11 @@ def describe_group(
         owner = owners.get(tp)
         rows.append(
             DescribeRow(
-                tp[0], tp[1], offset, ends.get(tp), None if owner is None else consumer_of_thread(owner)
+                tp[0],
+                tp[1],
+                offset,
+                ends.get(tp),
+                None if owner is None else names.get(consumer_of_thread(owner), consumer_of_thread(owner)),
             )
         )
     owning = {consumer_of_thread(th) for th in owners.values()}
@@ -274,12 +325,31 @@ def describe_group(
             topics = TopicFilter.of_registration(reg).matching(all_topics)
         else:
             topics = java_sorted(reg.topic_counts)
-        rows.extend(DescribeRow(t, None, None, None, cid) for t in topics)
+        rows.extend(DescribeRow(t, None, None, None, names.get(cid, cid)) for t in topics)
     return rows
+
+
+def member_names(client: Client, group: str) -> dict[str, str]:
+    """Consumer id -> how a person knows the member: a broker-protocol member registered by a bridged coordinator
+    (its registration carries a "zkcoord" key) as `client id (consumer id)`; legacy members are left out (their
+    consumer id is their name)."""
+    from zkcoord.bridge.mixed_policy import classic_marker
+    from zkcoord.zk import mixed_group
+
+    out = {}
+    for cid, data in mixed_group.read_ids(client, group).items():
+        client_id = (classic_marker(data) or {}).get("client_id")
+        if client_id:
+            out[cid] = f"{client_id} ({cid})"
+    return out
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
     group = paths.validate_group(args.group)
+    if args.json or args.bootstrap or args.watch is not None or args.metrics_listen is not None:
+        from zkcoord.cli import describe_json
+
+        return describe_json.run(args, group, connect=_client, end_offsets=log_end_offsets)
     with _client(args) as client:
         print(ZOOKEEPER_NOTE + "\n", file=sys.stderr)
         if not registry.group_exists(client, group):
@@ -297,7 +367,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
 
 # --- export and import (migration.offsets_io, in the dialect of Kafka's ExportZkOffsets/ImportZkOffsets) ---------
 
-_FORMATS = {"kafka": "zk", "jsonl": "jsonl"}  # this tool's format names -> offsets_io's
+_FORMATS = {"zk": "zk", "jsonl": "jsonl"}  # the same names as migrate export/import and offsets_io
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -1,6 +1,7 @@
 """`zkcoord legacy consume`: one LegacyConsumer group member printing each record's value on its own line (as
 the old console consumer did), committing its offsets and leaving the group cleanly on SIGTERM/SIGINT,
-`--max-messages` or `--timeout-ms` (consumer.timeout.ms: no record for that long)."""
+`--max-messages` or `--timeout-ms` (consumer.timeout.ms: no record for that long). On stderr it says who it is
+(`consumer id ...`, the name `zkcoord migrate` uses for it) and, at each rebalance, which partitions it owns."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
-from typing import BinaryIO
+from typing import BinaryIO, TextIO
 
 from zkcoord.bridge.member import member_offsets
 from zkcoord.cli.client_security import add_command_config, command_config
@@ -21,6 +22,8 @@ from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.config import LegacyConsumerConfig
+from zkcoord.legacy.ids import consumer_of_thread
+from zkcoord.legacy.topic_partition import TopicPartition
 from zkcoord.zk.member import LegacyConsumer
 
 log = logging.getLogger(__name__)
@@ -192,12 +195,38 @@ def consume(
             return printed, "max-messages"
 
 
+class AnnounceRebalances:
+    """A rebalance listener telling the operator, on stderr, what this member gives up and what it owns after each
+    rebalance, by its consumer id (one line each, flushed: another process may be waiting for it)."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def before_release(self, consumer_id: str, partitions: Mapping[str, frozenset[int]]) -> None:
+        held = [f"{t}-{p}" for t in sorted(partitions) for p in sorted(partitions[t])]
+        if held:
+            print(f"consumer id {consumer_id} releases {', '.join(held)}", file=self.out, flush=True)
+
+    def after_claim(self, consumer_id: str, assignment: Mapping[TopicPartition, str]) -> None:
+        # The assignment is the whole group's (partition -> thread id): this member's threads are its own.
+        mine = sorted(tp for tp, thread in assignment.items() if consumer_of_thread(thread) == consumer_id)
+        owned = ", ".join(f"{tp.topic}-{tp.partition}" for tp in mine)
+        print(f"consumer id {consumer_id} owns {owned or 'nothing'}", file=self.out, flush=True)
+
+
 def cmd_consume(args: argparse.Namespace) -> int:
     config = build_config(args)
     consumer = LegacyConsumer(
         config, {args.topic: args.streams}, offsets=member_offsets, zk_auth=zk_auth(args),
-        kafka_security=command_config(args),
+        kafka_security=command_config(args), listener=AnnounceRebalances(sys.stderr),
     )  # fmt: skip
+    # Who this member is, before it joins: `zkcoord migrate` names members by this id.
+    print(
+        f"consumer id {consumer.consumer_id} (group {config.group_id}, topic {args.topic}, "
+        f"{args.streams} stream(s))",
+        file=sys.stderr,
+        flush=True,
+    )
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:

@@ -5,13 +5,15 @@ divergence report. Exit status: 0 done, 1 verify found disagreements, 2 a step w
 For broker-protocol members, the coordinator keeps ZooKeeper current itself when it runs with
 `zkcoord serve --bridge-zk-offsets` (docs/migration.md §9); `plan` and `verify` report whether one is running.
 With `serve --bridge-zk-groups`, members move one at a time: `plan`/`status` name the next one, `rollback`
-walks them back (docs/migration.md, "Member-by-member migration: the workflow").
+walks them back (docs/migration.md, "Member-by-member migration: the workflow"). Every step ends with a `next`
+block whose `$ ` lines are commands that work as printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +25,8 @@ from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError, ZkcoordError
 
 STEPS = ("plan", "dual-commit", "verify", "finalize", "rollback", "status")
+DEFAULT_STATE_DIR = ".zkcoord-migrate"
+JSON_STEPS = ("plan", "verify", "status")
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -68,7 +72,19 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             step, help=_STEP_HELP[step], description=_STEP_HELP[step], epilog=step_examples(step)
         )
         common(p)
-        p.add_argument("--state-dir", default=".zkcoord-migrate", help="directory where journals are written")
+        p.add_argument(
+            "--state-dir",
+            default=DEFAULT_STATE_DIR,
+            metavar="DIR",
+            help=f"directory where journals are written (default: {DEFAULT_STATE_DIR})",
+        )
+        if step in JSON_STEPS:
+            p.add_argument(
+                "--json",
+                action="store_true",
+                help="one JSON document on stdout instead of text (schema: migration/workflow/json_schema.py, "
+                "docs/migration.md 'Machine-readable output'; exit status unchanged)",
+            )
         if step in ("verify", "finalize"):
             p.add_argument(
                 "--max-lag",
@@ -233,7 +249,8 @@ _STEP_HELP = {
     "(broker-protocol members: run the coordinator with `serve --bridge-zk-offsets`)",
     "verify": "compare both stores within --max-lag and list every disagreement with its cause",
     "finalize": "re-verify and record the final state (then turn dual commit off); refused while ZooKeeper "
-    "members remain in a group migrating member by member",
+    "members remain in a group migrating member by member. Run again once the coordinators run without the "
+    "bridge flags (the point of no return), it removes the znodes the bridge left",
     "rollback": "ZooKeeper := max(zk, broker) per partition, then back to ZooKeeper storage; names the next "
     "broker-protocol member to restart as a ZooKeeper member, one per run, once the group has settled",
     "status": "the group's marker state and membership phase, members by protocol, the next member move, "
@@ -309,6 +326,31 @@ def _broker_factory(args: argparse.Namespace) -> tuple[Callable[[str], Any] | No
     return for_group, close
 
 
+def invocation(args: argparse.Namespace) -> Any:
+    """The connection flags of this run, so that the commands the workflow advises work as printed."""
+    import os
+
+    from migration.workflow.states import Invocation
+    from zkcoord.cli.zkargs import zk_flags
+
+    zk_security = list(zk_flags(args).argv())
+    if "--zk-digest" in zk_security:  # a secret is never printed: the operator types it again
+        zk_security[zk_security.index("--zk-digest") + 1] = "USER:PASSWORD"
+    broker = (
+        ("--command-config", os.path.abspath(args.command_config))
+        if getattr(args, "command_config", None)
+        else ()
+    )
+    state_dir = getattr(args, "state_dir", None)
+    return Invocation(
+        zk=args.zk,
+        bootstrap=getattr(args, "bootstrap", None),
+        zk_flags=tuple(zk_security),
+        broker_flags=broker,
+        state_dir=None if state_dir in (None, DEFAULT_STATE_DIR) else state_dir,
+    )
+
+
 def _run_step(args: argparse.Namespace) -> int:
     from migration.workflow import MigrationRunner
 
@@ -317,34 +359,42 @@ def _run_step(args: argparse.Namespace) -> int:
     with _zookeeper(args) as zk:
         broker_for, close = _broker_factory(args)
         try:
-            runner = MigrationRunner(zk, broker_for, args.state_dir)
+            runner = MigrationRunner(zk, broker_for, args.state_dir, how=invocation(args))
+            views = []
             for group in groups:
                 try:
-                    lines, rc = _one_step(runner, args, group)
+                    lines, rc, view = _one_step(runner, args, group)
                 except ZkcoordError as exc:
-                    lines, rc = [f"group {group}: error: {exc}"], 2
-                print("\n".join(lines), file=sys.stdout if rc == 0 else sys.stderr)
+                    lines, rc, view = [f"group {group}: error: {exc}"], 2, {"group": group, "error": str(exc)}
+                views.append({**view, "exit": rc})
+                if not getattr(args, "json", False):
+                    print("\n".join(lines), file=sys.stdout if rc == 0 else sys.stderr)
                 worst = max(worst, rc)
         finally:
             close()
+    if getattr(args, "json", False):
+        from migration.workflow.json_schema import VERSION
+
+        print(json.dumps({"version": VERSION, "step": args.step, "groups": views}, indent=2, sort_keys=True))
     return worst
 
 
-def _one_step(runner: Any, args: argparse.Namespace, group: str) -> tuple[list[str], int]:
+def _one_step(runner: Any, args: argparse.Namespace, group: str) -> tuple[list[str], int, dict[str, Any]]:
     step = args.step
     if step == "plan":
         outcome, _ = runner.plan(group)
-        return outcome.lines, 0
+        return outcome.lines, 0, outcome.view
     if step == "dual-commit":
-        return runner.dual_commit(group).lines, 0
+        return runner.dual_commit(group).lines, 0, {"group": group}
     if step == "verify":
         outcome = runner.verify(group, args.max_lag)
-        return outcome.lines, 0 if outcome.ok else 1
+        return outcome.lines, 0 if outcome.ok else 1, outcome.view
     if step == "finalize":
-        return runner.finalize(group, args.max_lag).lines, 0
+        return runner.finalize(group, args.max_lag).lines, 0, {"group": group}
     if step == "rollback":
-        return runner.rollback(group).lines, 0
-    return runner.status(group), 0
+        return runner.rollback(group).lines, 0, {"group": group}
+    lines, view = runner.status_view(group)
+    return lines, 0, view
 
 
 def _run_repair(args: argparse.Namespace) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from zkcoord.errors import ConfigError
 
@@ -23,7 +23,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         default = action.default
         if (
             "default" in text.lower()
-            or default in (None, False, argparse.SUPPRESS)
+            or default is None
+            or default is False  # a flag: absent means off (0 is a default worth showing: `0 in (False,)`)
+            or default == argparse.SUPPRESS
             or default == []
             or not action.option_strings
         ):
@@ -34,11 +36,15 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 class ZkParser(argparse.ArgumentParser):
-    """argparse with zkcoord's help formatter; sub-parsers made from it are ZkParsers too."""
+    """argparse with zkcoord's help formatter; sub-parsers made from it are ZkParsers too. A usage error is the
+    error and where the help is, not the whole usage first (`serve`'s runs to 40 lines)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n(options and examples: {self.prog} --help)\n")
 
 
 def examples(*lines: str) -> str:

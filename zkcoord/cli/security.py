@@ -29,7 +29,13 @@ from zkcoord.zk.session import connect
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
-        "security", help="Kafka security data in ZooKeeper: SCRAM users", description=__doc__
+        "security",
+        help="Kafka security data in ZooKeeper: SCRAM users",
+        description=__doc__,
+        epilog=examples(
+            "zkcoord security add-scram-user --zk 127.0.0.1:2181 --user alice --password-file pw.txt",
+            "zkcoord security add-scram-user --help   # mechanisms, iterations, ACLs",
+        ),
     )
     cmds = parser.add_subparsers(dest="security_command", metavar="SUBCOMMAND", required=True)
     add = cmds.add_parser(

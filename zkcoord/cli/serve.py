@@ -23,6 +23,7 @@ from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
 from zkcoord.cli.listeners import add_listener_options, listener_setup
 from zkcoord.cli.options import add_config_option, examples
 from zkcoord.cli.zkargs import add_zk_security, zk_auth
+from zkcoord.cluster.node import ClusterConfig, check_no_foreign_cluster
 from zkcoord.errors import ConfigError
 from zkcoord.group.config import GroupConfig
 from zkcoord.metrics import ServeMetrics
@@ -96,6 +97,9 @@ _GROUP_FLAGS = (
     ("offset.metadata.max.bytes", "offset_metadata_max_bytes"),
     ("offsets.retention.minutes", "offsets_retention_minutes"),
     ("offsets.commit.timeout.ms", "offsets_commit_timeout_ms"),
+    ("group.consumer.session.timeout.ms", "group_consumer_session_timeout_ms"),
+    ("group.consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms"),
+    ("group.consumer.max.size", "group_consumer_max_size"),
 )
 # (flag, ClusterConfig field) pairs for --zk mode; offsets.compact.after.batches is zkcoord's own.
 _CLUSTER_FLAGS = (
@@ -117,6 +121,11 @@ _GROUP_HELP = {
     "offsets_retention_minutes": "how long offsets of an empty group are kept, in minutes",
     "offsets_commit_timeout_ms": "how long an OffsetCommit waits for its records to be stored (ZooKeeper with "
     "--zk, the group-records file without) before it is answered REQUEST_TIMED_OUT, in ms",
+    "group_consumer_session_timeout_ms": "consumer-protocol (KIP-848) members: how long the coordinator waits "
+    "for a heartbeat before it fences the member, in ms",
+    "group_consumer_heartbeat_interval_ms": "consumer-protocol members: the heartbeat interval the coordinator "
+    "tells them, in ms",
+    "group_consumer_max_size": "most members one consumer-protocol group may have (GROUP_MAX_SIZE_REACHED beyond)",
 }
 
 
@@ -167,8 +176,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--zk",
         default=None,
         metavar="CONNECT",
-        help="ZooKeeper connect string: join that cluster as broker N (controller election, offsets "
-        "partitions) (default: none, a standalone node)",
+        help="ZooKeeper connect string: join that cluster of zkcoord nodes as broker N (controller election, "
+        "offsets partitions); refused, writing nothing, where brokers zkcoord did not start are registered or "
+        "hold /controller: put `zkcoord proxy` in front of such a cluster (default: none, a standalone node)",
     )
     parser.add_argument("--node-id", type=int, default=0, help="broker id (default 0)")
     add_zk_security(parser)
@@ -273,6 +283,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             metavar="N",
             help=f"{_GROUP_HELP[dest]} (default: {getattr(group_defaults, dest)})",
         )
+    parser.add_argument(
+        "--group.consumer.assignors",
+        dest="group_consumer_assignors",
+        default=None,
+        metavar="A,B",
+        help="consumer-protocol server-side assignors, comma-separated; the first is the default, a member may ask "
+        "for another with group.remote.assignor (default: "
+        f"{','.join(group_defaults.group_consumer_assignors)}; e.g. --group.consumer.assignors=range,uniform)",
+    )
     from zkcoord.cluster.node import ClusterConfig
 
     cluster_fields = ClusterConfig.__dataclass_fields__
@@ -396,6 +415,10 @@ def run(args: argparse.Namespace) -> int:
         overrides = {
             dest: getattr(args, dest) for _flag, dest in _GROUP_FLAGS if getattr(args, dest) is not None
         }
+        if args.group_consumer_assignors is not None:
+            overrides["group_consumer_assignors"] = tuple(
+                a.strip() for a in args.group_consumer_assignors.split(",") if a.strip()
+            )
         group = GroupConfig(**overrides)
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc)) from exc
@@ -406,8 +429,6 @@ def run(args: argparse.Namespace) -> int:
     if args.zk and listeners.more:
         raise ConfigError("a cluster node (--zk) has one listener: give --listen or one --listeners entry")
     if args.zk:  # validate the cluster settings before anything starts
-        from zkcoord.cluster.node import ClusterConfig
-
         ClusterConfig(
             zookeeper_connect=args.zk, node_id=args.node_id, host=host, port=port or 1, zookeeper_auth=auth,
             **cluster,
@@ -469,6 +490,15 @@ async def _serve(
     mixed: tuple[str, str] | None = None,
     metrics_listen: tuple[str, int] | None = None,
 ) -> int:
+    if node.zk_connect:
+        # Before any bridge or listener starts: beside brokers zkcoord did not start, plain cluster mode would
+        # join their registry and controller election; refused, nothing written (`zkcoord proxy` is the way).
+        cfg = node.server_config
+        overrides: dict[str, Any] = dict(node.cluster_overrides)
+        await asyncio.to_thread(check_no_foreign_cluster, ClusterConfig(
+            zookeeper_connect=node.zk_connect, node_id=cfg.node_id, host=cfg.host, port=cfg.port or 1,
+            zookeeper_auth=node.zk_auth, **overrides,
+        ))  # fmt: skip
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

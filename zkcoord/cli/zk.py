@@ -12,7 +12,14 @@ from zkcoord.local.zookeeper import ZooKeeper, read_sasl_users
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    zk = sub.add_parser("zk", help="run a local ZooKeeper")
+    zk = sub.add_parser(
+        "zk",
+        help="run a local ZooKeeper",
+        epilog=examples(
+            "zkcoord zk start                        # one node on 127.0.0.1:2181 until Ctrl-C",
+            "zkcoord zk start --ensemble 3           # a 3-server ensemble",
+        ),
+    )
     zk_sub = zk.add_subparsers(dest="zk_command", metavar="ACTION", required=True)
     start = zk_sub.add_parser(
         "start",

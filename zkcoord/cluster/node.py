@@ -2,6 +2,10 @@
 node leads, coordinator lookup for groups, and a fenced per-partition record store for the coordinator.
 
 Guarantees:
+* a node starts only where every broker registered in `/brokers/ids` and the `/controller` holder are zkcoord
+  nodes (each marks its registration with `/zkcoord/brokers/N` of the same session, zkcoord.zk.cluster_owners);
+  beside brokers it did not start it refuses before writing anything (`ForeignBrokersRegistered`, pointing at
+  `zkcoord proxy`);
 * a node id is registered by one live process at a time (`/brokers/ids/N` ephemeral; another session's znode
   ⇒ `NodeIdInUse`, as 0.9+ `ZKCheckedEphemeral`), and re-registered after a session expiry;
 * the node serves a group only while it leads the group's offsets partition and has finished loading that
@@ -44,6 +48,7 @@ from zkcoord.placement.leadership import NO_LEADER, Leadership
 from zkcoord.ratelog import RateLimitedLog
 from zkcoord.records.offsets import decode_record
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
+from zkcoord.zk.cluster_owners import ForeignCluster, foreign_brokers, mark_node
 from zkcoord.zk.controller import (
     SESSION_LOST,
     SESSION_SUSPENDED,
@@ -112,6 +117,45 @@ class ClusterConfig:
             raise ConfigError(
                 f"zookeeper.session.timeout.ms must be >= 1000, got {self.zookeeper_session_timeout_ms}"
             )
+
+
+class ForeignBrokersRegistered(ConfigError):
+    """Plain cluster mode refused: the ZooKeeper holds brokers (or a controller) that no zkcoord node started."""
+
+    def __init__(self, connect: str, found: ForeignCluster) -> None:
+        super().__init__(
+            f"ZooKeeper {connect} holds a cluster zkcoord did not start: {found.describe()}. A cluster node "
+            "would register beside those brokers, take part in their controller election and rewrite their "
+            "partition state; nothing was written. To coordinate groups in front of that cluster, run "
+            f"`zkcoord proxy --zk {connect} --listen HOST:PORT --node-id N --data-dir DIR` (docs/proxy.md)"
+        )
+        self.found = found
+
+
+def refuse_foreign_cluster(client: Client, connect: str) -> None:
+    """Raise ForeignBrokersRegistered where brokers zkcoord did not start are registered or hold /controller
+    (zkcoord.zk.cluster_owners: a zkcoord node marks its registration). Reads only."""
+    found = foreign_brokers(client)
+    if found:
+        raise ForeignBrokersRegistered(connect, found)
+
+
+def check_no_foreign_cluster(config: ClusterConfig) -> None:
+    """`refuse_foreign_cluster` over a session of its own, for a process about to start anything that writes
+    (the bridges of `serve` start before the node)."""
+    client = connect(
+        config.zookeeper_connect,
+        timeout=config.zookeeper_connection_timeout_ms / 1000,
+        session_timeout_s=config.zookeeper_session_timeout_ms / 1000,
+        auth=config.zookeeper_auth,
+    )
+    try:
+        refuse_foreign_cluster(client, config.zookeeper_connect)
+    finally:
+        try:
+            client.stop()
+        finally:
+            client.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +228,11 @@ class ClusterNode:
                 session_timeout_s=cfg.zookeeper_session_timeout_ms / 1000,
                 auth=cfg.zookeeper_auth,
             )
+        try:
+            refuse_foreign_cluster(self.client, cfg.zookeeper_connect)  # before the first write
+        except ForeignBrokersRegistered:
+            self.close()
+            raise
         self.ensure_cluster_paths()
         self._register()
         self.client.add_listener(self._on_state)
@@ -352,6 +401,9 @@ class ClusterNode:
         reg = BrokerRegistration.create(
             cfg.host, cfg.port, version=4, timestamp_ms=self._clock_ms(), endpoints=(endpoint,)
         )
+        # The mark first: a zkcoord node's registration is never seen without it (plain cluster mode refuses
+        # to start beside brokers that have none).
+        mark_node(self.client, cfg.node_id)
         register_node(self.client, cfg.node_id, reg.encode())
 
     def _resume_serving(self, gen: int) -> bool:

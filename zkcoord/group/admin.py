@@ -18,6 +18,7 @@ from zkcoord.group.common import (
     Effects,
     group_status_error,
 )
+from zkcoord.group.consumer import tombstone_consumer_group
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import (
     DeletableGroupResult,
@@ -57,6 +58,9 @@ def handle_describe(
         if err is not None:
             described.append(DescribedGroup(int(err), gid, "", "", "", ()))
             continue
+        if gid in st.consumer_groups:  # Kafka 4: "Group gid is not a classic group." (ConsumerGroupDescribe)
+            described.append(DescribedGroup(int(E.GROUP_ID_NOT_FOUND), gid, "", "", "", ()))
+            continue
         group = st.groups.get(gid)
         if group is None or group.state is DEAD:
             described.append(DescribedGroup(0, gid, "Dead", "", "", ()))
@@ -85,14 +89,22 @@ def handle_list(
 ) -> Result:
     """`error_code` is LOAD_IN_PROGRESS while some partition loads: Kafka still returns the list then."""
     states = {parse_state(s) for s in req.states_filter}
-    types = {t.lower() for t in req.types_filter}
-    listed = tuple(
-        ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+    state_names = {s.lower() for s in req.states_filter}
+    types = {t.lower() for t in req.types_filter}  # Kafka's group types: classic, consumer
+    classic = tuple(
+        ListedGroup(g.group_id, g.protocol_type or "", g.state.value, "classic")
         for g in st.groups.values()
         if g.state is not DEAD
+        and g.group_id not in st.consumer_groups
         and (not states or g.state in states)
-        and (not types or (g.protocol_type or "").lower() in types)
+        and (not types or "classic" in types)
     )
+    consumer = tuple(
+        ListedGroup(gid, "consumer", g.state_name(), "consumer")
+        for gid, g in sorted(st.consumer_groups.items())
+        if (not state_names or g.state_name().lower() in state_names) and (not types or "consumer" in types)
+    )
+    listed = classic + consumer
     return Result(responses=((token, ListGroupsResponse(error_code, listed)),))
 
 
@@ -107,7 +119,13 @@ def handle_delete(
     results = []
     for gid in req.groups_names:
         err = group_status_error(gid, DELETE_GROUPS) or status(gid)
-        if err is None:
+        if err is None and gid in st.consumer_groups:
+            if st.consumer_groups[gid].members:
+                err = E.NON_EMPTY_GROUP
+            else:  # an empty consumer group: its records and offsets go, as Kafka's deleteGroups does
+                out.records.extend(tombstone_consumer_group(st, gid))
+                tombstone_group(out, gid, everything=True)
+        elif err is None:
             group = st.groups.get(gid)
             if group is None or group.state is DEAD:
                 err = E.GROUP_ID_NOT_FOUND

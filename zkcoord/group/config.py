@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from zkcoord.errors import ConfigError
+from zkcoord.group.consumer_assignors import ASSIGNORS
 
 INT32_MAX = 2**31 - 1
 # A new member's JoinGroup may be parked this long before the member is dropped (Kafka's NewMemberJoinTimeoutMs).
@@ -23,6 +24,11 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000
     offsets_commit_timeout_ms: int = 5000
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
+    # The consumer protocol (KIP-848), with Kafka's names and defaults; the first assignor is the default one.
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5000
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    group_consumer_max_size: int = INT32_MAX
 
     def __post_init__(self) -> None:
         def need(ok: bool, what: str) -> None:
@@ -40,6 +46,9 @@ class GroupConfig:
             "offsets_retention_check_interval_ms",
             "offsets_commit_timeout_ms",
             "new_member_join_timeout_ms",
+            "group_consumer_session_timeout_ms",
+            "group_consumer_heartbeat_interval_ms",
+            "group_consumer_max_size",
         ):
             value = getattr(self, name)
             need(
@@ -61,6 +70,20 @@ class GroupConfig:
         )
         need(self.offsets_commit_timeout_ms >= 1, "offsets.commit.timeout.ms must be >= 1")
         need(self.new_member_join_timeout_ms >= 1, "new_member_join_timeout_ms must be >= 1")
+        need(self.group_consumer_session_timeout_ms >= 1, "group.consumer.session.timeout.ms must be >= 1")
+        need(
+            1 <= self.group_consumer_heartbeat_interval_ms < self.group_consumer_session_timeout_ms,
+            "group.consumer.heartbeat.interval.ms must be >= 1 and below group.consumer.session.timeout.ms",
+        )
+        known = ASSIGNORS
+        need(
+            bool(self.group_consumer_assignors)
+            and all(a in known for a in self.group_consumer_assignors)
+            and len(set(self.group_consumer_assignors)) == len(self.group_consumer_assignors),
+            f"group.consumer.assignors must be distinct names among {', '.join(known)}, "
+            f"got {', '.join(self.group_consumer_assignors) or 'none'}",
+        )
+        need(self.group_consumer_max_size >= 1, "group.consumer.max.size must be >= 1")
 
     @property
     def offsets_retention_ms(self) -> int:

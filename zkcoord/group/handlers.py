@@ -24,6 +24,7 @@ The handlers live by concern, as Kafka splits them; callers import only this mod
 | `offsets` | OffsetCommit, OffsetFetch; offset retention and expiry; the offsets of deleted partitions |
 | `admin` | DescribeGroups, ListGroups, DeleteGroups |
 | `loading` | partition load (rebuild groups from the log) and unload |
+| `consumer` | the consumer protocol (KIP-848): ConsumerGroupHeartbeat/Describe, its timers and commit checks |
 | `common` | the effect collector, the common status checks and their error responses, session deadlines |
 
 None of them imports this module; `on_timer` here only routes a fired timer to the module that armed it.
@@ -45,6 +46,7 @@ from zkcoord.group.common import (
     error_response,
     group_status_error,
 )
+from zkcoord.group.consumer import on_consumer_timer
 from zkcoord.group.loading import load, load_raw, unload_groups
 from zkcoord.group.membership import (
     handle_external_rebalance,
@@ -58,6 +60,7 @@ from zkcoord.group.model import CoordinatorState
 from zkcoord.group.offsets import (
     delete_partition_offsets,
     expire_offsets,
+    handle_consumer_group_commit,
     handle_legacy_member_commit,
     handle_offset_commit,
     handle_offset_fetch,
@@ -83,6 +86,7 @@ __all__ = [
     "error_response",
     "expire_offsets",
     "group_status_error",
+    "handle_consumer_group_commit",
     "handle_delete",
     "handle_describe",
     "handle_external_rebalance",
@@ -105,4 +109,6 @@ def on_timer(st: CoordinatorState, key: TimerKey, now_ms: int) -> Result:
     """A timer the edge armed has fired at `now_ms`. Stale firings (the thing it guarded moved on) do nothing."""
     if key.kind is TimerKind.RETENTION:
         return on_retention_timer(st, key, now_ms)
+    if key.kind in (TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REBALANCE):
+        return on_consumer_timer(st, key, now_ms)
     return on_member_timer(st, key, now_ms)

@@ -22,8 +22,11 @@ from zkcoord.group.common import (
     sync_key,
     touch,
 )
+from zkcoord.group.consumer import arm_loaded_sessions, rebalance_key, session_key
+from zkcoord.group.consumer_model import replay_consumer
 from zkcoord.group.model import ClassicGroup, CoordinatorState, Member, replay, replay_many
 from zkcoord.group.results import Result, TimerKey, TimerKind
+from zkcoord.records.consumer_groups import ConsumerGroupKey, ConsumerMemberKey
 from zkcoord.records.offsets import GroupMetadataValue, Record
 from zkcoord.records.offsets_bulk import BulkDecoder
 
@@ -35,8 +38,25 @@ def load(st: CoordinatorState, records: Iterable[Record], now_ms: int) -> Result
     while chunk := list(
         islice(it, 4096)
     ):  # in chunks: `replay_many` takes offset commits without a call each
-        replay_many(st.view, chunk)
+        consumer = [r for r in chunk if isinstance(r[0], _CONSUMER_KEYS)]
+        replay_many(
+            st.view, [r for r in chunk if not isinstance(r[0], _CONSUMER_KEYS)] if consumer else chunk
+        )
+        for record in consumer:  # KIP-848 groups' records: their own state, disjoint from the view's
+            _replay_one(st, record)
     return _rebuild(st, now_ms)
+
+
+_CONSUMER_KEYS = (ConsumerGroupKey, ConsumerMemberKey)
+
+
+def _replay_one(st: CoordinatorState, record: Record) -> None:
+    """One record into the view, or a consumer group's into `st.consumer_groups` (`replay_consumer`)."""
+    key, value = record
+    if isinstance(key, _CONSUMER_KEYS):
+        replay_consumer(st.consumer_groups, key, value)  # type: ignore[arg-type]
+    else:
+        replay(st.view, record)
 
 
 def load_raw(
@@ -45,7 +65,7 @@ def load_raw(
     """`load` from encoded records (a record log's bytes), decoding each as it is replayed (`BulkDecoder`: no
     record object for a common offset commit); returns the result and the number of records."""
     view = st.view
-    count = BulkDecoder().offsets_into(raw, view.offsets, lambda record: replay(view, record))
+    count = BulkDecoder().offsets_into(raw, view.offsets, lambda record: _replay_one(st, record))
     return _rebuild(st, now_ms), count
 
 
@@ -54,11 +74,12 @@ def _rebuild(st: CoordinatorState, now_ms: int) -> Result:
     for gid, value in st.view.groups.items():
         st.groups[gid] = _group_from_record(gid, value, now_ms)
     for gid in st.view.offsets:
-        if gid not in st.groups:
+        if gid not in st.groups and gid not in st.consumer_groups:
             st.groups[gid] = ClassicGroup(gid, now_ms)
     for group in st.groups.values():
         for member in group.members.values():
             touch(out, group, member, now_ms, member.session_timeout_ms)
+    out.timers.extend(arm_loaded_sessions(st, now_ms))
     out.schedule(TimerKey(TimerKind.RETENTION), now_ms + st.config.offsets_retention_check_interval_ms)
     return out.result()
 
@@ -112,5 +133,13 @@ def unload_groups(st: CoordinatorState, owned: Callable[[str], bool], now_ms: in
         out.cancel(sync_key(group))
         group.transition(DEAD, now_ms)
         del st.groups[gid]
+        st.view.forget(gid)
+    for gid in sorted(st.consumer_groups):  # KIP-848 groups: nothing parked, only their timers to cancel
+        if owned(gid):
+            continue
+        for mid in sorted(st.consumer_groups[gid].members):
+            out.cancel(session_key(gid, mid))
+            out.cancel(rebalance_key(gid, mid))
+        del st.consumer_groups[gid]
         st.view.forget(gid)
     return out.result()

@@ -277,6 +277,7 @@ class ListedGroup:
     group_id: str
     protocol_type: str
     group_state: str
+    group_type: str = "classic"  # v5+: "classic" or "consumer" (KIP-848)
 
 
 @dataclass(frozen=True, slots=True)

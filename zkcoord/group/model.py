@@ -15,8 +15,10 @@ import struct
 from dataclasses import dataclass, field
 
 from zkcoord.group.config import GroupConfig
+from zkcoord.group.consumer_model import ConsumerGroup
 from zkcoord.group.errors import IllegalStateTransition
 from zkcoord.group.state import GroupState, check_transition
+from zkcoord.records.consumer_groups import ConsumerGroupKey, ConsumerMemberKey
 from zkcoord.records.offsets import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -55,6 +57,8 @@ class PersistedView:
 def replay(view: PersistedView, record: Record) -> PersistedView:
     """Apply one record (value None = tombstone) to `view` and return it; the only mutator of persisted state."""
     key, value = record
+    if isinstance(key, (ConsumerGroupKey, ConsumerMemberKey)):
+        return view  # a consumer group's record: not part of this view (consumer_model.replay_consumer)
     if isinstance(key, OffsetCommitKey):
         tp = (key.topic, key.partition)
         if value is None:
@@ -362,6 +366,7 @@ class CoordinatorState:
     config: GroupConfig
     view: PersistedView = field(default_factory=PersistedView)
     groups: dict[str, ClassicGroup] = field(default_factory=dict)
+    consumer_groups: dict[str, ConsumerGroup] = field(default_factory=dict)  # KIP-848 groups (consumer_model)
 
 
 # ------------------------------------------------------------------------------------- embedded consumer protocol

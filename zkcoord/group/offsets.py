@@ -20,6 +20,7 @@ from zkcoord.group.common import (
     touch,
     validate_current_member,
 )
+from zkcoord.group.consumer import commit_error, fetch_error
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import (
     OffsetCommitRequest,
@@ -73,6 +74,20 @@ def handle_legacy_member_commit(
     out = Effects(st)
     if group.state is DEAD:
         out.respond(token, commit_errors(req, E.COORDINATOR_NOT_AVAILABLE))
+        return out.result()
+    return _store_commit(out, st, req, now_ms, token)
+
+
+def handle_consumer_group_commit(
+    st: CoordinatorState, req: OffsetCommitRequest, now_ms: int, token: int
+) -> Result:
+    """A commit into a consumer-protocol group (KIP-848): the member id and member epoch (the generation field
+    of v9) are checked as Kafka's `ConsumerGroup.validateOffsetCommit` does (UNKNOWN_MEMBER_ID, STALE_MEMBER_EPOCH,
+    UNSUPPORTED_VERSION for a consumer-protocol member below v9), then stored as any commit."""
+    out = Effects(st)
+    err = commit_error(st, req.group_id, req.member_id, req.generation_id, req.api_version)
+    if err is not None:
+        out.respond(token, commit_errors(req, err))
         return out.result()
     return _store_commit(out, st, req, now_ms, token)
 
@@ -149,8 +164,13 @@ def _validate_offset_commit(group: ClassicGroup, req: OffsetCommitRequest) -> Er
 
 
 def handle_offset_fetch(st: CoordinatorState, req: OffsetFetchRequest, now_ms: int, token: int) -> Result:
+    if req.group_id in st.consumer_groups:  # KIP-848: v9 carries the member id and epoch, checked first
+        err = fetch_error(st, req.group_id, req.member_id, req.member_epoch)
+        if err is not None:
+            return Result(responses=((token, OffsetFetchResponse(int(err), ())),))
     group = st.groups.get(req.group_id)
-    stored = st.view.offsets.get(req.group_id) if group is not None and group.state is not DEAD else None
+    live = (group is not None and group.state is not DEAD) or req.group_id in st.consumer_groups
+    stored = st.view.offsets.get(req.group_id) if live else None
     topics: list[OffsetFetchResponseTopic] = []
     if req.topics is None:
         by_topic: dict[str, list[OffsetFetchResponsePartition]] = {}

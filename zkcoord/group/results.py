@@ -15,6 +15,8 @@ class TimerKind(Enum):
     JOIN = "join"  # DelayedJoin / InitialDelayedJoin of a group
     SYNC = "sync"  # DelayedSync: members that must send SyncGroup after the join completed
     RETENTION = "retention"  # the periodic offset-expiry pass (one for the coordinator)
+    CONSUMER_SESSION = "consumer-session"  # a consumer-protocol member's session deadline (KIP-848)
+    CONSUMER_REBALANCE = "consumer-rebalance"  # a consumer-protocol member's deadline to revoke partitions
 
 
 @dataclass(frozen=True, slots=True)

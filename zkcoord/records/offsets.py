@@ -14,6 +14,19 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import NamedTuple
 
+from zkcoord.records.consumer_groups import (
+    KEY_VERSIONS as CONSUMER_KEY_VERSIONS,
+)
+from zkcoord.records.consumer_groups import (
+    ConsumerGroupKey,
+    ConsumerKey,
+    ConsumerMemberKey,
+    ConsumerValue,
+    decode_consumer_key,
+    decode_consumer_value,
+    encode_consumer_key,
+    encode_consumer_value,
+)
 from zkcoord.records.errors import MalformedRecord
 
 _I16 = struct.Struct(">h")
@@ -72,8 +85,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadataValue, ...]
 
 
-RecordKey = OffsetCommitKey | GroupMetadataKey
-RecordValue = OffsetCommitValue | GroupMetadataValue
+RecordKey = OffsetCommitKey | GroupMetadataKey | ConsumerKey
+RecordValue = OffsetCommitValue | GroupMetadataValue | ConsumerValue  # consumer groups: key versions 3-8
 Record = tuple[RecordKey, RecordValue | None]  # value None = tombstone
 
 
@@ -101,6 +114,8 @@ def _offset_key_prefix(group: str, topic: str) -> bytes:
 def encode_key(key: RecordKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
         return _offset_key_prefix(key.group, key.topic) + _I32.pack(key.partition)
+    if isinstance(key, (ConsumerGroupKey, ConsumerMemberKey)):
+        return encode_consumer_key(key)
     return _I16.pack(GROUP_KEY_VERSION) + _str(key.group)
 
 
@@ -158,7 +173,9 @@ def encode_value(value: RecordValue | None) -> bytes | None:
         return None
     if isinstance(value, OffsetCommitValue):
         return encode_offset_value(value)
-    return encode_group_value(value)
+    if isinstance(value, GroupMetadataValue):
+        return encode_group_value(value)
+    return encode_consumer_value(value)
 
 
 def encode_record(record: Record) -> tuple[bytes, bytes | None]:
@@ -295,8 +312,12 @@ def decode_key(data: bytes) -> RecordKey:
         key = OffsetCommitKey(r.string("group"), r.string("topic"), r.int32("partition"))
     elif version == 2:
         key = GroupMetadataKey(r.string("group"))
+    elif version in CONSUMER_KEY_VERSIONS:
+        return decode_consumer_key(data)
     else:
-        raise r.fail(f"unsupported key version {version} (0/1 offset commit and 2 group metadata are known)")
+        raise r.fail(
+            f"unsupported key version {version} (0/1 offset commit, 2 group metadata, 3-8 consumer group are known)"
+        )
     r.done()
     return key
 
@@ -366,6 +387,9 @@ def decode_group_value(data: bytes) -> GroupMetadataValue:
 
 
 def decode_record(key: bytes, value: bytes | None) -> Record:
+    if len(key) >= 2 and _I16.unpack_from(key)[0] in CONSUMER_KEY_VERSIONS:
+        ck = decode_consumer_key(key)
+        return ck, (None if value is None else decode_consumer_value(ck, value))
     k = decode_key(key)
     if value is None:
         return k, None

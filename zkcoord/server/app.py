@@ -27,6 +27,7 @@ from zkcoord.server.listener_security import ListenerSecurity
 from zkcoord.server.log import LogManager
 from zkcoord.server.meta import read_or_create_cluster_id
 from zkcoord.server.offsets_v0 import ZooKeeperOffsetsV0
+from zkcoord.server.topic_ids import topic_lookup
 from zkcoord.server.wire import WireServer
 from zkcoord.storage import FileRecordStore
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
@@ -89,6 +90,7 @@ class Node:
                 store,
                 offset_mirror=self.offset_mirror,
                 membership_bridge=self.membership_bridge,
+                topics=topic_lookup(logs),
             )
             await self.groups.start()
         self.wire = WireServer(

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import time
+import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -40,6 +41,7 @@ from zkcoord.server.log import (
     TopicConfig,
 )
 from zkcoord.server.seams import ClusterSide, GroupCoordinator, OffsetsV0
+from zkcoord.server.topic_ids import topic_id
 from zkcoord.storage.file_store import FSYNC_POLICIES
 
 log = logging.getLogger(__name__)
@@ -297,9 +299,10 @@ class Broker:
         node = self.config.node_id
         if self.cluster is not None:
             meta = self.cluster.partition_meta(name, len(logs))
-            return dm.TopicMeta(name, E.NONE, tuple(dm.PartitionMeta(p, ld, r, e) for p, ld, r, e in meta))
-        parts = tuple(dm.PartitionMeta(p.partition, node, (node,)) for p in logs)
-        return dm.TopicMeta(name, E.NONE, parts)
+            parts = tuple(dm.PartitionMeta(p, ld, r, e) for p, ld, r, e in meta)
+        else:
+            parts = tuple(dm.PartitionMeta(p.partition, node, (node,)) for p in logs)
+        return dm.TopicMeta(name, E.NONE, parts, topic_id=topic_id(name))
 
     # -- handlers -------------------------------------------------------------------------------------------
 
@@ -366,6 +369,7 @@ class Broker:
                         topics.append(dm.TopicMeta(name, exc.code, ()))
                         continue
                 topics.append(self._topic_meta(name, logs))
+        topics += self._topics_by_id(req, r.topic_ids)
         if r.topics is None and self.authorizer is not None:  # Kafka lists only the topics one may describe
             hidden = self.authorizer.denied_topics(req, Operation.DESCRIBE, (t.name for t in topics))
             topics = [t for t in topics if t.name not in hidden]
@@ -384,6 +388,19 @@ class Broker:
             tuple(self.brokers), self._cluster_id(), controller, tuple(topics), cluster_ops
         )
         return kp.metadata_response(req, resp)
+
+    def _topics_by_id(self, req: kp.RequestFrame, ids: Iterable[uuid.UUID]) -> list[dm.TopicMeta]:
+        """Metadata v10+ topics asked by id (KIP-516): the topic, or UNKNOWN_TOPIC_ID; never auto-created."""
+        out: list[dm.TopicMeta] = []
+        for tid in ids:
+            name = next((n for n in sorted(self.logs.topics) if topic_id(n) == tid), None)
+            if name is None or name == OFFSETS_TOPIC:
+                out.append(dm.TopicMeta("", E.UNKNOWN_TOPIC_ID, (), topic_id=tid))
+            elif self.authorizer is not None and not self.authorizer.topic(req, Operation.DESCRIBE, name):
+                out.append(dm.TopicMeta("", E.TOPIC_AUTHORIZATION_FAILED, (), topic_id=tid))
+            else:
+                out.append(self._topic_meta(name, self.logs.topics[name]))
+        return out
 
     def _may_describe_cluster(self, req: kp.RequestFrame) -> bool:
         return self.authorizer is None or self.authorizer.cluster(req, Operation.DESCRIBE)

@@ -33,6 +33,13 @@ from zkcoord.cluster.node import ClusterConfig, ClusterNode
 from zkcoord.errors import MalformedZnode
 from zkcoord.group import handlers as h
 from zkcoord.group.config import GroupConfig
+from zkcoord.group.consumer_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    DescribedConsumerGroup,
+)
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import (
     DeleteGroupsRequest,
@@ -65,6 +72,7 @@ from zkcoord.server.log import LEGAL_TOPIC, InvalidConfig, LogManager, OffsetsTo
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
 from zkcoord.server.meta import new_cluster_id
 from zkcoord.server.seams import ClusterSide, GroupCoordinator
+from zkcoord.server.topic_ids import topic_lookup
 from zkcoord.zk import registry
 from zkcoord.zk.controller import (
     ZooKeeperError,
@@ -178,6 +186,7 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             owns_group=lambda g: self.node.partition_for(g) == partition,
             offset_mirror=self.offset_mirror,
             membership_bridge=self.membership_bridge,
+            topics=topic_lookup(self._logs),
         )
         await service.start()
         self.services[partition] = service
@@ -512,6 +521,32 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
     async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
         parts = await asyncio.gather(*(self._delete_one(req, g) for g in req.groups_names))
         return DeleteGroupsResponse(tuple(r for p in parts for r in p.results))
+
+    async def consumer_group_heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse:
+        status = self.node.group_status(req.group_id)
+        service = self.services.get(self.node.partition_for(req.group_id))
+        if status == ErrorCode.NONE and service is None:
+            status = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if status != ErrorCode.NONE or service is None:
+            return ConsumerGroupHeartbeatResponse(int(status))
+        return await service.consumer_group_heartbeat(req)
+
+    async def consumer_group_describe(
+        self, req: ConsumerGroupDescribeRequest
+    ) -> ConsumerGroupDescribeResponse:
+        async def one(group_id: str) -> ConsumerGroupDescribeResponse:
+            status = self.node.group_status(group_id)
+            service = self.services.get(self.node.partition_for(group_id))
+            if status == ErrorCode.NONE and service is None:
+                status = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            if status != ErrorCode.NONE or service is None:
+                return ConsumerGroupDescribeResponse((DescribedConsumerGroup(int(status), group_id),))
+            return await service.consumer_group_describe(replace(req, group_ids=(group_id,)))
+
+        parts = await asyncio.gather(*(one(g) for g in req.group_ids))
+        return ConsumerGroupDescribeResponse(tuple(g for p in parts for g in p.groups))
 
     async def list_groups(self, req: ListGroupsRequest) -> ListGroupsResponse:
         services = [self.services[p] for p in sorted(self.services)]

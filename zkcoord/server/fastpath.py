@@ -23,7 +23,9 @@ HEARTBEAT = 12
 OFFSET_COMMIT = 8
 
 HEARTBEAT_VERSIONS = range(0, 5)  # 4+ flexible
-OFFSET_COMMIT_VERSIONS = range(2, 9)  # 8+ flexible; v0/v1 (ZooKeeper-era shapes) stay on the generic path
+OFFSET_COMMIT_VERSIONS = range(
+    2, 10
+)  # 8+ flexible (9 as 8: the member epoch rides in the generation); v0/v1 (ZooKeeper-era shapes) stay on the generic path
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

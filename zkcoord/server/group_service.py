@@ -28,8 +28,15 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from zkcoord.errors import ZkcoordError
+from zkcoord.group import consumer
 from zkcoord.group import handlers as h
 from zkcoord.group.config import GroupConfig
+from zkcoord.group.consumer_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import (
     DeleteGroupsRequest,
@@ -66,6 +73,18 @@ log = logging.getLogger(__name__)
 _Entry = tuple[list[RawRecord], list[tuple[int, GroupResponse]]]
 TP = tuple[str, int]
 LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+_REFUSALS_WORTH_A_LOG = frozenset(
+    int(c) for c in (ErrorCode.INVALID_REQUEST, ErrorCode.UNSUPPORTED_ASSIGNOR, ErrorCode.GROUP_ID_NOT_FOUND)
+)
+CONSUMER_GROUP_HEARTBEAT = 68  # api keys, for the common status checks
+CONSUMER_GROUP_DESCRIBE = 69
+
+
+def _error_response(req: Any, code: ErrorCode) -> Any:
+    """The whole-request error answer of any request the service parks, classic or consumer protocol."""
+    if isinstance(req, (ConsumerGroupHeartbeatRequest, ConsumerGroupDescribeRequest)):
+        return consumer.error_response(req, code)
+    return h.error_response(req, code)
 
 
 class CoordinatorUnavailable(ZkcoordError):
@@ -127,8 +146,12 @@ class GroupService(GroupCoordinator):
         owns_group: Callable[[str], bool] | None = None,
         offset_mirror: OffsetMirror | None = None,
         membership_bridge: MembershipBridge | None = None,
+        topics: consumer.TopicLookup = lambda name: (
+            None
+        ),  # name -> (topic id hex, partitions): KIP-848 groups
     ) -> None:
         self.config = config
+        self._topics = topics
         self.store = store
         self._clock = clock
         self._new_uuid = new_uuid
@@ -213,7 +236,7 @@ class GroupService(GroupCoordinator):
             await asyncio.gather(self._writer, return_exceptions=True)
         for token, (fut, req) in list(self._waiting.items()):
             if not fut.done():
-                fut.set_result(h.error_response(req, ErrorCode.NOT_COORDINATOR))
+                fut.set_result(_error_response(req, ErrorCode.NOT_COORDINATOR))
             self._waiting.pop(token, None)
 
     def unload_groups(self) -> None:
@@ -251,7 +274,7 @@ class GroupService(GroupCoordinator):
         except Exception:
             log.exception("coordinator handler failed on %r", req)
             self._waiting.pop(token, None)
-            return h.error_response(req, ErrorCode.UNKNOWN_SERVER_ERROR)
+            return _error_response(req, ErrorCode.UNKNOWN_SERVER_ERROR)
         self._apply(result)
         group_id = getattr(req, "group_id", None)
         if isinstance(group_id, str):
@@ -282,6 +305,10 @@ class GroupService(GroupCoordinator):
         err = self._status(h.JOIN_GROUP, req.group_id)
         if err is not None:
             return h.error_response(req, err)  # type: ignore[return-value]
+        if consumer.is_consumer_group(self.state, req.group_id):
+            # Online migration (classic members in a consumer group) is not served yet: Kafka's answer when it
+            # is off (group.consumer.migration.policy=disabled) for a group that is not a classic group.
+            return h.error_response(req, ErrorCode.GROUP_ID_NOT_FOUND)  # type: ignore[return-value]
         if self._bridged(req.group_id):
             refused = await self._bridge_join(req)
             if isinstance(refused, JoinGroupResponse):
@@ -363,7 +390,9 @@ class GroupService(GroupCoordinator):
         if err is not None:
             return h.error_response(req, err)  # type: ignore[return-value]
         handler = h.handle_offset_commit
-        if self._bridged(req.group_id) and await self._legacy_member_commit(req):
+        if consumer.is_consumer_group(self.state, req.group_id):
+            handler = h.handle_consumer_group_commit
+        elif self._bridged(req.group_id) and await self._legacy_member_commit(req):
             handler = h.handle_legacy_member_commit
         # Kafka's offsets.commit.timeout.ms: the append (ZooKeeper in cluster mode) gets that long, then the
         # commit is answered REQUEST_TIMED_OUT; the write goes on and, if it lands, the offsets hold.
@@ -411,6 +440,48 @@ class GroupService(GroupCoordinator):
 
         resp: DeleteGroupsResponse = await self._run(
             req, lambda now, token: h.handle_delete(self.state, req, now, token, status)
+        )
+        return resp
+
+    # ------------------------------------------------------------------- the consumer protocol (KIP-848)
+
+    async def consumer_group_heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse:
+        """ConsumerGroupHeartbeat: answered once the records it emitted are durable, as every response is."""
+        err = self._status(CONSUMER_GROUP_HEARTBEAT, req.group_id) if req.group_id else None
+        if err is not None:
+            return ConsumerGroupHeartbeatResponse(int(err))
+        if req.group_id and self._bridged(req.group_id):
+            return ConsumerGroupHeartbeatResponse(
+                int(ErrorCode.UNSUPPORTED_VERSION),
+                f"group {req.group_id} is a mixed group (--bridge-zk-groups): consumer-protocol members are not "
+                "served in mixed groups yet; use group.protocol=classic",
+            )
+        new_id = self._new_uuid() if req.member_epoch == 0 and not req.member_id else ""
+        resp: ConsumerGroupHeartbeatResponse = await self._run(
+            req,  # type: ignore[arg-type]
+            lambda now, token: consumer.handle_consumer_heartbeat(
+                self.state, req, now, token, self._topics, new_id
+            ),
+        )
+        if resp.error_code in _REFUSALS_WORTH_A_LOG:
+            # Fatal for the client (librdkafka stops consuming): say why on the server side too.
+            log.warning(
+                "group=%s member %s: ConsumerGroupHeartbeat refused, %s: %s",
+                req.group_id, req.member_id, ErrorCode(resp.error_code).name, resp.error_message,
+            )  # fmt: skip
+        return resp
+
+    async def consumer_group_describe(
+        self, req: ConsumerGroupDescribeRequest
+    ) -> ConsumerGroupDescribeResponse:
+        def status(gid: str) -> ErrorCode | None:
+            return self._status(CONSUMER_GROUP_DESCRIBE, gid)
+
+        resp: ConsumerGroupDescribeResponse = await self._run(
+            req,  # type: ignore[arg-type]
+            lambda now, token: consumer.handle_consumer_describe(self.state, req, now, token, status),
         )
         return resp
 
@@ -626,7 +697,7 @@ class GroupService(GroupCoordinator):
                     if error is not None:
                         waiting = self._waiting.get(token)
                         if waiting is not None:
-                            response = h.error_response(waiting[1], ErrorCode.COORDINATOR_NOT_AVAILABLE)
+                            response = _error_response(waiting[1], ErrorCode.COORDINATOR_NOT_AVAILABLE)
                     self._deliver(token, response)
 
     async def flush(self) -> None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
+from zkcoord.group import consumer_messages as cm
 from zkcoord.group import messages as gm
 from zkcoord.group.errors import ErrorCode
-from zkcoord.security.acl import Operation
+from zkcoord.security.acl import Operation, Resource, ResourceType, all_operations
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.authorization import RequestAuthorizer, authorized_group_call, with_every_operation
 from zkcoord.server.seams import GroupCoordinator
@@ -28,6 +30,8 @@ class GroupDispatch:
         self.observe = observe  # (api_key, typed response): the metrics hook, one call per answered group
 
     def dispatch(self, req: kp.RequestFrame) -> Awaitable[bytes] | bytes | None:
+        if req.api_key in kp.CONSUMER_GROUP_APIS:
+            return self._consumer_group(req)
         if req.api_key not in kp.GROUP_APIS:
             return kp.error_response(req, ErrorCode.UNSUPPORTED_VERSION)
         if req.api_key == kp.HEARTBEAT:
@@ -69,6 +73,53 @@ class GroupDispatch:
             for response in responses:
                 self.observe(req.api_key, response)
         return kp.group_response(req, responses)
+
+    async def _consumer_group(self, req: kp.RequestFrame) -> bytes:
+        """ConsumerGroupHeartbeat/Describe, authorized as Kafka's KafkaApis does: Read on the group and Describe
+        on every subscribed topic for a heartbeat; Describe on each group (and its assigned topics) to describe."""
+        r = kp.consumer_group_request(req)
+        authz = self.authorizer
+        if isinstance(r, cm.ConsumerGroupHeartbeatRequest):
+            answer: cm.ConsumerGroupHeartbeatResponse | cm.ConsumerGroupDescribeResponse
+            if authz is not None and not authz.group(req, Operation.READ, r.group_id):
+                answer = cm.ConsumerGroupHeartbeatResponse(int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+            elif authz is not None and authz.denied_topics(
+                req, Operation.DESCRIBE, r.subscribed_topic_names or ()
+            ):
+                denied = sorted(authz.denied_topics(req, Operation.DESCRIBE, r.subscribed_topic_names or ()))
+                answer = cm.ConsumerGroupHeartbeatResponse(
+                    int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                    f"The following topics are not authorized: {', '.join(denied)}",
+                )
+            else:
+                answer = await self.service.consumer_group_heartbeat(r)
+            return kp.consumer_group_response(req, answer)
+        assert isinstance(r, cm.ConsumerGroupDescribeRequest)
+        allowed = tuple(g for g in r.group_ids if authz is None or authz.group(req, Operation.DESCRIBE, g))
+        described = (
+            await self.service.consumer_group_describe(replace(r, group_ids=allowed)) if allowed else None
+        )
+        found = {g.group_id: g for g in described.groups} if described is not None else {}
+        groups = []
+        for gid in r.group_ids:
+            g = found.get(gid)
+            if g is None:
+                groups.append(cm.DescribedConsumerGroup(int(ErrorCode.GROUP_AUTHORIZATION_FAILED), gid))
+                continue
+            if authz is not None and g.error_code == 0:
+                topics = {tp.topic_name for m in g.members for tp in (*m.assignment, *m.target_assignment)}
+                if authz.denied_topics(req, Operation.DESCRIBE, sorted(topics)):
+                    groups.append(cm.DescribedConsumerGroup(int(ErrorCode.TOPIC_AUTHORIZATION_FAILED), gid))
+                    continue
+            if r.include_authorized_operations and g.error_code == 0:
+                ops = (
+                    authz.operations(req, Resource(ResourceType.GROUP, gid))
+                    if authz is not None
+                    else all_operations(ResourceType.GROUP)
+                )
+                g = replace(g, authorized_operations=ops)
+            groups.append(g)
+        return kp.consumer_group_response(req, cm.ConsumerGroupDescribeResponse(tuple(groups)))
 
     async def _one(self, r: gm.GroupRequest) -> gm.GroupResponse:
         s = self.service

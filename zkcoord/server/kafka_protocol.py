@@ -11,8 +11,10 @@ Class lookups, flexible flags and compiled decoders are resolved once per (api k
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import struct
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +26,7 @@ from kafka.protocol.admin import (
     DeleteGroupsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeClusterResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     ListGroupsRequest,
@@ -63,10 +66,11 @@ from kafka.protocol.producer import (
 )
 
 from zkcoord.errors import ZkcoordError
+from zkcoord.group import consumer_messages as gcm
 from zkcoord.group import messages as gm
 from zkcoord.group.errors import ErrorCode
 from zkcoord.security.acl import Session
-from zkcoord.server import fastpath, prescan
+from zkcoord.server import consumer_protocol, fastpath, prescan
 from zkcoord.server import messages as dm
 
 # Re-exported: the Metadata values predate `zkcoord.server.messages` and callers know them as kp.TopicMeta.
@@ -123,19 +127,19 @@ ADVERTISED: dict[int, tuple[int, int]] = {
     PRODUCE: (0, 9),
     FETCH: (0, 12),
     LIST_OFFSETS: (0, 6),
-    METADATA: (0, 11),
-    OFFSET_COMMIT: (0, 8),
-    OFFSET_FETCH: (0, 7),
+    METADATA: (0, 12),  # v12: topics by id, which librdkafka needs for KIP-848 assignments
+    OFFSET_COMMIT: (0, 9),  # v9: consumer-protocol members (member id + member epoch, KIP-848)
+    OFFSET_FETCH: (0, 9),
     FIND_COORDINATOR: (0, 3),
     JOIN_GROUP: (0, 7),
     HEARTBEAT: (0, 4),
     LEAVE_GROUP: (0, 4),
     SYNC_GROUP: (0, 5),
     DESCRIBE_GROUPS: (0, 5),
-    LIST_GROUPS: (0, 4),
+    LIST_GROUPS: (0, 5),  # v5: the group type (classic, consumer) and a types filter (KIP-848)
     API_VERSIONS: (0, 3),
     CREATE_TOPICS: (0, 7),
-    DELETE_TOPICS: (0, 5),  # v6 names topics by id: zkcoord has no topic ids
+    DELETE_TOPICS: (0, 5),  # v6 names topics by id: not served (ids are derived from names, topic_ids.py)
     INIT_PRODUCER_ID: (0, 4),
     DELETE_GROUPS: (0, 2),
 }
@@ -148,8 +152,6 @@ ACCEPTED: dict[int, tuple[int, int]] = {
     API_VERSIONS: (0, 4),
     JOIN_GROUP: (0, 9),
     LEAVE_GROUP: (0, 5),
-    OFFSET_COMMIT: (0, 8),
-    OFFSET_FETCH: (0, 8),
     METADATA: (0, 12),
     LIST_OFFSETS: (0, 7),
 }
@@ -238,7 +240,7 @@ class _Codec:
     decode: Callable[[memoryview, int], tuple[Any, int]]
     flexible: bool
     response_flexible: bool
-    plan: prescan.Plan
+    plan: prescan.Plan | None  # None: a hand-written codec that bounds itself
 
 
 def _build_codecs() -> dict[tuple[int, int], _Codec]:
@@ -333,6 +335,12 @@ def decode_request(frame: bytes | bytearray | memoryview, session: Session | Non
     fast = _fast_request(key, version, frame, pos)
     if fast is not None:
         return RequestFrame(key, version, corr, client_id, fast, codec.flexible, session)
+    if codec.plan is None:  # a hand-written codec (consumer_protocol), bounded on its own
+        try:
+            body = codec.decode(buf, pos)[0]
+        except consumer_protocol.BodyError as exc:
+            raise MalformedBody(f"body does not decode: {exc}", key, version, corr) from exc
+        return RequestFrame(key, version, corr, client_id, body, codec.flexible, session)
     try:
         # Bounded before the generic decoder runs: lengths against bytes left, forbidden nulls, and nested
         # unknown tagged fields dropped (kafka-python copies the rest of the frame per non-empty section).
@@ -419,6 +427,9 @@ def _frame_v0(correlation_id: int, body: bytes | bytearray) -> bytes:
 
 def error_response(req: RequestFrame, error_code: int) -> bytes | None:
     """A whole-request error answer for APIs whose response has a top-level error code; else None."""
+    if req.api_key in consumer_protocol.WINDOWS:
+        body = consumer_protocol.error_body(req.api_key, req.api_version, error_code)
+        return None if body is None else _frame(req.api_key, req.api_version, req.correlation_id, body)
     cls = _resp_cls(req)
     fields = cls._struct.fields
     if "error_code" not in fields or not fields["error_code"].for_version_q(req.api_version):
@@ -429,6 +440,12 @@ def error_response(req: RequestFrame, error_code: int) -> bytes | None:
 
 def unsupported_version_response(api_key: int, api_version: int, correlation_id: int) -> bytes | None:
     """UNSUPPORTED_VERSION for a known API at a version the classes can still encode; else None (close)."""
+    if api_key == consumer_protocol.CONSUMER_GROUP_HEARTBEAT and api_version >= 0:
+        # Kafka answers with the highest version it knows; every version of this response is flexible.
+        hi = consumer_protocol.WINDOWS[api_key][1]
+        body = consumer_protocol.error_body(api_key, hi, UNSUPPORTED_VERSION)
+        assert body is not None
+        return _RESP_HEAD_FLEX.pack(len(body) + 5, correlation_id, 0) + body
     pair = _CLASSES.get(api_key)
     if pair is None:
         return None
@@ -736,7 +753,7 @@ def group_response(req: RequestFrame, responses: Sequence[gm.GroupResponse]) -> 
                     group_id=g.group_id,
                     protocol_type=g.protocol_type,
                     group_state=g.group_state,
-                    group_type="classic",
+                    group_type=g.group_type,
                 )
                 for g in r.groups
             ],
@@ -830,15 +847,22 @@ def metadata_request(req: RequestFrame) -> dm.MetadataRequest:
     b = req.body
     v = req.api_version
     names: tuple[str, ...] | None = None
+    ids: tuple[uuid.UUID, ...] = ()
     if b.topics is not None and not (v == 0 and not b.topics):  # v0 asks for every topic by an empty list
         names = tuple(t.name for t in b.topics if t.name is not None)
+        if v >= 10:
+            ids = tuple(t.topic_id for t in b.topics if t.name is None and t.topic_id is not None)
     return dm.MetadataRequest(
         v,
         names,
         v < 4 or bool(b.allow_auto_topic_creation),
         8 <= v <= 10 and bool(b.include_cluster_authorized_operations),
         v >= 8 and bool(b.include_topic_authorized_operations),
+        ids,
     )
+
+
+_ZERO_UUID = uuid.UUID(int=0)
 
 
 def metadata_response(req: RequestFrame, r: dm.MetadataResponse) -> bytes:
@@ -855,6 +879,7 @@ def metadata_response(req: RequestFrame, r: dm.MetadataResponse) -> bytes:
             T(
                 error_code=t.error_code,
                 name=t.name,
+                topic_id=t.topic_id or _ZERO_UUID,
                 is_internal=t.internal,
                 authorized_operations=_bitfield(t.authorized_operations),
                 partitions=[
@@ -1195,3 +1220,204 @@ def sasl_authenticate_response(
         session_lifetime_ms=0,  # no re-authentication required (KIP-368 off)
     )
     return _encode(req, resp)
+
+
+# -- the consumer rebalance protocol (KIP-848): ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) ----------
+# kafka-python has no classes for them: the codecs are hand-written in zkcoord.server.consumer_protocol and added to
+# the tables here, so the wire layer advertises, decodes and frames them like any other API.
+
+CONSUMER_GROUP_HEARTBEAT = consumer_protocol.CONSUMER_GROUP_HEARTBEAT
+CONSUMER_GROUP_DESCRIBE = consumer_protocol.CONSUMER_GROUP_DESCRIBE
+CONSUMER_GROUP_APIS = frozenset(consumer_protocol.WINDOWS)
+
+
+def _add_consumer_group_apis() -> None:
+    for key, (lo, hi) in consumer_protocol.WINDOWS.items():
+        API_NAMES[key] = consumer_protocol.NAMES[key]
+        ADVERTISED[key] = ACCEPTED[key] = (lo, hi)
+        decode = consumer_protocol.DECODERS[key]
+        for version in range(lo, hi + 1):
+
+            def dec(buf: memoryview, pos: int, _d: Any = decode, _v: int = version) -> tuple[Any, int]:
+                return _d(buf, pos, _v), len(buf)
+
+            _CODECS[(key, version)] = _Codec(None, None, dec, True, True, None)
+
+
+_add_consumer_group_apis()
+
+
+def consumer_group_request(req: RequestFrame, client_host: str = "") -> Any:
+    """The zkcoord value of a ConsumerGroupHeartbeat/Describe frame; the heartbeat gets the header's client id and
+    the connection's host."""
+    body = req.body
+    if req.api_key == CONSUMER_GROUP_HEARTBEAT:
+        host = client_host or (req.session.host if req.session is not None else "")
+        return dataclasses.replace(body, client_id=req.client_id or "", client_host=host)
+    return body
+
+
+def consumer_group_response(req: RequestFrame, resp: Any) -> bytes:
+    if req.api_key == CONSUMER_GROUP_HEARTBEAT:
+        body = consumer_protocol.encode_heartbeat_response(resp, req.api_version)
+    else:
+        body = consumer_protocol.encode_describe_response(resp, req.api_version)
+    return _frame(req.api_key, req.api_version, req.correlation_id, body)
+
+
+def encode_consumer_group_request(correlation_id: int, client_id: str | None, value: Any) -> bytes:
+    """A framed ConsumerGroupHeartbeat/Describe request (request header v2) for tests, benchmarks and the fuzzer."""
+    if isinstance(value, gcm.ConsumerGroupHeartbeatRequest):
+        key, body = CONSUMER_GROUP_HEARTBEAT, consumer_protocol.encode_heartbeat_request(value)
+    else:
+        key, body = CONSUMER_GROUP_DESCRIBE, consumer_protocol.encode_describe_request(value)
+    cid = (
+        b"\xff\xff" if client_id is None else struct.pack(">h", len(client_id.encode())) + client_id.encode()
+    )
+    head = struct.pack(">hhi", key, value.api_version, correlation_id) + cid + b"\x00"
+    return struct.pack(">i", len(head) + len(body)) + head + body
+
+
+def decode_consumer_group_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation_id, response value) of a ConsumerGroupHeartbeat/Describe response frame without its size
+    prefix (tests): the inverse of `consumer_group_response`."""
+    correlation_id = struct.unpack_from(">i", frame, 0)[0]
+    return correlation_id, consumer_protocol.decode_response(api_key, api_version, frame[5:])
+
+
+# -- the proxy (zkcoord.proxy): the few responses it must read -------------------------------------------------
+
+DESCRIBE_CLUSTER = 60
+_ADDRESS_CLASSES: dict[int, Any] = {
+    METADATA: MetadataResponse,
+    FIND_COORDINATOR: FindCoordinatorResponse,
+    DESCRIBE_CLUSTER: DescribeClusterResponse,
+}
+# The APIs whose responses carry broker addresses: a proxy decodes these answers and rewrites the addresses.
+ADDRESS_APIS = frozenset(_ADDRESS_CLASSES)
+# (node id, host, port) as the broker answered -> (host, port) the client is to be told.
+AddressOf = Callable[[int, str, int], tuple[str, int]]
+
+
+def proxy_version_caps() -> dict[int, int]:
+    """The highest version of each API a client may use through the proxy: the address-carrying responses are
+    decoded with kafka-python's classes, and the group APIs (FindCoordinator included) of the groups the proxy
+    coordinates are answered by zkcoord's coordinator, so those stop at what zkcoord advertises."""
+    caps = {key: int(cls.max_version) for key, cls in _ADDRESS_CLASSES.items()}
+    for key in (*sorted(GROUP_APIS), FIND_COORDINATOR):
+        caps[key] = min(caps.get(key, ADVERTISED[key][1]), ADVERTISED[key][1])
+    return caps
+
+
+def _response_error(api_key: int, api_version: int, exc: Exception) -> ProtocolError:
+    name = API_NAMES.get(api_key, f"api_key {api_key}")
+    return MalformedBody(f"{name} v{api_version} response does not decode: {type(exc).__name__}: {exc}",
+                         api_key, api_version)  # fmt: skip
+
+
+def rewrite_addresses(
+    api_key: int,
+    api_version: int,
+    frame: bytes | bytearray,
+    address_of: AddressOf,
+    extra: Sequence[tuple[int, str, int]] = (),
+) -> bytes:
+    """A Metadata / FindCoordinator / DescribeCluster response frame (without its size prefix) with every
+    broker address replaced by `address_of(node_id, host, port)`, and the brokers `extra` (node id, host, port)
+    listed after the cluster's in Metadata and DescribeCluster answers (the proxy's coordinators: a client may
+    drop a coordinator its metadata does not list); returned framed (size prefix included). A response that does
+    not decode raises MalformedBody: the proxy never passes an address it did not map."""
+    cls = _ADDRESS_CLASSES[api_key]
+    try:
+        obj = cls.decode(bytes(frame), version=api_version, header=True)
+    except Exception as exc:  # kafka-python raises struct.error, IndexError, ValueError ... on bad input
+        raise _response_error(api_key, api_version, exc) from exc
+    if api_key == FIND_COORDINATOR:
+        entries = list(obj.coordinators or ()) if api_version >= 4 else [obj]
+        for entry in entries:
+            if entry.node_id >= 0 and entry.host:
+                entry.host, entry.port = address_of(entry.node_id, entry.host, entry.port)
+    else:
+        brokers = list(obj.brokers or ())
+        for broker in brokers:
+            node_id = broker.broker_id if api_key == DESCRIBE_CLUSTER else broker.node_id
+            broker.host, broker.port = address_of(node_id, broker.host, broker.port)
+        listed = {b.broker_id if api_key == DESCRIBE_CLUSTER else b.node_id for b in brokers}
+        for node_id, host, port in extra:
+            if node_id in listed:
+                continue
+            if api_key == DESCRIBE_CLUSTER:
+                brokers.append(cls.DescribeClusterBroker(broker_id=node_id, host=host, port=port, rack=None))
+            else:
+                brokers.append(cls.MetadataResponseBroker(node_id=node_id, host=host, port=port, rack=None))
+        obj.brokers = brokers
+    return bytes(obj.encode(header=True, framed=True))
+
+
+def cap_api_versions(api_version: int, frame: bytes | bytearray, caps: dict[int, int]) -> bytes:
+    """An ApiVersions response frame (without its size prefix) with each capped API's maximum lowered to
+    `caps` (an API whose minimum is above its cap is left out); returned framed. An error answer (the KIP-511
+    v0 fallback among them) passes unchanged: it lists no version the client could use beyond the cap."""
+    try:
+        obj = ApiVersionsResponse.decode(bytes(frame), version=api_version, header=True)
+    except Exception as exc:
+        raise _response_error(API_VERSIONS, api_version, exc) from exc
+    if obj.error_code != 0:
+        return _SIZE.pack(len(frame)) + bytes(frame)
+    kept = []
+    for entry in obj.api_keys or ():
+        cap = caps.get(entry.api_key)
+        if cap is not None:
+            if entry.min_version > cap:
+                continue
+            entry.max_version = min(entry.max_version, cap)
+        kept.append(entry)
+    obj.api_keys = kept
+    return bytes(obj.encode(header=True, framed=True))
+
+
+_SIZE = struct.Struct(">i")
+
+
+def produce_acks(frame: bytes | bytearray | memoryview) -> int:
+    """The `acks` of a Produce request frame (without its size prefix), read without decoding the records:
+    header (client id, tagged fields from v9), then v3+'s transactional id. acks=0 gets no response."""
+    buf = memoryview(frame)
+    try:
+        _key, version, _corr, cid_len = _HEAD.unpack_from(buf, 0)
+        pos = 10 + max(cid_len, 0)
+        flexible = version >= 9
+        if flexible:
+            ntags, pos = _read_uvarint(buf, pos)
+            for _ in range(ntags):
+                _tag, pos = _read_uvarint(buf, pos)
+                size, pos = _read_uvarint(buf, pos)
+                pos += size
+        if version >= 3:
+            if flexible:
+                n, pos = _read_uvarint(buf, pos)
+                pos += max(n - 1, 0)
+            else:
+                (n,) = struct.unpack_from(">h", buf, pos)
+                pos += 2 + max(n, 0)
+        (acks,) = struct.unpack_from(">h", buf, pos)
+    except (struct.error, IndexError, ValueError) as exc:
+        raise MalformedFrame(f"Produce header does not decode: {exc}", PRODUCE) from exc
+    return int(acks)
+
+
+def group_ids(req: RequestFrame) -> tuple[str, ...]:
+    """The group ids a group-API request (or a FindCoordinator for groups) names, in request order; none for
+    ListGroups or a FindCoordinator for transactions."""
+    if req.api_key == FIND_COORDINATOR:
+        found = find_coordinator_request(req)
+        return found.keys if found.key_type == 0 else ()
+    ids: list[str] = []
+    for r in group_requests(req):
+        if isinstance(r, gm.DescribeGroupsRequest):
+            ids.extend(r.groups)
+        elif isinstance(r, gm.DeleteGroupsRequest):
+            ids.extend(r.groups_names)
+        elif not isinstance(r, gm.ListGroupsRequest):
+            ids.append(r.group_id)
+    return tuple(ids)

@@ -9,6 +9,7 @@ Error codes are `zkcoord.group.errors.ErrorCode` members (ints on the wire).
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 
 NO_OPERATIONS_FIELD = -(2**31)  # an "authorized operations" field not asked for (Kafka's INT32_MIN default)
@@ -38,6 +39,7 @@ class TopicMeta:
     partitions: tuple[PartitionMeta, ...]
     internal: bool = False
     authorized_operations: int = NO_OPERATIONS_FIELD  # v8+, when asked (KIP-430)
+    topic_id: uuid.UUID | None = None  # v10+ (KIP-516); None: the zero uuid
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +49,9 @@ class MetadataRequest:
     allow_auto_topic_creation: bool  # always true before v4, which has no such field
     include_cluster_authorized_operations: bool = False  # v8-10
     include_topic_authorized_operations: bool = False  # v8+
+    topic_ids: tuple[
+        uuid.UUID, ...
+    ] = ()  # v10+ topics asked by id (name null), as librdkafka does for KIP-848
 
 
 @dataclass(frozen=True, slots=True)

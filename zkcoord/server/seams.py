@@ -10,6 +10,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import Protocol
 
+from zkcoord.group.consumer_messages import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from zkcoord.group.messages import (
     DeleteGroupsRequest,
     DeleteGroupsResponse,
@@ -35,7 +41,7 @@ from zkcoord.server.messages import Coordinator, TopicMeta
 
 
 class GroupCoordinator(Protocol):
-    """The nine group APIs, one zkcoord request in, its response out (parked until the coordinator answers)."""
+    """The nine group APIs and the two of the consumer protocol, one zkcoord request in, its response out (parked until the coordinator answers)."""
 
     async def join_group(self, req: JoinGroupRequest) -> JoinGroupResponse: ...
 
@@ -63,6 +69,14 @@ class GroupCoordinator(Protocol):
     async def partitions_deleted(self, partitions: Sequence[tuple[str, int]]) -> None:
         """Topic deletion's hook (Kafka's `handleDeletedPartitions`): every group's committed offsets of these
         partitions are dropped, durably, before it returns; raises when that cannot be done now."""
+
+    async def consumer_group_heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse: ...
+
+    async def consumer_group_describe(
+        self, req: ConsumerGroupDescribeRequest
+    ) -> ConsumerGroupDescribeResponse: ...
 
 
 class ClusterSide(Protocol):

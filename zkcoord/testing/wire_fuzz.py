@@ -13,6 +13,7 @@ import struct
 import uuid
 from typing import Any
 
+from zkcoord.group import consumer_messages as gcm
 from zkcoord.records.batch import build_batch
 from zkcoord.records.message_set import LegacyMessage, encode_message_set
 from zkcoord.server import kafka_protocol as kp
@@ -125,6 +126,9 @@ def random_request(
 ) -> tuple[bytes, Any]:
     """(framed request, its body object): every field present at `version`, values at the edges, except the
     top-level `overrides` present at that version (a benchmark pins Fetch's max_wait_ms so windows keep moving)."""
+    if api_key in kp.CONSUMER_GROUP_APIS:
+        value = _consumer_group_request(rng, api_key, version)
+        return kp.encode_consumer_group_request(correlation_id, rng.choice(("fuzz", None, "")), value), value
     req_cls = kp._CLASSES[api_key][0]
     untagged = req_cls._struct.untagged_fields(version)
     fields = {f.name: _value(rng, f, version, 0) for f in untagged}
@@ -132,6 +136,38 @@ def random_request(
     obj = req_cls(version=version, **fields)
     obj.with_header(correlation_id=correlation_id, client_id=rng.choice(("fuzz", None, "")))
     return bytes(obj.encode(header=True, framed=True)), obj
+
+
+def _consumer_group_request(rng: random.Random, api_key: int, version: int) -> Any:
+    """ConsumerGroupHeartbeat/Describe (hand-written codecs, no kafka-python schema): the same edge values."""
+    if api_key == kp.CONSUMER_GROUP_DESCRIBE:
+        groups = tuple(_string(rng, "group_id", False) or "" for _ in range(rng.choice((0, 1, 2))))
+        return gcm.ConsumerGroupDescribeRequest(version, groups, rng.random() < 0.5)
+    owned = None
+    if rng.random() < 0.7:
+        owned = tuple(
+            (
+                uuid.UUID(int=rng.getrandbits(128)).hex,
+                tuple(_int(rng, "int32") for _ in range(rng.choice((0, 1, 3)))),
+            )
+            for _ in range(rng.choice((0, 1, 2)))
+        )
+    names = None
+    if rng.random() < 0.8:
+        names = tuple(rng.choice(_TOPICS) for _ in range(rng.choice((0, 1, 2))))
+    return gcm.ConsumerGroupHeartbeatRequest(
+        api_version=version,
+        group_id=_string(rng, "group_id", False) or "",
+        member_id=_string(rng, "member_id", False) or "",
+        member_epoch=rng.choice((0, 0, -1, -2, 1, _int(rng, "int32"))),
+        instance_id=_string(rng, "instance_id", True),
+        rack_id=_string(rng, "rack_id", True),
+        rebalance_timeout_ms=rng.choice((-1, 1000, _int(rng, "int32"))),
+        subscribed_topic_names=names,
+        subscribed_topic_regex=_string(rng, "regex", True) if version >= 1 else None,
+        server_assignor=rng.choice((None, "uniform", "range", "sticky", "")),
+        topic_partitions=owned,
+    )
 
 
 def mutate(rng: random.Random, framed: bytes) -> bytes:

@@ -179,3 +179,35 @@ def test_concurrent_runs_are_fenced_by_the_marker_version(setup: Any, zk: Any) -
     racing = Racing(zk, runner.broker_for, runner.journal.dir)
     with pytest.raises(OffsetWriteConflict, match="changed by another writer"):
         racing.dual_commit("g")
+
+
+def test_plan_exits_non_zero_and_marks_nothing_when_the_broker_does_not_answer(
+    setup: Any, zk: Any, zk_connect: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A plan is what dual-commit would do, unknown while the broker does not answer for the group: the group is not
+    marked, the command exits 2 and prints what to check and the command to run again (as printed)."""
+    runner, broker, _ = setup
+    broker.down = (
+        True  # the in-memory broker answers the read with an error, as COORDINATOR_NOT_AVAILABLE does
+    )
+    with pytest.raises(
+        StepFailed, match=r"did not answer for the group's offsets \(broker NoBrokersAvailable\)"
+    ):
+        runner.plan("g")
+    assert not zk.exists(marker_path("g"))
+    assert runner.journal.entries("g")[-1]["event"] == "failed"
+
+    from zkcoord.cli import main
+    from zkcoord.local.zookeeper import free_port
+
+    closed = f"127.0.0.1:{free_port()}"  # nothing listens there
+    state = str(tmp_path / "cli-state")
+    argv = ["migrate", "plan", "--zk", zk_connect, "--bootstrap", closed, "--group", "g", "--state-dir", state,
+            "--request-timeout-ms", "1500"]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "nothing was marked" in err and f"zkcoord cluster describe --zk {zk_connect}" in err
+    assert (
+        f"$ zkcoord migrate plan --zk {zk_connect} --bootstrap {closed} --state-dir {state} --group g" in err
+    )
+    assert not zk.exists(marker_path("g"))

@@ -28,6 +28,7 @@ class Broker:
 
     def __init__(self) -> None:
         self.offsets: dict[TopicPartition, int] = {}
+        self.members: list[str] = []  # member ids the coordinator has in the group
 
     def read_offsets(self, partitions: Iterable[Any] | None = None) -> StoreRead:
         return StoreRead(Store.BROKER, offsets=dict(self.offsets))
@@ -37,7 +38,7 @@ class Broker:
         return StoreReply.of(Store.BROKER, {tp: None for tp in offsets})
 
     def describe(self) -> dict[str, Any]:
-        return {"state": "Stable", "members": []}
+        return {"state": "Stable", "members": [{"member_id": m, "client_id": m} for m in self.members]}
 
 
 def register(zk: Any, consumer: str, *, classic: bool = False) -> None:
@@ -76,25 +77,31 @@ def runner(zk: Any, tmp_path: Path) -> tuple[MigrationRunner, Broker]:
     register(zk, "g_b")
     own(zk, "g_a", (0, 1))
     own(zk, "g_b", (2, 3))
+    # A running coordinator offset bridge announces itself so (zkcoord.bridge.zk_store): the member walk is offered.
+    zk.create(
+        "/zkcoord/offset-bridges/bridge-", b'{"version":1}', ephemeral=True, sequence=True, makepath=True
+    )
     return MigrationRunner(zk, lambda group: broker, tmp_path / "state"), broker
 
 
 def test_member_by_member_forward_and_back(runner: Any, zk: Any) -> None:
-    migrate, _ = runner
+    migrate, broker = runner
     outcome, _ = migrate.plan(GROUP)
     text = "\n".join(outcome.lines)
     assert "membership phase: legacy-only (recorded at the last step: none yet)" in text
     assert "ZooKeeper (legacy) members: 2" in text and "g_a owns t-0, t-1" in text
-    assert "2 member(s) left; next, 1 of 2" in text and "stop ZooKeeper member g_a (owns t-0, t-1)" in text
     assert "point of no return: `migrate finalize` once no ZooKeeper member is left" in text
+    assert "next: $ zkcoord migrate dual-commit --zk CONNECT --bootstrap HOST:PORT --group g" in text
     assert phase(zk) == "legacy-only"
-    migrate.dual_commit(GROUP)
+    text = "\n".join(migrate.dual_commit(GROUP).lines)
+    assert "2 member(s) left; next, 1 of 2" in text and "stop ZooKeeper member g_a (owns t-0, t-1)" in text
     migrate.verify(GROUP)
 
     replace(zk, "g_a", "c1", (0, 1), classic=True)
+    broker.members.append("c1-uuid")
     status = "\n".join(migrate.status(GROUP))
     assert "membership phase: mixed (recorded at the last step: legacy-only)" in status
-    assert "broker-protocol (classic) members: 1" in status and "c1 owns t-0, t-1" in status
+    assert "broker-protocol (classic) members: 1" in status and "c1 (c1) owns t-0, t-1" in status
     assert "stop ZooKeeper member g_b (owns t-2, t-3)" in status
 
     with pytest.raises(
@@ -107,6 +114,7 @@ def test_member_by_member_forward_and_back(runner: Any, zk: Any) -> None:
     status = "\n".join(migrate.status(GROUP))
     assert "wait, the group is not settled" in status and "1 partition(s) have no owner: t-2" in status
     replace(zk, "g_b", "c2", (2, 3), classic=True)
+    broker.members.append("c2-uuid")
     assert migrate.finalize(GROUP).after.value == "finalized"
     assert phase(zk) == "broker-only"
 
@@ -118,10 +126,11 @@ def test_member_by_member_forward_and_back(runner: Any, zk: Any) -> None:
     for new in ("g_c", "g_d"):
         lines = "\n".join(migrate.rollback(GROUP).lines)
         nxt = migrate.journal.entries(GROUP)[-1]["detail"]["next_member"]
-        assert f"stop broker-protocol member {nxt} (classic" in lines
+        assert f"stop broker-protocol member {nxt} ({nxt}) (owns" in lines  # client id (consumer id)
         moved.append(nxt)
         replace(zk, nxt, new, (0, 1) if nxt == "c1" else (2, 3), classic=False)
+        broker.members.remove(f"{nxt}-uuid")
     assert moved == ["c1", "c2"]
     done = "\n".join(migrate.rollback(GROUP).lines)
-    assert "member walk back to ZooKeeper: done" in done
+    assert "done, every member is a ZooKeeper member again" in done
     assert phase(zk) == "legacy-only"

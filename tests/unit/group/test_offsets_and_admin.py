@@ -171,9 +171,15 @@ def test_describe_list_delete() -> None:
     lr = d.r(t)
     assert isinstance(lr, ListGroupsResponse) and [x.group_id for x in lr.groups] == ["g"]
     t = d.next_token()
-    d.apply(h.handle_list(d.st, ListGroupsRequest(5, (), ("CONSUMER", "")), d.now, t))
+    # v5 TypesFilter names group types (KIP-848: classic, consumer), not protocol types, case-insensitive.
+    d.apply(h.handle_list(d.st, ListGroupsRequest(5, (), ("CLASSIC",)), d.now, t))
     lr = d.r(t)
     assert isinstance(lr, ListGroupsResponse) and [x.group_id for x in lr.groups] == ["g", "simple"]
+    assert {x.group_type for x in lr.groups} == {"classic"}
+    t = d.next_token()
+    d.apply(h.handle_list(d.st, ListGroupsRequest(5, (), ("consumer",)), d.now, t))
+    lr = d.r(t)
+    assert isinstance(lr, ListGroupsResponse) and lr.groups == ()
 
     t = d.next_token()
     d.apply(h.handle_delete(d.st, DeleteGroupsRequest(2, ("g", "simple", "nope", "")), d.now, t))

@@ -95,3 +95,25 @@ def test_replay_refuses_a_damaged_log_with_the_report_serve_gives(
     assert [g["group"] for g in out["groups"]] == ["g", "simple"]
     assert main(["replay", str(tmp_path), "--repair"]) == 0  # idempotent: nothing left to cut
     assert "no damage found, nothing changed" in capsys.readouterr().out
+
+
+def test_replay_shows_consumer_protocol_groups(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from .test_consumer_groups import T1, World
+
+    w = World()
+    w.hb("a", 0)
+    w.hb("b", 0)
+    w.hb("a", 1, {T1: {0, 1, 2, 3}})  # a must give two partitions up: pending revocation
+    with FileRecordStore(tmp_path) as store:
+        store.append([encode_record(r) for r in w.records])
+    assert main(["replay", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["groups"] == []
+    (g,) = out["consumer_groups"]
+    assert (g["group"], g["state"], g["group_epoch"], g["assignment_epoch"]) == ("g", "Reconciling", 2, 2)
+    a, b = g["members"]
+    assert (a["member_id"], a["member_epoch"], a["state"]) == ("a", 1, "UNREVOKED_PARTITIONS")
+    assert sorted(a["assigned"]["t1"] + a["pending_revocation"]["t1"]) == [0, 1, 2, 3]
+    assert (b["member_id"], b["state"], b["assigned"]) == ("b", "UNRELEASED_PARTITIONS", {})
+    assert main(["replay", str(tmp_path)]) == 0
+    assert "consumer group g: Reconciling group_epoch=2" in capsys.readouterr().out

@@ -121,7 +121,7 @@ def test_old_group_value_versions() -> None:
     ("decoder", "data", "fragment"),
     [
         (decode_key, b"\x00", "truncated at byte 0 reading version"),
-        (decode_key, bytes.fromhex("0003000167"), "unsupported key version 3"),
+        (decode_key, bytes.fromhex("0009000167"), "unsupported key version 9"),  # 3-8: consumer groups
         (decode_key, bytes.fromhex("0002000167ff"), "1 trailing bytes"),
         (decode_key, bytes.fromhex("00020005ab"), "reading group"),
         (decode_key, bytes.fromhex("0002ffff"), "group is null"),

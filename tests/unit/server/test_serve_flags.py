@@ -156,3 +156,24 @@ def test_log_retention_and_flush_flags_reach_the_config(
     assert main([*base, "--log.retention.ms", "-2"]) == 2
     assert "retention.ms must be >= -1, got -2" in capsys.readouterr().err
     assert not seen
+
+
+def test_consumer_protocol_flags_reach_the_group_config_and_are_validated(
+    tmp_path: Path, seen: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["serve", "--data-dir", str(tmp_path), "--group.consumer.session.timeout.ms", "3000",
+            "--group.consumer.heartbeat.interval.ms", "250", "--group.consumer.assignors", "range, uniform",
+            "--group.consumer.max.size", "9"]  # fmt: skip
+    assert main(argv) == 0
+    g = seen["node"].group_config
+    assert (g.group_consumer_session_timeout_ms, g.group_consumer_heartbeat_interval_ms) == (3000, 250)
+    assert (g.group_consumer_assignors, g.group_consumer_max_size) == (("range", "uniform"), 9)
+    assert main(["serve", "--data-dir", str(tmp_path), "--group.consumer.assignors", "sticky"]) == 2
+    assert (
+        "group.consumer.assignors must be distinct names among uniform, range, got sticky"
+        in capsys.readouterr().err
+    )
+    assert (
+        main(["serve", "--data-dir", str(tmp_path), "--group.consumer.heartbeat.interval.ms", "45000"]) == 2
+    )
+    assert "below group.consumer.session.timeout.ms" in capsys.readouterr().err

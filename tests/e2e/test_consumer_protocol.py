@@ -1,0 +1,246 @@
+"""The consumer rebalance protocol (KIP-848) with real confluent-kafka members (`group.protocol=consumer`), each in
+its own process, against one `zkcoord serve --zk` node under a paced producer: three members join one by one, one
+leaves, one joins, one is killed with SIGKILL, the topic grows from 3 to 6 partitions (ZooKeeper-era
+`kafka-topics --alter`). Every member reports its assignment callbacks with a machine-wide monotonic clock; the
+observer replays them in time order and requires that no partition is ever held by two live members, and that every
+acknowledged record is consumed (0 lost). librdkafka's admin client describes and lists the group as a consumer
+group on the way."""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import ConsumerGroupType, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from migration.compare.partitions import increase_partitions
+from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
+from zkcoord.testing import wait_for
+from zkcoord.zk.session import connect, ensure_chroot
+
+pytestmark = pytest.mark.e2e
+
+SESSION_MS = 3000
+MEMBER = Path(__file__).with_name("consumer_protocol_member_proc.py")
+
+
+@dataclass
+class Node:
+    zk_connect: str
+    proc: NodeProcess
+
+
+@pytest.fixture(scope="module")
+def node(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    connect_string = ensure_chroot(zk_server.hosts, f"/zkcoord-tests/kip848-{uuid.uuid4().hex[:8]}")
+    flags = ("--zk", connect_string, "--node-id", "1", "--num.partitions=3", *FAST_GROUP_FLAGS,
+             f"--group.consumer.session.timeout.ms={SESSION_MS}", "--group.consumer.heartbeat.interval.ms=250")  # fmt: skip
+    proc = NodeProcess(tmp_path_factory.mktemp("kip848-node"), flags)
+    proc.start()
+    try:
+        yield Node(connect_string, proc)
+    finally:
+        proc.stop()
+
+
+@dataclass
+class Observer:
+    """Every member's lines, timestamped by the member itself; kills timestamped by the test."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    events: list[tuple[int, str, str, tuple[int, ...]]] = field(
+        default_factory=list
+    )  # (ns, member, A|R|K, parts)
+    consumed: set[tuple[int, int]] = field(default_factory=set)
+
+    def line(self, member: str, text: str) -> None:
+        kind, ns, *rest = text.split(" ", 2)
+        with self.lock:
+            if kind == "M":
+                p, o = rest[0].split()
+                self.consumed.add((int(p), int(o)))
+            elif kind in ("A", "R"):
+                parts = tuple(int(p) for p in rest[0].split(",") if p) if rest else ()
+                self.events.append((int(ns), member, kind, parts))
+
+    def killed(self, member: str) -> None:
+        with self.lock:
+            self.events.append((time.monotonic_ns(), member, "K", ()))
+
+    def holders(self) -> dict[str, set[int]]:
+        """Who holds what now, replaying every event in time order; raises on a partition held twice."""
+        with self.lock:
+            events = sorted(self.events)
+        held: dict[str, set[int]] = {}
+        for ns, member, kind, parts in events:
+            mine = held.setdefault(member, set())
+            if kind == "A":
+                for p in parts:
+                    other = next((m for m, ps in held.items() if m != member and p in ps), None)
+                    assert other is None, f"partition {p} given to {member} at {ns} while {other} held it"
+                    mine.add(p)
+            elif kind == "R":
+                mine.difference_update(parts)
+            else:
+                mine.clear()  # a killed process holds nothing
+        return held
+
+
+class Member:
+    def __init__(self, node: Node, group: str, topic: str, name: str, observer: Observer) -> None:
+        self.name = name
+        self.proc = subprocess.Popen(
+            [sys.executable, str(MEMBER), node.proc.bootstrap, group, topic, name],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        self.reader = threading.Thread(target=self._read, args=(observer,), daemon=True)
+        self.reader.start()
+
+    def _read(self, observer: Observer) -> None:
+        assert self.proc.stdout is not None
+        for text in self.proc.stdout:
+            observer.line(self.name, text.strip())
+
+    def leave(self) -> None:
+        """SIGTERM: the member closes (a leave heartbeat, revocation printed). A close that cannot reach the
+        node waits for it, so after 20 s the process is killed: a member never outlives its test."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.reader.join(5)
+
+    def kill9(self, observer: Observer) -> None:
+        self.proc.kill()
+        self.proc.wait(10)
+        observer.killed(self.name)
+        self.reader.join(5)
+
+
+class PacedProducer:
+    """~200 records/s spread over the topic's current partitions; remembers what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        self.topic = topic
+        self.partitions = 3
+        self.acked: set[tuple[int, int]] = set()
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "linger.ms": 5,
+                "acks": "all",
+                "topic.metadata.refresh.interval.ms": 1000,
+            }
+        )
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _done(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self.errors.append(str(err))
+        else:
+            self.acked.add((msg.partition(), msg.offset()))
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.wait(0.005):
+            # A new partition not yet in the producer's metadata raises: that record is not sent, not counted.
+            with contextlib.suppress(KafkaException):
+                self._producer.produce(
+                    self.topic, str(i).encode(), partition=i % self.partitions, on_delivery=self._done
+                )
+            self._producer.poll(0)
+            i += 1
+        self._producer.flush(20)
+
+    def start(self) -> PacedProducer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+
+def test_joins_leave_crash_and_partition_increase_lose_nothing_and_never_double_assign(node: Node) -> None:
+    tag = uuid.uuid4().hex[:6]
+    topic, group = f"kip848-{tag}", f"kip848-{tag}"
+    observer = Observer()
+    admin = AdminClient({"bootstrap.servers": node.proc.bootstrap})
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(20)
+    producer = PacedProducer(node.proc.bootstrap, topic).start()
+    members: dict[str, Member] = {}
+
+    try:
+        _scenario(node, group, topic, admin, observer, producer, members)
+        assert producer.errors == []
+        wait_for(lambda: producer.acked <= observer.consumed, 30, "every acknowledged record consumed")
+        observer.holders()  # once more over every event, after the last
+        assert len(producer.acked) > 500
+    finally:
+        producer.stop()
+        for m in members.values():
+            m.leave()
+
+
+def _scenario(
+    node: Node,
+    group: str,
+    topic: str,
+    admin: AdminClient,
+    observer: Observer,
+    producer: PacedProducer,
+    members: dict[str, Member],
+) -> None:
+    """Joins, a leave, a join, a kill -9 and a partition increase, each waited for until the live members hold
+    every partition (each at least one); then records produced into every new partition."""
+
+    def settled(names: set[str], partitions: int) -> bool:
+        held = observer.holders()
+        live = {m: held.get(m, set()) for m in names}
+        return set().union(*live.values()) == set(range(partitions)) and all(live.values())
+
+    def settle(names: set[str], partitions: int, what: str) -> None:
+        wait_for(lambda: settled(names, partitions), 30, what)
+
+    wait_for(lambda: len(producer.acked) > 20, 20, "the producer's first acknowledgements")
+    for name in ("m1", "m2", "m3"):
+        members[name] = Member(node, group, topic, name, observer)
+        settle(set(members), 3, f"{name} joined and the group reconciled")
+    members.pop("m2").leave()
+    settle({"m1", "m3"}, 3, "m2 left")
+    members["m4"] = Member(node, group, topic, "m4", observer)
+    settle({"m1", "m3", "m4"}, 3, "m4 joined")
+    # librdkafka's admin client describes a consumer group with ConsumerGroupDescribe (69) and lists its type.
+    described = admin.describe_consumer_groups([group])[group].result(20)
+    assert described.type == ConsumerGroupType.CONSUMER and described.partition_assignor == "uniform"
+    assert sorted(m.client_id for m in described.members) == ["m1", "m3", "m4"]
+    listed = admin.list_consumer_groups().result(20).valid
+    assert [(g.group_id, g.type) for g in listed if g.group_id == group] == [
+        (group, ConsumerGroupType.CONSUMER)
+    ]
+    members.pop("m3").kill9(observer)
+    settle({"m1", "m4"}, 3, "m3's partitions moved after its session expired")
+    client = connect(node.zk_connect)
+    try:
+        increase_partitions(client, topic, 6)
+    finally:
+        client.stop()
+        client.close()
+    producer.partitions = 6
+    settle({"m1", "m4"}, 6, "the six partitions assigned")
+    wait_for(lambda: {p for p, _ in producer.acked} >= set(range(6)), 20, "records in the new partitions")
+    producer.stop()

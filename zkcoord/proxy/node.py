@@ -1,0 +1,291 @@
+"""One proxy node: the bootstrap listener, a listener per real broker (ports from zkcoord.proxy.ports), the broker
+list watched in ZooKeeper, and, for the groups matching `--bridge-zk-groups`, zkcoord's own group coordinator
+answering their group APIs.
+
+The coordinator is cluster mode itself, run by the proxy nodes among themselves inside the ZooKeeper subtree
+`/zkcoord/proxy-cluster` (a chroot): each proxy node registers there as node `--node-id` with its advertised
+bootstrap address, one of them is that small cluster's controller, the offsets partitions are led by live proxy
+nodes, and the coordinator records are fenced per partition (zkcoord.server.cluster_routing, zkcoord.zk.record_store).
+So several proxy nodes share the groups with the failover `serve --zk` nodes have, and a group's FindCoordinator
+names the proxy node that leads its offsets partition.
+
+Guarantees: it never writes the cluster's znodes (`/brokers`, `/controller`, `/controller_epoch`, `/admin`,
+`/config`, `/cluster`): it reads `/brokers/ids`, and writes only under `/zkcoord` (its announcement, the proxy
+cluster) and what the mixed-group and offset bridges write (`/consumers/G/...`); no client is ever told a real
+broker's address (an answer whose addresses cannot be mapped closes the connection); it stores no partition data.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zkcoord.bridge.membership import MixedGroupBridge
+from zkcoord.bridge.mirror import ZkOffsetBridge
+from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
+from zkcoord.cluster.node import ClusterConfig
+from zkcoord.errors import ConfigError
+from zkcoord.group.config import GroupConfig
+from zkcoord.proxy.brokers import Brokers, BrokerWatch
+from zkcoord.proxy.forward import Link
+from zkcoord.proxy.ports import PortMap
+from zkcoord.server import kafka_protocol as kp
+from zkcoord.server import messages as dm
+from zkcoord.server.cluster_routing import ClusterRouting
+from zkcoord.server.groups import GroupDispatch
+from zkcoord.server.log import LogManager
+from zkcoord.zk.auth import NO_AUTH, ZkAuth
+from zkcoord.zk.registrations import announce
+from zkcoord.zk.session import Client, connect, ensure_chroot
+
+log = logging.getLogger(__name__)
+
+PROXIES_ROOT = "/zkcoord/proxies"
+PROXY_CLUSTER_ROOT = (
+    "/zkcoord/proxy-cluster"  # the proxies' own zkcoord cluster (a chroot): never the real one's
+)
+
+
+def chroot_below(connect_string: str, path: str) -> tuple[str, str]:
+    """(hosts, chroot) for `path` below whatever chroot `connect_string` already has."""
+    hosts, slash, chroot = connect_string.partition("/")
+    base = f"/{chroot.rstrip('/')}" if slash and chroot.strip("/") else ""
+    return hosts, base + path
+
+
+@dataclass(frozen=True, slots=True)
+class ProxyConfig:
+    zk_connect: str
+    host: str  # --listen host (bootstrap and broker ports bind there)
+    node_id: int
+    data_dir: Path
+    ports: PortMap
+    advertise_host: str | None = None  # what clients are told (default: host)
+    bridge_groups: str | None = None  # groups the proxy coordinates (fullmatch)
+    bridge_offsets: bool = False
+    max_request_bytes: int = 100 * 1024 * 1024
+    zk_auth: ZkAuth = NO_AUTH
+    group_config: GroupConfig = field(default_factory=GroupConfig)
+    zk_session_timeout_s: float = 6.0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.node_id < 2**31:
+            raise ConfigError(f"--node-id must be in 0..2^31-1, got {self.node_id}")
+        if self.bridge_groups is not None:
+            try:
+                re.compile(self.bridge_groups)
+            except re.error as exc:
+                raise ConfigError(f"--bridge-zk-groups: not a regular expression: {exc}") from exc
+        if self.bridge_offsets and self.bridge_groups is None:
+            raise ConfigError(
+                "--bridge-zk-offsets applies to the groups the proxy coordinates: give --bridge-zk-groups"
+            )
+
+    @property
+    def advertised(self) -> str:
+        return self.advertise_host or self.host
+
+
+class ProxyNode:
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.caps = kp.proxy_version_caps()
+        self.client: Client | None = None
+        self.watch: BrokerWatch | None = None
+        self._servers: dict[int | None, asyncio.base_events.Server] = {}  # None: the bootstrap
+        self._starting: dict[int, asyncio.Task[None]] = {}
+        self._links: set[asyncio.Task[None]] = set()
+        self._seen: dict[int, tuple[str, int]] = {}  # brokers named in answers but not (yet) in ZooKeeper
+        self._pattern = re.compile(config.bridge_groups) if config.bridge_groups is not None else None
+        self.groups: ClusterRouting | None = None
+        self._logs: LogManager | None = None
+        self._dispatch: GroupDispatch | None = None
+        self._members: MixedGroupBridge | None = None
+        self._mirror: ZkOffsetBridge | None = None
+        self._mirror_store: ZkOffsetBridgeStore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg = self.config
+        self._loop = asyncio.get_running_loop()
+        self.client = await asyncio.to_thread(
+            connect, cfg.zk_connect, session_timeout_s=cfg.zk_session_timeout_s, auth=cfg.zk_auth
+        )
+        self.watch = BrokerWatch(self.client, self._brokers_changed)
+        await asyncio.to_thread(self.watch.start)
+        if cfg.node_id in self.watch.brokers:
+            raise ConfigError(
+                f"--node-id {cfg.node_id} is a broker of the cluster behind the proxy: clients would take the "
+                "proxy's coordinator for that broker; pick an id no broker uses"
+            )
+        if self._pattern is not None:
+            await self._start_groups()
+        server = await asyncio.start_server(self._accept(None), cfg.host, cfg.ports.bootstrap, limit=1 << 20)
+        self._servers[None] = server
+        await self._sync(dict(self.watch.brokers))
+        data = json.dumps(
+            {"version": 1, "node_id": cfg.node_id, "host": cfg.advertised, "port": cfg.ports.bootstrap},
+            sort_keys=True,
+        ).encode()
+        await asyncio.to_thread(announce, self.client, f"{PROXIES_ROOT}/node-{cfg.node_id}-", data)
+
+    async def _start_groups(self) -> None:
+        cfg = self.config
+        assert cfg.bridge_groups is not None
+        cfg.data_dir.mkdir(parents=True, exist_ok=True)
+        self._members = MixedGroupBridge(
+            cfg.zk_connect, cfg.bridge_groups, holder=f"proxy-{cfg.node_id}", auth=cfg.zk_auth
+        )
+        await self._members.start()
+        if cfg.bridge_offsets:
+            self._mirror_store = ZkOffsetBridgeStore(cfg.zk_connect, auth=cfg.zk_auth)
+            await asyncio.to_thread(self._mirror_store.start)
+            self._mirror = ZkOffsetBridge(self._mirror_store)
+            await self._mirror.start()
+        hosts, chroot = chroot_below(cfg.zk_connect, PROXY_CLUSTER_ROOT)
+        cluster_connect = await asyncio.to_thread(ensure_chroot, hosts, chroot, cfg.zk_auth)
+        # Partition logs are never written: nothing is produced to the proxies' cluster (its one topic is
+        # __consumer_offsets, whose records are in ZooKeeper); the manager is what cluster routing reads topics into.
+        self._logs = LogManager(cfg.data_dir)
+        self.groups = ClusterRouting(
+            ClusterConfig(
+                zookeeper_connect=cluster_connect,
+                node_id=cfg.node_id,
+                host=cfg.advertised,
+                port=cfg.ports.bootstrap,
+                offsets_topic_num_partitions=cfg.group_config.offsets_topic_num_partitions,
+                zookeeper_session_timeout_ms=int(cfg.zk_session_timeout_s * 1000),
+                zookeeper_auth=cfg.zk_auth,
+            ),
+            cfg.group_config,
+            self._logs,
+            None,
+            self._mirror,
+            self._members,
+        )
+        await self.groups.start()
+        self._dispatch = GroupDispatch(self.groups)
+
+    async def close(self) -> None:
+        for server in self._servers.values():
+            server.close()
+        for task in list(self._starting.values()) + list(self._links):
+            task.cancel()
+        for task in list(self._starting.values()) + list(self._links):
+            with contextlib.suppress(BaseException):
+                await task
+        if self.watch is not None:
+            self.watch.close()
+        if self.groups is not None:
+            await self.groups.close()
+        if self._logs is not None:
+            self._logs.close()
+        if self._members is not None:
+            await self._members.close()
+        if self._mirror is not None:
+            await self._mirror.close()
+        if self._mirror_store is not None:
+            await asyncio.to_thread(self._mirror_store.close)
+        if self.client is not None:
+            client = self.client
+
+            def stop() -> None:
+                try:
+                    client.stop()
+                finally:
+                    client.close()
+
+            await asyncio.to_thread(stop)
+
+    # -- brokers and their ports ---------------------------------------------------------------------------
+
+    def port_of(self, node_id: int) -> int | None:
+        server = self._servers.get(node_id)
+        return int(server.sockets[0].getsockname()[1]) if server is not None else None
+
+    def _brokers_changed(self, brokers: Brokers) -> None:  # kazoo's thread
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(lambda: loop.create_task(self._sync(brokers)))
+
+    async def _sync(self, brokers: Brokers) -> None:
+        for node_id in sorted(brokers):
+            await self._listen_for(node_id)
+
+    async def _listen_for(self, node_id: int) -> None:
+        if node_id in self._servers:
+            return
+        task = self._starting.get(node_id)
+        if task is None:
+            task = self._starting[node_id] = asyncio.get_running_loop().create_task(self._bind(node_id))
+        await asyncio.shield(task)
+
+    async def _bind(self, node_id: int) -> None:
+        port = self.config.ports.port_for(node_id)
+        self._servers[node_id] = await asyncio.start_server(
+            self._accept(node_id), self.config.host, port, limit=1 << 20
+        )
+        log.info("proxy: broker %d behind %s:%d", node_id, self.config.host, port)
+
+    def _upstream(self, node_id: int | None) -> tuple[str, int] | None:
+        brokers = self.watch.brokers if self.watch is not None else {}
+        if node_id is None:  # the bootstrap: any live broker
+            return brokers[min(brokers)] if brokers else None
+        return brokers.get(node_id) or self._seen.get(node_id)
+
+    def address_of(self, node_id: int, host: str, port: int) -> tuple[str, int]:
+        """Where a client is told broker `node_id` is: this proxy's port for it (a listener is opened for a
+        broker the cluster names before ZooKeeper does)."""
+        if node_id not in self._servers:
+            self._seen[node_id] = (host, port)
+            if node_id not in self._starting and self._loop is not None:
+                self._starting[node_id] = self._loop.create_task(self._bind(node_id))
+        return self.config.advertised, self.config.ports.port_for(node_id)
+
+    def _accept(self, node_id: int | None):  # type: ignore[no-untyped-def]
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            upstream = self._upstream(node_id)
+            if upstream is None:
+                log.warning("proxy: no live broker behind %s; closing the client connection",
+                            "the bootstrap" if node_id is None else f"broker {node_id}")  # fmt: skip
+                writer.close()
+                return
+            link = Link(reader, writer, upstream, self.address_of, self.caps,
+                        self if self._dispatch is not None else None, self.config.max_request_bytes)  # fmt: skip
+            task = asyncio.current_task()
+            assert task is not None
+            self._links.add(task)
+            try:
+                await link.run()
+            except asyncio.CancelledError:
+                pass  # the proxy is closing: the connection task ends here, not as an error asyncio logs
+            finally:
+                self._links.discard(task)
+
+        return serve
+
+    # -- the groups this proxy coordinates (zkcoord.proxy.forward.LocalGroups) ------------------------------
+
+    def coordinates(self, group_id: str) -> bool:
+        return self._pattern is not None and self._pattern.fullmatch(group_id) is not None
+
+    def coordinators(self) -> list[tuple[int, str, int]]:
+        return self.groups.node.brokers() if self.groups is not None else []
+
+    def answer(self, req: kp.RequestFrame) -> bytes | Awaitable[bytes | None] | None:
+        if req.api_key == kp.FIND_COORDINATOR:
+            assert self.groups is not None
+            keys = kp.find_coordinator_request(req).keys
+            return kp.find_coordinator_response(
+                req, dm.FindCoordinatorResponse(tuple(self.groups.find_coordinator(k) for k in keys))
+            )
+        assert self._dispatch is not None
+        return self._dispatch.dispatch(req)

@@ -1,0 +1,365 @@
+"""`__consumer_offsets` records of consumer-protocol groups (KIP-848): key versions 3-8 and their values, in Kafka's
+byte formats (ConsumerGroupMetadataKey/Value ... ConsumerGroupCurrentMemberAssignmentKey/Value).
+
+Keys are an int16 version then non-flexible strings; values are an int16 version 0 then the flexible encoding
+(compact strings and arrays, uuids as 16 bytes, a tagged-field section per struct). Writers emit value version 0;
+decoders accept version 0 only, skip unknown tagged fields, and raise `MalformedRecord` naming the part and the
+reason for anything else, trailing bytes included. Topic ids are carried as 32-digit hex strings.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from zkcoord.records.errors import MalformedRecord
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+
+GROUP_METADATA = 3
+PARTITION_METADATA = 4
+MEMBER_METADATA = 5
+TARGET_ASSIGNMENT_METADATA = 6
+TARGET_ASSIGNMENT_MEMBER = 7
+CURRENT_MEMBER_ASSIGNMENT = 8
+KEY_VERSIONS = range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1)
+MAX_ITEMS = 1 << 20  # no array in a record is longer; a larger count is corruption, not data
+
+Partitions = tuple[tuple[str, tuple[int, ...]], ...]  # ((topic id hex, sorted partitions), ...) by topic id
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupKey:
+    """Key versions 3 (group metadata), 4 (partition metadata), 6 (target assignment metadata): the group id."""
+
+    version: int
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerMemberKey:
+    """Key versions 5 (member metadata), 7 (target assignment member), 8 (current member assignment)."""
+
+    version: int
+    group: str
+    member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupEpochValue:
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicMetadata:
+    topic_id: str
+    name: str
+    partitions: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionMetadataValue:
+    topics: tuple[TopicMetadata, ...]  # sorted by name
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadataValue:
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    server_assignor: str | None
+    rebalance_timeout_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class TargetAssignmentEpochValue:
+    assignment_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TargetMemberValue:
+    partitions: Partitions
+
+
+@dataclass(frozen=True, slots=True)
+class CurrentAssignmentValue:
+    member_epoch: int
+    previous_member_epoch: int
+    state: int  # 0 stable, 1 unrevoked partitions, 2 unreleased partitions, 3 unknown (Kafka's MemberState)
+    assigned: Partitions
+    pending_revocation: Partitions
+
+
+ConsumerKey = ConsumerGroupKey | ConsumerMemberKey
+ConsumerValue = (
+    GroupEpochValue
+    | PartitionMetadataValue
+    | MemberMetadataValue
+    | TargetAssignmentEpochValue
+    | TargetMemberValue
+    | CurrentAssignmentValue
+)
+
+_VALUE_TYPES: dict[int, type] = {
+    GROUP_METADATA: GroupEpochValue,
+    PARTITION_METADATA: PartitionMetadataValue,
+    MEMBER_METADATA: MemberMetadataValue,
+    TARGET_ASSIGNMENT_METADATA: TargetAssignmentEpochValue,
+    TARGET_ASSIGNMENT_MEMBER: TargetMemberValue,
+    CURRENT_MEMBER_ASSIGNMENT: CurrentAssignmentValue,
+}
+_MEMBER_KEYS = frozenset({MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT})
+
+
+def value_type(key: ConsumerKey) -> type:
+    return _VALUE_TYPES[key.version]
+
+
+# ------------------------------------------------------------------------------------------------------- encoding
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _cstr(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    b = s.encode()
+    return _uvarint(len(b) + 1) + b
+
+
+def _carray(n: int) -> bytes:
+    return _uvarint(n + 1)
+
+
+def _partitions(parts: Partitions) -> bytes:
+    out = [_carray(len(parts))]
+    for topic_id, ps in parts:
+        out.append(bytes.fromhex(topic_id))
+        out.append(_carray(len(ps)))
+        out.extend(_I32.pack(p) for p in ps)
+        out.append(b"\x00")
+    return b"".join(out)
+
+
+def encode_consumer_key(key: ConsumerKey) -> bytes:
+    raw = key.group.encode()
+    out = _I16.pack(key.version) + _I16.pack(len(raw)) + raw
+    if isinstance(key, ConsumerMemberKey):
+        member = key.member_id.encode()
+        out += _I16.pack(len(member)) + member
+    return out
+
+
+def encode_consumer_value(value: ConsumerValue) -> bytes:
+    head = _I16.pack(0)
+    if isinstance(value, GroupEpochValue):
+        body = _I32.pack(value.epoch)
+    elif isinstance(value, TargetAssignmentEpochValue):
+        body = _I32.pack(value.assignment_epoch)
+    elif isinstance(value, PartitionMetadataValue):
+        parts = [_carray(len(value.topics))]
+        for t in value.topics:
+            # TopicId, TopicName, NumPartitions, PartitionMetadata (racks: none known here), tags
+            parts += (bytes.fromhex(t.topic_id), _cstr(t.name), _I32.pack(t.partitions), _carray(0), b"\x00")
+        body = b"".join(parts)
+    elif isinstance(value, MemberMetadataValue):
+        body = b"".join(
+            (
+                _cstr(value.instance_id),
+                _cstr(value.rack_id),
+                _cstr(value.client_id),
+                _cstr(value.client_host),
+                _carray(len(value.subscribed_topic_names)),
+                *(_cstr(n) for n in value.subscribed_topic_names),
+                _cstr(None),  # SubscribedTopicRegex
+                _I32.pack(value.rebalance_timeout_ms),
+                _cstr(value.server_assignor),
+            )
+        )
+    elif isinstance(value, TargetMemberValue):
+        body = _partitions(value.partitions)
+    else:
+        body = b"".join(
+            (
+                _I32.pack(value.member_epoch),
+                _I32.pack(value.previous_member_epoch),
+                _I8.pack(value.state),
+                _partitions(value.assigned),
+                _partitions(value.pending_revocation),
+            )
+        )
+    return head + body + b"\x00"
+
+
+# ------------------------------------------------------------------------------------------------------- decoding
+
+
+class _Reader:
+    __slots__ = ("data", "pos", "what")
+
+    def __init__(self, data: bytes, what: str) -> None:
+        self.data = data
+        self.pos = 0
+        self.what = what
+
+    def fail(self, reason: str) -> MalformedRecord:
+        return MalformedRecord(self.what, reason, self.data)
+
+    def take(self, n: int, field: str) -> bytes:
+        end = self.pos + n
+        if n < 0 or end > len(self.data):
+            raise self.fail(f"truncated at byte {self.pos} reading {field} ({n} bytes needed)")
+        chunk = self.data[self.pos : end]
+        self.pos = end
+        return chunk
+
+    def int8(self, field: str) -> int:
+        return int(_I8.unpack(self.take(1, field))[0])
+
+    def int16(self, field: str) -> int:
+        return int(_I16.unpack(self.take(2, field))[0])
+
+    def int32(self, field: str) -> int:
+        return int(_I32.unpack(self.take(4, field))[0])
+
+    def uvarint(self, field: str) -> int:
+        shift = result = 0
+        while True:
+            b = self.take(1, field)[0]
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result
+            shift += 7
+            if shift > 28:
+                raise self.fail(f"varint too long in {field}")
+
+    def utf8(self, raw: bytes, field: str) -> str:
+        try:
+            return raw.decode()
+        except UnicodeDecodeError as exc:
+            raise self.fail(f"{field} is not UTF-8: {exc}") from None
+
+    def string16(self, field: str) -> str:
+        n = self.int16(field)
+        if n < 0:
+            raise self.fail(f"{field} has negative length {n}")
+        return self.utf8(self.take(n, field), field)
+
+    def cnstring(self, field: str) -> str | None:
+        n = self.uvarint(field) - 1
+        if n == -1:
+            return None
+        return self.utf8(self.take(n, field), field)
+
+    def cstring(self, field: str) -> str:
+        s = self.cnstring(field)
+        if s is None:
+            raise self.fail(f"{field} is null but the schema does not allow it")
+        return s
+
+    def carray(self, field: str) -> int:
+        n = self.uvarint(field) - 1
+        if n < 0:
+            raise self.fail(f"{field} array is null")
+        if n > MAX_ITEMS or n > len(self.data) - self.pos:
+            raise self.fail(f"{field} claims {n} items, more than the {len(self.data) - self.pos} bytes left")
+        return n
+
+    def uuid(self, field: str) -> str:
+        return self.take(16, field).hex()
+
+    def tags(self, field: str) -> None:
+        for _ in range(self.uvarint(f"{field} tag count")):
+            self.uvarint(f"{field} tag")
+            self.take(self.uvarint(f"{field} tag size"), f"{field} tagged field")
+
+    def done(self) -> None:
+        if self.pos != len(self.data):
+            raise self.fail(f"{len(self.data) - self.pos} trailing bytes after byte {self.pos}")
+
+
+def decode_consumer_key(data: bytes) -> ConsumerKey:
+    r = _Reader(data, "__consumer_offsets key")
+    version = r.int16("version")
+    if version not in KEY_VERSIONS:
+        raise r.fail(f"key version {version} is not a consumer-group record (3-8)")
+    group = r.string16("group")
+    key: ConsumerKey
+    if version in _MEMBER_KEYS:
+        key = ConsumerMemberKey(version, group, r.string16("member_id"))
+    else:
+        key = ConsumerGroupKey(version, group)
+    r.done()
+    return key
+
+
+def _read_partitions(r: _Reader, field: str) -> Partitions:
+    out = []
+    for i in range(r.carray(field)):
+        topic_id = r.uuid(f"{field}[{i}].topic_id")
+        ps = tuple(r.int32(f"{field}[{i}].partitions") for _ in range(r.carray(f"{field}[{i}].partitions")))
+        r.tags(f"{field}[{i}]")
+        out.append((topic_id, ps))
+    return tuple(out)
+
+
+def decode_consumer_value(key: ConsumerKey, data: bytes) -> ConsumerValue:
+    kind = _VALUE_TYPES[key.version].__name__
+    r = _Reader(data, f"{kind} (key version {key.version})")
+    version = r.int16("version")
+    if version != 0:
+        raise r.fail(f"unsupported value version {version} (0 is known)")
+    value: ConsumerValue
+    if key.version == GROUP_METADATA:
+        value = GroupEpochValue(r.int32("epoch"))
+    elif key.version == TARGET_ASSIGNMENT_METADATA:
+        value = TargetAssignmentEpochValue(r.int32("assignment_epoch"))
+    elif key.version == PARTITION_METADATA:
+        topics = []
+        for i in range(r.carray("topics")):
+            tid = r.uuid(f"topics[{i}].topic_id")
+            name = r.cstring(f"topics[{i}].topic_name")
+            count = r.int32(f"topics[{i}].num_partitions")
+            for j in range(r.carray(f"topics[{i}].partition_metadata")):
+                r.int32(f"topics[{i}].partition_metadata[{j}].partition")
+                for k in range(r.carray(f"topics[{i}].partition_metadata[{j}].racks")):
+                    r.cstring(f"topics[{i}].partition_metadata[{j}].racks[{k}]")
+                r.tags(f"topics[{i}].partition_metadata[{j}]")
+            r.tags(f"topics[{i}]")
+            topics.append(TopicMetadata(tid, name, count))
+        value = PartitionMetadataValue(tuple(topics))
+    elif key.version == MEMBER_METADATA:
+        instance = r.cnstring("instance_id")
+        rack = r.cnstring("rack_id")
+        client_id = r.cstring("client_id")
+        client_host = r.cstring("client_host")
+        names = tuple(
+            r.cstring(f"subscribed_topic_names[{i}]") for i in range(r.carray("subscribed_topic_names"))
+        )
+        r.cnstring("subscribed_topic_regex")
+        timeout = r.int32("rebalance_timeout_ms")
+        assignor = r.cnstring("server_assignor")
+        value = MemberMetadataValue(instance, rack, client_id, client_host, names, assignor, timeout)
+    elif key.version == TARGET_ASSIGNMENT_MEMBER:
+        value = TargetMemberValue(_read_partitions(r, "topic_partitions"))
+    else:
+        epoch = r.int32("member_epoch")
+        previous = r.int32("previous_member_epoch")
+        state = r.int8("state")
+        assigned = _read_partitions(r, "assigned_partitions")
+        pending = _read_partitions(r, "partitions_pending_revocation")
+        value = CurrentAssignmentValue(epoch, previous, state, assigned, pending)
+    r.tags(kind)
+    r.done()
+    return value
