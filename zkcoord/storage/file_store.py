@@ -13,8 +13,16 @@ explain it: `CorruptLog` is raised naming each damaged range (file, bytes, reaso
 after it, and nothing is changed. `repair` (`zkcoord replay DIR --repair`) then rewrites the damaged segments
 without the damaged ranges, keeping those bytes in side files and each original segment as `.before-repair`.
 
+A segment that is sealed (rolled at `segment_bytes`, ended for a compaction, or a compaction's output: never
+appended to again) gets a seal, `<segment>.sealed`: its size, the CRC-32 of the whole file and its frame count,
+with a CRC of its own. An open checks a sealed segment by one CRC-32 over the file against its seal instead of
+walking its frames (10 ms instead of 0.45 s for 1M records); a seal that does not match (damaged, stale) is
+reported as a WARNING and the segment walked as if it had none, so damage is refused exactly as without seals.
+A seal is never the only copy of anything: losing one costs a walk.
+
 The open only checks the log (CRCs, counts); the first `load` then streams it record by record, so a node
-loading its groups holds the state it builds and one segment's bytes, not every record. Compaction: see
+loading its groups holds the state it builds and one segment's bytes, not every record. A segment whose checked bytes
+still have the CRC-32 taken at the open (one pass over the file) has its frames' CRCs not checked again. Compaction: see
 `FileRecordStore`.
 
 fsync policy: "always" (fsync before `append` returns), "interval" (at most every `fsync_interval_ms`, and on
@@ -50,7 +58,16 @@ COMPACTING = ".compacting"
 # holds the birth time (ms, int64) of each tombstone in the segment, in order. `load` never returns it.
 COMPACTED_MARK = b"\xff\xffzkcoord.compacted"
 _BIRTH = struct.Struct(">q")
+# A sealed segment's seal, `<segment>.sealed`: what its open check found, so the next open need not walk its frames.
+SEAL = ".sealed"
+_SEAL_MAGIC = b"ZKSEAL01"
+_SEAL = struct.Struct(">8sQIQB")  # magic, segment size, CRC-32 of the whole segment, frames, compacted (0/1)
+_SEAL_CRC = struct.Struct(">I")  # CRC-32 of the fields before it
 FSYNC_POLICIES = ("always", "interval", "never")
+# Segments roll at 16 MiB (Kafka's offsets.topic.segment.bytes is 100 MiB): a rolled segment is sealed, so a start
+# walks the frames of at most this many bytes written since the last roll (~225k offset records, ~0.1 s), the rest
+# being checked by one CRC-32 a file.
+SEGMENT_BYTES = 16 * 1024 * 1024
 _MIN_FRAME = 16  # header (8) + key_len (4) + value_len (4)
 
 
@@ -206,6 +223,7 @@ class SegmentScan:
     )  # (start, end, why); a valid frame at end
     damage_before: list[int] = field(default_factory=list)  # valid records before each damaged range
     tail: tuple[int, str] | None = None  # (start, why): bytes with no valid frame after them
+    checksum: int = 0  # CRC-32 of the bytes before `valid_end`
 
     @property
     def valid_end(self) -> int:
@@ -275,8 +293,9 @@ def scan_segment(data: bytes, keep: bool = True) -> SegmentScan:
         out.damage.append((pos, nxt, why))
         out.damage_before.append(count)
         pos = nxt
-    view.release()
     out.count = count
+    out.checksum = crc32(view[: out.valid_end])
+    view.release()
     return out
 
 
@@ -311,6 +330,82 @@ def iter_records(path: Path, data: bytes, limit: int, skip_mark: bool = True) ->
             pos = end
     finally:
         view.release()
+
+
+def iter_verified(path: Path, data: bytes, limit: int) -> Iterator[RawRecord]:
+    """`iter_records` (the store's mark left out) for bytes whose CRCs were checked by `scan_segment` and have not
+    changed since (the caller proves it: one CRC-32 of the whole range equal to the one taken at the check, 10 ms for
+    71 MB): the frame lengths are still checked, the frame CRCs not again (half the cost of a load's read: 0.25 s
+    instead of 0.51 s for 1M records)."""
+    head = _FRAME_AND_KLEN.unpack_from
+    vlen_at = _VLEN.unpack_from
+    pos = 0
+    while pos < limit:
+        if pos + _MIN_FRAME > limit:
+            raise CorruptLog(path, pos, "incomplete frame header: the file changed after the log was opened")
+        length, _, klen = head(data, pos)
+        end = pos + 8 + length
+        vstart = pos + 16 + klen
+        if length < 8 or end > limit or vstart > end:
+            raise CorruptLog(path, pos, "frame: the file changed after the log was opened")
+        (vlen,) = vlen_at(data, vstart - 4)
+        if vlen == -1 and vstart == end:
+            value = None
+        elif vstart + vlen == end:
+            value = data[vstart:end]
+        else:
+            raise CorruptLog(
+                path, pos, "frame payload does not parse: the file changed after the log was opened"
+            )
+        key = data[pos + 12 : vstart - 4]
+        if key != COMPACTED_MARK:
+            yield key, value
+        pos = end
+
+
+def seal_path(segment: Path) -> Path:
+    return segment.with_name(segment.name + SEAL)
+
+
+def write_seal(segment: Path, size: int, checksum: int, count: int, compacted: bool, fsync: bool) -> None:
+    """Record that `segment` (sealed: never appended to again) is `size` bytes of `count` valid frames whose CRC-32
+    as a whole is `checksum`. Written aside and renamed; a lost or damaged seal only costs the next open a walk."""
+    body = _SEAL.pack(_SEAL_MAGIC, size, checksum, count, int(compacted))
+    path = seal_path(segment)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(body + _SEAL_CRC.pack(zlib.crc32(body)))
+        if fsync:
+            f.flush()
+            os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def sealed_scan(segment: Path, data: bytes) -> tuple[SegmentScan | None, str]:
+    """The open check of `data` (the bytes of `segment`) from its seal: (scan, "") when the seal parses and the
+    whole file has the size and CRC-32 it records (its frames were all valid when it was written, and a CRC-32
+    equal over the whole file says they still are); (None, why not) otherwise, (None, "") when there is no seal."""
+    try:
+        blob = seal_path(segment).read_bytes()
+    except FileNotFoundError:
+        return None, ""
+    if len(blob) != _SEAL.size + _SEAL_CRC.size:
+        return None, f"{len(blob)} bytes, not {_SEAL.size + _SEAL_CRC.size}"
+    (crc,) = _SEAL_CRC.unpack_from(blob, _SEAL.size)
+    if zlib.crc32(blob[: _SEAL.size]) != crc:
+        return None, "its own CRC does not match"
+    magic, size, checksum, count, compacted = _SEAL.unpack_from(blob)
+    if magic != _SEAL_MAGIC or compacted not in (0, 1):
+        return None, "not a seal this version writes"
+    if size != len(data):
+        return None, f"it records {size} bytes, the segment has {len(data)}"
+    with memoryview(data) as view:
+        if zlib.crc32(view) != checksum:
+            return None, "the segment's CRC-32 differs from the one it records"
+    seg = SegmentScan(size=size, count=count, checksum=checksum)
+    if compacted:
+        seg.first_key = COMPACTED_MARK
+    return seg, ""
 
 
 def scan(data: bytes) -> tuple[list[RawRecord], int, str]:
@@ -473,6 +568,7 @@ def repair(directory: str | os.PathLike[str]) -> list[str]:
         _fsync_dir(path_dir)
         os.replace(tmp, path)
         _fsync_dir(path_dir)
+        seal_path(path).unlink(missing_ok=True)  # it described the bytes before the repair
         done.append(
             f"{path}: rewritten with its {len(seg.records)} valid records; original kept as {backup.name}"
         )
@@ -500,7 +596,7 @@ class FileRecordStore:
         fsync: str = "always",
         *,
         fsync_interval_ms: int = 1000,
-        segment_bytes: int = 104_857_600,
+        segment_bytes: int = SEGMENT_BYTES,
         read_only: bool = False,
         compact_min_bytes: int = 4 * 1024 * 1024,
         min_cleanable_ratio: float = 0.5,
@@ -548,12 +644,15 @@ class FileRecordStore:
                 raise ConfigError(f"record log directory {self.directory} does not exist")
         else:
             self.directory.mkdir(parents=True, exist_ok=True)
-        self._checked: list[tuple[Path, int]] | None = None  # (segment, its valid bytes) for the first load
+        # (segment, its valid bytes, their CRC-32) for the first load
+        self._checked: list[tuple[Path, int, int]] | None = None
         self._streaming = False  # the first load is reading the segments
         self._count = 0
         self._active: Path | None = None
         self._fd = -1
         self._size = 0
+        self._seg_crc = 0  # CRC-32 of the active segment's bytes and its frames: its seal, once sealed
+        self._seg_count = 0
         self._last_sync = time.monotonic()
         self._recover()
 
@@ -565,7 +664,8 @@ class FileRecordStore:
     def _recover(self) -> None:
         if not self.read_only:
             self._finish_interrupted_compaction()
-        scanned = scan_log(self.directory, keep=False)  # checked whole; `load` then reads it record by record
+        # checked whole; `load` then reads it record by record
+        scanned = scan_log(self.directory, keep=False) if self.read_only else self._check_with_seals()
         problems = scanned.problems()
         if problems:
             raise CorruptLog(self.directory, problems[0].start, problems[0].why, problems)
@@ -595,7 +695,9 @@ class FileRecordStore:
                     f.truncate(start)
                     f.flush()
                     os.fsync(f.fileno())
-        self._checked = [(path, seg.valid_end) for path, seg in scanned.segments]
+        # The first load trusts the frame CRCs of a segment whose checked bytes still have this CRC-32, and checks
+        # them again otherwise.
+        self._checked = [(path, seg.valid_end, seg.checksum) for path, seg in scanned.segments]
         self._count = sum(seg.count for _, seg in scanned.segments)
         sizes = [seg.valid_end for _, seg in scanned.segments]
         if scanned.segments and _is_compacted(scanned.segments[0][1]):
@@ -609,6 +711,35 @@ class FileRecordStore:
             self._next_name = int(path.stem.partition("-")[0]) + 1
             if not _is_compacted(last):  # a compaction's output is never appended to
                 self._active, self._size = path, last.valid_end
+                self._seg_crc, self._seg_count = last.checksum, last.count
+                if not self.read_only:
+                    seal_path(path).unlink(missing_ok=True)  # appended to again: its seal would be stale
+
+    def _check_with_seals(self) -> LogScan:
+        """`scan_log` for this store's own open: a segment whose seal matches it (one CRC-32 over the file, 10 ms
+        for 71 MB) is not walked frame by frame (0.45 s for 1M frames); any other segment is. A seal that does not
+        match is reported and the segment walked, whatever it holds; a seal whose segment is gone, or one whose write
+        a stop interrupted (`.sealed.tmp`), is removed (it describes only that file, and is never the only copy)."""
+        segments: list[tuple[Path, SegmentScan]] = []
+        for path in segment_files(self.directory):
+            data = path.read_bytes()
+            seg, why = sealed_scan(path, data)
+            if seg is None:
+                if why:
+                    log.warning(
+                        "record log %s: ignoring the seal of %s (%s); checking the segment frame by frame",
+                        self.directory,
+                        path.name,
+                        why,
+                    )
+                seg = scan_segment(data, keep=False)
+            segments.append((path, seg))
+        for seal in self.directory.glob(f"*{SUFFIX}{SEAL}"):
+            if not seal.with_name(seal.name[: -len(SEAL)]).exists():
+                seal.unlink()
+        for unfinished in self.directory.glob(f"*{SUFFIX}{SEAL}.tmp"):
+            unfinished.unlink()  # a seal being written when the node stopped: never read, rewritten at the next seal
+        return LogScan(self.directory, segments)
 
     def _finish_interrupted_compaction(self) -> None:
         """A crash during a compaction left either an incomplete `.compacting` output (its inputs are all still
@@ -632,17 +763,22 @@ class FileRecordStore:
             log.warning("record log %s: finishing an interrupted compaction (%s)", self.directory, path.name)
             self._swap(path, span)
 
-    def _swap(self, swap: Path, span: tuple[int, int]) -> None:
-        """Replace the segments `span` covers by `swap` (complete and fsync'd): delete them, rename it."""
+    def _swap(self, swap: Path, span: tuple[int, int], seal: tuple[int, int, int] | None = None) -> None:
+        """Replace the segments `span` covers by `swap` (complete and fsync'd): delete them (and their seals),
+        rename it; then seal it if `seal` (size, CRC-32, frames) is given."""
         first, last = span
         with self._lock:
             for seg in [p for p in self.directory.iterdir() if p.suffix == SUFFIX and p.stem.isdigit()]:
                 if first <= int(seg.stem) <= last:
+                    seal_path(seg).unlink(missing_ok=True)
                     seg.unlink()
                     self._at(f"deleted {seg.name}")
             _fsync_dir(self.directory)
-            os.replace(swap, self.directory / f"{first:020d}{SUFFIX}")
+            output = self.directory / f"{first:020d}{SUFFIX}"
+            os.replace(swap, output)
             _fsync_dir(self.directory)
+            if seal is not None:
+                write_seal(output, *seal, compacted=True, fsync=True)
 
     # -------------------------------------------------------------------------------------------- protocol
 
@@ -666,11 +802,17 @@ class FileRecordStore:
             raise CorruptLog(torn[0], torn[1], torn[3])
         return iter(scanned.records)
 
-    def _stream(self, checked: list[tuple[Path, int]]) -> Iterator[RawRecord]:
+    def _stream(self, checked: list[tuple[Path, int, int]]) -> Iterator[RawRecord]:
         self._streaming = True  # no compaction may delete these segments before they are read
         try:
-            for path, limit in checked:
-                yield from iter_records(path, path.read_bytes(), limit)
+            for path, limit, checksum in checked:
+                data = path.read_bytes()
+                with memoryview(data) as view:
+                    same = len(data) >= limit and zlib.crc32(view[:limit]) == checksum
+                if same:
+                    yield from iter_verified(path, data, limit)  # its frames' CRCs were checked at open
+                else:
+                    yield from iter_records(path, data, limit)
         finally:
             self._streaming = False
 
@@ -690,6 +832,8 @@ class FileRecordStore:
             written += os.write(self._fd, view[written:])
         self._size += len(blob)
         self._count += len(records)
+        self._seg_crc = zlib.crc32(blob, self._seg_crc)
+        self._seg_count += len(records)
         self._dirty_bytes += len(blob)
         if self.fsync == "always":
             os.fsync(self._fd)
@@ -710,19 +854,29 @@ class FileRecordStore:
             )
             self._compactor.start()
 
-    def _roll(self) -> None:
+    def _end_active(self) -> None:
+        """Seal the active segment: fsync'd (unless fsync=never) and closed, never appended to again, and its seal
+        written so that the next open need not walk its frames."""
         if self._fd >= 0:
             if self.fsync != "never":
                 os.fsync(self._fd)
             os.close(self._fd)
             self._fd = -1
+        if self._active is not None:
+            write_seal(self._active, self._size, self._seg_crc, self._seg_count, False, self.fsync != "never")
             self._active = None
+
+    def _roll(self) -> None:
+        if self._fd >= 0:
+            self._end_active()
         if self._active is None:
             # Names only need to sort in write order; after a repair or a compaction the record count lags them.
             name = max(self._count, self._next_name)
             self._active = self.directory / f"{name:020d}{SUFFIX}"
             self._next_name = name + 1
             self._size = 0
+            self._seg_crc = 0
+            self._seg_count = 0
         self._fd = os.open(self._active, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         if self.fsync != "never":
             _fsync_dir(self.directory)  # the new file's directory entry must survive a crash too
@@ -757,12 +911,7 @@ class FileRecordStore:
 
     def _seal(self) -> list[Path]:
         """End the active segment (the next append starts a new one); returns every segment, all sealed now."""
-        if self._fd >= 0:
-            if self.fsync != "never":
-                os.fsync(self._fd)
-            os.close(self._fd)
-            self._fd = -1
-        self._active = None
+        self._end_active()
         self._dirty_bytes = 0
         return self.segments()
 
@@ -825,6 +974,7 @@ class FileRecordStore:
         tmp = self.directory / f"{first:020d}{COMPACTING}"
         size = 0
         kept = 0
+        checksum = 0  # of the output, for its seal
         with open(tmp, "wb") as f:
             chunk: list[RawRecord] = [(COMPACTED_MARK, b"".join(_BIRTH.pack(b) for b in tombstone_births))]
             for key, (
@@ -835,10 +985,14 @@ class FileRecordStore:
                     continue
                 chunk.append((key, value))
                 if len(chunk) >= 8192:
-                    size += f.write(frames(chunk))
+                    blob = frames(chunk)
+                    size += f.write(blob)
+                    checksum = zlib.crc32(blob, checksum)
                     kept += len(chunk)
                     chunk.clear()
-            size += f.write(frames(chunk))
+            blob = frames(chunk)
+            size += f.write(blob)
+            checksum = zlib.crc32(blob, checksum)
             kept += len(chunk) - 1  # not the mark
             self._at("written")
             f.flush()
@@ -848,7 +1002,7 @@ class FileRecordStore:
         os.replace(tmp, swap)
         _fsync_dir(self.directory)
         self._at("swap")  # the commit point: from here an open finishes the compaction
-        self._swap(swap, (first, last))
+        self._swap(swap, (first, last), (size, checksum, kept + 1))  # its frames: the records and the mark
         self._at("done")
         self._clean_bytes = size
         self.compactions += 1

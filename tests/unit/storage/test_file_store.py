@@ -6,10 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zkcoord.errors import ConfigError
 from zkcoord.storage import CorruptLog, FileRecordStore, MemoryRecordStore
-from zkcoord.storage.file_store import frame, scan
+from zkcoord.storage.file_store import COMPACTED_MARK, frame, frames, iter_records, iter_verified, scan
 
 RECORDS = [(b"k1", b"v1"), (b"k2", None), (b"", b""), (b"k3", b"x" * 1000)]
 
@@ -113,3 +115,44 @@ def test_frames_equals_concatenated_frame() -> None:
     from zkcoord.storage.file_store import frames
 
     assert frames(RECORDS) == b"".join(frame(k, v) for k, v in RECORDS)
+
+
+def test_a_segment_changed_in_place_after_open_is_checked_again_by_the_first_load(tmp_path: Path) -> None:
+    """The first load skips the frame CRCs only of bytes whose CRC-32 is still the one taken at open: a value
+    changed in place (same size) after the open is found by its frame's CRC, not loaded."""
+    with FileRecordStore(tmp_path) as store:
+        store.append(RECORDS)
+    store = FileRecordStore(tmp_path)  # checked here
+    (seg,) = store.segments()
+    data = bytearray(seg.read_bytes())
+    at = bytes(data).index(b"v1")
+    data[at] ^= 0x01
+    with open(seg, "r+b") as f:
+        f.write(bytes(data))
+    with pytest.raises(CorruptLog, match="CRC mismatch: the file changed after the log was opened") as err:
+        list(store.load())
+    assert err.value.path == seg
+    assert seg.read_bytes() == bytes(data)  # nothing changed by the load
+
+
+_RAW = st.lists(st.tuples(st.binary(max_size=40), st.one_of(st.none(), st.binary(max_size=40))), max_size=30)
+
+
+@given(_RAW)
+def test_iter_verified_yields_what_iter_records_yields(records: list[tuple[bytes, bytes | None]]) -> None:
+    data = frames(records)
+    path = Path("segment")
+    expected = [r for r in records if r[0] != COMPACTED_MARK]  # the store's mark is never loaded
+    assert list(iter_verified(path, data, len(data))) == list(iter_records(path, data, len(data))) == expected
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=200), st.integers(min_value=0, max_value=200))
+def test_iter_verified_on_any_bytes_yields_within_them_or_raises_corrupt_log(data: bytes, cut: int) -> None:
+    """Fail closed: whatever the bytes, the trusted reader never reads past `limit` nor raises anything else."""
+    limit = min(cut, len(data))
+    try:
+        for key, value in iter_verified(Path("segment"), data, limit):
+            assert len(key) + len(value or b"") <= limit
+    except CorruptLog as exc:
+        assert "the file changed after the log was opened" in str(exc)
