@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from zkcoord.records.errors import MalformedRecord
+from zkcoord.records.reader import RecordReader
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -205,50 +205,10 @@ def encode_consumer_value(value: ConsumerValue) -> bytes:
 # ------------------------------------------------------------------------------------------------------- decoding
 
 
-class _Reader:
-    __slots__ = ("data", "pos", "what")
+class _Reader(RecordReader):
+    """The consumer-group records' shapes: int16 strings in keys, compact strings and arrays in values."""
 
-    def __init__(self, data: bytes, what: str) -> None:
-        self.data = data
-        self.pos = 0
-        self.what = what
-
-    def fail(self, reason: str) -> MalformedRecord:
-        return MalformedRecord(self.what, reason, self.data)
-
-    def take(self, n: int, field: str) -> bytes:
-        end = self.pos + n
-        if n < 0 or end > len(self.data):
-            raise self.fail(f"truncated at byte {self.pos} reading {field} ({n} bytes needed)")
-        chunk = self.data[self.pos : end]
-        self.pos = end
-        return chunk
-
-    def int8(self, field: str) -> int:
-        return int(_I8.unpack(self.take(1, field))[0])
-
-    def int16(self, field: str) -> int:
-        return int(_I16.unpack(self.take(2, field))[0])
-
-    def int32(self, field: str) -> int:
-        return int(_I32.unpack(self.take(4, field))[0])
-
-    def uvarint(self, field: str) -> int:
-        shift = result = 0
-        while True:
-            b = self.take(1, field)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise self.fail(f"varint too long in {field}")
-
-    def utf8(self, raw: bytes, field: str) -> str:
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as exc:
-            raise self.fail(f"{field} is not UTF-8: {exc}") from None
+    __slots__ = ()
 
     def string16(self, field: str) -> str:
         n = self.int16(field)
@@ -280,13 +240,7 @@ class _Reader:
         return self.take(16, field).hex()
 
     def tags(self, field: str) -> None:
-        for _ in range(self.uvarint(f"{field} tag count")):
-            self.uvarint(f"{field} tag")
-            self.take(self.uvarint(f"{field} tag size"), f"{field} tagged field")
-
-    def done(self) -> None:
-        if self.pos != len(self.data):
-            raise self.fail(f"{len(self.data) - self.pos} trailing bytes after byte {self.pos}")
+        self.skip_tags(field)
 
 
 def decode_consumer_key(data: bytes) -> ConsumerKey:

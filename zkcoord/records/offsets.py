@@ -27,7 +27,7 @@ from zkcoord.records.consumer_groups import (
     encode_consumer_key,
     encode_consumer_value,
 )
-from zkcoord.records.errors import MalformedRecord
+from zkcoord.records.reader import RecordReader
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -214,47 +214,14 @@ def encode_records(records: list[Record] | tuple[Record, ...]) -> list[tuple[byt
 # ------------------------------------------------------------------------------------------------------- decoding
 
 
-class _Reader:
-    """Cursor over one key or value; every read names the field it was reading when the data runs out."""
+class _Reader(RecordReader):
+    """The classic records' shapes: int16/int32 lengths, or compact ones in a flexible value version."""
 
-    __slots__ = ("data", "flexible", "pos", "what")
+    __slots__ = ("flexible",)
 
     def __init__(self, data: bytes, what: str) -> None:
-        self.data = data
-        self.pos = 0
-        self.what = what
+        super().__init__(data, what)
         self.flexible = False
-
-    def fail(self, reason: str) -> MalformedRecord:
-        return MalformedRecord(self.what, reason, self.data)
-
-    def _take(self, n: int, field: str) -> bytes:
-        end = self.pos + n
-        if n < 0 or end > len(self.data):
-            raise self.fail(f"truncated at byte {self.pos} reading {field} ({n} bytes needed)")
-        chunk = self.data[self.pos : end]
-        self.pos = end
-        return chunk
-
-    def int16(self, field: str) -> int:
-        return int(_I16.unpack(self._take(2, field))[0])
-
-    def int32(self, field: str) -> int:
-        return int(_I32.unpack(self._take(4, field))[0])
-
-    def int64(self, field: str) -> int:
-        return int(_I64.unpack(self._take(8, field))[0])
-
-    def uvarint(self, field: str) -> int:
-        shift = result = 0
-        while True:
-            b = self._take(1, field)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise self.fail(f"varint too long in {field}")
 
     def _length(self, field: str, wide: bool) -> int:
         # Returns -1 for null.
@@ -268,11 +235,7 @@ class _Reader:
             raise self.fail(f"negative length {n} for {field}")
         if n == -1:
             return None
-        raw = self._take(n, field)
-        try:
-            return raw.decode()
-        except UnicodeDecodeError as exc:
-            raise self.fail(f"{field} is not UTF-8: {exc}") from None
+        return self.utf8(self.take(n, field), field)
 
     def string(self, field: str) -> str:
         s = self.nstring(field)
@@ -284,7 +247,7 @@ class _Reader:
         n = self._length(field, wide=True)
         if n < 0:
             raise self.fail(f"{field} is null or has negative length {n}")
-        return self._take(n, field)
+        return self.take(n, field)
 
     def array_len(self, field: str) -> int:
         n = self._length(field, wide=True)
@@ -293,15 +256,8 @@ class _Reader:
         return n
 
     def tagged_fields(self, field: str) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint(f"{field} tag count")):
-            self.uvarint(f"{field} tag")
-            self._take(self.uvarint(f"{field} tag size"), f"{field} tagged field")
-
-    def done(self) -> None:
-        if self.pos != len(self.data):
-            raise self.fail(f"{len(self.data) - self.pos} trailing bytes after byte {self.pos}")
+        if self.flexible:
+            self.skip_tags(field)
 
 
 def decode_key(data: bytes) -> RecordKey:
