@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from zkcoord.records.reader import RecordReader
+from zkcoord.records.fields import RecordReader, compact_array_len, compact_nstring, topic_partitions
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -122,36 +122,6 @@ def value_type(key: ConsumerKey) -> type:
 # ------------------------------------------------------------------------------------------------------- encoding
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _cstr(s: str | None) -> bytes:
-    if s is None:
-        return b"\x00"
-    b = s.encode()
-    return _uvarint(len(b) + 1) + b
-
-
-def _carray(n: int) -> bytes:
-    return _uvarint(n + 1)
-
-
-def _partitions(parts: Partitions) -> bytes:
-    out = [_carray(len(parts))]
-    for topic_id, ps in parts:
-        out.append(bytes.fromhex(topic_id))
-        out.append(_carray(len(ps)))
-        out.extend(_I32.pack(p) for p in ps)
-        out.append(b"\x00")
-    return b"".join(out)
-
-
 def encode_consumer_key(key: ConsumerKey) -> bytes:
     raw = key.group.encode()
     out = _I16.pack(key.version) + _I16.pack(len(raw)) + raw
@@ -168,35 +138,41 @@ def encode_consumer_value(value: ConsumerValue) -> bytes:
     elif isinstance(value, TargetAssignmentEpochValue):
         body = _I32.pack(value.assignment_epoch)
     elif isinstance(value, PartitionMetadataValue):
-        parts = [_carray(len(value.topics))]
+        parts = [compact_array_len(len(value.topics))]
         for t in value.topics:
             # TopicId, TopicName, NumPartitions, PartitionMetadata (racks: none known here), tags
-            parts += (bytes.fromhex(t.topic_id), _cstr(t.name), _I32.pack(t.partitions), _carray(0), b"\x00")
+            parts += (
+                bytes.fromhex(t.topic_id),
+                compact_nstring(t.name),
+                _I32.pack(t.partitions),
+                compact_array_len(0),
+                b"\x00",
+            )
         body = b"".join(parts)
     elif isinstance(value, MemberMetadataValue):
         body = b"".join(
             (
-                _cstr(value.instance_id),
-                _cstr(value.rack_id),
-                _cstr(value.client_id),
-                _cstr(value.client_host),
-                _carray(len(value.subscribed_topic_names)),
-                *(_cstr(n) for n in value.subscribed_topic_names),
-                _cstr(None),  # SubscribedTopicRegex
+                compact_nstring(value.instance_id),
+                compact_nstring(value.rack_id),
+                compact_nstring(value.client_id),
+                compact_nstring(value.client_host),
+                compact_array_len(len(value.subscribed_topic_names)),
+                *(compact_nstring(n) for n in value.subscribed_topic_names),
+                compact_nstring(None),  # SubscribedTopicRegex
                 _I32.pack(value.rebalance_timeout_ms),
-                _cstr(value.server_assignor),
+                compact_nstring(value.server_assignor),
             )
         )
     elif isinstance(value, TargetMemberValue):
-        body = _partitions(value.partitions)
+        body = topic_partitions(value.partitions)
     else:
         body = b"".join(
             (
                 _I32.pack(value.member_epoch),
                 _I32.pack(value.previous_member_epoch),
                 _I8.pack(value.state),
-                _partitions(value.assigned),
-                _partitions(value.pending_revocation),
+                topic_partitions(value.assigned),
+                topic_partitions(value.pending_revocation),
             )
         )
     return head + body + b"\x00"

@@ -27,7 +27,7 @@ from zkcoord.records.consumer_groups import (
     encode_consumer_key,
     encode_consumer_value,
 )
-from zkcoord.records.reader import RecordReader
+from zkcoord.records.fields import RecordReader
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -24,6 +24,7 @@ from zkcoord.group.consumer_messages import (
     DescribedTopicPartitions,
     TopicPartitions,
 )
+from zkcoord.records.fields import compact_nstring, topic_partitions, uvarint
 
 CONSUMER_GROUP_HEARTBEAT = 68
 CONSUMER_GROUP_DESCRIBE = 69
@@ -176,53 +177,30 @@ DECODERS: dict[int, Callable[[memoryview | bytes, int, int], object]] = {
 # ------------------------------------------------------------------------------------------------------- encoding
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _nstring(s: str | None) -> bytes:
-    if s is None:
-        return b"\x00"
-    raw = s.encode()
-    return _uvarint(len(raw) + 1) + raw
-
-
-def _topic_partitions(parts: TopicPartitions) -> bytes:
-    out = [_uvarint(len(parts) + 1)]
-    for topic_id, ps in parts:
-        out += (bytes.fromhex(topic_id), _uvarint(len(ps) + 1), *(_I32.pack(p) for p in ps), b"\x00")
-    return b"".join(out)
-
-
 def encode_heartbeat_response(resp: ConsumerGroupHeartbeatResponse, version: int) -> bytes:
     out = [
         _I32.pack(0),  # ThrottleTimeMs
         _I16.pack(resp.error_code),
-        _nstring(resp.error_message),
-        _nstring(resp.member_id),
+        compact_nstring(resp.error_message),
+        compact_nstring(resp.member_id),
         _I32.pack(resp.member_epoch),
         _I32.pack(resp.heartbeat_interval_ms),
     ]
     if resp.assignment is None:
         out.append(b"\xff")  # a null struct: int8 -1
     else:
-        out += (b"\x01", _topic_partitions(resp.assignment), b"\x00")
+        out += (b"\x01", topic_partitions(resp.assignment), b"\x00")
     out.append(b"\x00")
     return b"".join(out)
 
 
 def _described_assignment(parts: tuple[DescribedTopicPartitions, ...]) -> bytes:
-    out = [_uvarint(len(parts) + 1)]
+    out = [uvarint(len(parts) + 1)]
     for tp in parts:
         out += (
             bytes.fromhex(tp.topic_id),
-            _nstring(tp.topic_name),
-            _uvarint(len(tp.partitions) + 1),
+            compact_nstring(tp.topic_name),
+            uvarint(len(tp.partitions) + 1),
             *(_I32.pack(p) for p in tp.partitions),
             b"\x00",
         )
@@ -231,29 +209,29 @@ def _described_assignment(parts: tuple[DescribedTopicPartitions, ...]) -> bytes:
 
 
 def encode_describe_response(resp: ConsumerGroupDescribeResponse, version: int) -> bytes:
-    out = [_I32.pack(0), _uvarint(len(resp.groups) + 1)]
+    out = [_I32.pack(0), uvarint(len(resp.groups) + 1)]
     for g in resp.groups:
         out += (
             _I16.pack(g.error_code),
-            _nstring(g.error_message),
-            _nstring(g.group_id),
-            _nstring(g.group_state),
+            compact_nstring(g.error_message),
+            compact_nstring(g.group_id),
+            compact_nstring(g.group_state),
             _I32.pack(g.group_epoch),
             _I32.pack(g.assignment_epoch),
-            _nstring(g.assignor_name),
-            _uvarint(len(g.members) + 1),
+            compact_nstring(g.assignor_name),
+            uvarint(len(g.members) + 1),
         )
         for m in g.members:
             out += (
-                _nstring(m.member_id),
-                _nstring(m.instance_id),
-                _nstring(m.rack_id),
+                compact_nstring(m.member_id),
+                compact_nstring(m.instance_id),
+                compact_nstring(m.rack_id),
                 _I32.pack(m.member_epoch),
-                _nstring(m.client_id),
-                _nstring(m.client_host),
-                _uvarint(len(m.subscribed_topic_names) + 1),
-                *(_nstring(n) for n in m.subscribed_topic_names),
-                _nstring(None),  # SubscribedTopicRegex
+                compact_nstring(m.client_id),
+                compact_nstring(m.client_host),
+                uvarint(len(m.subscribed_topic_names) + 1),
+                *(compact_nstring(n) for n in m.subscribed_topic_names),
+                compact_nstring(None),  # SubscribedTopicRegex
                 _described_assignment(m.assignment),
                 _described_assignment(m.target_assignment),
                 b"\x00",
@@ -267,26 +245,26 @@ def encode_heartbeat_request(req: ConsumerGroupHeartbeatRequest) -> bytes:
     """The request body at `req.api_version` (tests, benchmarks and the fuzzer speak the protocol with it)."""
     names = req.subscribed_topic_names
     out = [
-        _nstring(req.group_id),
-        _nstring(req.member_id),
+        compact_nstring(req.group_id),
+        compact_nstring(req.member_id),
         _I32.pack(req.member_epoch),
-        _nstring(req.instance_id),
-        _nstring(req.rack_id),
+        compact_nstring(req.instance_id),
+        compact_nstring(req.rack_id),
         _I32.pack(req.rebalance_timeout_ms),
-        b"\x00" if names is None else _uvarint(len(names) + 1) + b"".join(_nstring(n) for n in names),
+        b"\x00" if names is None else uvarint(len(names) + 1) + b"".join(compact_nstring(n) for n in names),
     ]
     if req.api_version >= 1:
-        out.append(_nstring(req.subscribed_topic_regex))
-    out.append(_nstring(req.server_assignor))
-    out.append(b"\x00" if req.topic_partitions is None else _topic_partitions(req.topic_partitions))
+        out.append(compact_nstring(req.subscribed_topic_regex))
+    out.append(compact_nstring(req.server_assignor))
+    out.append(b"\x00" if req.topic_partitions is None else topic_partitions(req.topic_partitions))
     out.append(b"\x00")
     return b"".join(out)
 
 
 def encode_describe_request(req: ConsumerGroupDescribeRequest) -> bytes:
-    groups = b"".join(_nstring(g) for g in req.group_ids)
+    groups = b"".join(compact_nstring(g) for g in req.group_ids)
     return (
-        _uvarint(len(req.group_ids) + 1)
+        uvarint(len(req.group_ids) + 1)
         + groups
         + (b"\x01" if req.include_authorized_operations else b"\x00")
         + b"\x00"
@@ -303,7 +281,7 @@ def error_body(api_key: int, version: int, error_code: int) -> bytes | None:
 # -------------------------------------------------------------------------- response decoding (tests, tools)
 
 
-def _read_topic_partitions(r: _In, field: str) -> TopicPartitions:
+def _readtopic_partitions(r: _In, field: str) -> TopicPartitions:
     out = []
     for i in range(r.array(field, 18)):
         topic_id = r.uuid(f"{field}[{i}].TopicId")
@@ -338,7 +316,7 @@ def decode_response(api_key: int, version: int, body: bytes) -> object:
         interval = r.int32("HeartbeatIntervalMs")
         assignment = None
         if r.int8("Assignment") >= 0:
-            assignment = _read_topic_partitions(r, "Assignment.TopicPartitions")
+            assignment = _readtopic_partitions(r, "Assignment.TopicPartitions")
             r.tagged("Assignment")
         r.tagged("ConsumerGroupHeartbeatResponse")
         r.end()

@@ -1,6 +1,6 @@
-"""The cursor every `__consumer_offsets` key and value decoder reads with: bounds-checked reads that name the field
-they were reading when the data runs out or is malformed, so any bytes decode or fail with a precise
-`MalformedRecord`."""
+"""Field codecs shared by the `__consumer_offsets` record codecs and the consumer-group API codec: the bounds-checked
+cursor every decoder reads with (each read names the field it was reading when the data runs out or is malformed,
+so any bytes decode or fail with a precise `MalformedRecord`), and the compact encodings of flexible versions."""
 
 from __future__ import annotations
 
@@ -73,3 +73,31 @@ class RecordReader:
     def done(self) -> None:
         if self.pos != len(self.data):
             raise self.fail(f"{len(self.data) - self.pos} trailing bytes after byte {self.pos}")
+
+
+def uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def compact_nstring(s: str | None) -> bytes:
+    if s is None:
+        return b"\x00"
+    raw = s.encode()
+    return uvarint(len(raw) + 1) + raw
+
+
+def compact_array_len(n: int) -> bytes:
+    return uvarint(n + 1)
+
+
+def topic_partitions(parts: tuple[tuple[str, tuple[int, ...]], ...]) -> bytes:
+    """((topic id hex, partitions), ...) as a compact array of (uuid, compact int32 array, no tags)."""
+    out = [compact_array_len(len(parts))]
+    for topic_id, ps in parts:
+        out += (bytes.fromhex(topic_id), compact_array_len(len(ps)), *(_I32.pack(p) for p in ps), b"\x00")
+    return b"".join(out)
