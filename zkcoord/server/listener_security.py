@@ -21,12 +21,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zkcoord.errors import ConfigError, ErrorCode, ZkcoordError
+from zkcoord.ratelog import RateLimitedLog
 from zkcoord.security.acl import Session
 from zkcoord.security.sasl import ANONYMOUS, PLAIN, SaslFailure, plain_authenticate, principal
 from zkcoord.security.scram import HASHES, ScramCredential, ScramError, ScramServer
 from zkcoord.security.x500 import CertificateParseError, ssl_principal
 from zkcoord.server import kafka_protocol as kp
-from zkcoord.server.ratelog import RateLimitedLog
 
 log = logging.getLogger(__name__)
 # Events any client can repeat at will (failed logins, a user's unusable stored credential): few lines, all counted.
