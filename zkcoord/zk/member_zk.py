@@ -12,7 +12,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -29,7 +29,7 @@ from kazoo.exceptions import (
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
-from zkcoord.legacy.codecs import ConsumerRegistration, TopicAssignment
+from zkcoord.legacy.codecs import ConsumerRegistration, TopicAssignment, encode_owner
 from zkcoord.legacy.rebalance import (
     Claim,
     GroupSnapshot,
@@ -299,6 +299,24 @@ def release(
             for path, version in batch:
                 _delete_quietly(client, path, version)
     return len(victims)
+
+
+def held_by(
+    client: Client, group: str, tps: Mapping[TopicPartition, str], session: int
+) -> frozenset[TopicPartition]:
+    """Which of these owner znodes exist under `session` with the given thread id as payload (one pipelined
+    round of reads): the ones an incremental rebalance may keep."""
+    order = sorted(tps)
+    owner_paths = [paths.owner_path(group, tp.topic, tp.partition) for tp in order]
+    held = set()
+    pending = [(p, client.get_async(p)) for p in owner_paths]
+    for tp, got in zip(order, _gather(client, pending), strict=True):
+        if isinstance(got, NoNodeError):
+            continue
+        data, stat = got
+        if stat.ephemeralOwner == session and data == encode_owner(tps[tp]):
+            held.add(tp)
+    return frozenset(held)
 
 
 def _delete_quietly(client: Client, path: str, version: int) -> None:

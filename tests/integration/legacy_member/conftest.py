@@ -202,12 +202,18 @@ class FakeFetcher:
         self.positions: dict[TopicPartition, int] = {}
         self.per_poll = per_poll
         self.assigned_log: list[dict[TopicPartition, int]] = []
+        self.continuing_log: list[frozenset[TopicPartition]] = []
         self.resets: dict[TopicPartition, int] = {}
 
-    def assign(self, positions: Any) -> None:
-        self.positions = {tp: max(o, 0) for tp, o in positions.items()}
+    def assign(self, positions: Any, continuing: frozenset[TopicPartition] = frozenset()) -> None:
+        # As KafkaFetcher: a continuing partition's fetch goes on from where it is.
+        self.positions = {
+            tp: self.positions[tp] if tp in continuing and tp in self.positions else max(o, 0)
+            for tp, o in positions.items()
+        }
         self.resets = {tp: 0 for tp, o in positions.items() if o < 0}
         self.assigned_log.append(dict(positions))
+        self.continuing_log.append(continuing)
 
     def reset_positions(self) -> dict[TopicPartition, int]:
         taken, self.resets = self.resets, {}
