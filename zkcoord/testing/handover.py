@@ -57,8 +57,8 @@ def legacy_holdings(members: Sequence[_LegacyView], tries: int = 5) -> Callable[
 
 
 class HandoverSampler:
-    """Samples owner znodes under `/consumers/<group>/owners` of `topics` and `holdings()` every
-    `interval_s` (at most `max_samples` kept: memory stays bounded) until `stop()`."""
+    """Samples owner znodes under `/consumers/<group>/owners` of `topics` (none when `client` is None) and
+    `holdings()` every `interval_s` (at most `max_samples` kept: memory stays bounded) until `stop()`."""
 
     def __init__(
         self,
@@ -133,6 +133,8 @@ class HandoverSampler:
 
     def _read_owners(self) -> dict[TopicPartition, tuple[str, int]]:
         client = self._client
+        if client is None:  # a plain broker-protocol group: holdings only
+            return {}
         topics = sorted(self._topics())
         listed = [(t, client.get_children_async(paths.owners_topic_path(self._group, t))) for t in topics]
         pending = []
