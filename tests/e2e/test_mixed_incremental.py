@@ -1,12 +1,13 @@
 """Incremental hand-over in a mixed group (issue 23) against real ZooKeeper and one bridged `zkcoord serve`: fast
 legacy members and cooperative (KIP-429) kafka-python and librdkafka members share a group under a paced producer
-through joins and leaves. An observer samples every 10 ms the owner znodes (payload and czxid) and what every member
+through joins, leaves, a crash and a partition increase. An observer samples every 10 ms the owner znodes (payload and czxid) and what every member
 holds (legacy members' views, the clients' rebalance callbacks). Required: no owner znode of a partition whose
 holder stays is deleted and re-created, no member loses and regains a partition, 0 samples with a partition held
 twice, 0 lost records."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 from e2e.test_mixed_migration import COMMIT_INTERVAL_MS, HEARTBEAT_MS, SESSION_MS, Cluster, Producer, cluster
+from migration.compare.partitions import increase_partitions
 from zkcoord.bridge.member import member_offsets
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.topic_partition import TopicPartition
@@ -73,6 +75,11 @@ class Legacy(Holder):
 
     def holdings(self) -> frozenset[int]:
         return frozenset(tp.partition for tp in self.consumer.owned())
+
+    def crash(self) -> None:
+        """The process dies: its ZooKeeper session ends with nothing released or committed first."""
+        assert self.consumer.client is not None
+        self.consumer.client.stop()
 
     def _run(self) -> None:
         while not self.halt.is_set():
@@ -224,6 +231,8 @@ def test_mixed_group_of_fast_legacy_and_cooperative_members(cluster: Cluster) ->
     zk = connect(cluster.zk_connect)
     members: list[Holder] = []
     everyone: list[Holder] = []
+    crashed: list[Legacy] = []
+    partitions = PARTITIONS
     producer = Producer(cluster.bootstrap, topic, per_second=200).start()
 
     def holdings() -> dict[str, frozenset[TopicPartition]]:
@@ -233,10 +242,10 @@ def test_mixed_group_of_fast_legacy_and_cooperative_members(cluster: Cluster) ->
         held = [m.holdings() for m in members]
         owners = sampler.samples[-1].owners if sampler.samples else {}
         return (
-            sum(len(h) for h in held) == PARTITIONS
-            and set().union(*held) == set(range(PARTITIONS))
+            sum(len(h) for h in held) == partitions
+            and set().union(*held) == set(range(partitions))
             and all(held)
-            and len(owners) == PARTITIONS
+            and len(owners) == partitions
             and len({th.rsplit("-", 1)[0] for th, _czxid in owners.values()}) == len(members)
         )
 
@@ -258,13 +267,28 @@ def test_mixed_group_of_fast_legacy_and_cooperative_members(cluster: Cluster) ->
         members.remove(m)
         m.stop()
 
+    def crash(name: str) -> None:
+        m = next(m for m in members if m.name == name)
+        assert isinstance(m, Legacy)
+        members.remove(m)
+        crashed.append(m)
+        m.crash()
+
+    def grow() -> None:
+        nonlocal partitions
+        increase_partitions(zk, topic, PARTITIONS + 4)
+        partitions = PARTITIONS + 4
+
     sampler = HandoverSampler(zk, group, {topic: PARTITIONS}, holdings=holdings)
     try:
         with sampler:
             change("two legacy members", lambda: (join(Legacy, "l1"), join(Legacy, "l2")))
             change("kafka-python joins", lambda: join(KafkaPython, "kp1"))
             change("librdkafka joins", lambda: join(Librdkafka, "ck1"))
+            change("a legacy member joins", lambda: join(Legacy, "l3"))
+            change("the topic grows from 12 to 16 partitions", grow)
             change("a legacy member leaves", lambda: leave("l2"))
+            change("a legacy member crashes", lambda: crash("l3"))
             change("kafka-python leaves", lambda: leave("kp1"))
             assert sampler.median_interval_s() <= 0.02
         producer.stop()
@@ -276,5 +300,9 @@ def test_mixed_group_of_fast_legacy_and_cooperative_members(cluster: Cluster) ->
         producer.stop()
         for m in members:
             m.stop()
+        for c in crashed:
+            with contextlib.suppress(Exception):
+                c.consumer.close(commit=False)
+            c.halt.set()
         zk.stop()
         zk.close()
