@@ -11,8 +11,9 @@ One rebalance attempt of the 0.8-era consumer (reference §3.5), as data:
    every owner znode the member holds (eager release-all, as the original), claim its share (owner znode payload
    = thread id), and read the offsets of the claimed partitions (after the claim succeeded: the fix of the
    original's stale start offset, §12). Given `keeping` (fast mode's incremental hand-over, KIP-429's idea), it
-   keeps the owner znodes of the partitions the new assignment leaves to the same thread of this member: only
-   the rest is released, only the new ones are claimed and have their offsets read.
+   keeps the owner znodes of the partitions the new assignment leaves to this member (`retag` names those now
+   under another of its threads: their payload is rewritten in place): only the rest is released, only the new
+   ones are claimed and have their offsets read.
 
 Offsets: `plan_offset_commit` keeps only offsets that moved since the last checkpoint (the original skips
 unchanged ones) and `batch_by_size` splits the writes into multi-op requests under a byte budget so a batch
@@ -69,6 +70,7 @@ class RebalancePlan:
     assignment: tuple[tuple[TopicPartition, str], ...]
     my_topics: tuple[str, ...]
     keep: tuple[Claim, ...] = ()
+    retag: tuple[Claim, ...] = ()  # kept, but under another of my threads: the owner payload is rewritten
 
     @property
     def owned_after(self) -> frozenset[TopicPartition]:
@@ -148,8 +150,9 @@ def plan_rebalance(
 
     `keeping` = None: eager (the original): release everything in `owned`, claim the whole share.
     `keeping` = partition -> thread id of the owner znodes the member holds and may keep (incremental): a
-    partition the new assignment gives to the same thread id is kept; every other partition of `owned` or
-    `keeping` is released; only the rest of the share is claimed.
+    partition the new assignment gives to this member again is kept (in `retag` too when it goes to another
+    of its threads); every other partition of `owned` or `keeping` is released; only the rest of the share is
+    claimed.
 
     >>> from zkcoord.legacy.codecs import ConsumerRegistration
     >>> reg = ConsumerRegistration.static({"t": 1}, timestamp_ms=0)
@@ -171,7 +174,8 @@ def plan_rebalance(
     )
     share = tuple(Claim(tp, th) for tp, th in assignment if consumer_of_thread(th) == consumer_id)
     kept = keeping or {}
-    keep = tuple(c for c in share if kept.get(c.tp) == c.thread_id)
+    keep = tuple(c for c in share if c.tp in kept)
+    retag = tuple(c for c in keep if kept[c.tp] != c.thread_id)
     kept_tps = {c.tp for c in keep}
     claims = tuple(c for c in share if c.tp not in kept_tps)
     release = _sorted_tps(tp for tp in (*owned, *kept) if tp not in kept_tps)
@@ -184,6 +188,7 @@ def plan_rebalance(
         assignment=assignment,
         my_topics=my_topics,
         keep=keep,
+        retag=retag,
     )
 
 

@@ -566,8 +566,12 @@ class LegacyConsumer:
             log.warning("group=%s member=%s no broker is available; waiting", self.group, self.consumer_id)
             return True
         if self._fast:
-            plan = self._read_and_plan(keeping=self._still_held(session))
+            versions = self._still_held(session)
+            with self._lock:
+                keeping = {tp: self._owned[tp].thread_id for tp in versions if tp in self._owned}
+            plan = self._read_and_plan(keeping=keeping)
             self._reconcile_commit_release(plan, session)
+            self._retag(plan, versions)
         else:
             self._fence_commit_release(session)
             plan = self._read_and_plan()
@@ -622,15 +626,31 @@ class LegacyConsumer:
         with self._lock:
             self._drop_ownership_locked()
 
-    def _still_held(self, session: int) -> dict[TopicPartition, str]:
+    def _still_held(self, session: int) -> dict[TopicPartition, int]:
         """Incremental hand-over: the installed partitions whose owner znode is still mine (my session, my
-        thread id), so they may be kept. Checked in ZooKeeper (one pipelined round) rather than assumed."""
+        thread id), so they may be kept, with the znodes' data versions. Checked in ZooKeeper (one pipelined
+        round) rather than assumed."""
         client = self._zk
         assert client is not None
         with self._lock:
             installed = {tp: o.thread_id for tp, o in self._owned.items() if not o.held_only}
-        held = member_zk.held_by(client, self.group, installed, session)
-        return {tp: thread for tp, thread in installed.items() if tp in held}
+        return member_zk.held_by(client, self.group, installed, session)
+
+    def _retag(self, plan: RebalancePlan, versions: Mapping[TopicPartition, int]) -> None:
+        """Kept partitions now under another of my threads: rewrite their owner payload in place (the znode is
+        never deleted), then believe the new thread id."""
+        if not plan.retag:
+            return
+        client = self._zk
+        assert client is not None
+        member_zk.retag(client, self.group, plan.retag, versions, budget=self.config.multi_budget_bytes)
+        with self._lock:
+            for c in plan.retag:
+                o = self._owned.get(c.tp)
+                if o is not None:
+                    o.thread_id = c.thread_id
+            self._assign_version += 1
+            self._changed.notify_all()
 
     def _reconcile_commit_release(self, plan: RebalancePlan, session: int) -> None:
         """Incremental hand-over: stop handing out only what this plan releases (what it keeps stays handed

@@ -159,3 +159,30 @@ def test_a_group_mixing_fast_and_faithful_members_stays_correct(zk, kit, member_
         assert sorted(tp.partition for tp in kept) == [0, 1, 2, 3, 6, 7]
         assert len(sampler.recreated_by_same_holder()) == 4  # still only f's, from the join
         assert sampler.held_twice() == []
+
+
+def test_a_partition_moving_between_threads_of_one_member_is_retagged_not_released(zk, kit, member_factory):
+    """Multi-stream members: range over threads moves partitions between one member's threads as others come
+    and go; the owner znode stays (same czxid) and only its payload changes to the new thread id."""
+    kit.register_broker(zk)
+    kit.make_topic(zk, TOPIC, 8)
+    obs = kit.Observer(zk, "g", {TOPIC: 8})
+    members = obs.members
+    a = member_factory("g", {TOPIC: 2}, consumer_id="a", fetcher_factory=kit.FakeFetcher)
+    members.append(a)
+    obs.wait_converged(30, "a alone")  # a-0 0-3, a-1 4-7
+    with HandoverSampler(zk, "g", {TOPIC: 8}, holdings=legacy_holdings_of(lambda: list(members))) as sampler:
+        start = len(sampler.samples) - 1
+        members.append(member_factory("g", {TOPIC: 1}, consumer_id="b", fetcher_factory=kit.FakeFetcher))
+        # threads a-0, a-1, b-0: a-0 0-2, a-1 3-5, b-0 6-7: 3 stays with a but moves from a-0 to a-1.
+        obs.wait_converged(30, "b joined")
+        sampler.wait_samples(3, 10)
+        end = len(sampler.samples) - 1
+        assert sampler.samples[start].owners[TopicPartition(TOPIC, 3)][0] == "g_a-0"
+        assert sampler.samples[end].owners[TopicPartition(TOPIC, 3)][0] == "g_a-1"
+        assert (
+            sampler.samples[start].owners[TopicPartition(TOPIC, 3)][1]
+            == sampler.samples[end].owners[TopicPartition(TOPIC, 3)][1]
+        )  # the same znode (czxid): rewritten, not re-created
+        assert sampler.recreated_by_same_holder() == []
+        assert sampler.held_twice() == [] and sampler.holding_gaps() == []

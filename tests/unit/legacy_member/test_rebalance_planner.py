@@ -191,18 +191,18 @@ def test_incremental_keeps_what_stays_and_releases_only_what_moves():
     assert eager.owned_after == plan.owned_after
 
 
-def test_incremental_claims_only_new_partitions_and_releases_a_changed_thread_id():
+def test_incremental_claims_only_new_partitions_and_retags_a_changed_thread_id():
     # a (2 streams) holds 0 as a-0 and 1, 3 as a-1; range over the threads a-0, a-1, c-0 now gives
     # a-0 {0, 1}, a-1 {2}, c-0 {3}.
     snap = snapshot({"a": {"t": 2}, "c": {"t": 1}}, {"t": 4})
     held = {TopicPartition("t", 0): "a-0", TopicPartition("t", 1): "a-1", TopicPartition("t", 3): "a-1"}
     plan = plan_rebalance(consumer_id="a", snapshot=snap, owned=held, strategy="range", keeping=held)
-    assert {c.tp.partition: c.thread_id for c in plan.keep} == {0: "a-0"}
-    # 1 stays with a but under another thread id: its owner payload must change, so it is released and
-    # claimed again (the owner znode says which thread owns it; a kept znode keeps its payload).
-    assert [tp.partition for tp in plan.release] == [1, 3]
-    assert [(c.tp.partition, c.thread_id) for c in plan.claims] == [(1, "a-0"), (2, "a-1")]
-    assert plan.fetch_offsets == (TopicPartition("t", 1), TopicPartition("t", 2))
+    assert {c.tp.partition: c.thread_id for c in plan.keep} == {0: "a-0", 1: "a-0"}
+    # 1 stays with a under another thread id: kept, its owner payload rewritten in place (never released).
+    assert [(c.tp.partition, c.thread_id) for c in plan.retag] == [(1, "a-0")]
+    assert [tp.partition for tp in plan.release] == [3]
+    assert [(c.tp.partition, c.thread_id) for c in plan.claims] == [(2, "a-1")]
+    assert plan.fetch_offsets == (TopicPartition("t", 2),)
 
 
 @settings(max_examples=200, deadline=None)
@@ -225,7 +225,8 @@ def test_incremental_plan_is_the_eager_share_split_into_keep_and_claim(members, 
         assert inc.assignment == eager.assignment
         assert sorted(inc.keep + inc.claims, key=lambda c: c.tp) == sorted(eager.claims, key=lambda c: c.tp)
         kept = {c.tp for c in inc.keep}
-        assert all(keeping[c.tp] == c.thread_id for c in inc.keep)  # kept only with the payload it has
+        assert kept == set(keeping) & {c.tp for c in eager.claims}  # everything that stays with me is kept
+        assert {c.tp for c in inc.retag} == {c.tp for c in inc.keep if keeping[c.tp] != c.thread_id}
         assert kept.isdisjoint(inc.release) and kept | set(inc.release) == set(keeping)
         assert kept.isdisjoint(inc.fetch_offsets)  # a kept partition's offset is never read again
         assert {c.tp for c in inc.claims} == set(inc.fetch_offsets)
