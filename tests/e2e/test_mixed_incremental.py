@@ -46,6 +46,7 @@ class Holder:
         self.consumed: set[tuple[int, int]] = set()
         self.halt = threading.Event()
         self.errors: list[Any] = []
+        self.revoking = 0  # revocation callbacks running: the member still holds what it gives up
 
     def holdings(self) -> frozenset[int]:
         with self.lock:
@@ -107,12 +108,14 @@ class Cooperative(Holder):
             self.held |= parts
 
     def revoked(self, parts: set[int], *, lost: bool = False) -> None:
+        with self.lock:
+            self.revoking += 1
         if parts and not lost:
-            self.halt.wait(
-                REVOKE_S
-            )  # the user's work before giving the partitions up (not a synchronisation)
+            # The user's work before giving the partitions up (not a synchronisation).
+            self.halt.wait(REVOKE_S)
         with self.lock:
             self.held -= parts
+            self.revoking -= 1
 
 
 class KafkaPython(Cooperative):
@@ -239,6 +242,8 @@ def test_mixed_group_of_fast_legacy_and_cooperative_members(cluster: Cluster) ->
         return {m.name: frozenset(TopicPartition(topic, p) for p in m.holdings()) for m in list(members)}
 
     def settled() -> bool:
+        if any(m.revoking for m in members):
+            return False  # a hand-over is under way: the group has not settled, whatever it holds
         held = [m.holdings() for m in members]
         owners = sampler.samples[-1].owners if sampler.samples else {}
         return (
