@@ -26,7 +26,7 @@ from zkcoord.legacy.topic_partition import TopicPartition
 from zkcoord.testing import wait_for
 from zkcoord.testing.handover import HandoverSampler
 from zkcoord.zk.member import LegacyConsumer
-from zkcoord.zk.session import connect
+from zkcoord.zk.session import SessionFault, connect
 
 pytestmark = pytest.mark.e2e
 __all__ = ["cluster"]  # the module's one bridged node (a fixture of its own in this module)
@@ -259,7 +259,16 @@ def test_mixed_group_of_fast_legacy_and_cooperative_members(cluster: Cluster) ->
 
     def change(what: str, step: Callable[[], None]) -> None:
         step()
-        wait_for(settled, 60, what, 0.05)
+        try:
+            wait_for(settled, 60, what, 0.05)
+        except SessionFault:
+            last = sampler.samples[-1]
+            owners = {tp.partition: th for tp, (th, _czxid) in sorted(last.owners.items())}
+            held = {m: sorted(tp.partition for tp in tps) for m, tps in last.holdings.items()}
+            revoking = {m.name: m.revoking for m in members if m.revoking}
+            raise AssertionError(
+                f"{what}: not settled; owners {owners}; holdings {held}; revoking {revoking}"
+            ) from None
         sampler.wait_samples(5, 10)
         assert sampler.held_twice() == [], what
         assert sampler.recreated_by_same_holder() == [], what
