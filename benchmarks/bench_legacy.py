@@ -50,8 +50,13 @@ class SyntheticFetcher:
         self.positions: dict[TopicPartition, int] = {}
         self.resets: dict[TopicPartition, int] = {}
 
-    def assign(self, positions: Mapping[TopicPartition, int]) -> None:
-        self.positions = {tp: max(pos, 0) for tp, pos in positions.items()}
+    def assign(
+        self, positions: Mapping[TopicPartition, int], continuing: frozenset[TopicPartition] = frozenset()
+    ) -> None:
+        self.positions = {
+            tp: self.positions[tp] if tp in continuing and tp in self.positions else max(pos, 0)
+            for tp, pos in positions.items()
+        }
         self.resets = {tp: 0 for tp, pos in positions.items() if pos < 0}
 
     def reset_positions(self) -> Mapping[TopicPartition, int]:

@@ -4,8 +4,9 @@ and the broker-protocol members of a matching group one group, and the read/repa
 Mechanism (docs/migration.md, "Member-by-member migration"): each broker-protocol member is registered under
 `/consumers/G/ids/<consumer id>` (zkcoord.bridge.mixed_policy names and encodes it) so legacy members include it;
 at the leader's SyncGroup the coordinator computes the legacy algorithm over the combined member list, deletes the
-owner znodes its members give up (every member of the new generation has rejoined, and eager members revoke all
-before JoinGroup), creates the owner znodes of their new partitions (waiting for the previous holder's deletion,
+owner znodes its members give up (every member of the new generation has rejoined; eager members revoke all
+before JoinGroup, and a cooperative (KIP-429) member's znodes of partitions it still owns are kept, what moves away
+from it being withheld until it rejoins without it), creates the owner znodes of their new partitions (waiting for the previous holder's deletion,
 bounded) and answers exactly those partitions, whatever the leader proposed. A legacy join, leave or session loss,
 or a partition increase, makes the coordinator rebalance the broker-protocol side.
 
@@ -28,10 +29,12 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TypeVar
 
 from zkcoord.bridge.mixed_policy import (
+    COOPERATIVE_PROTOCOLS,
+    LEGACY_STRATEGIES,
     ClassicMember,
     Malformed,
     MemberView,
@@ -41,10 +44,12 @@ from zkcoord.bridge.mixed_policy import (
     check_subscriptions,
     classic_marker,
     consumer_id_for,
+    decode_owned_partitions,
     encode_assignment,
     encode_classic_registration,
     is_classic_id,
     legacy_registrations,
+    legacy_strategy,
     member_views,
     plan_assignment,
     plan_hand_over,
@@ -227,7 +232,8 @@ class MixedGroupBridge:
         legacy = self._legacy(group, zkm.read_ids(client, group))
         check_subscriptions(legacy, [ClassicMember("joining", "", topics)], protocol)
         parts = self._partitions(client, topics)
-        check_strategy(protocol, legacy, parts, zkm.read_owners(client, group))
+        if protocol in LEGACY_STRATEGIES:  # a cooperative group follows the legacy members' algorithm
+            check_strategy(protocol, legacy, parts, zkm.read_owners(client, group))
 
     @staticmethod
     def _partitions(client: Client, topics: Iterable[str]) -> dict[str, list[int]]:
@@ -269,15 +275,33 @@ class MixedGroupBridge:
         loop.run_in_executor(None, setup)
 
     async def assign(
-        self, group: str, protocol: str, members: Sequence[tuple[str, str, tuple[str, ...]]], timeout_ms: int
+        self,
+        group: str,
+        protocol: str,
+        members: Sequence[tuple[str, str, tuple[str, ...]]],
+        timeout_ms: int,
+        metadata: Mapping[str, bytes] | None = None,
     ) -> dict[str, bytes]:
         """The leader's SyncGroup: register the generation's members, hand partitions over, and return each
-        member's assignment (ConsumerProtocolAssignment bytes) of exactly the partitions held for it."""
+        member's assignment (ConsumerProtocolAssignment bytes) of exactly the partitions held for it.
+        `metadata`: member id -> its subscription, whose owned partitions a KIP-429 member's hand-over uses."""
         async with self._lock(group):
-            classic = tuple(ClassicMember(mid, client, topics) for mid, client, topics in members)
+            subscriptions = metadata or {}
+            classic = tuple(
+                ClassicMember(mid, client, topics, self._still_owned(protocol, subscriptions.get(mid)))
+                for mid, client, topics in members
+            )
             return await asyncio.to_thread(
                 self._refenced, group, self._assign, group, protocol, classic, timeout_ms
             )
+
+    @staticmethod
+    def _still_owned(protocol: str, subscription: bytes | None) -> tuple[TopicPartition, ...]:
+        """What a KIP-429 member says it still owns; eager members own nothing at a rebalance. A subscription
+        that cannot be read counts as owning nothing new: its znodes then go only when the member leaves."""
+        if protocol not in COOPERATIVE_PROTOCOLS or subscription is None:
+            return ()
+        return decode_owned_partitions(subscription) or ()
 
     def _assign(
         self, group: str, protocol: str, classic: tuple[ClassicMember, ...], timeout_ms: int
@@ -302,14 +326,27 @@ class MixedGroupBridge:
         ]
         gone = [cid for mid, cid in registered.items() if mid not in wanted]
         target: dict[TopicPartition, str] = {}
-        shares = plan_assignment(protocol, legacy, classic, group, parts)
+        strategy = protocol
+        if protocol not in LEGACY_STRATEGIES:
+            strategy = legacy_strategy(protocol, legacy, parts, zkm.read_owners(client, group))
+        shares = plan_assignment(strategy, legacy, classic, group, parts)
         for mid, tps in shares.items():
             for tp in tps:
                 target[tp] = thread_for(wanted[mid])
         held = self._held.setdefault(group, {})
         threads = {thread_for(c) for c in registered.values()} | set(target.values())
-        plan = plan_hand_over(target, held, threads)
-        # Release first: every member of this generation has rejoined (revoked), and a member gone holds nothing.
+        still_owned = {tp: thread_for(wanted[m.member_id]) for m in classic for tp in m.owned}
+        plan = plan_hand_over(target, held, threads, still_owned)
+        if plan.withheld:
+            # KIP-429: the owner is answered without them, revokes them and rejoins; the follow-up hands them over.
+            log.info(
+                "group=%s withholding %d partitions their cooperative owners still own: %s",
+                group,
+                len(plan.withheld),
+                ", ".join(f"{tp}->{th}" for tp, th in plan.withheld[:10]),
+            )
+        # Release first: every eager member of this generation has rejoined (revoked), a cooperative member
+        # rejoined without what it revoked, and a member gone holds nothing.
         release = [paths.owner_path(group, tp.topic, tp.partition) for tp in plan.release]
         release += [
             paths.owner_path(group, tp.topic, tp.partition)

@@ -31,9 +31,13 @@ from zkcoord.legacy.topic_partition import TopicPartition
 
 LEGACY: Final = "legacy"
 CLASSIC: Final = "classic"
-# The classic protocol names whose algorithm the legacy tree also knows; every other one (sticky,
-# cooperative-sticky: incremental, so a member keeps partitions across a rebalance) is refused for a bridged group.
+# The classic protocol names whose algorithm the legacy tree also knows.
 LEGACY_STRATEGIES: Final = ("range", "roundrobin")
+# KIP-429 protocols a bridged group also hosts: the coordinator decides the shares with the legacy algorithm anyway,
+# and these members keep what stays and revoke only what moves (the coordinator withholds a partition another
+# member still owns). Other names (sticky, a client's own assignor names) are still refused: every member of a
+# classic group is answered one protocol name, which each of them must know.
+COOPERATIVE_PROTOCOLS: Final = ("cooperative-sticky",)
 MARKER_KEY: Final = "zkcoord"
 # A registration is a few hundred bytes; ZooKeeper's own limit (jute.maxbuffer) is 1 MiB. Nesting: the 0.8 format
 # is two levels deep, zkcoord's marker three.
@@ -133,6 +137,8 @@ class ClassicMember:
     member_id: str
     client_id: str
     topics: tuple[str, ...]
+    # KIP-429 members: the partitions the member says (in its JoinGroup) it still owns; eager members own none.
+    owned: tuple[TopicPartition, ...] = ()
 
 
 def consumer_id_for(group: str, member_id: str) -> str:
@@ -197,16 +203,36 @@ def member_views(ids: Mapping[str, bytes | None], owners: Mapping[TopicPartition
 
 
 def check_protocols(names: Iterable[str]) -> tuple[str, ...]:
-    """The offered protocol names a bridged group may use (range, roundrobin, in the member's order); raises
-    MixedGroupRefused when none is left (a cooperative-only member)."""
+    """The offered protocol names a bridged group may use: range and roundrobin (eager), then cooperative-sticky
+    (KIP-429), each in the member's order; raises MixedGroupRefused, saying why, when none is left."""
     offered = list(names)
-    usable = tuple(n for n in offered if n in LEGACY_STRATEGIES)
+    usable = tuple(n for n in offered if n in LEGACY_STRATEGIES) + tuple(
+        n for n in offered if n in COOPERATIVE_PROTOCOLS
+    )
     if not usable:
         raise MixedGroupRefused(
-            f"a bridged group follows the legacy assignor (range or roundrobin, eager); the member offers "
-            f"{offered}: cooperative and sticky protocols keep partitions across rebalances and are refused"
+            f"a bridged group assigns with the legacy algorithm and answers every member one protocol name, so "
+            f"it accepts {', '.join(LEGACY_STRATEGIES + COOPERATIVE_PROTOCOLS)}; the member offers {offered}"
         )
     return usable
+
+
+def legacy_strategy(
+    protocol: str,
+    legacy: Mapping[str, ConsumerRegistration],
+    partitions: Mapping[str, Sequence[int]],
+    owners: Mapping[TopicPartition, str],
+) -> str:
+    """The legacy algorithm a bridged group follows: the protocol itself when it is range or roundrobin; for a
+    cooperative protocol the legacy members' (roundrobin only when their complete owner znodes match roundrobin
+    and not range), else range, the 0.8 default `partition.assignment.strategy`."""
+    if protocol in LEGACY_STRATEGIES:
+        return protocol
+    try:
+        check_strategy("range", legacy, partitions, owners)
+    except MixedGroupRefused:
+        return "roundrobin"
+    return "range"
 
 
 def check_subscriptions(
@@ -290,23 +316,87 @@ def plan_assignment(
 
 @dataclass(frozen=True, slots=True)
 class HandOver:
-    """Owner znodes to delete (held for a classic member that no longer gets them) and to create."""
+    """Owner znodes to delete (held for a classic member that no longer gets them) and to create; `withheld`:
+    targets whose owner znode a cooperative member still owns (it revokes them once it is answered without
+    them, rejoins, and a follow-up rebalance hands them over)."""
 
     release: tuple[TopicPartition, ...]
     acquire: tuple[tuple[TopicPartition, str], ...]  # (partition, thread id)
+    withheld: tuple[tuple[TopicPartition, str], ...] = ()  # (partition, thread id it goes to later)
 
 
 def plan_hand_over(
-    target: Mapping[TopicPartition, str], held: Mapping[TopicPartition, str], classic_threads: Iterable[str]
+    target: Mapping[TopicPartition, str],
+    held: Mapping[TopicPartition, str],
+    classic_threads: Iterable[str],
+    still_owned: Mapping[TopicPartition, str] | None = None,
 ) -> HandOver:
     """`target`: partition -> classic thread that should hold it now; `held`: partition -> thread holding its
-    owner znode; `classic_threads`: every thread the bridge answers for. Release what a classic thread holds but
-    is not its target; acquire the targets not yet held by their thread (a partition another thread holds is
-    acquired once that holder is gone: the caller waits on the deletion)."""
+    owner znode; `classic_threads`: every thread the bridge answers for; `still_owned`: partition -> thread of a
+    cooperative member that says it still owns it. Release what a classic thread holds but is not its target,
+    unless that thread still owns it (a cooperative member consumes it until it revokes); acquire the targets not
+    yet held by their thread (a partition another thread holds is acquired once that holder is gone: the caller
+    waits on the deletion), except those a cooperative thread still owns, which are withheld.
+
+    >>> tp0, tp1 = TopicPartition("t", 0), TopicPartition("t", 1)
+    >>> plan = plan_hand_over({tp0: "a-0", tp1: "b-0"}, {tp0: "a-0", tp1: "a-0"}, ["a-0", "b-0"], {tp0: "a-0", tp1: "a-0"})
+    >>> plan.release, plan.acquire, plan.withheld
+    ((), (), ((TopicPartition(topic='t', partition=1), 'b-0'),))
+    """
     ours = set(classic_threads)
-    release = tuple(sorted(tp for tp, th in held.items() if th in ours and target.get(tp) != th))
-    acquire = tuple(sorted((tp, th) for tp, th in target.items() if held.get(tp) != th))
-    return HandOver(release, acquire)
+    owning = {tp: th for tp, th in (still_owned or {}).items() if held.get(tp) == th}
+    release = tuple(
+        sorted(tp for tp, th in held.items() if th in ours and target.get(tp) != th and tp not in owning)
+    )
+    acquire = tuple(sorted((tp, th) for tp, th in target.items() if held.get(tp) != th and tp not in owning))
+    withheld = tuple(sorted((tp, th) for tp, th in target.items() if tp in owning and owning[tp] != th))
+    return HandOver(release, acquire, withheld)
+
+
+def decode_owned_partitions(data: bytes) -> tuple[TopicPartition, ...] | None:
+    """The owned partitions of a ConsumerProtocolSubscription (KIP-429: v1 and later; () for v0), or None when
+    the bytes are malformed. Every count is checked against the bytes left before anything is built."""
+    try:
+        pos = 0
+        (version,) = _I16.unpack_from(data, pos)
+        pos += 2
+        (count,) = _I32.unpack_from(data, pos)
+        pos += 4
+        if count < 0 or count * 2 > len(data) - pos:
+            return None
+        for _ in range(count):  # topics
+            (n,) = _I16.unpack_from(data, pos)
+            if n < 0 or pos + 2 + n > len(data):
+                return None
+            pos += 2 + n
+        (user_data,) = _I32.unpack_from(data, pos)  # nullable bytes
+        pos += 4 + max(user_data, 0)
+        if user_data < -1 or pos > len(data):
+            return None
+        if version < 1:
+            return ()
+        (count,) = _I32.unpack_from(data, pos)
+        pos += 4
+        if count < 0 or count * 6 > len(data) - pos:
+            return None
+        found: list[TopicPartition] = []
+        for _ in range(count):
+            (n,) = _I16.unpack_from(data, pos)
+            pos += 2
+            if n < 0 or pos + n > len(data):
+                return None
+            topic = data[pos : pos + n].decode()
+            pos += n
+            (k,) = _I32.unpack_from(data, pos)
+            pos += 4
+            if k < 0 or k * 4 > len(data) - pos:
+                return None
+            for _ in range(k):
+                found.append(TopicPartition(topic, _I32.unpack_from(data, pos)[0]))
+                pos += 4
+        return tuple(found)
+    except (struct.error, UnicodeDecodeError):
+        return None
 
 
 # --- the embedded consumer protocol's assignment (ConsumerProtocolAssignment v0) -------------------------------

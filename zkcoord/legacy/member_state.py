@@ -5,7 +5,7 @@ stops is read from the state alone, never kept beside it.
 The runtime (`zkcoord.zk.member.LegacyConsumer`) feeds events from three sources and carries out what the
 state says: the caller (`START`, `CLOSE`, `CLOSED`), kazoo's threads (`REQUEST` from watches, `SUSPEND`,
 `RECONNECT`, `SESSION_LOST`), and its rebalance thread, which walks one attempt through `REREGISTER` /
-`REGISTERED`, `FENCE` and `INSTALL`, and ends a rebalance with `DONE`, `GIVE_UP` or `DUPLICATE`. Events from
+`REGISTERED`, `FENCE` (eager) or `RECONCILE` (fast mode's incremental hand-over) and `INSTALL`, and ends a rebalance with `DONE`, `GIVE_UP` or `DUPLICATE`. Events from
 kazoo's threads arrive at any moment, so every state the member can be in after `START` accepts them.
 
 A rebalance that is due while one runs is not a state: it is the runtime's "rebalance due" event latch, which
@@ -28,6 +28,9 @@ class MemberState(Enum):
     REGISTERING = "registering"  # writing my ids znode: at start, or again after the session moved
     REBALANCING = "rebalancing"  # a rebalance is due or running, and the fetch path is fenced
     OWNING = "owning"  # hands out the share the last rebalance installed; a new one may be due or starting
+    # An incremental rebalance runs: the partitions it keeps are still handed out, the ones it releases are
+    # not any more, the ones it claims not yet.
+    RECONCILING = "reconciling"
     STABLE = "stable"  # owning, and the last rebalance finished with nothing due since
     WAITING_FOR_BROKER = "waiting_for_broker"  # stable, fenced: no broker registered (as the original)
     FAILED = "failed"  # the last rebalance gave up (faithful retries exhausted, or an error no retry covers)
@@ -50,6 +53,9 @@ class MemberEvent(Enum):
     RECONNECT = "reconnect"  # kazoo: CONNECTED again
     SESSION_LOST = "session_lost"  # kazoo: LOST
     FENCE = "fence"  # an attempt fences the fetch path before it commits and releases
+    # An incremental attempt releases only what moves: kept partitions stay handed out when it starts while
+    # they are handed out, else the attempt fences as FENCE does.
+    RECONCILE = "reconcile"
     INSTALL = "install"  # the attempt claimed its share and read its offsets, session and generation unmoved
     DONE = "done"  # a rebalance ended well and nothing became due meanwhile
     GIVE_UP = "give_up"  # a rebalance ended without its share and nothing became due: idle until an event
@@ -77,7 +83,7 @@ _ORDER = {
 }  # declaration order: tables read the same every run
 
 # The fetch path may hand out records only in these states; entering one needs INSTALL (checked by a test).
-HANDS_OUT: frozenset[MemberState] = frozenset({S.OWNING, S.STABLE})
+HANDS_OUT: frozenset[MemberState] = frozenset({S.OWNING, S.STABLE, S.RECONCILING})
 # `is_stable()`: no rebalance due or running, and the last one succeeded.
 SETTLED: frozenset[MemberState] = frozenset({S.STABLE, S.WAITING_FOR_BROKER})
 # No more rebalances; the iterator ends; watches unsubscribe.
@@ -103,13 +109,14 @@ _TABLE: dict[MemberEvent, dict[MemberState, MemberState]] = {
         **_stays({S.REBALANCING, S.SUSPENDED, S.EXPIRED}),
     },
     E.REREGISTER: {
-        s: S.REGISTERING for s in (S.REGISTERING, S.REBALANCING, S.OWNING, S.SUSPENDED, S.EXPIRED)
+        s: S.REGISTERING
+        for s in (S.REGISTERING, S.REBALANCING, S.OWNING, S.RECONCILING, S.SUSPENDED, S.EXPIRED)
     },
     E.REQUEST: {
         S.STABLE: S.OWNING,  # the original keeps fetching until the rebalance fences, and so does the member
         S.WAITING_FOR_BROKER: S.REBALANCING,
         S.FAILED: S.REBALANCING,
-        **_stays({S.REGISTERING, S.REBALANCING, S.OWNING, S.SUSPENDED, S.EXPIRED}),
+        **_stays({S.REGISTERING, S.REBALANCING, S.OWNING, S.RECONCILING, S.SUSPENDED, S.EXPIRED}),
     },
     E.SUSPEND: {
         **{s: S.SUSPENDED for s in _LIVE - {S.EXPIRED}},
@@ -120,25 +127,36 @@ _TABLE: dict[MemberEvent, dict[MemberState, MemberState]] = {
         S.STABLE: S.OWNING,
         S.WAITING_FOR_BROKER: S.REBALANCING,
         S.FAILED: S.REBALANCING,
-        **_stays({S.REGISTERING, S.REBALANCING, S.OWNING, S.EXPIRED}),
+        **_stays({S.REGISTERING, S.REBALANCING, S.OWNING, S.RECONCILING, S.EXPIRED}),
     },
     E.SESSION_LOST: {s: S.EXPIRED for s in _LIVE},
     E.FENCE: {
         **{s: S.REBALANCING for s in (S.REBALANCING, S.OWNING, S.SUSPENDED)},
         S.EXPIRED: S.EXPIRED,  # lost mid-attempt: the attempt's session check drops it
     },
-    E.INSTALL: {S.REBALANCING: S.OWNING},
+    E.RECONCILE: {
+        S.OWNING: S.RECONCILING,  # the kept share goes on being handed out
+        S.RECONCILING: S.RECONCILING,  # the next attempt after a claim conflict
+        # Fenced already (first rebalance, a failed one, a reconnect): stays fenced until INSTALL.
+        S.REBALANCING: S.REBALANCING,
+        S.SUSPENDED: S.REBALANCING,
+        S.EXPIRED: S.EXPIRED,
+    },
+    E.INSTALL: {S.REBALANCING: S.OWNING, S.RECONCILING: S.OWNING},
     E.DONE: {
         S.OWNING: S.STABLE,
         # An attempt ends well without INSTALL only when no broker exists (SUSPENDED: its reconnect event is
         # still on the way while the attempt's reads already went through).
         S.REBALANCING: S.WAITING_FOR_BROKER,
         S.SUSPENDED: S.WAITING_FOR_BROKER,
+        S.RECONCILING: S.WAITING_FOR_BROKER,  # the brokers went away after a conflict: fenced, as above
     },
     E.GIVE_UP: {
         S.REBALANCING: S.FAILED,
         # Every attempt failed before it fenced: the share stays handed out, as it does today; not stable.
         S.OWNING: S.OWNING,
+        # An incremental rebalance gave up: what it kept stays handed out; not stable.
+        S.RECONCILING: S.OWNING,
         # A session event arrived after the last attempt: its rebalance follows.
         **_stays({S.REGISTERING, S.SUSPENDED, S.EXPIRED}),
     },

@@ -10,7 +10,10 @@ One rebalance attempt of the 0.8-era consumer (reference §3.5), as data:
 3. `plan_rebalance` computes the global assignment with `zkcoord.legacy.assign` and returns the plan: release
    every owner znode the member holds (eager release-all, as the original), claim its share (owner znode payload
    = thread id), and read the offsets of the claimed partitions (after the claim succeeded: the fix of the
-   original's stale start offset, §12).
+   original's stale start offset, §12). Given `keeping` (fast mode's incremental hand-over, KIP-429's idea), it
+   keeps the owner znodes of the partitions the new assignment leaves to this member (`retag` names those now
+   under another of its threads: their payload is rewritten in place): only the rest is released, only the new
+   ones are claimed and have their offsets read.
 
 Offsets: `plan_offset_commit` keeps only offsets that moved since the last checkpoint (the original skips
 unchanged ones) and `batch_by_size` splits the writes into multi-op requests under a byte budget so a batch
@@ -56,7 +59,9 @@ class GroupSnapshot:
 
 @dataclass(frozen=True, slots=True)
 class RebalancePlan:
-    """What the member must do in this attempt, in order: release, claim, then read offsets."""
+    """What the member must do in this attempt, in order: release, claim, then read offsets. `keep` (incremental
+    hand-over only) are owner znodes the member already holds with the right payload and goes on holding: never
+    released, never claimed, their consume positions kept in memory."""
 
     consumer_id: str
     release: tuple[TopicPartition, ...]
@@ -64,17 +69,23 @@ class RebalancePlan:
     fetch_offsets: tuple[TopicPartition, ...]
     assignment: tuple[tuple[TopicPartition, str], ...]
     my_topics: tuple[str, ...]
+    keep: tuple[Claim, ...] = ()
+    retag: tuple[Claim, ...] = ()  # kept, but under another of my threads: the owner payload is rewritten
 
     @property
     def owned_after(self) -> frozenset[TopicPartition]:
-        return frozenset(c.tp for c in self.claims)
+        return frozenset(c.tp for c in self.claims) | frozenset(c.tp for c in self.keep)
 
     def by_topic(self) -> dict[str, tuple[int, ...]]:
-        """Claimed partitions per topic (the rebalance listener's view)."""
+        """Partitions per topic the member owns after this plan (the rebalance listener's view)."""
         out: dict[str, list[int]] = {}
-        for claim in self.claims:
-            out.setdefault(claim.tp.topic, []).append(claim.tp.partition)
+        for tp in _sorted_tps(self.owned_after):
+            out.setdefault(tp.topic, []).append(tp.partition)
         return {t: tuple(ps) for t, ps in out.items()}
+
+
+def _sorted_tps(tps: Iterable[TopicPartition]) -> tuple[TopicPartition, ...]:
+    return tuple(sorted(set(tps), key=lambda tp: (utf16_key(tp.topic), tp.partition)))
 
 
 TopicMatcher = Callable[[ConsumerRegistration, Sequence[str], bool], tuple[str, ...]]
@@ -132,9 +143,25 @@ def plan_rebalance(
     roundrobin_generation: str = "0.10.2",
     exclude_internal_topics: bool = True,
     matcher: TopicMatcher = wildcard_topics,
+    keeping: Mapping[TopicPartition, str] | None = None,
 ) -> RebalancePlan:
     """The plan of one attempt. Raises whatever the assignor raises (e.g. round-robin 0.8.2 with
-    differing subscriptions), which the caller counts as a failed attempt, as the original does."""
+    differing subscriptions), which the caller counts as a failed attempt, as the original does.
+
+    `keeping` = None: eager (the original): release everything in `owned`, claim the whole share.
+    `keeping` = partition -> thread id of the owner znodes the member holds and may keep (incremental): a
+    partition the new assignment gives to this member again is kept (in `retag` too when it goes to another
+    of its threads); every other partition of `owned` or `keeping` is released; only the rest of the share is
+    claimed.
+
+    >>> from zkcoord.legacy.codecs import ConsumerRegistration
+    >>> reg = ConsumerRegistration.static({"t": 1}, timestamp_ms=0)
+    >>> snap = GroupSnapshot(registrations=(("a", reg), ("b", reg)), topic_partitions=(("t", (0, 1, 2, 3)),))
+    >>> held = {TopicPartition("t", p): "a-0" for p in range(4)}      # a owned all four; b joined
+    >>> plan = plan_rebalance(consumer_id="a", snapshot=snap, owned=held, strategy="range", keeping=held)
+    >>> [c.tp.partition for c in plan.keep], [tp.partition for tp in plan.release], plan.claims
+    ([0, 1], [2, 3], ())
+    """
     subs = resolve_subscriptions(snapshot, exclude_internal_topics=exclude_internal_topics, matcher=matcher)
     known = dict(snapshot.topic_partitions)
     partitions = {t: tuple(sorted(known.get(t, ()))) for t in topics_to_read(subs)}
@@ -145,8 +172,13 @@ def plan_rebalance(
             key=lambda item: (utf16_key(item[0].topic), item[0].partition),
         )
     )
-    claims = tuple(Claim(tp, th) for tp, th in assignment if consumer_of_thread(th) == consumer_id)
-    release = tuple(sorted(set(owned), key=lambda tp: (utf16_key(tp.topic), tp.partition)))
+    share = tuple(Claim(tp, th) for tp, th in assignment if consumer_of_thread(th) == consumer_id)
+    kept = keeping or {}
+    keep = tuple(c for c in share if c.tp in kept)
+    retag = tuple(c for c in keep if kept[c.tp] != c.thread_id)
+    kept_tps = {c.tp for c in keep}
+    claims = tuple(c for c in share if c.tp not in kept_tps)
+    release = _sorted_tps(tp for tp in (*owned, *kept) if tp not in kept_tps)
     my_topics = tuple(sorted(subs.get(consumer_id, {}), key=utf16_key))
     return RebalancePlan(
         consumer_id=consumer_id,
@@ -155,6 +187,8 @@ def plan_rebalance(
         fetch_offsets=tuple(c.tp for c in claims),
         assignment=assignment,
         my_topics=my_topics,
+        keep=keep,
+        retag=retag,
     )
 
 

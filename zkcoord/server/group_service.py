@@ -122,7 +122,12 @@ class MembershipBridge(Protocol):
     def watch(self, group: str, topics: Sequence[str], on_change: Callable[[], None]) -> None: ...
 
     async def assign(
-        self, group: str, protocol: str, members: Sequence[tuple[str, str, tuple[str, ...]]], timeout_ms: int
+        self,
+        group: str,
+        protocol: str,
+        members: Sequence[tuple[str, str, tuple[str, ...]]],
+        timeout_ms: int,
+        metadata: Mapping[str, bytes] | None = None,
     ) -> dict[str, bytes]: ...
 
     async def preregister(self, group: str, member: tuple[str, str, tuple[str, ...]]) -> None: ...
@@ -569,7 +574,9 @@ class GroupService(GroupCoordinator):
         timeout_ms = max(500, min(group.rebalance_timeout_ms(), shortest) // 2)
         try:
             await self._mirror_settled(req.group_id, timeout_ms)
-            assignments = await bridge.assign(req.group_id, protocol, members, timeout_ms)
+            # The members' subscriptions: a KIP-429 member says in it which partitions it still owns.
+            subscriptions = {m.member_id: m.metadata(protocol) for m in group.members.values()}
+            assignments = await bridge.assign(req.group_id, protocol, members, timeout_ms, subscriptions)
         except Exception as exc:
             log.error(
                 "group=%s gen=%d hand-over failed: %s; rebalancing", req.group_id, req.generation_id, exc

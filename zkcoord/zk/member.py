@@ -12,11 +12,15 @@ How it runs (numbered as the original's `ZookeeperConsumerConnector`):
    rebalance due; one thread (`<consumerId>_watcher_executor`, as in the original) runs rebalances, so a burst
    of events coalesces into one run. The state alone says whether records may be handed out (the fence),
    whether the member is stable, and whether it stops; this module carries out what the table decides.
-3. A rebalance attempt, one named step each (`_attempt`): fence (stop handing out records) → commit consumed
-   offsets (auto-commit) → `before_release` → delete every owner znode I hold → read the group → plan
-   (`zkcoord.legacy.rebalance`) → claim my owner znodes (faithful: one by one with rollback; fast: multi-op,
-   and on a conflict wait for the conflicting znode's deletion) → read my offsets (after the claim, so no
-   previous owner can commit after the read) → install and unfence → `after_claim`.
+3. A rebalance attempt, one named step each (`_attempt`). Faithful (eager, as the original): fence (stop
+   handing out records) → commit consumed offsets (auto-commit) → `before_release` → delete every owner
+   znode I hold → read the group → plan (`zkcoord.legacy.rebalance`) → claim my owner znodes one by one with
+   rollback → read my offsets (after the claim, so no previous owner can commit after the read) → install
+   and unfence → `after_claim`. Fast (incremental hand-over): read the group → plan, keeping the owner
+   znodes the new assignment leaves me (checked to be still mine) → stop handing out only what moves, commit
+   it, `before_release` it, delete its owner znodes → claim the new ones by multi-op (on a conflict wait for
+   the conflicting znode's deletion) → read only their offsets → install → `after_claim`. Kept partitions
+   are handed out throughout: no fence, no fetch restart, no offset re-read.
 4. Retries: faithful = `rebalance.max.retries` attempts `rebalance.backoff.ms` apart, then RebalanceFailed is
    reported and the member idles until the next event (as the original); fast = retry until the share is
    owned. Both leave the same znodes.
@@ -100,6 +104,16 @@ class _Owned:
     checkpoint: int  # last offset known to be in ZooKeeper (-1 none)
     version: int  # offset znode version (-1 missing)
 
+    @classmethod
+    def possibly_held(cls, thread_id: str) -> _Owned:
+        """An owner znode that may exist under my session (a claim that timed out or was overtaken): never
+        handed out; the next attempt releases it."""
+        return cls(thread_id, -2, -2, -2)
+
+    @property
+    def held_only(self) -> bool:
+        return self.version == -2
+
 
 @dataclass(slots=True)
 class MemberStats:
@@ -117,6 +131,7 @@ class MemberStats:
     # Completed rebalances and their summed duration (first attempt to stable): a scrape-time summary metric.
     rebalance_count: int = 0
     rebalance_seconds: float = 0.0
+    kept_partitions: int = 0  # incremental hand-over: owner znodes kept across installs, summed
 
 
 FetcherFactory = Callable[["LegacyConsumer"], Fetcher]
@@ -212,6 +227,7 @@ class LegacyConsumer:
         # Fetch-path state, touched only by the iterating thread.
         self._fetcher: Fetcher | None = None
         self._fetcher_version = -1
+        self._fetching: dict[TopicPartition, _Owned] = {}  # what the last assign gave the fetcher
         self._buffer: deque[Message] = deque()
 
     # --- lifecycle -------------------------------------------------------------------------------------------
@@ -346,13 +362,15 @@ class LegacyConsumer:
         with self._lock:
             if self.fenced:
                 return {}
-            return {tp: o.thread_id for tp, o in self._owned.items()}
+            return {tp: o.thread_id for tp, o in self._owned.items() if not o.held_only}
 
     def ownership_view(self) -> tuple[int, dict[TopicPartition, str]]:
         """(assignment version, believed ownership) read atomically: while the version is unchanged the
         member has not fenced, released or claimed anything, so observers can check it against znodes."""
         with self._lock:
-            owned = {} if self.fenced else {tp: o.thread_id for tp, o in self._owned.items()}
+            owned = (
+                {} if self.fenced else {tp: o.thread_id for tp, o in self._owned.items() if not o.held_only}
+            )
             return self._assign_version, owned
 
     @property
@@ -373,7 +391,7 @@ class LegacyConsumer:
 
     def positions(self) -> dict[TopicPartition, int]:
         with self._lock:
-            return {tp: o.consumed for tp, o in self._owned.items()}
+            return {tp: o.consumed for tp, o in self._owned.items() if not o.held_only}
 
     # --- events ----------------------------------------------------------------------------------------------
 
@@ -547,8 +565,16 @@ class LegacyConsumer:
             self._watch_brokers()
             log.warning("group=%s member=%s no broker is available; waiting", self.group, self.consumer_id)
             return True
-        self._fence_commit_release(session)
-        plan = self._read_and_plan()
+        if self._fast:
+            versions = self._still_held(session)
+            with self._lock:
+                keeping = {tp: self._owned[tp].thread_id for tp in versions if tp in self._owned}
+            plan = self._read_and_plan(keeping=keeping)
+            self._reconcile_commit_release(plan, session)
+            self._retag(plan, versions)
+        else:
+            self._fence_commit_release(session)
+            plan = self._read_and_plan()
         if not self._claim(plan, session):
             return False
         return self._install(plan, session, generation)
@@ -600,19 +626,87 @@ class LegacyConsumer:
         with self._lock:
             self._drop_ownership_locked()
 
-    def _read_and_plan(self) -> RebalancePlan:
-        """Read the group and plan my share (`zkcoord.legacy.rebalance`); watch the topics it covers."""
+    def _still_held(self, session: int) -> dict[TopicPartition, int]:
+        """Incremental hand-over: the installed partitions whose owner znode is still mine (my session, my
+        thread id), so they may be kept, with the znodes' data versions. Checked in ZooKeeper (one pipelined
+        round) rather than assumed."""
+        client = self._zk
+        assert client is not None
+        with self._lock:
+            installed = {tp: o.thread_id for tp, o in self._owned.items() if not o.held_only}
+        return member_zk.held_by(client, self.group, installed, session)
+
+    def _retag(self, plan: RebalancePlan, versions: Mapping[TopicPartition, int]) -> None:
+        """Kept partitions now under another of my threads: rewrite their owner payload in place (the znode is
+        never deleted), then believe the new thread id."""
+        if not plan.retag:
+            return
+        client = self._zk
+        assert client is not None
+        member_zk.retag(client, self.group, plan.retag, versions, budget=self.config.multi_budget_bytes)
+        with self._lock:
+            for c in plan.retag:
+                o = self._owned.get(c.tp)
+                if o is not None:
+                    o.thread_id = c.thread_id
+            self._assign_version += 1
+            self._changed.notify_all()
+
+    def _reconcile_commit_release(self, plan: RebalancePlan, session: int) -> None:
+        """Incremental hand-over: stop handing out only what this plan releases (what it keeps stays handed
+        out if it was), commit (what moves and what stays), tell the listener, delete the owner znodes of what
+        moves. Nothing moves: nothing is written."""
+        client = self._zk
+        assert client is not None
+        keep = {c.tp for c in plan.keep}
+        with self._lock:
+            self._feed(MemberEvent.RECONCILE)
+            releasing = {tp: o for tp, o in self._owned.items() if tp not in keep}
+            for tp, o in releasing.items():
+                # Possibly held until deleted: if the deletion fails the next attempt deletes it.
+                self._owned[tp] = _Owned.possibly_held(o.thread_id)
+            if releasing:
+                self._assign_version += 1
+                self._changed.notify_all()
+            # Committed with what moves, as the eager path commits everything it owns at a rebalance.
+            staying = {tp: o for tp, o in self._owned.items() if tp in keep}
+        gone = sorted(set(releasing) | set(plan.release))
+        if not gone:
+            return
+        if self.config.auto_commit_enable and releasing:
+            self._commit(session=session, entries={**staying, **releasing})
+        told = sorted(tp for tp, o in releasing.items() if not o.held_only)
+        if self._listener is not None and told:
+            by_topic: dict[str, set[int]] = {}
+            for tp in told:
+                by_topic.setdefault(tp.topic, set()).add(tp.partition)
+            self._listener.before_release(self.consumer_id, {t: frozenset(ps) for t, ps in by_topic.items()})
+        member_zk.release(
+            client, self.group, gone, session, batched=True, budget=self.config.multi_budget_bytes
+        )
+        with self._lock:
+            for tp in releasing:
+                left = self._owned.get(tp)
+                if left is not None and left.held_only:
+                    del self._owned[tp]
+
+    def _read_and_plan(self, keeping: Mapping[TopicPartition, str] | None = None) -> RebalancePlan:
+        """Read the group and plan my share (`zkcoord.legacy.rebalance`; `keeping` = incremental hand-over);
+        watch the topics it covers."""
         client = self._zk
         assert client is not None
         cfg = self.config
         snapshot = member_zk.read_snapshot(client, self.group, need_all_topics=self.registration.is_wildcard)
+        with self._lock:
+            owned = tuple(self._owned) if keeping is not None else ()
         plan = plan_rebalance(
             consumer_id=self.consumer_id,
             snapshot=snapshot,
-            owned=(),
+            owned=owned,
             strategy=cfg.partition_assignment_strategy,
             roundrobin_generation=cfg.roundrobin_generation,
             exclude_internal_topics=cfg.exclude_internal_topics,
+            keeping=keeping,
         )
         self._watch_topics(plan.my_topics)
         if not any(cid == self.consumer_id for cid, _reg in snapshot.registrations):
@@ -640,7 +734,7 @@ class LegacyConsumer:
             # the claims as possibly mine (fenced, nothing handed out) so the next attempt releases
             # whichever of them exist under my session.
             with self._lock:
-                self._owned = {c.tp: _Owned(c.thread_id, -2, -2, -2) for c in plan.claims}
+                self._owned.update({c.tp: _Owned.possibly_held(c.thread_id) for c in plan.claims})
             raise
         if result.ok:
             return True
@@ -670,11 +764,13 @@ class LegacyConsumer:
                     self.consumer_id,
                     generation,
                 )
-                self._owned = {
-                    c.tp: _Owned(c.thread_id, -2, -2, -2) for c in plan.claims
-                }  # still mine in ZooKeeper: remember so the next attempt releases them
+                # Still mine in ZooKeeper: remember them so the next attempt releases them (kept ones stay).
+                self._owned.update({c.tp: _Owned.possibly_held(c.thread_id) for c in plan.claims})
                 return False
-            self._owned = {
+            kept = {c.tp: self._owned.get(c.tp) for c in plan.keep}
+            if any(o is None or o.held_only for o in kept.values()):
+                raise SessionMoved("a kept partition was dropped during the rebalance")
+            claimed = {
                 c.tp: _Owned(
                     c.thread_id,
                     offsets[c.tp].position,
@@ -683,15 +779,21 @@ class LegacyConsumer:
                 )
                 for c in plan.claims
             }
+            self._owned = {tp: o for tp, o in {**kept, **claimed}.items() if o is not None}
+            if claimed:
+                self._assign_version += 1
             self._feed(MemberEvent.INSTALL)
             self._last_plan = plan
             self.stats.rebalances += 1
-            self.stats.history.append((self._now(), len(plan.claims)))
+            self.stats.kept_partitions += len(plan.keep)
+            self.stats.history.append((self._now(), len(self._owned)))
         log.info(
-            "group=%s member=%s gen=%d owns %d partitions",
+            "group=%s member=%s gen=%d owns %d partitions (%d kept, %d claimed)",
             self.group,
             self.consumer_id,
             generation,
+            len(plan.keep) + len(plan.claims),
+            len(plan.keep),
             len(plan.claims),
         )
         if self._listener is not None:
@@ -732,16 +834,25 @@ class LegacyConsumer:
         (auto-commits, at a rebalance and at close, are not retried: the next one carries the offsets)."""
         return self._commit(retries=self.config.offsets_commit_max_retries)
 
-    def _commit(self, *, session: int | None = None, retries: int = 0) -> int:
+    def _commit(
+        self,
+        *,
+        session: int | None = None,
+        retries: int = 0,
+        entries: Mapping[TopicPartition, _Owned] | None = None,
+    ) -> int:
+        """Commit what moved of my owned partitions, or of `entries` (partitions being released, no longer
+        handed out); a retriable broker failure is retried `retries` times."""
         client = self._zk
         storage = self.offset_storage
         if client is None or storage is None:
             return 0
         with self._lock:
+            source = self._owned if entries is None else entries
             expected = self._session if session is None else session
-            consumed = {tp: o.consumed for tp, o in self._owned.items() if o.consumed >= 0}
-            checkpoints = {tp: o.checkpoint for tp, o in self._owned.items()}
-            versions = {tp: o.version for tp, o in self._owned.items()}
+            consumed = {tp: o.consumed for tp, o in source.items() if o.consumed >= 0}
+            checkpoints = {tp: o.checkpoint for tp, o in source.items()}
+            versions = {tp: o.version for tp, o in source.items()}
 
         def check_session() -> None:
             if member_zk.session_id(client) != expected:
@@ -750,7 +861,7 @@ class LegacyConsumer:
         outcome = storage.commit(consumed, checkpoints, versions, check_session, retries)
         with self._lock:
             for tp, (offset, version) in outcome.zk_written.items():
-                o = self._owned.get(tp)
+                o = source.get(tp)
                 if o is not None:
                     o.checkpoint = offset
                     o.version = version
@@ -785,22 +896,33 @@ class LegacyConsumer:
             with self._lock:
                 version = self._assign_version
                 fenced = self.fenced
-                positions = {} if fenced else {tp: o.consumed for tp, o in self._owned.items()}
+                handed = {} if fenced else {tp: o for tp, o in self._owned.items() if not o.held_only}
+                positions = {tp: o.consumed for tp, o in handed.items()}
             if version != self._fetcher_version:
-                self._buffer.clear()
+                # A partition owned without a break since the last assign (the same ownership record, kept
+                # by an incremental rebalance) goes on: its buffered records stay and its fetch is not
+                # restarted. Every other partition starts again from its consume position.
+                continuing = frozenset(
+                    tp for tp, o in handed.items() if self._fetching.get(tp) is o and o.consumed >= 0
+                )
+                self._buffer = deque(
+                    m for m in self._buffer if TopicPartition(m.topic, m.partition) in continuing
+                )
                 if positions:
-                    self._ensure_fetcher().assign(positions)
+                    self._ensure_fetcher().assign(positions, continuing)
                     self._take_resets(version)
                 elif self._fetcher is not None:
                     self._fetcher.assign({})
+                self._fetching = handed
                 self._fetcher_version = version
             while self._buffer:
                 msg = self._buffer.popleft()
                 with self._lock:
                     if self.fenced or self._assign_version != version:
+                        self._buffer.appendleft(msg)  # the next turn keeps it if its partition goes on
                         break
                     o = self._owned.get(TopicPartition(msg.topic, msg.partition))
-                    if o is None or (o.consumed >= 0 and msg.offset < o.consumed):
+                    if o is None or o.held_only or (o.consumed >= 0 and msg.offset < o.consumed):
                         continue
                     o.consumed = msg.offset + 1
                     return msg
@@ -832,7 +954,7 @@ class LegacyConsumer:
                 return  # fenced or re-claimed meanwhile: the new owner state has its own positions
             for tp, offset in resets.items():
                 o = self._owned.get(tp)
-                if o is not None and o.consumed < 0 <= offset:
+                if o is not None and not o.held_only and o.consumed < 0 <= offset:
                     o.consumed = offset
 
     def _ensure_fetcher(self) -> Fetcher:

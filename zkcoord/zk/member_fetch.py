@@ -37,9 +37,14 @@ class Message:
 class Fetcher(Protocol):
     """The data path. `assign` positions of -1 mean "no stored offset: apply auto.offset.reset"; the
     position each such reset resolved to is reported once by `reset_positions` (before any record of that
-    partition is returned by `poll`), and becomes the member's consume position."""
+    partition is returned by `poll`), and becomes the member's consume position. `continuing` names
+    partitions of the previous `assign` the member went on owning without a break (an incremental
+    rebalance kept them): their fetch goes on where it is (the member still holds what was polled and not yet
+    handed out), so their position in `positions` is not sought again."""
 
-    def assign(self, positions: Mapping[TopicPartition, int]) -> None: ...
+    def assign(
+        self, positions: Mapping[TopicPartition, int], continuing: frozenset[TopicPartition] = frozenset()
+    ) -> None: ...
 
     def poll(self, timeout_ms: int) -> list[Message]: ...
 
@@ -121,10 +126,14 @@ class KafkaFetcher:
                 out.append(f"{ep[0]}:{ep[1]}")
         return sorted(out)
 
-    def assign(self, positions: Mapping[TopicPartition, int]) -> None:
+    def assign(
+        self, positions: Mapping[TopicPartition, int], continuing: frozenset[TopicPartition] = frozenset()
+    ) -> None:
         from kafka import TopicPartition as KTP
 
         tps = sorted(positions)
+        # kafka-python keeps a partition's fetch state across assign() when it stays assigned.
+        going_on = {tp for tp in continuing if tp in self._assigned and positions.get(tp, -1) >= 0}
         self._unresolved = set()
         self._resolved = {}
         if not tps:
@@ -139,6 +148,8 @@ class KafkaFetcher:
         reset_to_end = []
         for tp, ktp in zip(tps, ktps, strict=True):
             offset = positions[tp]
+            if tp in going_on:
+                continue
             if offset >= 0:
                 consumer.seek(ktp, offset)
             elif self._member.config.auto_offset_reset == "smallest":

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -29,7 +29,7 @@ from kazoo.exceptions import (
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
-from zkcoord.legacy.codecs import ConsumerRegistration, TopicAssignment
+from zkcoord.legacy.codecs import ConsumerRegistration, TopicAssignment, encode_owner
 from zkcoord.legacy.rebalance import (
     Claim,
     GroupSnapshot,
@@ -299,6 +299,45 @@ def release(
             for path, version in batch:
                 _delete_quietly(client, path, version)
     return len(victims)
+
+
+def held_by(
+    client: Client, group: str, tps: Mapping[TopicPartition, str], session: int
+) -> dict[TopicPartition, int]:
+    """Which of these owner znodes exist under `session` with the given thread id as payload, with their data
+    versions (one pipelined round of reads): the ones an incremental rebalance may keep."""
+    order = sorted(tps)
+    owner_paths = [paths.owner_path(group, tp.topic, tp.partition) for tp in order]
+    held = {}
+    pending = [(p, client.get_async(p)) for p in owner_paths]
+    for tp, got in zip(order, _gather(client, pending), strict=True):
+        if isinstance(got, NoNodeError):
+            continue
+        data, stat = got
+        if stat.ephemeralOwner == session and data == encode_owner(tps[tp]):
+            held[tp] = stat.version
+    return held
+
+
+def retag(
+    client: Client,
+    group: str,
+    claims: Sequence[Claim],
+    versions: Mapping[TopicPartition, int],
+    *,
+    budget: int,
+) -> None:
+    """Rewrite the payload of owner znodes I keep under another of my thread ids, in place (versioned
+    set_data: the znode, its czxid and its ephemeral owner stay). One multi-op per byte budget; a version
+    that moved raises (the attempt fails and the next one reads again)."""
+    items = list(zip(claims, claim_payloads(group, claims), strict=True))
+    for batch in batch_by_size(items, lambda item: op_size(item[1][0], item[1][1]), budget):
+        tx = client.transaction()
+        for claim, (path, data) in batch:
+            tx.set_data(path, data, version=versions[claim.tp])
+        failed = [r for r in tx.commit() if isinstance(r, Exception)]
+        if failed:
+            raise failed[0]
 
 
 def _delete_quietly(client: Client, path: str, version: int) -> None:

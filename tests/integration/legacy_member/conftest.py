@@ -17,6 +17,7 @@ from kazoo.exceptions import KazooException
 from zkcoord.legacy import assign, paths
 from zkcoord.legacy.codecs import BrokerRegistration, TopicAssignment, decode_owner
 from zkcoord.legacy.config import LegacyConsumerConfig
+from zkcoord.legacy.ids import consumer_of_thread
 from zkcoord.legacy.rebalance import TopicPartition
 from zkcoord.testing import wait_for
 from zkcoord.zk.member import LegacyConsumer
@@ -82,7 +83,10 @@ class Observer:
                 believers[tp] = m.consumer_id
                 node = znodes[tp.topic].get(tp.partition)
                 assert node is not None, f"{m.consumer_id} believes it owns {tp} but no owner znode exists"
-                assert node == (thread, m.session), (
+                # The holder (consumer and session) must match. The thread in the payload is checked at
+                # convergence: an incremental rebalance rewrites a kept partition's payload in place when it
+                # moves between a member's own threads, a write the member's belief cannot follow atomically.
+                assert (consumer_of_thread(node[0]), node[1]) == (consumer_of_thread(thread), m.session), (
                     f"{m.consumer_id} believes {tp}={thread}, znode says {node}"
                 )
                 self.checked += 1
@@ -124,7 +128,7 @@ class OwnerHistory:
 
     client: Any
     group: str
-    events: dict[TopicPartition, list[str | None]] = field(default_factory=dict)
+    events: dict[TopicPartition, list[tuple[str, int] | None]] = field(default_factory=dict)  # payload, czxid
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def watch(self, topic: str, partitions: int) -> None:
@@ -135,8 +139,9 @@ class OwnerHistory:
             self._arm(tp, paths.owner_path(self.group, topic, p))
 
     def _arm(self, tp: TopicPartition, path: str) -> None:
-        # Raw one-shot watches keep the event type: a DELETED event is always delivered before the watch is
-        # re-armed, so every change of owner shows a None in between unless two owners really overlapped.
+        # Raw one-shot watches keep the event type. A DELETED event is recorded as None; a deletion can still
+        # go unseen when the znode is re-created between a CHANGED event (a payload rewritten in place) and
+        # the re-arm, so each state carries its czxid: a new czxid means the znode was deleted in between.
         def on_event(event: Any) -> None:
             if event.type == "DELETED":
                 self._record(tp, None)
@@ -145,25 +150,29 @@ class OwnerHistory:
         stat = self.client.exists(path, watch=on_event)
         if stat is not None:
             try:
-                data, _ = self.client.get(path)
+                data, got = self.client.get(path)
             except Exception:
                 return
-            self._record(tp, data.decode())
+            self._record(tp, (data.decode(), got.czxid))
 
-    def _record(self, tp: TopicPartition, value: str | None) -> None:
+    def _record(self, tp: TopicPartition, value: tuple[str, int] | None) -> None:
         with self.lock:
             seq = self.events[tp]
             if not seq or seq[-1] != value:
                 seq.append(value)
 
     def direct_handovers(self) -> list[tuple[TopicPartition, str, str]]:
-        """Owner changes seen without a deletion in between (must be none)."""
+        """Owner changes between consumers without a deletion in between, i.e. one owner znode (one czxid)
+        whose payload names another consumer (must be none). A payload rewritten from one thread of a consumer
+        to another (fast mode's incremental hand-over) is no hand-over."""
         out = []
         with self.lock:
             for tp, seq in self.events.items():
                 for a, b in itertools.pairwise(seq):
-                    if a is not None and b is not None and a != b:
-                        out.append((tp, a, b))
+                    if a is None or b is None or a[1] != b[1]:
+                        continue
+                    if consumer_of_thread(a[0]) != consumer_of_thread(b[0]):
+                        out.append((tp, a[0], b[0]))
         return out
 
 
@@ -202,12 +211,18 @@ class FakeFetcher:
         self.positions: dict[TopicPartition, int] = {}
         self.per_poll = per_poll
         self.assigned_log: list[dict[TopicPartition, int]] = []
+        self.continuing_log: list[frozenset[TopicPartition]] = []
         self.resets: dict[TopicPartition, int] = {}
 
-    def assign(self, positions: Any) -> None:
-        self.positions = {tp: max(o, 0) for tp, o in positions.items()}
+    def assign(self, positions: Any, continuing: frozenset[TopicPartition] = frozenset()) -> None:
+        # As KafkaFetcher: a continuing partition's fetch goes on from where it is.
+        self.positions = {
+            tp: self.positions[tp] if tp in continuing and tp in self.positions else max(o, 0)
+            for tp, o in positions.items()
+        }
         self.resets = {tp: 0 for tp, o in positions.items() if o < 0}
         self.assigned_log.append(dict(positions))
+        self.continuing_log.append(continuing)
 
     def reset_positions(self) -> dict[TopicPartition, int]:
         taken, self.resets = self.resets, {}

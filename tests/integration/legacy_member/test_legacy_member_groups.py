@@ -104,7 +104,8 @@ def test_fast_waits_for_the_conflicting_owner_then_owns_its_share(zk, kit, membe
     assert m.stats.gave_up == 0
 
 
-def test_rebalance_listener_callbacks(zk, kit, zk_connect):
+@pytest.mark.parametrize("mode", ["fast", "faithful"])
+def test_rebalance_listener_callbacks(zk, kit, zk_connect, mode):
     from zkcoord.legacy.config import LegacyConsumerConfig
 
     kit.register_broker(zk)
@@ -119,7 +120,7 @@ def test_rebalance_listener_callbacks(zk, kit, zk_connect):
             calls.append(("claim", consumer_id, dict(assignment)))
 
     cfg = LegacyConsumerConfig(
-        group_id="g", zookeeper_connect=zk_connect, consumer_id="a", auto_commit_enable=False
+        group_id="g", zookeeper_connect=zk_connect, consumer_id="a", auto_commit_enable=False, mode=mode
     )
     with LegacyConsumer(cfg, {"t": 1}, listener=Listener()) as a:
         wait_for(lambda: a.is_stable() and len(a.owned()) == 3, 10, "a owns all")
@@ -129,4 +130,8 @@ def test_rebalance_listener_callbacks(zk, kit, zk_connect):
     releases = [c for c in calls if c[0] == "release"]
     assert claims[0][2] == {TopicPartition("t", p): "g_a-0" for p in range(3)}
     assert claims[-1][2] == {TopicPartition("t", p): "g_a-0" for p in range(4)}
-    assert releases and releases[0][2] == {"t": frozenset({0, 1, 2})}
+    if mode == "faithful":  # eager, as the original: everything released before the new share is claimed
+        assert releases and releases[0][2] == {"t": frozenset({0, 1, 2})}
+    else:  # incremental hand-over: partitions that stay with a are never released
+        assert releases == []
+        assert a.stats.kept_partitions >= 3  # (the first topic watch may add a rebalance that keeps all)

@@ -122,7 +122,7 @@ class EndOfLogFetcher:
     def __init__(self, _member: Any = None) -> None:
         self.resets: dict[TopicPartition, int] = {}
 
-    def assign(self, positions: Any) -> None:
+    def assign(self, positions: Any, continuing: Any = frozenset()) -> None:
         self.resets = {tp: self.end for tp, o in positions.items() if o < 0}
 
     def poll(self, timeout_ms: int) -> list[Any]:

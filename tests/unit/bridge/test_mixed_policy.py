@@ -25,6 +25,7 @@ from zkcoord.bridge.mixed_policy import (
     classic_marker,
     consumer_id_for,
     decode_assignment,
+    decode_owned_partitions,
     encode_assignment,
     encode_classic_registration,
     is_classic_id,
@@ -110,9 +111,15 @@ def test_hand_over_releases_what_moves_and_acquires_the_rest() -> None:
 
 
 def test_refusals() -> None:
-    assert check_protocols(["cooperative-sticky", "range", "roundrobin"]) == ("range", "roundrobin")
-    with pytest.raises(MixedGroupRefused, match="cooperative"):
-        check_protocols(["cooperative-sticky"])
+    # Eager legacy algorithms first; a KIP-429 member is hosted too; anything else is refused, saying why.
+    assert check_protocols(["cooperative-sticky", "range", "roundrobin"]) == (
+        "range",
+        "roundrobin",
+        "cooperative-sticky",
+    )
+    assert check_protocols(["cooperative-sticky"]) == ("cooperative-sticky",)
+    with pytest.raises(MixedGroupRefused, match=r"accepts range, roundrobin, cooperative-sticky.*'sticky'"):
+        check_protocols(["sticky"])
     with pytest.raises(MixedGroupRefused, match="same topics"):
         check_subscriptions({"g_a": _reg({"t": 1})}, [ClassicMember("m", "", ("u",))], "range")
     check_subscriptions({"g_a": _reg({"t": 2})}, [ClassicMember("m", "", ("t",))], "range")
@@ -228,3 +235,64 @@ def test_bounding_stream_counts_changes_no_classic_share(
         thread = thread_for(consumer_id_for("g", m.member_id))
         assert set(shares[m.member_id]) == {tp for tp, th in decision.items() if th == thread}
     assert all(n <= max(1, parts) for n in bounded_counts({"t": 2**31 - 1}, partitions).values())
+
+
+# --- KIP-429 members in a mixed group ------------------------------------------------------------------------
+
+
+def test_hand_over_keeps_what_a_cooperative_member_still_owns_and_withholds_its_moves() -> None:
+    a, b = thread_for("g_classic-a"), thread_for("g_classic-b")
+    held = {TP("t", 0): a, TP("t", 1): a, TP("t", 2): a}
+    # b joined: a keeps 0, 1 goes to b, 2 goes to a legacy member; a still owns all three (cooperative).
+    target = {TP("t", 0): a, TP("t", 1): b}
+    plan = plan_hand_over(target, held, [a, b], {tp: a for tp in held})
+    assert plan == HandOver(release=(), acquire=(), withheld=((TP("t", 1), b),))
+    # a revoked 1 and 2 and rejoined owning only 0: now they are released and 1 is acquired for b.
+    plan = plan_hand_over(target, held, [a, b], {TP("t", 0): a})
+    assert plan == HandOver(release=(TP("t", 1), TP("t", 2)), acquire=((TP("t", 1), b),))
+    # Eager members (nothing still owned) are planned as before.
+    assert plan_hand_over(target, held, [a, b]) == plan
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    target=st.dictionaries(st.integers(0, 7), st.sampled_from(["a-0", "b-0", "c-0"]), max_size=8),
+    held=st.dictionaries(st.integers(0, 7), st.sampled_from(["a-0", "b-0", "c-0", "g_legacy-0"]), max_size=8),
+    owned=st.dictionaries(st.integers(0, 7), st.sampled_from(["a-0", "b-0", "c-0"]), max_size=8),
+)
+def test_hand_over_never_takes_a_partition_from_a_cooperative_owner(target, held, owned) -> None:
+    t = {TP("t", p): th for p, th in target.items()}
+    h = {TP("t", p): th for p, th in held.items()}
+    o = {TP("t", p): th for p, th in owned.items()}
+    plan = plan_hand_over(t, h, ["a-0", "b-0", "c-0"], o)
+    for tp in plan.release:
+        assert o.get(tp) != h[tp]  # never deleted under a member that still consumes it
+    for tp, _th in plan.acquire:
+        assert not (tp in o and h.get(tp) == o[tp])  # never acquired while its holder still owns it
+    assert {tp for tp, _ in plan.withheld}.isdisjoint(tp for tp, _ in plan.acquire)
+
+
+def test_owned_partitions_are_read_from_every_subscription_version() -> None:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as Sub
+
+    owned = [Sub.TopicPartition(topic="t", partitions=[0, 2]), Sub.TopicPartition(topic="ü", partitions=[1])]
+    for version in (0, 1, 2, 3):
+        data = Sub(
+            version=version,
+            topics=["t", "ü"],
+            user_data=b"x",
+            owned_partitions=owned,
+            generation_id=5,
+            rack_id="r",
+        ).encode()
+        expected = () if version == 0 else (TP("t", 0), TP("t", 2), TP("ü", 1))
+        assert decode_owned_partitions(data) == expected, version
+    assert decode_owned_partitions(b"") is None
+    assert decode_owned_partitions(b"\x00\x01\x7f\xff\xff\xff") is None  # a count beyond the bytes
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=200))
+def test_owned_partitions_take_any_bytes(data: bytes) -> None:
+    found = decode_owned_partitions(data)
+    assert found is None or all(isinstance(tp, TP) for tp in found)

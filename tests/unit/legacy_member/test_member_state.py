@@ -54,6 +54,14 @@ ALLOWED = [
     (S.FAILED, E.SESSION_LOST, S.EXPIRED),
     (S.SUSPENDED, E.SESSION_LOST, S.EXPIRED),
     (S.OWNING, E.FENCE, S.REBALANCING),
+    (S.OWNING, E.RECONCILE, S.RECONCILING),
+    (S.SUSPENDED, E.RECONCILE, S.REBALANCING),
+    (S.RECONCILING, E.INSTALL, S.OWNING),
+    (S.RECONCILING, E.DONE, S.WAITING_FOR_BROKER),
+    (S.RECONCILING, E.GIVE_UP, S.OWNING),
+    (S.RECONCILING, E.REREGISTER, S.REGISTERING),
+    (S.RECONCILING, E.SUSPEND, S.SUSPENDED),
+    (S.RECONCILING, E.SESSION_LOST, S.EXPIRED),
     (S.SUSPENDED, E.FENCE, S.REBALANCING),
     (S.REBALANCING, E.INSTALL, S.OWNING),
     (S.OWNING, E.DONE, S.STABLE),
@@ -79,6 +87,9 @@ REFUSED = [
     (S.CLOSED, E.CLOSE),  # close() is idempotent before it reaches the table
     (S.REBALANCING, E.CLOSED),
     (S.CREATED, E.DUPLICATE),
+    (S.STABLE, E.RECONCILE),  # as FENCE: an attempt runs only when due
+    (S.FAILED, E.RECONCILE),
+    (S.RECONCILING, E.FENCE),  # a member is incremental or eager, never both in one rebalance
 ]
 
 
@@ -112,6 +123,15 @@ def test_only_install_lowers_the_fence() -> None:
         for src, dst in moves.items():
             if dst in HANDS_OUT and src not in HANDS_OUT:
                 assert event is E.INSTALL, (src, event, dst)
+
+
+def test_reconcile_keeps_handing_out_only_what_was_handed_out() -> None:
+    # Incremental hand-over: an attempt that starts while the share is handed out goes on handing out what it
+    # keeps; one that starts fenced (first rebalance, after a failure or a reconnect) stays fenced to INSTALL.
+    for src, dst in TRANSITIONS[E.RECONCILE].items():
+        if src not in STOPPING:
+            assert (dst in HANDS_OUT) == (src in HANDS_OUT), (src, dst)
+            assert dst not in SETTLED, (src, dst)
 
 
 def test_session_trouble_duplicate_and_close_always_fence() -> None:
@@ -171,9 +191,13 @@ class Model:
     foreign=st.lists(st.tuples(st.integers(0, 6), FOREIGN), max_size=12),
     attempts=st.lists(st.tuples(st.booleans(), st.booleans(), st.booleans()), min_size=1, max_size=4),
     duplicate=st.booleans(),
+    incremental=st.booleans(),
 )
 def test_random_interleavings_never_hit_a_missing_move(
-    foreign: list[tuple[int, MemberEvent]], attempts: list[tuple[bool, bool, bool]], duplicate: bool
+    foreign: list[tuple[int, MemberEvent]],
+    attempts: list[tuple[bool, bool, bool]],
+    duplicate: bool,
+    incremental: bool,
 ) -> None:
     m = Model()
     m.feed(E.START)
@@ -207,7 +231,7 @@ def test_random_interleavings_never_hit_a_missing_move(
             if not m.due:
                 m.feed(E.DONE)
             continue
-        m.feed(E.FENCE)
+        m.feed(E.RECONCILE if incremental else E.FENCE)
         kazoo()
         if claimed and m.generation == generation:
             m.feed(E.INSTALL)

@@ -170,3 +170,63 @@ def test_a_reset_position_over_a_missing_offset_is_written():
     tp = TopicPartition
     writes = plan_offset_commit("g", {tp("t", 0): 40, tp("t", 1): 7}, {tp("t", 0): -1, tp("t", 1): 7})
     assert [(w.path, w.data) for w in writes] == [("/consumers/g/offsets/t/0", b"40")]
+
+
+# --- incremental hand-over (fast mode) -----------------------------------------------------------------------
+
+
+def test_incremental_keeps_what_stays_and_releases_only_what_moves():
+    # a held all six with one stream; b joins: range gives a 0-2 and b 3-5.
+    snap = snapshot({"a": {"t": 1}, "b": {"t": 1}}, {"t": 6})
+    held = {TopicPartition("t", p): "a-0" for p in range(6)}
+    plan = plan_rebalance(consumer_id="a", snapshot=snap, owned=held, strategy="range", keeping=held)
+    assert [c.tp.partition for c in plan.keep] == [0, 1, 2]
+    assert [tp.partition for tp in plan.release] == [3, 4, 5]
+    assert plan.claims == () and plan.fetch_offsets == ()
+    assert plan.owned_after == frozenset(TopicPartition("t", p) for p in range(3))
+    assert plan.by_topic() == {"t": (0, 1, 2)}
+    # The same group, eager: everything released, the whole share claimed and its offsets read.
+    eager = plan_rebalance(consumer_id="a", snapshot=snap, owned=held, strategy="range")
+    assert eager.keep == () and len(eager.release) == 6 and len(eager.claims) == 3
+    assert eager.owned_after == plan.owned_after
+
+
+def test_incremental_claims_only_new_partitions_and_retags_a_changed_thread_id():
+    # a (2 streams) holds 0 as a-0 and 1, 3 as a-1; range over the threads a-0, a-1, c-0 now gives
+    # a-0 {0, 1}, a-1 {2}, c-0 {3}.
+    snap = snapshot({"a": {"t": 2}, "c": {"t": 1}}, {"t": 4})
+    held = {TopicPartition("t", 0): "a-0", TopicPartition("t", 1): "a-1", TopicPartition("t", 3): "a-1"}
+    plan = plan_rebalance(consumer_id="a", snapshot=snap, owned=held, strategy="range", keeping=held)
+    assert {c.tp.partition: c.thread_id for c in plan.keep} == {0: "a-0", 1: "a-0"}
+    # 1 stays with a under another thread id: kept, its owner payload rewritten in place (never released).
+    assert [(c.tp.partition, c.thread_id) for c in plan.retag] == [(1, "a-0")]
+    assert [tp.partition for tp in plan.release] == [3]
+    assert [(c.tp.partition, c.thread_id) for c in plan.claims] == [(2, "a-1")]
+    assert plan.fetch_offsets == (TopicPartition("t", 2),)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    members=members_st,
+    topics=topics_st,
+    strategy=st.sampled_from(["range", "roundrobin"]),
+    held=st.dictionaries(
+        st.tuples(st.sampled_from(["t", "u", "v", "w"]), st.integers(0, 13)),
+        st.sampled_from(["-0", "-1", "-2"]),
+        max_size=20,
+    ),
+)
+def test_incremental_plan_is_the_eager_share_split_into_keep_and_claim(members, topics, strategy, held):
+    snap = snapshot(members, topics)
+    for cid in members:
+        keeping = {TopicPartition(t, p): cid + suffix for (t, p), suffix in held.items()}
+        inc = plan_rebalance(consumer_id=cid, snapshot=snap, owned=(), strategy=strategy, keeping=keeping)
+        eager = plan_rebalance(consumer_id=cid, snapshot=snap, owned=keeping, strategy=strategy)
+        assert inc.assignment == eager.assignment
+        assert sorted(inc.keep + inc.claims, key=lambda c: c.tp) == sorted(eager.claims, key=lambda c: c.tp)
+        kept = {c.tp for c in inc.keep}
+        assert kept == set(keeping) & {c.tp for c in eager.claims}  # everything that stays with me is kept
+        assert {c.tp for c in inc.retag} == {c.tp for c in inc.keep if keeping[c.tp] != c.thread_id}
+        assert kept.isdisjoint(inc.release) and kept | set(inc.release) == set(keeping)
+        assert kept.isdisjoint(inc.fetch_offsets)  # a kept partition's offset is never read again
+        assert {c.tp for c in inc.claims} == set(inc.fetch_offsets)
