@@ -59,6 +59,7 @@ from zkcoord.bridge.zk_store import list_offset_bridges
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.zk import mixed_group, registry
+from zkcoord.zk.handoff import Phase, handoff_path, read_handoff
 from zkcoord.zk.offset_store import (
     WriteMode,
     ZooKeeperOffsetStore,
@@ -850,6 +851,13 @@ class MigrationRunner:
                 f"group {group}: state {marker.state.value} (step {marker.step.value} at "
                 f"{_utc(marker.updated_ms)}, marker znode version {version})"
             ]
+        handoff, _ = read_handoff(self.zk, group)
+        if handoff is not None:
+            lines.append(
+                f"  hand-off: {handoff.phase.value} since {_utc(handoff.updated_ms)} ({handoff_path(group)}; "
+                f"{handoff.members} member(s) when it began)"
+                + ("; the cluster's coordinator has the group" if handoff.phase is Phase.FORWARDING else "")
+            )
         seen = self.membership(group, self.coordinator_members(group))
         recorded = None if marker is None else marker.phase
         lines.extend(self._membership_lines(group, seen, recorded))
@@ -882,6 +890,8 @@ class MigrationRunner:
             else {"step": marker.step.value, "updated": _utc(marker.updated_ms), "version": version},
             "journal": journal,
         }
+        if handoff is not None:
+            view["status"]["handoff"] = {"phase": handoff.phase.value, "updated": _utc(handoff.updated_ms)}
         return lines, view
 
 
