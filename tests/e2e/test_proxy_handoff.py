@@ -229,3 +229,22 @@ def test_handoff_is_refused_while_a_zookeeper_member_remains(
             assert zk.exists(HANDOFFS) is None
         finally:
             legacy.close()
+
+
+def test_plan_points_at_the_proxy_for_a_group_whose_data_is_on_foreign_brokers(
+    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path, capsys: Any
+) -> None:
+    topic, group = "plan-orders", "plan-g"
+    tansu.create_topic(topic, 1)
+    with register_in_zookeeper(zk, tansu, {topic: 1}):
+        code = main(["migrate", "plan", "--zk", zk_connect, "--group", group, "--state-dir", str(tmp_path)])
+        out = capsys.readouterr().out
+        assert code == 0
+        assert (
+            f"data: on brokers zkcoord did not start (broker 111 (PLAINTEXT://127.0.0.1:{tansu.port}, " in out
+        )
+        assert "zkcoord proxy --bridge-zk-groups" in out and "docs/proxy.md" in out
+    # without a foreign broker the plan names the coordinator's flags as before
+    main(["migrate", "plan", "--zk", zk_connect, "--group", group, "--state-dir", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "data: on brokers" not in out and "needs the coordinator running with --bridge-zk-groups" in out

@@ -5,8 +5,9 @@ divergence report. Exit status: 0 done, 1 verify found disagreements, 2 a step w
 For broker-protocol members, the coordinator keeps ZooKeeper current itself when it runs with
 `zkcoord serve --bridge-zk-offsets` (docs/migration.md §9); `plan` and `verify` report whether one is running.
 With `serve --bridge-zk-groups`, members move one at a time: `plan`/`status` name the next one, `rollback`
-walks them back (docs/migration.md, "Member-by-member migration: the workflow"). Every step ends with a `next`
-block whose `$ ` lines are commands that work as printed.
+walks them back (docs/migration.md, "Member-by-member migration: the workflow"). In front of your own brokers
+(`zkcoord proxy`), `handoff` then moves the group to their coordinator (docs/proxy.md). Every step ends with a
+`next` block whose `$ ` lines are commands that work as printed.
 """
 
 from __future__ import annotations
@@ -124,7 +125,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "written to the cluster's own coordinator and read back, then the proxies forward the group's requests "
         "(FindCoordinator included) to the cluster, so the members rejoin there. Exits 0 once they have; "
         "journaled under --state-dir and resumable (run it again). Refused while ZooKeeper members remain. The "
-        "forwarding switch is the point of no return; the way back is the barrier way (docs/proxy.md 'Hand-off').",
+        "forwarding switch is the point of no return; the way back is the barrier way (docs/proxy.md 'Hand-off'). "
+        "--bootstrap names a broker of the cluster (default: the first PLAINTEXT endpoint in /brokers/ids).",
         epilog=examples(
             "zkcoord migrate handoff --zk 127.0.0.1:2181 --group orders",
             "zkcoord migrate handoff --zk 127.0.0.1:2181 --group orders --timeout-ms 600000",
