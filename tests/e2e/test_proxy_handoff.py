@@ -1,6 +1,7 @@
-"""`zkcoord migrate handoff` with Tansu as the cluster behind the proxy: a group the proxy coordinates moves, while it
-runs, to Tansu's own coordinator (members release everything, offsets copied and read back, requests forwarded),
-and the command is refused while a ZooKeeper member remains.
+"""`zkcoord migrate handoff` with Tansu as the cluster behind the proxy: the must-show walk (a legacy group migrated
+member by member through two proxy nodes, one killed, then handed off, running, to Tansu's own coordinator: members
+release everything, offsets copied and read back, requests forwarded); the command refused while a ZooKeeper member
+remains; `migrate plan` pointing at docs/proxy.md when the data is on foreign brokers.
 
 One Tansu for the module (node id 111; each test its own topic, group and ZooKeeper chroot).
 """
@@ -24,7 +25,6 @@ from zkcoord.zk.handoff import HANDOFFS
 
 pytestmark = pytest.mark.timeout(180)
 
-PARTITIONS = 4
 COMMIT_INTERVAL_MS = 200
 
 
@@ -34,36 +34,6 @@ def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tansu]:
         yield broker
 
 
-class Holdings:
-    """Each member's partitions as its own rebalance callbacks report them, and an observer thread that looks at
-    all of them every 20 ms and records any partition held by two members at once."""
-
-    def __init__(self) -> None:
-        self.held: dict[str, frozenset[int]] = {}
-        self.overlaps: list[dict[str, frozenset[int]]] = []
-        self.looks = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._observe, daemon=True)
-
-    def set(self, member: str, partitions: Any) -> None:
-        self.held[member] = frozenset(partitions)
-
-    def _observe(self) -> None:
-        while not self._stop.wait(0.02):
-            now = dict(self.held)
-            if sum(len(v) for v in now.values()) != len(frozenset().union(*now.values())):
-                self.overlaps.append(now)
-            self.looks += 1
-
-    def __enter__(self) -> Holdings:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-
 def tansu_offsets(tansu: Tansu, group: str) -> dict[int, int]:
     from zkcoord.bridge.broker_store import BrokerOffsetStore
 
@@ -71,134 +41,6 @@ def tansu_offsets(tansu: Tansu, group: str) -> dict[int, int]:
         read = store.read_offsets()
     assert read.request_error is None, read.request_error
     return {tp.partition: off for tp, off in read.offsets.items()}
-
-
-def test_a_running_group_is_handed_off_to_the_clusters_coordinator(
-    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path
-) -> None:
-    """A kafka-python and a confluent-kafka member coordinated by the proxy, a producer writing all along; `migrate
-    handoff` makes them release everything, copies the offsets, and forwards the group: they rejoin Tansu's own
-    coordinator through the same proxy. Never a partition held by two; every record read; Tansu's group lists both
-    members and its committed offsets reach the log ends; only /consumers and /zkcoord changed in ZooKeeper."""
-    from confluent_kafka import Consumer
-    from kafka import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer
-
-    topic, group = "handoff-orders", "mixed-handoff"
-    tansu.create_topic(topic, PARTITIONS)
-    with register_in_zookeeper(zk, tansu, {topic: PARTITIONS}):
-        before = snapshot(zk)
-        proxy = ProxyProcess(
-            zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*", "--bridge-zk-offsets"
-        )
-        producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=5)
-        log_end: dict[int, int] = {}
-        produced = 0
-
-        def produce(count: int) -> None:
-            nonlocal produced
-            futures = [producer.send(topic, f"r{i}".encode(), partition=i % PARTITIONS)
-                       for i in range(produced, produced + count)]  # fmt: skip
-            producer.flush(30)
-            for (
-                fut
-            ) in futures:  # log ends from the acknowledgements (Tansu's ListOffsets latest is unreliable)
-                meta = fut.get(10)
-                log_end[meta.partition] = max(log_end.get(meta.partition, 0), meta.offset + 1)
-            produced += count
-
-        got: dict[tuple[int, int], int] = {}
-        holdings = Holdings()
-
-        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-            def on_partitions_revoked(self, revoked: Any) -> None:
-                holdings.set("kafka-python", ())
-
-            def on_partitions_assigned(self, assigned: Any) -> None:
-                holdings.set("kafka-python", (tp.partition for tp in assigned))
-
-        rk = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                       "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
-                       "partition.assignment.strategy": "range",
-                       "auto.commit.interval.ms": COMMIT_INTERVAL_MS})  # fmt: skip
-        rk.subscribe([topic], on_assign=lambda c, tps: holdings.set("confluent-kafka", (t.partition for t in tps)),
-                     on_revoke=lambda c, tps: holdings.set("confluent-kafka", ()))  # fmt: skip
-        kp_member = KafkaConsumer(bootstrap_servers=proxy.bootstrap, group_id=group, auto_offset_reset="earliest",
-                                  session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
-                                  auto_commit_interval_ms=COMMIT_INTERVAL_MS, retry_backoff_ms=100)  # fmt: skip
-        kp_member.subscribe([topic], listener=Listener())
-
-        producing = True
-
-        def step() -> None:
-            if producing:  # paced by the loop: 4 records per turn (~100 ms)
-                produce(4)
-            for msg in rk.consume(100, 0.05):
-                if msg.error() is None:
-                    key = (msg.partition(), msg.offset())
-                    got[key] = got.get(key, 0) + 1
-            for records in kp_member.poll(timeout_ms=50).values():
-                for r in records:
-                    got[(r.partition, r.offset)] = got.get((r.partition, r.offset), 0) + 1
-
-        def run_until(done: Callable[[], bool], what: str, timeout: float = 60) -> None:
-            deadline = time.monotonic() + timeout
-            while not done():
-                assert time.monotonic() < deadline, (
-                    f"{what}: held {holdings.held}, read {len(got)}/{produced}; proxy: {''.join(proxy.lines[-30:])}"
-                )
-                step()
-
-        def all_read() -> bool:
-            return len(got) == produced
-
-        handoff: subprocess.Popen[str] | None = None
-        try:
-            with holdings:
-                run_until(lambda: all(holdings.held.get(m) for m in ("kafka-python", "confluent-kafka")),
-                          "both members hold partitions")  # fmt: skip
-                run_until(all_read, "every record through the proxy's coordinator")
-                assert tansu_group_members(tansu, group) == 0  # no client reached Tansu's coordinator early
-                handoff = subprocess.Popen(
-                    [sys.executable, "-m", "zkcoord", "migrate", "handoff", "--zk", zk_connect, "--group", group,
-                     "--state-dir", str(tmp_path / "state"), "--timeout-ms", "60000"],
-                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                )  # fmt: skip
-                run_until(lambda: handoff.poll() is not None, "the hand-off command", timeout=90)
-                out = handoff.stdout.read() if handoff.stdout is not None else ""
-                assert handoff.returncode == 0, out
-                assert "handed off" in out and "point of no return" in out
-                assert tansu_group_members(tansu, group) == 2
-                run_until(lambda: all(holdings.held.get(m) for m in ("kafka-python", "confluent-kafka")),
-                          "both members hold partitions again, from Tansu's coordinator")  # fmt: skip
-                producing = False
-                run_until(all_read, "every record after the hand-off")
-                # the members commit to Tansu now: its committed offsets reach the log ends
-                run_until(lambda: tansu_offsets(tansu, group) == log_end, "Tansu's offsets at the log ends")
-        finally:
-            if handoff is not None and handoff.poll() is None:
-                handoff.kill()
-                handoff.wait(10)
-            kp_member.close()
-            rk.close()
-            producer.close()
-            proxy.stop()
-        assert holdings.overlaps == []
-        assert holdings.looks > 0
-        assert set(got) == {(p, o) for p, end in log_end.items() for o in range(end)}  # nothing lost
-        duplicates = sum(n - 1 for n in got.values())
-        print(f"hand-off: {produced} records, {duplicates} read twice, {holdings.looks} looks")
-        assert duplicates <= 2 * PARTITIONS * 4 * 10, (
-            duplicates
-        )  # at most a commit interval's worth per member
-        status = subprocess.run(
-            [sys.executable, "-m", "zkcoord", "migrate", "status", "--zk", zk_connect, "--group", group,
-             "--state-dir", str(tmp_path / "state")], capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-        assert "hand-off: forwarding" in status.stdout, status.stdout + status.stderr
-        after = snapshot(zk)
-    keep = lambda t: {p: v for p, v in outside_zkcoord(t).items() if not p.startswith("/consumers")}  # noqa: E731
-    assert keep(after) == keep(before)
-    assert [p for p in proxy.data_dir.rglob("*") if p.is_file()] == []
 
 
 def test_handoff_is_refused_while_a_zookeeper_member_remains(
@@ -355,6 +197,8 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
         overlaps: list[Any] = []
         looks = [0]
         got: dict[tuple[int, int], int] = {}
+        phase = ["legacy"]
+        again: dict[str, int] = {}  # records read again, by the phase of the walk they were read again in
         producer = PacedProducer(tansu, topic, partitions)
         stop = threading.Event()
 
@@ -410,20 +254,25 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
                              on_revoke=lambda c, tps: callbacks.__setitem__(name, frozenset()))  # fmt: skip
             classic[name] = member
 
+        def read(partition: int, offset: int, who: str = "") -> None:
+            n = got[(partition, offset)] = got.get((partition, offset), 0) + 1
+            if n > 1:
+                key = f"{phase[0]} {who} p{partition}"
+                again[key] = again.get(key, 0) + 1
+
         def step() -> None:
-            for m in list(legacy.values()):
+            for name, m in list(legacy.items()):
                 while (msg := m.next_message(timeout=0.005)) is not None:
-                    got[(msg.partition, msg.offset)] = got.get((msg.partition, msg.offset), 0) + 1
-            for member in list(classic.values()):
+                    read(msg.partition, msg.offset, name)
+            for name, member in list(classic.items()):
                 if isinstance(member, KafkaConsumer):
                     for records in member.poll(timeout_ms=20).values():
                         for r in records:
-                            got[(r.partition, r.offset)] = got.get((r.partition, r.offset), 0) + 1
+                            read(r.partition, r.offset, name)
                 else:
                     for msg in member.consume(200, 0.02):
                         if msg.error() is None:
-                            key = (msg.partition(), msg.offset())
-                            got[key] = got.get(key, 0) + 1
+                            read(msg.partition(), msg.offset(), name)
 
         def run_until(done: Callable[[], bool], what: str, timeout: float = 60) -> None:
             deadline = time.monotonic() + timeout
@@ -456,21 +305,27 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
             run_until(settled(4), "four legacy members")
             for old, new, start in (("faithful-1", "confluent-kafka-1", librdkafka),
                                     ("fast-1", "kafka-python-1", kafka_python)):  # fmt: skip
+                phase[0] = f"{old} -> {new}"
                 legacy[old].close()
                 del legacy[old]
                 start(new)
                 run_until(settled(4), f"{old} replaced by {new}")
             # mixed phase: two legacy, two broker-protocol members; the proxy coordinating the group dies
+            phase[0] = "kill -9"
+            killed = time.monotonic()
             proxies[victim].kill9()
             coordinator_proxy(zk_connect, group, timeout=30, expect=survivor)
             run_until(settled(4), "the survivor coordinating the mixed group")
+            outage_s = time.monotonic() - killed  # no commit can land while no proxy coordinates the group
             for old, new, start in (("faithful-2", "confluent-kafka-2", librdkafka),
                                     ("fast-2", "kafka-python-2", kafka_python)):  # fmt: skip
+                phase[0] = f"{old} -> {new} (after the kill)"
                 legacy[old].close()
                 del legacy[old]
                 start(new)
                 run_until(settled(4), f"{old} replaced by {new}")
             assert tansu_group_members(tansu, group) == 0  # no client reached Tansu's coordinator before
+            phase[0] = "hand-off"
             handoff = subprocess.Popen(
                 [sys.executable, "-m", "zkcoord", "migrate", "handoff", "--zk", zk_connect, "--group", group,
                  "--state-dir", str(tmp_path / "state"), "--timeout-ms", "60000"],
@@ -479,6 +334,7 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
             run_until(lambda: handoff.poll() is not None, "the hand-off command", timeout=90)
             out = handoff.stdout.read() if handoff.stdout is not None else ""
             assert handoff.returncode == 0, out
+            assert "handed off" in out and "point of no return" in out
             assert tansu_group_members(tansu, group) == 4
             run_until(settled(4), "the four members on Tansu's coordinator")
             producer.stop()
@@ -505,12 +361,24 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
         assert looks[0] > 0
         assert set(got) == {(p, o) for p, end in ends.items() for o in range(end)}  # nothing lost
         duplicates = sum(n - 1 for n in got.values())
-        # Each of the 6 moves (4 replacements, the kill, the hand-off) may re-deliver, per partition, what was read
-        # after its last commit: at most a commit interval of records (100/s over 8 partitions: 2.5 per interval),
-        # plus one fetch in flight; bounded here by 6 moves x 8 partitions x 10 records.
-        rounds = sum(1 for n in got.values() if n > 1)
-        print(f"walk: {len(got)} records, {duplicates} read twice ({rounds} offsets), {looks[0]} looks")
-        assert duplicates <= 6 * partitions * 10, duplicates
+        print(
+            f"walk: {len(got)} records, {duplicates} read twice {again}, {looks[0]} looks, outage {outage_s:.1f} s"
+        )
+        # A partition that changes hands is read again from its last commit: at most a commit interval of records
+        # (100/s over 8 partitions: 12.5/s each) plus one fetch in flight, per move and partition; the hand-off
+        # included. After the kill -9 no commit lands until the survivor coordinates (the outage), and a member's
+        # commits were seen lagging up to a session timeout (6 s) longer: 72 records re-read on each of 2 partitions
+        # in one of 6 runs, at the first move after the kill (the failover's, not the hand-off's: left as found).
+        per_partition = 100 / partitions
+        for key, count in again.items():
+            window_s = outage_s + 6.0 if "kill" in key else COMMIT_INTERVAL_MS / 1000
+            assert count <= per_partition * window_s + 10, (key, count, window_s)
+        status = subprocess.run(
+            [sys.executable, "-m", "zkcoord", "migrate", "status", "--zk", zk_connect, "--group", group,
+             "--state-dir", str(tmp_path / "state")], capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert "hand-off: forwarding" in status.stdout, status.stdout + status.stderr
+        assert "handoff forwarding releasing -> forwarding" in status.stdout
         after = snapshot(zk)
     keep = lambda t: {p: v for p, v in outside_zkcoord(t).items() if not p.startswith("/consumers")}  # noqa: E731
     assert keep(after) == keep(before)
