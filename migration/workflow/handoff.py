@@ -12,6 +12,7 @@ Run again after any failure: each step starts from what the znode and the two co
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -96,14 +97,19 @@ def cluster_bootstrap(zk: Any) -> tuple[str, int]:
     raise HandoffRefused("no broker with a PLAINTEXT endpoint in /brokers/ids: give --bootstrap HOST:PORT")
 
 
-def proxy_bootstraps(zk: Any) -> list[str]:
-    """The live proxy nodes' bootstrap addresses (their announcements under /zkcoord/proxies)."""
+def proxy_bootstraps(zk: Any, group: str | None = None) -> list[str]:
+    """The live proxy nodes' bootstrap addresses (their announcements under /zkcoord/proxies); with `group`, only
+    those whose --bridge-zk-groups matches it (the nodes that coordinate it)."""
     found = []
     for _, data in read_children(zk, PROXIES):
         try:
             obj = json.loads(data)
-            found.append(f"{obj['host']}:{int(obj['port'])}")
-        except (ValueError, KeyError, TypeError):
+            address = f"{obj['host']}:{int(obj['port'])}"
+            pattern = obj.get("groups")
+            if group is not None and not (isinstance(pattern, str) and re.fullmatch(pattern, group)):
+                continue
+            found.append(address)
+        except (ValueError, KeyError, TypeError, AttributeError, re.error):
             continue
     return sorted(found)
 
@@ -227,12 +233,14 @@ class Handoffs:
         return HandoffOutcome(group, True, lines)
 
     def _proxy_store(self, group: str) -> Any:
-        """The proxies' coordinator (one admin connection per run, bootstrapped on every live proxy node)."""
+        """The proxies' coordinator (one admin connection per run, bootstrapped on the live proxy nodes that
+        coordinate `group`)."""
         if self._proxies is None:
-            proxies = proxy_bootstraps(self.zk)
+            proxies = proxy_bootstraps(self.zk, group)
             if not proxies:
                 raise HandoffRefused(
-                    f"no proxy node is running (nothing under {PROXIES}): start `zkcoord proxy`"
+                    f"no running proxy node coordinates {group} (none under {PROXIES} whose --bridge-zk-groups "
+                    "matches it): the hand-off moves a group from the proxies' coordinator to the cluster's"
                 )
             self._proxies = self.store_for(",".join(proxies), group)
         return self._proxies
@@ -243,7 +251,14 @@ class Handoffs:
             self._proxies = None
 
     def _proxy_members(self, group: str) -> list[dict[str, Any]]:
-        return list(self._proxy_store(group).describe()["members"])
+        try:
+            return list(self._proxy_store(group).describe()["members"])
+        except ZkcoordError:
+            raise
+        except Exception as exc:  # the client library's own errors: named, and the run can be repeated
+            raise HandoffRefused(
+                f"DescribeGroups {group} through the proxies failed: {exc!r}; run again"
+            ) from None
 
     def _copy_offsets(self, group: str) -> dict[TopicPartition, int]:
         source = self._proxy_store(group)

@@ -384,3 +384,25 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
     assert keep(after) == keep(before)
     for proxy in proxies.values():
         assert [p for p in proxy.data_dir.rglob("*") if p.is_file()] == []
+
+
+def test_handoff_is_refused_for_a_group_no_proxy_coordinates(
+    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path, capsys: Any
+) -> None:
+    """A proxy runs, but its --bridge-zk-groups does not match the group: the cluster's coordinator has it already."""
+    with register_in_zookeeper(zk, tansu, {}):
+        proxy = ProxyProcess(zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "other-.*")
+        try:
+            busy = (
+                "/zkcoord/proxy-cluster",
+            )  # the proxy's own cluster may still be setting up its partitions
+            before = snapshot(zk, skip=busy)
+            code = main(["migrate", "handoff", "--zk", zk_connect, "--group", "mixed-not-mine",
+                         "--state-dir", str(tmp_path / "state")])  # fmt: skip
+            err = capsys.readouterr().err
+            assert code == 2
+            assert "no running proxy node coordinates mixed-not-mine" in err
+            assert snapshot(zk, skip=busy) == before
+            assert zk.exists(HANDOFFS) is None
+        finally:
+            proxy.stop()

@@ -138,7 +138,13 @@ class ProxyNode:
         self._servers[None] = server
         await self._sync(dict(self.watch.brokers))
         data = json.dumps(
-            {"version": 1, "node_id": cfg.node_id, "host": cfg.advertised, "port": cfg.ports.bootstrap},
+            {
+                "version": 1,
+                "node_id": cfg.node_id,
+                "host": cfg.advertised,
+                "port": cfg.ports.bootstrap,
+                "groups": cfg.bridge_groups,  # the groups it coordinates (`migrate handoff` reads it)
+            },
             sort_keys=True,
         ).encode()
         await asyncio.to_thread(announce, self.client, f"{PROXIES_ROOT}/node-{cfg.node_id}-", data)
