@@ -406,3 +406,52 @@ def test_handoff_is_refused_for_a_group_no_proxy_coordinates(
             assert zk.exists(HANDOFFS) is None
         finally:
             proxy.stop()
+
+
+def test_handoff_resumes_from_its_znode_and_copies_the_offsets(
+    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path, capsys: Any
+) -> None:
+    """A run that stopped after writing `releasing` (what a crash there leaves) is resumed by the next run: the group's
+    offsets committed to the proxies' coordinator are written to Tansu's and read back, the znode goes to
+    `forwarding`; a third run finds the hand-off done and changes nothing."""
+    from zkcoord.bridge.broker_store import BrokerOffsetStore
+    from zkcoord.bridge.policy import TopicPartition
+    from zkcoord.testing import wait_for
+    from zkcoord.zk.handoff import Handoff, Phase, read_handoff, write_handoff
+
+    topic, group = "resume-orders", "mixed-resume"
+    tansu.create_topic(topic, 2)
+    with register_in_zookeeper(zk, tansu, {topic: 2}):
+        proxy = ProxyProcess(zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*")
+        try:
+            with BrokerOffsetStore(proxy.bootstrap, group) as store:
+                # the commit is accepted once the proxy's cluster has a coordinator for the group (retriable before)
+                wait_for(
+                    lambda: all(e is None for _, e in store.write_offsets({TopicPartition(topic, 0): 5,
+                                                                          TopicPartition(topic, 1): 7}).errors),
+                    30, "the proxies' coordinator accepting the group's commit",
+                )  # fmt: skip
+            assert tansu_offsets(tansu, group) == {}
+            write_handoff(zk, Handoff(group, Phase.RELEASING, int(time.time() * 1000), 0), -1)
+            argv = [
+                "migrate",
+                "handoff",
+                "--zk",
+                zk_connect,
+                "--group",
+                group,
+                "--state-dir",
+                str(tmp_path / "s"),
+            ]
+            assert main(argv) == 0
+            out = capsys.readouterr().out
+            assert "2 committed offset(s) written to the cluster's coordinator and read back equal" in out
+            assert tansu_offsets(tansu, group) == {0: 5, 1: 7}
+            handoff, version = read_handoff(zk, group)
+            assert handoff is not None and handoff.phase is Phase.FORWARDING
+            assert main(argv) == 0  # done already: only the wait for the members (none) runs again
+            out = capsys.readouterr().out
+            assert "written to the cluster" not in out and "handed off" in out
+            assert read_handoff(zk, group)[1] == version
+        finally:
+            proxy.stop()
