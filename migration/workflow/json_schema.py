@@ -182,9 +182,21 @@ STATUS = {
                         "required": ["time", "step", "event", "from", "to", "reason"],
                         "properties": {
                             "time": {"type": "string"},
-                            "event": {"enum": ["begin", "done", "failed", "refused"]},
+                            # offsets, forwarding: `migrate handoff`'s steps (docs/proxy.md "Hand-off")
+                            "event": {
+                                "enum": ["begin", "done", "failed", "refused", "offsets", "forwarding"]
+                            },
                             "reason": {"type": ["string", "null"]},
                         },
+                    },
+                },
+                "handoff": {
+                    "type": "object",
+                    "description": "present while or after `migrate handoff` moved the group to the cluster",
+                    "required": ["phase", "updated"],
+                    "properties": {
+                        "phase": {"enum": ["releasing", "forwarding"]},
+                        "updated": {"type": "string", "description": "ISO 8601 UTC"},
                     },
                 },
             },

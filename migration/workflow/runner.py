@@ -59,6 +59,8 @@ from zkcoord.bridge.zk_store import list_offset_bridges
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.zk import mixed_group, registry
+from zkcoord.zk.cluster_owners import foreign_brokers
+from zkcoord.zk.handoff import Phase, handoff_path, read_handoff
 from zkcoord.zk.offset_store import (
     WriteMode,
     ZooKeeperOffsetStore,
@@ -491,10 +493,20 @@ class MigrationRunner:
         lines.extend(f"  will: {c}" for c in report.changes)
         lines.extend(f"  risk: {r}" for r in report.risks)
         lines.extend(self._membership_lines(group, seen, self._recorded_phase.get(group)))
-        lines.append(
-            "  member by member (the recommended path) needs the coordinator running with --bridge-zk-groups "
-            "matching this group and --bridge-zk-offsets"
-        )
+        foreign = foreign_brokers(self.zk)
+        if foreign:
+            # The data is on brokers zkcoord did not start: `serve --zk` refuses to join them; the proxy stands
+            # in front of them instead (docs/proxy.md).
+            lines.append(
+                f"  data: on brokers zkcoord did not start ({foreign.describe()}): member by member (the "
+                "recommended path) runs through `zkcoord proxy --bridge-zk-groups ... --bridge-zk-offsets` in front "
+                "of them, and ends with `zkcoord migrate handoff` to their own coordinator (docs/proxy.md)"
+            )
+        else:
+            lines.append(
+                "  member by member (the recommended path) needs the coordinator running with --bridge-zk-groups "
+                "matching this group and --bridge-zk-offsets"
+            )
         lines.append(f"  {POINT_OF_NO_RETURN}")
         self._finish(
             group,
@@ -850,6 +862,13 @@ class MigrationRunner:
                 f"group {group}: state {marker.state.value} (step {marker.step.value} at "
                 f"{_utc(marker.updated_ms)}, marker znode version {version})"
             ]
+        handoff, _ = read_handoff(self.zk, group)
+        if handoff is not None:
+            lines.append(
+                f"  hand-off: {handoff.phase.value} since {_utc(handoff.updated_ms)} ({handoff_path(group)}; "
+                f"{handoff.members} member(s) when it began)"
+                + ("; the cluster's coordinator has the group" if handoff.phase is Phase.FORWARDING else "")
+            )
         seen = self.membership(group, self.coordinator_members(group))
         recorded = None if marker is None else marker.phase
         lines.extend(self._membership_lines(group, seen, recorded))
@@ -882,6 +901,8 @@ class MigrationRunner:
             else {"step": marker.step.value, "updated": _utc(marker.updated_ms), "version": version},
             "journal": journal,
         }
+        if handoff is not None:
+            view["status"]["handoff"] = {"phase": handoff.phase.value, "updated": _utc(handoff.updated_ms)}
         return lines, view
 
 

@@ -5,8 +5,9 @@ divergence report. Exit status: 0 done, 1 verify found disagreements, 2 a step w
 For broker-protocol members, the coordinator keeps ZooKeeper current itself when it runs with
 `zkcoord serve --bridge-zk-offsets` (docs/migration.md §9); `plan` and `verify` report whether one is running.
 With `serve --bridge-zk-groups`, members move one at a time: `plan`/`status` name the next one, `rollback`
-walks them back (docs/migration.md, "Member-by-member migration: the workflow"). Every step ends with a `next`
-block whose `$ ` lines are commands that work as printed.
+walks them back (docs/migration.md, "Member-by-member migration: the workflow"). In front of your own brokers
+(`zkcoord proxy`), `handoff` then moves the group to their coordinator (docs/proxy.md). Every step ends with a
+`next` block whose `$ ` lines are commands that work as printed.
 """
 
 from __future__ import annotations
@@ -115,6 +116,37 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="delete; without it the command only lists the znodes it would delete (default: list only)",
     )
     p.set_defaults(func=_run_repair)
+
+    p = cmds.add_parser(
+        "handoff",
+        help="move a group the proxies coordinate (no ZooKeeper member left) to the cluster's own coordinator",
+        description="For a group coordinated by `zkcoord proxy` with no ZooKeeper member left: every member is made "
+        "to commit and release everything (the proxies admit none meanwhile), the group's committed offsets are "
+        "written to the cluster's own coordinator and read back, then the proxies forward the group's requests "
+        "(FindCoordinator included) to the cluster, so the members rejoin there. Exits 0 once they have; "
+        "journaled under --state-dir and resumable (run it again). Refused while ZooKeeper members remain. The "
+        "forwarding switch is the point of no return; the way back is the barrier way (docs/proxy.md 'Hand-off'). "
+        "--bootstrap names a broker of the cluster (default: the first PLAINTEXT endpoint in /brokers/ids).",
+        epilog=examples(
+            "zkcoord migrate handoff --zk 127.0.0.1:2181 --group orders",
+            "zkcoord migrate handoff --zk 127.0.0.1:2181 --group orders --timeout-ms 600000",
+        ),
+    )
+    common(p)
+    p.add_argument(
+        "--state-dir",
+        default=DEFAULT_STATE_DIR,
+        metavar="DIR",
+        help=f"directory where journals are written (default: {DEFAULT_STATE_DIR})",
+    )
+    p.add_argument(
+        "--timeout-ms",
+        type=int,
+        default=120_000,
+        metavar="MS",
+        help="how long to wait for the members to release, then to rejoin on the cluster (default: 120000)",
+    )
+    p.set_defaults(func=_run_handoff)
 
     p = cmds.add_parser(
         "export",
@@ -419,6 +451,33 @@ def _run_repair(args: argparse.Namespace) -> int:
             deleted = repair(zk, group)
             print(f"group {group}: deleted {len(deleted)} znode(s): " + ", ".join(deleted))
     return 0
+
+
+def _run_handoff(args: argparse.Namespace) -> int:
+    from migration.workflow.handoff import Handoffs
+    from migration.workflow.runner import Journal
+    from zkcoord.bridge.broker_store import BrokerOffsetStore
+
+    def store_for(bootstrap: str, group: str) -> BrokerOffsetStore:
+        timeout = args.request_timeout_ms
+        return BrokerOffsetStore(bootstrap, group, request_timeout_ms=timeout, bootstrap_timeout_ms=timeout,
+                                 security=command_config(args))  # fmt: skip
+
+    worst = 0
+    with _zookeeper(args) as zk:
+        handoffs = Handoffs(zk, Journal(args.state_dir), store_for, args.bootstrap, args.timeout_ms / 1000)
+        try:
+            for group in _groups(args):
+                try:
+                    print("\n".join(handoffs.run(group).lines))
+                except ZkcoordError as exc:
+                    print(f"group {group}: hand-off stopped: {exc}", file=sys.stderr)
+                    worst = 2
+                finally:
+                    handoffs.close()
+        finally:
+            handoffs.close()
+    return worst
 
 
 def _run_export(args: argparse.Namespace) -> int:

@@ -31,7 +31,9 @@ from zkcoord.bridge.mirror import ZkOffsetBridge
 from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
 from zkcoord.cluster.node import ClusterConfig
 from zkcoord.errors import ConfigError
+from zkcoord.group import messages as gm
 from zkcoord.group.config import GroupConfig
+from zkcoord.group.errors import ErrorCode
 from zkcoord.proxy.brokers import Brokers, BrokerWatch
 from zkcoord.proxy.forward import Link
 from zkcoord.proxy.ports import PortMap
@@ -41,6 +43,7 @@ from zkcoord.server.cluster_routing import ClusterRouting
 from zkcoord.server.groups import GroupDispatch
 from zkcoord.server.log import LogManager
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
+from zkcoord.zk.handoff import HandoffWatch, Phase
 from zkcoord.zk.registrations import announce
 from zkcoord.zk.session import Client, connect, ensure_chroot
 
@@ -110,6 +113,7 @@ class ProxyNode:
         self._mirror: ZkOffsetBridge | None = None
         self._mirror_store: ZkOffsetBridgeStore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.handoffs: HandoffWatch | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -127,12 +131,20 @@ class ProxyNode:
                 "proxy's coordinator for that broker; pick an id no broker uses"
             )
         if self._pattern is not None:
+            self.handoffs = HandoffWatch(self.client)
+            await asyncio.to_thread(self.handoffs.start)
             await self._start_groups()
         server = await asyncio.start_server(self._accept(None), cfg.host, cfg.ports.bootstrap, limit=1 << 20)
         self._servers[None] = server
         await self._sync(dict(self.watch.brokers))
         data = json.dumps(
-            {"version": 1, "node_id": cfg.node_id, "host": cfg.advertised, "port": cfg.ports.bootstrap},
+            {
+                "version": 1,
+                "node_id": cfg.node_id,
+                "host": cfg.advertised,
+                "port": cfg.ports.bootstrap,
+                "groups": cfg.bridge_groups,  # the groups it coordinates (`migrate handoff` reads it)
+            },
             sort_keys=True,
         ).encode()
         await asyncio.to_thread(announce, self.client, f"{PROXIES_ROOT}/node-{cfg.node_id}-", data)
@@ -184,6 +196,8 @@ class ProxyNode:
                 await task
         if self.watch is not None:
             self.watch.close()
+        if self.handoffs is not None:
+            self.handoffs.close()
         if self.groups is not None:
             await self.groups.close()
         if self._logs is not None:
@@ -275,7 +289,11 @@ class ProxyNode:
     # -- the groups this proxy coordinates (zkcoord.proxy.forward.LocalGroups) ------------------------------
 
     def coordinates(self, group_id: str) -> bool:
-        return self._pattern is not None and self._pattern.fullmatch(group_id) is not None
+        """A group matching --bridge-zk-groups, unless it was handed off (`migrate handoff`): from then on its
+        requests, FindCoordinator included, go to the cluster's own coordinator."""
+        if self._pattern is None or self._pattern.fullmatch(group_id) is None:
+            return False
+        return self.handoffs is None or self.handoffs.phase(group_id) is not Phase.FORWARDING
 
     def coordinators(self) -> list[tuple[int, str, int]]:
         return self.groups.node.brokers() if self.groups is not None else []
@@ -288,4 +306,36 @@ class ProxyNode:
                 req, dm.FindCoordinatorResponse(tuple(self.groups.find_coordinator(k) for k in keys))
             )
         assert self._dispatch is not None
+        if self.handoffs is not None and req.api_key in (kp.JOIN_GROUP, kp.HEARTBEAT):
+            (group_id,) = kp.group_ids(req)
+            if self.handoffs.phase(group_id) is Phase.RELEASING:
+                return self._release(req, group_id)
         return self._dispatch.dispatch(req)
+
+    def _release(self, req: kp.RequestFrame, group_id: str) -> bytes | Awaitable[bytes | None] | None:
+        """A group being handed off: a member's heartbeat starts a rebalance (answered REBALANCE_IN_PROGRESS, so it
+        commits and revokes everything, as an eager member does before it rejoins); its JoinGroup, sent once it
+        holds nothing, removes it from the group and is answered NOT_COORDINATOR, so it asks for the coordinator
+        again, until the hand-off forwards that question to the cluster. No member is admitted meanwhile."""
+        assert self.groups is not None and self._dispatch is not None
+        service = self.groups.services.get(self.groups.node.partition_for(group_id))
+        if req.api_key == kp.HEARTBEAT:
+            if service is not None:
+                service.request_rebalance(group_id)
+            return self._dispatch.dispatch(req)
+        (join,) = kp.group_requests(req)
+        assert isinstance(join, gm.JoinGroupRequest)
+        groups = self.groups
+
+        async def refuse() -> bytes | None:
+            if join.member_id:
+                left = await groups.leave_group(
+                    gm.LeaveGroupRequest(
+                        3, group_id, (gm.LeaveGroupMember(join.member_id, join.group_instance_id),)
+                    )
+                )
+                log.info("group=%s hand-off: member %s released (leave: %s)", group_id, join.member_id,
+                         [m.error_code for m in left.members])  # fmt: skip
+            return kp.error_response(req, ErrorCode.NOT_COORDINATOR)
+
+        return refuse()

@@ -1,0 +1,287 @@
+"""`zkcoord migrate handoff`: moves a group the proxies coordinate (no ZooKeeper member left) to the cluster's own
+coordinator while it runs, journaled in the migrate workflow's journal and resumable from its hand-off znode.
+
+Steps (docs/proxy.md "Hand-off"): refuse while ZooKeeper members remain → write `/zkcoord/handoffs/G` releasing
+(the proxies make every member commit, revoke and leave, and admit none) → wait until the proxies' group has no
+member → copy the group's committed offsets from the proxies' coordinator to the cluster's (the group is Empty
+there) and read them back → set the znode forwarding (the point of no return: the proxies forward the group's
+requests, FindCoordinator included, to the cluster) → wait until the cluster's coordinator has the members.
+Run again after any failure: each step starts from what the znode and the two coordinators show.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from migration.workflow.runner import Journal
+from zkcoord.bridge.membership import read_members
+from zkcoord.bridge.policy import TopicPartition
+from zkcoord.errors import MalformedZnode, ZkcoordError
+from zkcoord.legacy import paths
+from zkcoord.legacy.codecs import BrokerRegistration
+from zkcoord.server import kafka_protocol as kp
+from zkcoord.zk.controller import read_brokers
+from zkcoord.zk.handoff import Handoff, Phase, handoff_path, read_handoff, write_handoff
+from zkcoord.zk.registrations import read_children
+
+PROXIES = "/zkcoord/proxies"
+STEP = "handoff"
+MAX_FRAME = 64 * 1024 * 1024  # a DescribeGroups or FindCoordinator answer; anything larger is refused
+
+
+class HandoffRefused(ZkcoordError):
+    """The hand-off cannot start or go on; nothing was changed by this run (the reason says what to do)."""
+
+
+@dataclass
+class HandoffOutcome:
+    group: str
+    ok: bool
+    lines: list[str] = field(default_factory=list)
+
+
+# -- the wire: a raw FindCoordinator v0 / DescribeGroups v0 (Tansu answers these; its DescribeGroups with
+#    authorized operations does not parse in kafka-python's admin client) -----------------------------------------
+
+
+def _ask(address: tuple[str, int], api_key: int, timeout_s: float, **fields: Any) -> Any:
+    with socket.create_connection(address, timeout=timeout_s) as sock:
+        sock.sendall(kp.encode_request(api_key, 0, 1, "zkcoord-migrate", **fields))
+        size = int.from_bytes(_read(sock, 4), "big", signed=True)
+        if not 4 <= size <= MAX_FRAME:
+            raise ConnectionError(f"{address[0]}:{address[1]} answered a frame of {size} bytes")
+        _, resp = kp.decode_response(api_key, 0, _read(sock, size))
+    return resp
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed mid-answer")
+        buf += chunk
+    return bytes(buf)
+
+
+def cluster_group(bootstrap: tuple[str, int], group: str, timeout_s: float = 10.0) -> tuple[str, list[str]]:
+    """(state, member ids) of `group` in the coordinator the cluster names for it."""
+    found = _ask(bootstrap, kp.FIND_COORDINATOR, timeout_s, key=group)
+    if found.error_code != 0:
+        raise ConnectionError(f"FindCoordinator for {group}: error {found.error_code}")
+    described = _ask((found.host, found.port), kp.DESCRIBE_GROUPS, timeout_s, groups=[group])
+    (one,) = described.groups
+    if one.error_code != 0:
+        raise ConnectionError(f"DescribeGroups {group}: error {one.error_code}")
+    return one.group_state, sorted(m.member_id for m in one.members)
+
+
+# -- where the two coordinators are ---------------------------------------------------------------------------------
+
+
+def cluster_bootstrap(zk: Any) -> tuple[str, int]:
+    """The first live broker's PLAINTEXT endpoint in /brokers/ids (read only)."""
+    for node, data in sorted(read_brokers(zk).items()):
+        try:
+            endpoint = BrokerRegistration.decode(paths.broker_path(node), data).endpoint_for("PLAINTEXT")
+        except MalformedZnode:
+            continue
+        if endpoint is not None:
+            return endpoint
+    raise HandoffRefused("no broker with a PLAINTEXT endpoint in /brokers/ids: give --bootstrap HOST:PORT")
+
+
+def proxy_bootstraps(zk: Any, group: str | None = None) -> list[str]:
+    """The live proxy nodes' bootstrap addresses (their announcements under /zkcoord/proxies); with `group`, only
+    those whose --bridge-zk-groups matches it (the nodes that coordinate it)."""
+    found = []
+    for _, data in read_children(zk, PROXIES):
+        try:
+            obj = json.loads(data)
+            address = f"{obj['host']}:{int(obj['port'])}"
+            pattern = obj.get("groups")
+            if group is not None and not (isinstance(pattern, str) and re.fullmatch(pattern, group)):
+                continue
+            found.append(address)
+        except (ValueError, KeyError, TypeError, AttributeError, re.error):
+            continue
+    return sorted(found)
+
+
+# -- the command ---------------------------------------------------------------------------------------------------
+
+
+class Handoffs:
+    """`run(group)` for `migrate handoff`. `store_for(bootstrap, group)` returns a BrokerOffsetStore-like object
+    (read_offsets, write_offsets, describe, close)."""
+
+    def __init__(
+        self,
+        zk: Any,
+        journal: Journal,
+        store_for: Callable[[str, str], Any],
+        bootstrap: str | None = None,
+        timeout_s: float = 120.0,
+        poll_s: float = 0.1,
+        clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    ) -> None:
+        self.zk = zk
+        self.journal = journal
+        self.store_for = store_for
+        self.bootstrap = bootstrap
+        self.timeout_s = timeout_s
+        self.poll_s = poll_s
+        self.clock_ms = clock_ms
+        self._proxies: Any = None
+
+    def _note(self, group: str, event: str, old: str, new: str, **detail: Any) -> None:
+        self.journal.append(
+            group,
+            {
+                "ts_ms": self.clock_ms(),
+                "step": STEP,
+                "event": event,
+                "from": old,
+                "to": new,
+                "detail": detail,
+            },
+        )
+
+    def _cluster(self) -> tuple[str, int]:
+        if self.bootstrap:
+            host, _, port = self.bootstrap.rpartition(":")
+            return host, int(port)
+        return cluster_bootstrap(self.zk)
+
+    def _wait(self, what: str, done: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        while not done():
+            if time.monotonic() > deadline:
+                raise HandoffRefused(
+                    f"timed out after {self.timeout_s:.0f} s waiting for {what}; run again to resume"
+                )
+            time.sleep(self.poll_s)  # a poll of the coordinators at a bounded rate, not a synchronisation
+
+    def run(self, group: str) -> HandoffOutcome:
+        lines: list[str] = []
+        handoff, version = read_handoff(self.zk, group)
+        if handoff is None:
+            legacy = [m.consumer_id for m in read_members(self.zk, group) if m.protocol == "legacy"]
+            if legacy:
+                raise HandoffRefused(
+                    f"{len(legacy)} ZooKeeper member(s) remain ({', '.join(legacy)}): a legacy member reads "
+                    "/consumers, which the cluster's coordinator does not see; replace them by broker-protocol "
+                    "members first (zkcoord migrate status shows the next one)"
+                )
+            members = len(self._proxy_members(group))
+            state, cluster_members = cluster_group(self._cluster(), group)
+            if cluster_members:
+                raise HandoffRefused(
+                    f"the cluster's own group {group} already has {len(cluster_members)} member(s) "
+                    f"({state}): its offsets cannot be written there while it runs"
+                )
+            handoff = Handoff(group, Phase.RELEASING, self.clock_ms(), members)
+            self._note(group, "begin", "proxy", Phase.RELEASING.value, members=members)
+            version = write_handoff(self.zk, handoff, -1)
+            lines.append(
+                f"group {group}: hand-off begun ({handoff_path(group)} releasing): the proxies make its "
+                f"{members} member(s) release everything and admit none"
+            )
+        if handoff.phase is Phase.RELEASING:
+            self._wait(
+                f"the proxies' group {group} to have no member", lambda: not self._proxy_members(group)
+            )
+            lines.append(f"group {group}: every member released its partitions (the proxies' group is empty)")
+            copied = self._copy_offsets(group)
+            lines.append(
+                f"group {group}: {len(copied)} committed offset(s) written to the cluster's coordinator and "
+                "read back equal"
+            )
+            forwarding = Handoff(group, Phase.FORWARDING, self.clock_ms(), handoff.members)
+            version = write_handoff(self.zk, forwarding, version)
+            self._note(group, "forwarding", Phase.RELEASING.value, Phase.FORWARDING.value,
+                       offsets={f"{tp.topic}-{tp.partition}": o for tp, o in sorted(copied.items())})  # fmt: skip
+            lines.append(
+                f"group {group}: forwarding (the point of no return): the proxies send its requests, "
+                "FindCoordinator included, to the cluster's coordinator"
+            )
+            handoff = forwarding
+        want = handoff.members
+        seen: list[tuple[str, list[str]]] = []
+
+        def joined() -> bool:
+            seen[:] = [cluster_group(self._cluster(), group)]
+            state, ids = seen[0]
+            return len(ids) >= want and (want == 0 or state == "Stable")
+
+        self._wait(f"{want} member(s) in the cluster's own group {group}", joined)
+        state, ids = seen[0] if seen else ("", [])
+        self._note(group, "done", Phase.FORWARDING.value, "cluster", members=ids)
+        lines.append(
+            f"group {group}: handed off: the cluster's coordinator has it ({state}, {len(ids)} member(s))"
+        )
+        lines.append(
+            "  members may now be restarted with bootstrap.servers = the cluster's brokers, at leisure; going "
+            "back is the barrier way (docs/proxy.md 'Hand-off')"
+        )
+        return HandoffOutcome(group, True, lines)
+
+    def _proxy_store(self, group: str) -> Any:
+        """The proxies' coordinator (one admin connection per run, bootstrapped on the live proxy nodes that
+        coordinate `group`)."""
+        if self._proxies is None:
+            proxies = proxy_bootstraps(self.zk, group)
+            if not proxies:
+                raise HandoffRefused(
+                    f"no running proxy node coordinates {group} (none under {PROXIES} whose --bridge-zk-groups "
+                    "matches it): the hand-off moves a group from the proxies' coordinator to the cluster's"
+                )
+            self._proxies = self.store_for(",".join(proxies), group)
+        return self._proxies
+
+    def close(self) -> None:
+        if self._proxies is not None:
+            self._proxies.close()
+            self._proxies = None
+
+    def _proxy_members(self, group: str) -> list[dict[str, Any]]:
+        try:
+            return list(self._proxy_store(group).describe()["members"])
+        except ZkcoordError:
+            raise
+        except Exception as exc:  # the client library's own errors: named, and the run can be repeated
+            raise HandoffRefused(
+                f"DescribeGroups {group} through the proxies failed: {exc!r}; run again"
+            ) from None
+
+    def _copy_offsets(self, group: str) -> dict[TopicPartition, int]:
+        source = self._proxy_store(group)
+        host, port = self._cluster()
+        target = self.store_for(f"{host}:{port}", group)
+        try:
+            read = source.read_offsets()
+            if read.request_error is not None or read.errors:
+                raise HandoffRefused(f"reading {group}'s offsets from the proxies failed: "
+                                     f"{read.request_error or dict(read.errors)}")  # fmt: skip
+            offsets = dict(read.offsets)
+            reply = target.write_offsets(offsets)
+            failed = {tp: e for tp, e in reply.errors if e is not None}
+            if failed:
+                raise HandoffRefused(f"the cluster's coordinator refused {group}'s offsets: {failed}")
+            back = target.read_offsets(list(offsets))
+            differ = {tp: (o, back.offsets.get(tp)) for tp, o in offsets.items() if back.offsets.get(tp) != o}
+            if back.request_error is not None or differ:
+                raise HandoffRefused(
+                    f"{group}'s offsets read back from the cluster differ (written, read): "
+                    f"{back.request_error or differ}"
+                )
+            self._note(group, "offsets", Phase.RELEASING.value, Phase.RELEASING.value, count=len(offsets))
+            return offsets
+        finally:
+            target.close()
