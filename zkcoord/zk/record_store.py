@@ -25,6 +25,11 @@ multi behind the same `check(state, V)` as every append, so a deposed leader's c
 (`StoreFenced`) and deletes nothing. A compaction refused for size (the live keys exceed one request) is
 retried only after the batch count has doubled, never on every append.
 
+Loading: `load()` keeps LOAD_WINDOW batch reads in flight (kazoo `get_async`: one connection, answers in
+order) and yields each batch's records once it is decoded and checked; the log view keeps each batch as its
+znode's bytes (`BatchRecords`, decoded again only when `__consumer_offsets` is fetched), so the memory a load
+adds beyond the caller's state is the partition's encoded size plus one window of replies.
+
 Bad data: a batch znode that does not decode (or whose records the node's `check_record` refuses) makes `load`
 raise `MalformedZnode` naming its path, the byte offset and why; the store never deletes or rewrites it (only
 `compact`, after every batch decoded, deletes batches). A child whose name is not `batch-<digits>` cannot have
