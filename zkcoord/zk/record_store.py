@@ -313,6 +313,7 @@ class ZkRecordStore:
         self._batches = 0
         self._compact_at: int | None = None
         self.compactions = 0
+        self._loads = 0  # loads being read (under _lock): compaction waits for them
         # Called under the store's lock, on the appending thread, when an append made compaction due: it must
         # only signal (the node's worker then calls maybe_compact), never call back into the store.
         self.on_compaction_due: Callable[[], None] | None = None
@@ -349,9 +350,19 @@ class ZkRecordStore:
         decoded and checked, and only the batches' bytes are kept for the log view. The caller replays into a
         state of its own and serves nothing before the load returns, so a malformed batch found late still
         fails the whole load. The store's lock is not held while records are yielded (a reader that stops
-        early leaves nothing locked); the log view is installed under it at the end."""
+        early leaves nothing locked); the log view is installed under it at the end. No compaction runs while a
+        load is read (`compact` returns False): it would delete batches the load has not read yet and write
+        its snapshot after the load's listing, where the load never looks."""
         with self._lock:
             names, cversion = self._batch_names_and_cversion()
+            self._loads += 1  # no compaction until this load is read: its snapshot would miss the load
+        try:
+            yield from self._read_batches(names, cversion)
+        finally:
+            with self._lock:
+                self._loads -= 1
+
+    def _read_batches(self, names: list[str], cversion: int) -> Iterator[Record]:
         batches: list[IndexedBatch] = []
         pending: deque[tuple[str, Any]] = deque()
         todo = iter(names)
@@ -411,9 +422,9 @@ class ZkRecordStore:
 
     def compaction_due(self) -> bool:
         """True once the partition holds `compact_after_batches` batch znodes since it was loaded or last
-        compacted (never before `load()`)."""
+        compacted (never before `load()`, nor while a load is being read)."""
         at = self._compact_at
-        return at is not None and self._batches >= at
+        return at is not None and self._batches >= at and not self._loads
 
     def maybe_compact(self) -> bool:
         """Compact if due. True when a compaction ran; StoreFenced when this store's leadership is gone."""
@@ -435,6 +446,8 @@ class ZkRecordStore:
         """Replace every batch by one snapshot of the live keys, atomically and fenced. False when the
         snapshot or the delete list would not fit one request (the store is left as it was)."""
         with self._lock:
+            if self._loads:
+                return False  # a load reading the batches would meet NoNode and never see the snapshot
             names = self._batch_names()
             if len(names) <= 1:
                 return False

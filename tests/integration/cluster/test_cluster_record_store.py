@@ -359,3 +359,22 @@ def test_a_batch_appended_while_a_load_is_read_stays_in_the_log_view(zk: Any) ->
     assert list(loading) == [(b"b", b"1")]
     assert [list(b.records) for b in store.log_batches()] == [[(b"a", b"1")], [(b"b", b"1")], [(b"c", b"1")]]
     assert store.log_end_offset() == store.log_batches()[-1].next_offset
+
+
+def test_no_compaction_runs_while_a_load_is_read(zk: Any) -> None:
+    # More batches than one read window: the load has not even asked for the last ones when it yields the first.
+    count = LOAD_WINDOW + 10
+    store = ZkRecordStore(zk, lead(zk, 11, 1, 0), compact_after_batches=2)
+    for i in range(count):
+        store.append([(f"k{i}".encode(), b"v")])
+    list(store.load())
+    assert store.compaction_due()
+    loading = store.load()
+    assert next(loading) == (b"k0", b"v")
+    # A compaction now would delete batches this load has yet to read and put their records in a snapshot
+    # listed after it: the load would miss them.
+    assert not store.compaction_due() and store.maybe_compact() is False and store.compact() is False
+    assert [k for k, _ in loading] == [f"k{i}".encode() for i in range(1, count)]
+    assert store.batch_count() == count
+    assert store.maybe_compact() is True and store.batch_count() == 1
+    assert sorted(k for k, _ in store.load()) == sorted(f"k{i}".encode() for i in range(count))
