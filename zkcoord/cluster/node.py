@@ -46,7 +46,7 @@ from zkcoord.placement.coordinator import (
 )
 from zkcoord.placement.leadership import NO_LEADER, Leadership
 from zkcoord.ratelog import RateLimitedLog
-from zkcoord.records.offsets import decode_record
+from zkcoord.records.offsets_bulk import BulkDecoder
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
 from zkcoord.zk.cluster_owners import ForeignCluster, foreign_brokers, mark_node
 from zkcoord.zk.controller import (
@@ -449,7 +449,8 @@ class ClusterNode:
                 self.client,
                 f,
                 compact_after_batches=self.config.offsets_compact_after_batches,
-                check_record=decode_record,
+                # every record checked as `decode_record` would, at the bulk decoder's fast-path cost
+                check_record=BulkDecoder().check,
             )
             for f in fresh
         }

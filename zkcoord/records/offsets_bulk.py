@@ -49,6 +49,26 @@ class BulkDecoder:
             return key
         return decode_key(data)
 
+    def check(self, key: bytes, value: bytes | None) -> None:
+        """Raise what `decode_record` raises for this record, else nothing: a record of the fast-path shape whose
+        (group, topic) prefix was already decoded is accepted without building any object (a store's validation
+        pass over a load that `records`/`offsets_into` decodes afterwards)."""
+        n = len(key)
+        if (
+            n >= 10
+            and key[0] == 0
+            and key[1] <= 1
+            and key[:-4] in self._prefixes
+            and (
+                value is None
+                or (
+                    len(value) == 24 and value[1] == 3 and value[0] == 0 and value[14] == 0 and value[15] == 0
+                )
+            )
+        ):
+            return
+        self.record(key, value)
+
     def record(self, key: bytes, value: bytes | None) -> Record:
         k = self.key(key)
         if value is None:

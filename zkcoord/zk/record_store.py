@@ -25,6 +25,11 @@ multi behind the same `check(state, V)` as every append, so a deposed leader's c
 (`StoreFenced`) and deletes nothing. A compaction refused for size (the live keys exceed one request) is
 retried only after the batch count has doubled, never on every append.
 
+Loading: `load()` keeps LOAD_WINDOW batch reads in flight (kazoo `get_async`: one connection, answers in
+order) and yields each batch's records once it is decoded and checked; the log view keeps each batch as its
+znode's bytes (`BatchRecords`, decoded again only when `__consumer_offsets` is fetched), so the memory a load
+adds beyond the caller's state is the partition's encoded size plus one window of replies.
+
 Bad data: a batch znode that does not decode (or whose records the node's `check_record` refuses) makes `load`
 raise `MalformedZnode` naming its path, the byte offset and why; the store never deletes or rewrites it (only
 `compact`, after every batch decoded, deletes batches). A child whose name is not `batch-<digits>` cannot have
@@ -44,8 +49,10 @@ import logging
 import struct
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoNodeError, RolledBackError
@@ -66,6 +73,10 @@ DEFAULT_MAX_BATCH_BYTES = 512 * 1024
 DEFAULT_MAX_MULTI_BYTES = 900 * 1024
 _OP_OVERHEAD = 64
 DEFAULT_COMPACT_AFTER_BATCHES = 100
+# Batch reads a load keeps in flight (kazoo `get_async`): one round trip per window instead of per znode, and at
+# most this many batches (<= 512 KiB each, ~7 KiB for a typical commit) received and not yet decoded.
+LOAD_WINDOW = 128
+_I32 = struct.Struct(">i")
 # A batch of at most 512 KiB holds fewer than 2^16 records (each costs >= 8 bytes), so 2^20 offsets per
 # sequence number never collide; with ZooKeeper's int32 sequence the largest offset stays below 2^51.
 OFFSETS_PER_BATCH = 1 << 20
@@ -73,13 +84,49 @@ OFFSETS_PER_BATCH = 1 << 20
 Record = tuple[bytes, bytes | None]
 
 
+class BatchRecords(Sequence[Record]):
+    """The records of one batch znode, kept as its encoded bytes (one object, about a third of the memory of
+    the records as tuples of bytes) and decoded only when a reader of `__consumer_offsets` walks them. The bytes
+    were decoded once when they were loaded or encoded by this store, so decoding them again cannot fail."""
+
+    __slots__ = ("_count", "_data")
+
+    def __init__(self, data: bytes, count: int) -> None:
+        self._data = data
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def _records(self) -> list[Record]:
+        return decode_batch("(indexed batch)", self._data)
+
+    def __iter__(self) -> Iterator[Record]:
+        return iter(self._records())
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._records()[index]
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, BatchRecords):
+            return self._data == other._data
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"BatchRecords({self._count} records, {len(self._data)} bytes)"
+
+
 @dataclass(frozen=True, slots=True)
 class IndexedBatch:
-    """One batch znode as the `__consumer_offsets` log sees it: sequence, write time, records."""
+    """One batch znode as the `__consumer_offsets` log sees it: sequence, write time, records (decoded lazily)."""
 
     seq: int
     timestamp_ms: int
-    records: tuple[Record, ...]
+    records: BatchRecords
 
     @property
     def base_offset(self) -> int:
@@ -141,6 +188,45 @@ def encode_batch(records: Sequence[Record]) -> bytes:
 
 def decode_batch(path: str, data: bytes) -> list[Record]:
     """The records of one batch znode; MalformedZnode naming the byte offset when anything is off."""
+    records = _decode_batch_fast(data)
+    return records if records is not None else _decode_batch_checked(path, data)
+
+
+def _decode_batch_fast(data: bytes) -> list[Record] | None:
+    """`_decode_batch_checked` for a well-formed batch (one `unpack_from` per length, no closure); None when
+    anything is off, for the checked decoder to name it."""
+    if data[:4] != MAGIC or len(data) < 8:
+        return None
+    unpack = _I32.unpack_from
+    end = len(data)
+    (count,) = unpack(data, 4)
+    if count < 0 or count > (end - 8) // 8:
+        return None
+    pos = 8
+    records: list[Record] = []
+    append = records.append
+    for _ in range(count):
+        if pos + 4 > end:
+            return None
+        (klen,) = unpack(data, pos)
+        pos += 4
+        if klen < 0 or pos + klen + 4 > end:
+            return None
+        key = data[pos : pos + klen]
+        pos += klen
+        (vlen,) = unpack(data, pos)
+        pos += 4
+        if vlen == -1:
+            append((key, None))
+            continue
+        if vlen < 0 or pos + vlen > end:
+            return None
+        append((key, data[pos : pos + vlen]))
+        pos += vlen
+    return records if pos == end else None
+
+
+def _decode_batch_checked(path: str, data: bytes) -> list[Record]:
     if data[:4] != MAGIC:
         raise MalformedZnode(path, f"batch does not start with {MAGIC!r}", data)
     pos = 4
@@ -227,6 +313,7 @@ class ZkRecordStore:
         self._batches = 0
         self._compact_at: int | None = None
         self.compactions = 0
+        self._loads = 0  # loads being read (under _lock): compaction waits for them
         # Called under the store's lock, on the appending thread, when an append made compaction due: it must
         # only signal (the node's worker then calls maybe_compact), never call back into the store.
         self.on_compaction_due: Callable[[], None] | None = None
@@ -256,28 +343,59 @@ class ZkRecordStore:
 
     def load(self) -> Iterator[Record]:
         """Every record of the partition in append order (the reader replays; later values win). Also
-        (re)builds the log view that `log_batches` serves."""
+        (re)builds the log view that `log_batches` serves.
+
+        The batch znodes are read LOAD_WINDOW at a time in flight (the same reads, pipelined on the session's
+        one connection, answered in order), each decoded once; the records are yielded as each batch is
+        decoded and checked, and only the batches' bytes are kept for the log view. The caller replays into a
+        state of its own and serves nothing before the load returns, so a malformed batch found late still
+        fails the whole load. The store's lock is not held while records are yielded (a reader that stops
+        early leaves nothing locked); the log view is installed under it at the end. No compaction runs while a
+        load is read (`compact` returns False): it would delete batches the load has not read yet and write
+        its snapshot after the load's listing, where the load never looks."""
         with self._lock:
             names, cversion = self._batch_names_and_cversion()
-            batches: list[IndexedBatch] = []
-            for name in names:
-                path = f"{self.path}/{name}"
-                try:
-                    data, stat = self.client.get(path)
-                except NoNodeError:
-                    continue  # compacted away under us; the snapshot that replaced it is later in the order
-                records = tuple(decode_batch(path, data))
-                if self._check_record is not None:
-                    self._check_records(path, data, records)
-                batches.append(IndexedBatch(seq_of(name), stat.ctime, records))
-            self._index = tuple(batches)
-            self._log_end = batches[-1].next_offset if batches else cversion * OFFSETS_PER_BATCH
+            self._loads += 1  # no compaction until this load is read: its snapshot would miss the load
+        try:
+            yield from self._read_batches(names, cversion)
+        finally:
+            with self._lock:
+                self._loads -= 1
+
+    def _read_batches(self, names: list[str], cversion: int) -> Iterator[Record]:
+        batches: list[IndexedBatch] = []
+        pending: deque[tuple[str, Any]] = deque()
+        todo = iter(names)
+        while True:
+            while len(pending) < LOAD_WINDOW:
+                name = next(todo, None)
+                if name is None:
+                    break
+                pending.append((name, self.client.get_async(f"{self.path}/{name}")))
+            if not pending:
+                break
+            name, reply = pending.popleft()
+            path = f"{self.path}/{name}"
+            try:
+                data, stat = reply.get()
+            except NoNodeError:
+                continue  # compacted away under us; the snapshot that replaced it is later in the order
+            records = decode_batch(path, data)
+            if self._check_record is not None:
+                self._check_records(path, data, records)
+            batches.append(IndexedBatch(seq_of(name), stat.ctime, BatchRecords(data, len(records))))
+            yield from records
+        with self._lock:
+            # A batch this store committed after the listing above (seq beyond every listed one) stays indexed.
+            listed = seq_of(names[-1]) if names else -1
+            later = [b for b in self._index if b.seq > listed]
+            self._index = tuple(batches + later)
+            end = self._index[-1].next_offset if self._index else cversion * OFFSETS_PER_BATCH
+            self._log_end = max(self._log_end, end)
             self.indexed = True
-            self._batches = len(batches)
+            self._batches = len(self._index)
             if self._compact_at is None:
                 self._compact_at = self.compact_after_batches
-        for batch in batches:
-            yield from batch.records
 
     def _check_records(self, path: str, data: bytes, records: Sequence[Record]) -> None:
         assert self._check_record is not None
@@ -304,9 +422,9 @@ class ZkRecordStore:
 
     def compaction_due(self) -> bool:
         """True once the partition holds `compact_after_batches` batch znodes since it was loaded or last
-        compacted (never before `load()`)."""
+        compacted (never before `load()`, nor while a load is being read)."""
         at = self._compact_at
-        return at is not None and self._batches >= at
+        return at is not None and self._batches >= at and not self._loads
 
     def maybe_compact(self) -> bool:
         """Compact if due. True when a compaction ran; StoreFenced when this store's leadership is gone."""
@@ -328,6 +446,8 @@ class ZkRecordStore:
         """Replace every batch by one snapshot of the live keys, atomically and fenced. False when the
         snapshot or the delete list would not fit one request (the store is left as it was)."""
         with self._lock:
+            if self._loads:
+                return False  # a load reading the batches would meet NoNode and never see the snapshot
             names = self._batch_names()
             if len(names) <= 1:
                 return False
@@ -383,7 +503,7 @@ class ZkRecordStore:
         if not failures:
             due_before = self.compaction_due()
             self._batches += len(creates) - len(deletes)
-            self._index_committed(results[1 : 1 + len(creates)], records, deletes)
+            self._index_committed(results[1 : 1 + len(creates)], creates, records, deletes)
             if (
                 not deletes
                 and not due_before
@@ -402,14 +522,18 @@ class ZkRecordStore:
         raise failures[0]
 
     def _index_committed(
-        self, created: Sequence[object], records: Sequence[Sequence[Record]], deletes: Sequence[str]
+        self,
+        created: Sequence[object],
+        encoded: Sequence[bytes],
+        records: Sequence[Sequence[Record]],
+        deletes: Sequence[str],
     ) -> None:
         now = int(time.time() * 1000)
         gone = {seq_of(n) for n in deletes}
         kept = [b for b in self._index if b.seq not in gone]
         added = [
-            IndexedBatch(seq_of(str(path)), now, tuple(recs))
-            for path, recs in zip(created, records, strict=True)
+            IndexedBatch(seq_of(str(path)), now, BatchRecords(data, len(recs)))
+            for path, data, recs in zip(created, encoded, records, strict=True)
         ]
         self._index = tuple(kept + added)
         if added:

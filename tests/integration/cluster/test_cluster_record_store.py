@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -14,9 +15,12 @@ from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import PartitionState
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.zk.record_store import (
+    LOAD_WINDOW,
     PartitionFence,
     StoreFenced,
     ZkRecordStore,
+    _decode_batch_checked,
+    _decode_batch_fast,
     decode_batch,
     encode_batch,
     records_path,
@@ -287,3 +291,90 @@ def test_compaction_meeting_a_malformed_batch_deletes_nothing_and_backs_off(zk: 
     assert store.compaction_due()
     assert store.maybe_compact() is False
     assert store.batch_count() == 3 and not store.compaction_due()
+
+
+@settings(max_examples=300, deadline=None)
+@given(_records, st.data())
+def test_the_fast_batch_decoder_equals_the_checked_one(records: Any, data: Any) -> None:
+    good = encode_batch(records)
+    assert _decode_batch_fast(good) == records
+    pos = data.draw(st.integers(0, len(good) - 1))
+    flipped = good[:pos] + bytes([good[pos] ^ data.draw(st.integers(1, 255))]) + good[pos + 1 :]
+    for bad in (flipped, good[:pos], good + data.draw(st.binary(min_size=1, max_size=8))):
+        fast = _decode_batch_fast(bad)
+        try:
+            checked = _decode_batch_checked("/p", bad)
+        except MalformedZnode:
+            assert fast is None  # the checked decoder names what is off
+        else:
+            assert fast == checked
+
+
+def test_a_load_of_more_batches_than_the_read_window_keeps_their_order_and_names_a_late_bad_one(
+    zk: Any,
+) -> None:
+    count = 2 * LOAD_WINDOW + 7
+    store = ZkRecordStore(zk, lead(zk, 8, 1, 0), compact_after_batches=10 * count)
+    for i in range(count):
+        store.append([(f"k{i % 5}".encode(), str(i).encode()), (b"t", None)])
+    expected = [r for i in range(count) for r in ((f"k{i % 5}".encode(), str(i).encode()), (b"t", None))]
+    assert list(ZkRecordStore(zk, store.fence).load()) == expected
+    # A batch the check refuses, behind more than one window of good ones: the load fails naming it.
+    store.append([(b"bad", b"x")])
+    refusing = ZkRecordStore(zk, store.fence, check_record=lambda k, v: k != b"bad" or 1 / 0)
+    with pytest.raises(MalformedZnode, match=f"batch-{count:010d}: record 0 does not decode"):
+        list(refusing.load())
+    assert store.batch_count() == count + 1  # nothing deleted
+
+
+def test_the_log_view_holds_each_batch_as_its_bytes_not_as_record_objects(zk: Any) -> None:
+    store = ZkRecordStore(zk, lead(zk, 9, 1, 0), compact_after_batches=1000)
+    batch = [(f"group-{i:05d}/topic/{i}".encode(), bytes(24)) for i in range(100)]  # a typical commit
+    for _ in range(50):
+        store.append(batch)
+    encoded = sum(len(encode_batch(batch)) for _ in range(50))
+    reader = ZkRecordStore(zk, store.fence)
+    tracemalloc.start()
+    try:
+        for _ in reader.load():
+            pass
+        held, _peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # Record tuples of bytes would take ~3x the encoded size; the batches' own bytes plus small index objects
+    # stay under 1.5x (50 x 100 records, 7.4 KB a batch).
+    assert held < 1.5 * encoded, (held, encoded)
+    views = reader.log_batches()
+    assert [len(b.records) for b in views] == [100] * 50
+    assert list(views[-1].records) == batch and views[-1].records == tuple(batch)
+
+
+def test_a_batch_appended_while_a_load_is_read_stays_in_the_log_view(zk: Any) -> None:
+    store = ZkRecordStore(zk, lead(zk, 10, 1, 0))
+    store.append([(b"a", b"1")])
+    store.append([(b"b", b"1")])
+    loading = store.load()
+    assert next(loading) == (b"a", b"1")  # the load has listed both batches and is between them
+    store.append([(b"c", b"1")])
+    assert list(loading) == [(b"b", b"1")]
+    assert [list(b.records) for b in store.log_batches()] == [[(b"a", b"1")], [(b"b", b"1")], [(b"c", b"1")]]
+    assert store.log_end_offset() == store.log_batches()[-1].next_offset
+
+
+def test_no_compaction_runs_while_a_load_is_read(zk: Any) -> None:
+    # More batches than one read window: the load has not even asked for the last ones when it yields the first.
+    count = LOAD_WINDOW + 10
+    store = ZkRecordStore(zk, lead(zk, 11, 1, 0), compact_after_batches=2)
+    for i in range(count):
+        store.append([(f"k{i}".encode(), b"v")])
+    list(store.load())
+    assert store.compaction_due()
+    loading = store.load()
+    assert next(loading) == (b"k0", b"v")
+    # A compaction now would delete batches this load has yet to read and put their records in a snapshot
+    # listed after it: the load would miss them.
+    assert not store.compaction_due() and store.maybe_compact() is False and store.compact() is False
+    assert [k for k, _ in loading] == [f"k{i}".encode() for i in range(1, count)]
+    assert store.batch_count() == count
+    assert store.maybe_compact() is True and store.batch_count() == 1
+    assert sorted(k for k, _ in store.load()) == sorted(f"k{i}".encode() for i in range(count))

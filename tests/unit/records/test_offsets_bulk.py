@@ -82,3 +82,32 @@ def test_any_bytes_give_the_same_record_or_the_same_error(
         expected = outcome(decode_record, key, value)
         assert outcome(bulk.record, key, value) == expected
         assert outcome(lambda k, v: next(bulk.records([(k, v)])), key, value) == expected
+
+
+@given(
+    st.lists(st.tuples(st.binary(max_size=40), st.none() | st.binary(max_size=40)), max_size=20),
+    st.lists(records, max_size=10),
+    st.data(),
+)
+def test_check_refuses_exactly_what_decode_record_refuses(
+    raw: list[tuple[bytes, bytes | None]],
+    written: list,
+    data: st.DataObject,  # type: ignore[type-arg]
+) -> None:
+    # A cluster store checks every loaded record with `check` (no record built on its fast path): it must raise
+    # the very error `decode_record` raises, and nothing when `decode_record` decodes.
+    seed = [encode_record((OffsetCommitKey("g", "t", 1), OffsetCommitValue(5, -1, "", 7)))]
+    mutated = []
+    for key, value in [*seed, *(encode_record(r) for r in written)] * 2:
+        k = bytearray(key)
+        if k and data.draw(st.booleans()):
+            k[data.draw(st.integers(0, len(k) - 1))] ^= data.draw(st.integers(1, 255))
+        v = None if value is None else bytearray(value)
+        if v and data.draw(st.booleans()):
+            v[data.draw(st.integers(0, len(v) - 1))] ^= data.draw(st.integers(1, 255))
+        mutated.append((bytes(k), None if v is None else bytes(v)))
+    bulk = BulkDecoder()
+    for key, value in [*seed, *mutated, *raw]:
+        expected = outcome(decode_record, key, value)
+        refused = isinstance(expected, tuple) and isinstance(expected[0], type)  # (error type, message)
+        assert outcome(bulk.check, key, value) == (expected if refused else None)
