@@ -31,19 +31,19 @@ protocols:
   consumer-confluent:
     members: 2
     strategy: uniform
-churn:
+churn:  # the increase comes early: the producer uses a new partition only once its metadata (1 s) shows it
   - at_s: 2
     event: join
+  - at_s: 3
+    event: partition-increase
+    topic: orders
+    partitions: 6
   - at_s: 4
     event: leave
     member: 0
   - at_s: 6
     event: crash
     member: random
-  - at_s: 8
-    event: partition-increase
-    topic: orders
-    partitions: 6
 """
 
 
@@ -65,7 +65,7 @@ def test_the_play_completes_with_every_churn_event(played: tuple[Path, PlayResul
     assert result.churn_applied == 4
     rows = read_events(d).to_pylist()
     churn = [json.loads(r["detail"])["event"] for r in rows if r["kind"] == "churn"]
-    assert churn == ["join", "leave", "crash", "partition-increase"]
+    assert churn == ["join", "partition-increase", "leave", "crash"]
     members = read_meta(d).extra["summary"]["members"]  # type: ignore[index]
     assert len(members) == 3 and list(members.values()).count("leave") == 1
     assert list(members.values()).count("crash") == 1
