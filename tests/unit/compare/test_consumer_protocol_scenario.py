@@ -54,3 +54,9 @@ def test_the_simulation_plays_it_incrementally(strategy: str) -> None:
 
 def test_the_mixed_builtin_compares_it_with_the_others() -> None:
     assert "consumer-confluent" in {p.protocol for p in builtin_scenario("mixed").protocols}
+
+
+def test_the_sweep_offers_the_consumer_family() -> None:
+    assignors, missing = sim.available_assignors(("consumer",))
+    assert ([a.label for a in assignors], missing) == (["consumer/uniform", "consumer/range"], [])
+    assert all(a.cooperative for a in assignors)
