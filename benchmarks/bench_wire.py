@@ -1,4 +1,4 @@
-"""Benchmark: the classic group coordinator over the wire — heartbeats/s, committed offsets/s, latency, 1,000-member rebalance.
+"""Benchmark: the group coordinator over the wire — heartbeats/s, committed offsets/s, latency, 1,000-member rebalance (classic and KIP-848).
 
 A `zkcoord serve` subprocess (its own core and GIL) is driven by `benchmarks.loadgen` over loopback sockets with
 pipelined raw requests. Phases, each bounded in requests and seconds:
@@ -8,7 +8,11 @@ pipelined raw requests. Phases, each bounded in requests and seconds:
 3. rebalance: one group of `--big-group` members; the leader rejoins, a follower's heartbeat sees
    REBALANCE_IN_PROGRESS, then every follower rejoins at once; timed from the last JoinGroup written to the last
    JoinGroup answer, and to the last SyncGroup answer (Stable). group.initial.rebalance.delay.ms plays no part (it
-   only delays a group's first generation), and the initial formation is reported separately.
+   only delays a group's first generation), and the initial formation is reported separately;
+4. consumer protocol (KIP-848): one `--big-group` consumer group (uniform assignor, one partition per member); the
+   last member joins the reconciled others, then every member heartbeats back to back, acknowledging each change at
+   once, until a round changes nothing: timed from the last join written to the last answer that changed a member's
+   epoch or assignment; then ConsumerGroupHeartbeat v1 pipelined from the Stable group.
 
 Run: `python -m benchmarks.bench_wire [--quick] [--profile-server FILE] [--no-write]`.
 """
@@ -31,7 +35,9 @@ from pathlib import Path
 
 from benchmarks import loadgen as lg
 from benchmarks.report import write_section
+from zkcoord.group import consumer_messages as cm
 from zkcoord.server import kafka_protocol as kp
+from zkcoord.server.topic_ids import topic_id
 from zkcoord.testing import free_port
 
 HOST = "127.0.0.1"
@@ -59,7 +65,11 @@ default; one per batch of the commits queued meanwhile) runs in a worker thread 
 batch's CPU work. The 1,000-member rebalance used to
 be dominated by one send() per answer (1,000 JoinGroup and 1,000 SyncGroup answers each written alone) and by the
 load generator's own per-request send(); with writes coalesced on both sides it is CPU work per member (decode,
-handler, encode: about 60 us) and the event loop."""
+handler, encode: about 60 us) and the event loop. The consumer protocol (KIP-848) rows: ConsumerGroupHeartbeat has no
+hand-written fast path (the classic Heartbeat v3 has one), so each is decoded and encoded by the generic flexible
+codec (`zkcoord/server/consumer_protocol.py`) and checks the group's subscribed topics' metadata; it has not been
+profiled yet. Its rebalance needs no barrier: after the last join only the members whose target changed have
+anything to do, in the rounds shown, while the classic group's every member rejoins and syncs."""
 
 TARGETS = {"heartbeats/s": 10_000.0, "offsets/s": 50_000.0, "rebalance_s": 0.5}  # rebalance: issue 17
 
@@ -361,6 +371,125 @@ async def phase_rebalance(port: int, args: argparse.Namespace, res: Results) -> 
     probe.close()
 
 
+# -- the consumer rebalance protocol (KIP-848) beside the classic one -------------------------------------------
+
+CONSUMER_GROUP = "big-consumer-group"
+CONSUMER_TOPIC = "consumer-bench-topic"
+
+
+@dataclass
+class ConsumerMember:
+    """One consumer-protocol member as the benchmark drives it: it gives up and takes partitions at once, so each
+    heartbeat reports as owned exactly what it was last assigned."""
+
+    member_id: str
+    conn: lg.WireConnection
+    epoch: int = 0
+    owned: frozenset[int] = frozenset()
+
+    def frame(self, topic_id: str) -> bytes:
+        join = self.epoch == 0
+        owned = ((topic_id, tuple(sorted(self.owned))),) if self.owned else ()
+        req = cm.ConsumerGroupHeartbeatRequest(
+            1, CONSUMER_GROUP, self.member_id, self.epoch,
+            rebalance_timeout_ms=60_000 if join else -1,
+            subscribed_topic_names=(CONSUMER_TOPIC,) if join else None,
+            server_assignor="uniform" if join else None,
+            topic_partitions=owned,
+        )  # fmt: skip
+        return kp.encode_consumer_group_request(0, "bench", req)
+
+    async def heartbeat(self, topic_id: str) -> bool:
+        """One heartbeat; True when the answer changed the member's epoch or assignment."""
+        body = await self.conn.request(self.frame(topic_id))
+        resp = kp.decode_consumer_group_response(kp.CONSUMER_GROUP_HEARTBEAT, 1, body)[1]
+        if resp.error_code:
+            raise lg.LoadError(
+                f"{self.member_id}: ConsumerGroupHeartbeat error {resp.error_code} {resp.error_message}"
+            )
+        changed = resp.member_epoch != self.epoch
+        self.epoch = resp.member_epoch
+        if resp.assignment is not None:
+            owned = frozenset(p for t, ps in resp.assignment if t == topic_id for p in ps)
+            changed = changed or owned != self.owned
+            self.owned = owned
+        return changed
+
+
+async def _heartbeat_until_quiet(
+    members: list[ConsumerMember], topic_id: str, deadline: float
+) -> tuple[float, int]:
+    """Rounds of one heartbeat per member, all at once, until a round changes nothing: (perf_counter of the last
+    answer that changed something, rounds)."""
+    last, rounds = time.perf_counter(), 0
+    while True:
+        rounds += 1
+        changed = await asyncio.gather(*(m.heartbeat(topic_id) for m in members))
+        if any(changed):
+            last = time.perf_counter()
+        elif len({m.epoch for m in members}) == 1:
+            return last, rounds
+        if time.monotonic() > deadline:
+            raise lg.LoadError(f"{CONSUMER_GROUP}: not reconciled after {rounds} rounds")
+
+
+async def phase_consumer(port: int, args: argparse.Namespace, res: Results) -> None:
+    """A `--big-group` consumer group (KIP-848, uniform assignor) on a topic with one partition per member: the
+    last member joins a reconciled group of the others, then every member heartbeats (back to back, as a client
+    acknowledging a change at once does) until each holds its target at the group epoch; then steady heartbeats."""
+    n = args.big_group
+    conns = await _connections(port, args.connections)
+    creatable = kp._CLASSES[kp.CREATE_TOPICS][0].CreatableTopic
+    topic = creatable(name=CONSUMER_TOPIC, num_partitions=n, replication_factor=1, assignments=[], configs=[])
+    created = lg.decode(kp.CREATE_TOPICS, 2, await conns[0].request(
+        lg.frame(kp.CREATE_TOPICS, 2, topics=[topic], timeout_ms=30_000, validate_only=False)))  # fmt: skip
+    if any(t.error_code for t in created.topics):
+        raise lg.LoadError(f"creating {CONSUMER_TOPIC}: {created}")
+    tid = topic_id(CONSUMER_TOPIC).hex
+    members = [ConsumerMember(f"consumer-{i:05d}", conns[i % len(conns)]) for i in range(n)]
+    deadline = time.monotonic() + 120
+    t0 = time.perf_counter()
+    await asyncio.gather(*(m.heartbeat(tid) for m in members[:-1]))
+    await _heartbeat_until_quiet(members[:-1], tid, deadline)
+    res.add(f"consumer protocol: formation of a {n - 1}-member group", f"{time.perf_counter() - t0:.2f} s",
+            "(all join at once, then heartbeat rounds until every member is reconciled; not the target)")  # fmt: skip
+    last = members[-1]
+    t0 = time.perf_counter()
+    await last.heartbeat(tid)  # the last join: a new group epoch and target, one partition moves to it
+    done, rounds = await _heartbeat_until_quiet(members, tid, deadline)
+    owned = sorted(p for m in members for p in m.owned)
+    if owned != list(range(n)) or not last.owned:
+        raise lg.LoadError(f"{CONSUMER_GROUP}: reconciled to {len(owned)} partitions owned, not one each")
+    res.add(f"consumer protocol: {n}-member group, last join -> every member reconciled", _ms(done - t0),
+            f"({rounds - 1} heartbeat rounds of all {n} members, back to back, then a quiet one; a client waits up to its "
+            "heartbeat interval between them unless it has something to acknowledge)")  # fmt: skip
+    frames = [m.frame(tid) for m in members]  # steady state: the same answer every time
+    per_conn: dict[lg.WireConnection, list[bytes]] = {}
+    for m, f in zip(members, frames, strict=True):
+        per_conn.setdefault(m.conn, []).append(f)
+    rate, _per_cpu, note = await _measure("ConsumerGroupHeartbeat", per_conn, _ConsumerHeartbeatCheck, args.window,
+                                         args.max_heartbeats, 1, args)  # fmt: skip
+    res.add(
+        "ConsumerGroupHeartbeat v1 /s (a Stable 1000-member group)".replace("1000", str(n)),
+        f"{rate:,.0f}",
+        note,
+    )
+    for c in conns:
+        c.close()
+
+
+class _ConsumerHeartbeatCheck(lg.SuccessCheck):
+    """A steady member's heartbeat answer: only its error code matters (after the correlation id, the header's
+    tagged fields and the throttle time)."""
+
+    def __init__(self) -> None:
+        super().__init__(kp.CONSUMER_GROUP_HEARTBEAT, 1, lambda r: [])
+
+    def __call__(self, body: bytes) -> str:
+        err = int.from_bytes(body[9:11], "big", signed=True)
+        return f"ConsumerGroupHeartbeat error {err}" if err else ""
+
+
 def _loadavg() -> str:
     try:
         return Path("/proc/loadavg").read_text().split()[0]
@@ -375,6 +504,7 @@ async def run(port: int, args: argparse.Namespace, res: Results) -> None:
     for c in conns:
         c.close()
     await phase_rebalance(port, args, res)
+    await phase_consumer(port, args, res)
     res.add(
         "machine load (1-minute load average, before / after)",
         f"{before} / {_loadavg()}",

@@ -416,11 +416,60 @@ def _confluent_committed(rec: Recorder, err: Any, partitions: Any) -> None:
         )
 
 
+def run_confluent_consumer(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
+    """librdkafka with the consumer rebalance protocol (KIP-848): the coordinator computes the assignment with the
+    server-side assignor `--strategy` (group.remote.assignor) and hands partitions over incrementally; the session
+    timeout and heartbeat interval are the coordinator's (group.consumer.*), not the client's."""
+    from confluent_kafka import Consumer
+
+    if args.strategy not in ("uniform", "range"):
+        raise SystemExit(f"member_proc: the consumer protocol has no {args.strategy!r} server assignor")
+    consumer = Consumer(
+        {
+            "bootstrap.servers": args.bootstrap,
+            "group.id": args.group,
+            "client.id": args.member,
+            "group.protocol": "consumer",
+            "group.remote.assignor": args.strategy,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": int(COMMIT_EVERY_S * 1000),
+            "topic.metadata.refresh.interval.ms": 1000,
+            "on_commit": lambda err, partitions: _confluent_committed(rec, err, partitions),
+            **librdkafka_security(read_command_config(args.command_config)),
+        }
+    )
+
+    def on_assign(_c: Any, partitions: Any) -> None:
+        rec.install(((tp.topic, tp.partition) for tp in partitions), incremental=True)
+
+    def on_revoke(_c: Any, partitions: Any) -> None:
+        rec.rebalance_start("revoke")
+        rec.release((tp.topic, tp.partition) for tp in partitions)
+
+    def on_lost(_c: Any, partitions: Any) -> None:
+        rec.rebalance_start("lost")
+        rec.release((tp.topic, tp.partition) for tp in partitions)
+
+    consumer.subscribe(list(args.topics), on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
+    rec.row("joined", detail={"client": "confluent-kafka", "group.protocol": "consumer"})
+    try:
+        while not flags.stop.is_set():
+            msg = consumer.poll(CONSUME_POLL_S)
+            if msg is None or msg.error() is not None:
+                continue
+            rec.row("consume", msg.topic(), msg.partition(), offset=msg.offset())
+    finally:
+        rec.shutdown()  # before close(): its leave heartbeat lets peers take the partitions at once
+        consumer.close()  # the final auto-commit is reported through on_commit
+
+
 RUNNERS = {
     "legacy-faithful": run_legacy,
     "legacy-fast": run_legacy,
     "classic-kafka-python": run_kafka_python,
     "classic-confluent": run_confluent,
+    "consumer-confluent": run_confluent_consumer,
 }
 
 
@@ -433,7 +482,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--strategy", default="range")
     p.add_argument("--zk", default=None, help="ZooKeeper connect string (legacy protocols)")
     zk_security_arguments(p)
-    p.add_argument("--bootstrap", default=None, help="bootstrap servers (classic protocols)")
+    p.add_argument("--bootstrap", default=None, help="bootstrap servers (classic and consumer protocols)")
     p.add_argument("--command-config", default=None, metavar="FILE",
                    help="Kafka client security properties for --bootstrap (as kafka-consumer-groups.sh)")  # fmt: skip
     p.add_argument("--session-timeout-ms", type=int, default=6000)
@@ -441,8 +490,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.protocol.startswith("legacy") and not args.zk:
         p.error("--zk is required for the legacy protocols")
-    if args.protocol.startswith("classic") and not args.bootstrap:
-        p.error("--bootstrap is required for the classic protocols")
+    if not args.protocol.startswith("legacy") and not args.bootstrap:
+        p.error("--bootstrap is required for the classic and consumer protocols")
     return args
 
 

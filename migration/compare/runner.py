@@ -239,12 +239,22 @@ class _Play:
                 str(NODE_ID),
                 "--num.partitions=1",
                 *FAST_GROUP_FLAGS,
+                *self._consumer_protocol_flags(),
                 *bridge,
                 *self.zk_security.argv(),
             ),
         )
         self.node.start()
         self.bootstrap = self.node.bootstrap
+
+    def _consumer_protocol_flags(self) -> tuple[str, ...]:
+        """Consumer-protocol (KIP-848) members follow the scenario's session timeout as classic ones do: it is the
+        coordinator's setting there, with heartbeats at a quarter of it."""
+        if not any(p.family is Family.CONSUMER for p in self.sc.protocols):
+            return ()
+        session = self.sc.session_timeout_ms
+        return (f"--group.consumer.session.timeout.ms={session}",
+                f"--group.consumer.heartbeat.interval.ms={max(1, min(100, session - 1), session // 4)}")  # fmt: skip
 
     def _create_topics(self) -> None:
         from kafka.admin import KafkaAdminClient, NewTopic
@@ -523,7 +533,7 @@ class _Play:
             if PROTOCOLS[target.protocol] is Family.LEGACY:
                 target.signal(signal.SIGUSR1)  # the member expires its own session on the server
                 self._churn_row(ev, target.name, applied=True, how="server-side session close")
-            else:  # classic: heartbeats stop for longer than the session timeout
+            else:  # classic and consumer: heartbeats stop for longer than the session timeout
                 stall = self.sc.session_timeout_ms / 1000.0 + 1.5
                 target.signal(signal.SIGSTOP)
                 self._churn_row(

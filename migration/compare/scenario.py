@@ -26,6 +26,7 @@ class Family(Enum):
 
     LEGACY = "legacy"
     CLASSIC = "classic"
+    CONSUMER = "consumer"  # the consumer rebalance protocol (KIP-848): the coordinator assigns
 
 
 # Protocol name -> family. Each protocol is one kind of member implementation.
@@ -34,11 +35,14 @@ PROTOCOLS: dict[str, Family] = {
     "legacy-fast": Family.LEGACY,
     "classic-kafka-python": Family.CLASSIC,
     "classic-confluent": Family.CLASSIC,
+    "consumer-confluent": Family.CONSUMER,  # librdkafka, group.protocol=consumer
 }
 
 STRATEGIES: dict[Family, tuple[str, ...]] = {
     Family.LEGACY: ("range", "roundrobin"),
     Family.CLASSIC: ("range", "roundrobin", "sticky", "cooperative-sticky"),
+    # consumer: the server-side assignor the members ask for (group.remote.assignor)
+    Family.CONSUMER: ("uniform", "range"),
 }
 
 
@@ -406,6 +410,11 @@ def parse_scenario(text: str, source: str = "<string>") -> Scenario:
         # A shared group may list a protocol with no member at the start: its members come by replace or join.
         members = c.integer(body["members"], f"{path}.members", 0 if shared else 1, MAX_MEMBERS)
         family = PROTOCOLS[pname]
+        if shared and family is Family.CONSUMER:
+            raise c.fail(
+                path,
+                "a shared group is bridged for legacy and classic members only, not consumer-protocol ones",
+            )
         strategy = body["strategy"]
         if not isinstance(strategy, str) or strategy not in STRATEGIES[family]:
             raise c.fail(

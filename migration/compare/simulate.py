@@ -111,9 +111,34 @@ def available_assignors(
     return ok, missing
 
 
+def consumer_assignor(strategy: str) -> Assignor:
+    """A consumer-protocol server assignor (`zkcoord.group.consumer_assignors`, KIP-848): members keep what they
+    keep (the coordinator revokes only what moves), so it is cooperative; every member subscribes to every topic."""
+    from zkcoord.group.consumer_assignors import assign as consumer_assign
+
+    def fn(
+        members: Sequence[str], partitions: Mapping[str, int], owned: Mapping[str, Sequence[TopicPartition]]
+    ) -> Assignment:
+        current: dict[str, dict[str, frozenset[int]]] = {}
+        for m in members:
+            for t, p in owned.get(m, ()):
+                current.setdefault(m, {}).setdefault(t, frozenset())
+                current[m][t] |= {p}
+        result = consumer_assign(
+            strategy, {m: frozenset(partitions) for m in members}, dict(partitions), current
+        )
+        return {m: sorted((t, p) for t, ps in result.get(m, {}).items() for p in ps) for m in members}
+
+    return Assignor(Family.CONSUMER.value, strategy, True, fn)
+
+
 def make_assignor(family: str, strategy: str) -> Assignor:
-    """The real assignor of a protocol family ("legacy" or "classic") and strategy."""
-    return legacy_assignor(strategy) if family == Family.LEGACY.value else broker_assignor(strategy)
+    """The real assignor of a protocol family ("legacy", "classic" or "consumer") and strategy."""
+    if family == Family.LEGACY.value:
+        return legacy_assignor(strategy)
+    if family == Family.CONSUMER.value:
+        return consumer_assignor(strategy)
+    return broker_assignor(strategy)
 
 
 # --------------------------------------------------------------------------------------------------------------

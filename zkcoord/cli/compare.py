@@ -80,7 +80,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="partitions per topic in the sweep (default 24)",
     )
     s.add_argument("--rebalances", type=int, default=50, metavar="N", help="rebalances per case (default 50)")
-    s.add_argument("--families", default="legacy,classic", help="protocol families (default legacy,classic)")
+    s.add_argument(
+        "--families",
+        default="legacy,classic",
+        help="protocol families: legacy, classic, consumer (KIP-848) (default legacy,classic; e.g. classic,consumer)",
+    )
     s.add_argument("--strategies", default=None, help="only these strategies (comma list; default all)")
     s.add_argument("--seed", type=int, default=1, help="PRNG seed; same seed, same rows (default 1)")
     s.add_argument("--csv", default=None, metavar="FILE", help="also write the rows as CSV")
@@ -203,8 +207,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
     families = [f.strip() for f in args.families.split(",") if f.strip()]
     for f in families:
-        if f not in ("legacy", "classic"):
-            raise ConfigError(f"--families: expected legacy and/or classic, got {f!r}")
+        if f not in ("legacy", "classic", "consumer"):
+            raise ConfigError(f"--families: expected legacy, classic and/or consumer, got {f!r}")
     strategies = (
         None if args.strategies is None else [s.strip() for s in args.strategies.split(",") if s.strip()]
     )

@@ -94,11 +94,12 @@ def _error(code: E, message: str | None = None) -> ConsumerGroupHeartbeatRespons
 
 def _invalid(req: ConsumerGroupHeartbeatRequest) -> str | None:
     """Kafka's `throwIfConsumerGroupHeartbeatRequestIsInvalid` messages; None when the request is well formed."""
-    if not req.group_id:
+    # Kafka's throwIfEmptyString: a string of whitespace only is empty too.
+    if not req.group_id.strip():
         return "GroupId can't be empty."
-    if req.instance_id is not None and not req.instance_id:
+    if req.instance_id is not None and not req.instance_id.strip():
         return "InstanceId can't be empty."
-    if req.rack_id is not None and not req.rack_id:
+    if req.rack_id is not None and not req.rack_id.strip():
         return "RackId can't be empty."
     if req.subscribed_topic_regex:  # librdkafka sends "" beside topic names: no regex
         return "SubscribedTopicRegex is not supported by zkcoord yet: subscribe to topic names."
@@ -114,7 +115,7 @@ def _invalid(req: ConsumerGroupHeartbeatRequest) -> str | None:
         if req.subscribed_topic_names is None:
             return "SubscribedTopicNames must be set in first request."
     elif req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH) or req.member_epoch > 0:
-        if not req.member_id:
+        if not req.member_id.strip():
             return "MemberId can't be empty."
         if req.member_epoch == STATIC_LEAVE_EPOCH and req.instance_id is None:
             return "InstanceId can't be null."
@@ -192,11 +193,20 @@ def _heartbeat(
     if invalid is not None:
         return _error(E.INVALID_REQUEST, invalid)
     if req.server_assignor is not None and req.server_assignor not in cfg.group_consumer_assignors:
-        return _error(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {req.server_assignor} is not supported.")
+        supported = ", ".join(cfg.group_consumer_assignors)
+        return _error(
+            E.UNSUPPORTED_ASSIGNOR,
+            f"ServerAssignor {req.server_assignor} is not supported. Supported assignors: {supported}.",
+        )
     if classic_group_blocks(st, req.group_id):
         return _error(E.GROUP_ID_NOT_FOUND, f"Group {req.group_id} is not a consumer group.")
     group = st.consumer_groups.get(req.group_id)
     member = group.members.get(req.member_id) if group is not None and req.member_id else None
+    if group is None and req.member_epoch != 0:
+        # Kafka: only a joining member (epoch 0) creates the group; a leave looks the group up by id.
+        leaving = req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH)
+        what = "Group" if leaving else "Consumer group"
+        return _error(E.GROUP_ID_NOT_FOUND, f"{what} {req.group_id} not found.")
     if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
         if group is None or member is None:
             return _error(
@@ -260,11 +270,11 @@ def _heartbeat(
     out.timers.append(
         Schedule(session_key(group.group_id, member_id), now_ms + cfg.group_consumer_session_timeout_ms)
     )
-    send = (
-        req.member_epoch == 0
-        or old_assigned != member.assigned
-        or (owned is not None and owned != member.assigned)
-    )
+    # Kafka sends the assignment to a joining member, on a full request (after an error the client re-sends
+    # everything: rebalance timeout, topics and owned partitions) and when the assignment changed; otherwise the
+    # member keeps what it was last told.
+    full = req.rebalance_timeout_ms != -1 and req.subscribed_topic_names is not None and owned is not None
+    send = req.member_epoch == 0 or full or old_assigned != member.assigned
     return ConsumerGroupHeartbeatResponse(
         0,
         None,

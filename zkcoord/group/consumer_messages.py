@@ -35,7 +35,7 @@ class ConsumerGroupHeartbeatResponse:
     error_code: int
     error_message: str | None = None
     member_id: str | None = None
-    member_epoch: int = -1
+    member_epoch: int = 0  # Kafka's error answers leave it at the schema's default, 0
     heartbeat_interval_ms: int = 0
     assignment: TopicPartitions | None = None  # None: unchanged, not sent
 
