@@ -174,8 +174,21 @@ def test_member_by_member_migration_as_the_tool_prints_it(
             block = next_block(out)
             if block[0].strip().startswith("next: done"):
                 break
-            if started is not None and f"{started} (" not in out and cmd[2] == "status":
-                continue  # the member just started has not joined yet: check again, as the tool says
+            if cmd[2] == "status" and (
+                block[0].strip().startswith("next: wait")
+                or (started is not None and f"{started} (" not in out)
+            ):
+                # The tool says to wait (the group is settling, or the member just started has not joined yet):
+                # re-run its command until it says something else, within a deadline, then act on that.
+                joined = started
+
+                def settled(cmd: list[str] = cmd, joined: str | None = joined) -> bool:
+                    again = run(cmd)[1]
+                    waiting = next_block(again)[0].strip().startswith("next: wait")
+                    return not waiting and (joined is None or f"{joined} (" in again)
+
+                wait_for(settled, 60, "status to stop saying wait", interval=0.5)
+                continue
             started = None
             nxt: list[str] | None = None
             for line in block:
