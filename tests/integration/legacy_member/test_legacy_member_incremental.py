@@ -11,6 +11,7 @@ import time
 import pytest
 
 from zkcoord.legacy.rebalance import TopicPartition
+from zkcoord.testing import wait_for
 from zkcoord.testing.handover import HandoverSampler, legacy_holdings
 from zkcoord.zk.member import LegacyConsumer
 
@@ -218,8 +219,9 @@ class CommitOnRelease:
 
 def test_a_listener_committing_before_release_commits_what_moves(zk, kit, member_factory):
     """auto.commit.enable=false, the listener commits in before_release: an incremental hand-over commits the
-    partitions that move (they are no longer handed out but still visible to commit_offsets/positions) before
-    their owner znodes are deleted, and the new owner starts from those offsets."""
+    partitions that move (no longer handed out, but still visible to commit_offsets/positions) before their
+    owner znodes are deleted, nothing of them is handed out after the callback begins, and the new owner
+    starts from those offsets."""
     kit.register_broker(zk)
     kit.make_topic(zk, TOPIC, 4)
     obs = kit.Observer(zk, "g", {TOPIC: 4})
@@ -228,26 +230,28 @@ def test_a_listener_committing_before_release_commits_what_moves(zk, kit, member
     listener.member = a
     obs.members.append(a)
     obs.wait_converged(30, "a alone")
-    # a hands out records from all four partitions (nothing committed: auto-commit is off).
-    deadline = time.monotonic() + 30
-    while not all(o > 0 for o in a.positions().values()) or len(a.positions()) < 4:
-        assert time.monotonic() < deadline, a.positions()
-        a.next_message(0.2)
-    consumed = a.positions()
+    reader = Reader(a)  # a hands out records throughout the hand-over (nothing committed: auto-commit off)
+    wait_for(lambda: len(a.positions()) == 4 and min(a.positions().values()) > 0, 30, "a consuming all four")
     moving = [TopicPartition(TOPIC, 2), TopicPartition(TOPIC, 3)]  # range over a, b: a 0-1, b 2-3
 
     b = member_factory("g", {TOPIC: 1}, consumer_id="b", fetcher_factory=kit.FakeFetcher)
     obs.members.append(b)
     obs.wait_converged(30, "b joined")
+    reader.stop()
 
     assert len(listener.calls) == 1, listener.calls
     call = listener.calls[0]
     assert call["told"] == moving
-    # Inside before_release: positions still show what moves, commit_offsets wrote all four, and ZooKeeper
-    # held the moved partitions' consumed offsets while their owner znodes still existed.
-    assert call["in_zk"] == {tp: (consumed[tp], True) for tp in moving}
-    assert call["committed"] == 4
-    assert call["positions"] == consumed
+    at_release = {tp: call["positions"].get(tp) for tp in moving}
+    # Inside before_release: ZooKeeper held the moved partitions' consume positions, committed by the
+    # listener, while their owner znodes still existed; positions() still showed them.
+    assert all(call["in_zk"][tp][0] for tp in moving), call["in_zk"]  # (offset znode, owner znode exists)
+    assert call["in_zk"] == {tp: (at_release[tp], True) for tp in moving}
+    assert call["committed"] >= 2
+    # Nothing of them was handed out after the callback began (its position is one past the last record).
+    for tp in moving:
+        got = reader.offsets(tp)
+        assert got == list(range(at_release[tp])), (tp, at_release[tp], got[-5:])
     # The new owner starts from them (FakeFetcher would start an uncommitted partition at 0).
     first: dict[TopicPartition, int] = {}
     deadline = time.monotonic() + 30
@@ -256,4 +260,4 @@ def test_a_listener_committing_before_release_commits_what_moves(zk, kit, member
         msg = b.next_message(0.2)
         if msg is not None:
             first.setdefault(TopicPartition(msg.topic, msg.partition), msg.offset)
-    assert first == {tp: consumed[tp] for tp in moving}
+    assert first == at_release
