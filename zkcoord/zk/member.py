@@ -213,6 +213,10 @@ class LegacyConsumer:
         self._changed = threading.Condition(self._lock)
         self._state = MemberState.CREATED
         self._owned: dict[TopicPartition, _Owned] = {}
+        # Fast mode, while an incremental rebalance releases them: partitions whose entries stay in `_owned`
+        # (so commits and positions() still see them, for the listener's before_release) but that are no
+        # longer handed out.
+        self._releasing: frozenset[TopicPartition] = frozenset()
         self._assign_version = 0  # bumped on every change of what the fetch path may hand out
         self._generation = 0  # bumped on every session change and every rebalance start
         self._session = -1  # the session my registration belongs to
@@ -339,6 +343,7 @@ class LegacyConsumer:
 
     def _drop_ownership_locked(self) -> None:
         self._owned.clear()
+        self._releasing = frozenset()
         self._assign_version += 1
         self._changed.notify_all()
 
@@ -362,16 +367,18 @@ class LegacyConsumer:
         with self._lock:
             if self.fenced:
                 return {}
-            return {tp: o.thread_id for tp, o in self._owned.items() if not o.held_only}
+            return {tp: o.thread_id for tp, o in self._handed_locked().items()}
 
     def ownership_view(self) -> tuple[int, dict[TopicPartition, str]]:
         """(assignment version, believed ownership) read atomically: while the version is unchanged the
         member has not fenced, released or claimed anything, so observers can check it against znodes."""
         with self._lock:
-            owned = (
-                {} if self.fenced else {tp: o.thread_id for tp, o in self._owned.items() if not o.held_only}
-            )
+            owned = {} if self.fenced else {tp: o.thread_id for tp, o in self._handed_locked().items()}
             return self._assign_version, owned
+
+    def _handed_locked(self) -> dict[TopicPartition, _Owned]:
+        """The entries the fetch path may hand out from (fence aside): neither possibly held nor releasing."""
+        return {tp: o for tp, o in self._owned.items() if not o.held_only and tp not in self._releasing}
 
     @property
     def fenced(self) -> bool:
@@ -390,6 +397,8 @@ class LegacyConsumer:
             return self._changed.wait_for(lambda: self._state in SETTLED, timeout)
 
     def positions(self) -> dict[TopicPartition, int]:
+        """Consume positions of what I own, including partitions an incremental rebalance is releasing (so a
+        listener's before_release sees them)."""
         with self._lock:
             return {tp: o.consumed for tp, o in self._owned.items() if not o.held_only}
 
@@ -655,40 +664,51 @@ class LegacyConsumer:
     def _reconcile_commit_release(self, plan: RebalancePlan, session: int) -> None:
         """Incremental hand-over: stop handing out only what this plan releases (what it keeps stays handed
         out if it was), commit (what moves and what stays), tell the listener, delete the owner znodes of what
-        moves. Nothing moves: nothing is written."""
+        moves. The releasing entries stay visible to commits and positions() until their owner znodes are
+        deleted, so a listener committing in before_release (auto.commit.enable=false) commits them.
+        Nothing moves: nothing is written."""
         client = self._zk
         assert client is not None
         keep = {c.tp for c in plan.keep}
         with self._lock:
             self._feed(MemberEvent.RECONCILE)
             releasing = {tp: o for tp, o in self._owned.items() if tp not in keep}
-            for tp, o in releasing.items():
-                # Possibly held until deleted: if the deletion fails the next attempt deletes it.
-                self._owned[tp] = _Owned.possibly_held(o.thread_id)
             if releasing:
+                # From here on nothing of these is handed out (next_message checks under this lock).
+                self._releasing = frozenset(releasing)
                 self._assign_version += 1
                 self._changed.notify_all()
-            # Committed with what moves, as the eager path commits everything it owns at a rebalance.
-            staying = {tp: o for tp, o in self._owned.items() if tp in keep}
         gone = sorted(set(releasing) | set(plan.release))
         if not gone:
             return
-        if self.config.auto_commit_enable and releasing:
-            self._commit(session=session, entries={**staying, **releasing})
-        told = sorted(tp for tp, o in releasing.items() if not o.held_only)
-        if self._listener is not None and told:
-            by_topic: dict[str, set[int]] = {}
-            for tp in told:
-                by_topic.setdefault(tp.topic, set()).add(tp.partition)
-            self._listener.before_release(self.consumer_id, {t: frozenset(ps) for t, ps in by_topic.items()})
-        member_zk.release(
-            client, self.group, gone, session, batched=True, budget=self.config.multi_budget_bytes
-        )
-        with self._lock:
-            for tp in releasing:
-                left = self._owned.get(tp)
-                if left is not None and left.held_only:
-                    del self._owned[tp]
+        released = False
+        try:
+            if self.config.auto_commit_enable and releasing:
+                # What moves and what stays, as the eager path commits everything it owns at a rebalance.
+                self._commit(session=session)
+            told = sorted(tp for tp, o in releasing.items() if not o.held_only)
+            if self._listener is not None and told:
+                by_topic: dict[str, set[int]] = {}
+                for tp in told:
+                    by_topic.setdefault(tp.topic, set()).add(tp.partition)
+                self._listener.before_release(
+                    self.consumer_id, {t: frozenset(ps) for t, ps in by_topic.items()}
+                )
+            member_zk.release(
+                client, self.group, gone, session, batched=True, budget=self.config.multi_budget_bytes
+            )
+            released = True
+        finally:
+            with self._lock:
+                for tp, o in releasing.items():
+                    if self._owned.get(tp) is not o:
+                        continue  # dropped or replaced meanwhile (session moved)
+                    if released:
+                        del self._owned[tp]
+                    else:
+                        # Possibly held until deleted: the next attempt deletes it.
+                        self._owned[tp] = _Owned.possibly_held(o.thread_id)
+                self._releasing = frozenset()
 
     def _read_and_plan(self, keeping: Mapping[TopicPartition, str] | None = None) -> RebalancePlan:
         """Read the group and plan my share (`zkcoord.legacy.rebalance`; `keeping` = incremental hand-over);
@@ -839,16 +859,15 @@ class LegacyConsumer:
         *,
         session: int | None = None,
         retries: int = 0,
-        entries: Mapping[TopicPartition, _Owned] | None = None,
     ) -> int:
-        """Commit what moved of my owned partitions, or of `entries` (partitions being released, no longer
-        handed out); a retriable broker failure is retried `retries` times."""
+        """Commit what moved of my owned partitions (with those an incremental rebalance is releasing); a
+        retriable broker failure is retried `retries` times."""
         client = self._zk
         storage = self.offset_storage
         if client is None or storage is None:
             return 0
         with self._lock:
-            source = self._owned if entries is None else entries
+            source = self._owned
             expected = self._session if session is None else session
             consumed = {tp: o.consumed for tp, o in source.items() if o.consumed >= 0}
             checkpoints = {tp: o.checkpoint for tp, o in source.items()}
@@ -896,7 +915,7 @@ class LegacyConsumer:
             with self._lock:
                 version = self._assign_version
                 fenced = self.fenced
-                handed = {} if fenced else {tp: o for tp, o in self._owned.items() if not o.held_only}
+                handed = {} if fenced else self._handed_locked()
                 positions = {tp: o.consumed for tp, o in handed.items()}
             if version != self._fetcher_version:
                 # A partition owned without a break since the last assign (the same ownership record, kept
@@ -921,8 +940,11 @@ class LegacyConsumer:
                     if self.fenced or self._assign_version != version:
                         self._buffer.appendleft(msg)  # the next turn keeps it if its partition goes on
                         break
-                    o = self._owned.get(TopicPartition(msg.topic, msg.partition))
-                    if o is None or o.held_only or (o.consumed >= 0 and msg.offset < o.consumed):
+                    tp = TopicPartition(msg.topic, msg.partition)
+                    o = self._owned.get(tp)
+                    if o is None or o.held_only or tp in self._releasing:
+                        continue
+                    if o.consumed >= 0 and msg.offset < o.consumed:
                         continue
                     o.consumed = msg.offset + 1
                     return msg
@@ -954,7 +976,12 @@ class LegacyConsumer:
                 return  # fenced or re-claimed meanwhile: the new owner state has its own positions
             for tp, offset in resets.items():
                 o = self._owned.get(tp)
-                if o is not None and not o.held_only and o.consumed < 0 <= offset:
+                if (
+                    o is not None
+                    and not o.held_only
+                    and tp not in self._releasing
+                    and o.consumed < 0 <= offset
+                ):
                     o.consumed = offset
 
     def _ensure_fetcher(self) -> Fetcher:

@@ -188,10 +188,11 @@ def member_factory(zk_connect: str) -> Iterator[Callable[..., LegacyConsumer]]:
             "rebalance_max_retries": 20,
         }
         fetcher_factory = cfg.pop("fetcher_factory", None)
+        listener = cfg.pop("listener", None)
         settings.update(cfg)
         connect = settings.pop("zookeeper_connect", zk_connect)
         config = LegacyConsumerConfig(group_id=group, zookeeper_connect=connect, **settings)
-        member = LegacyConsumer(config, topics, fetcher_factory=fetcher_factory)
+        member = LegacyConsumer(config, topics, fetcher_factory=fetcher_factory, listener=listener)
         made.append(member)
         if start:
             member.start()

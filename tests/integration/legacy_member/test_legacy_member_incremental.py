@@ -6,10 +6,12 @@ restart), no partition is ever held twice; faithful members in the same group st
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
 from zkcoord.legacy.rebalance import TopicPartition
+from zkcoord.testing import wait_for
 from zkcoord.testing.handover import HandoverSampler, legacy_holdings
 from zkcoord.zk.member import LegacyConsumer
 
@@ -186,3 +188,76 @@ def test_a_partition_moving_between_threads_of_one_member_is_retagged_not_releas
         )  # the same znode (czxid): rewritten, not re-created
         assert sampler.recreated_by_same_holder() == []
         assert sampler.held_twice() == [] and sampler.holding_gaps() == []
+
+
+class CommitOnRelease:
+    """The 0.8 pattern with auto.commit.enable=false: commit in beforeReleasingPartitions. Records, inside
+    the callback, what it was told, the member's positions, and what ZooKeeper then holds for those
+    partitions (committed offset, owner znode still there)."""
+
+    def __init__(self, client) -> None:
+        self.client = client
+        self.member: LegacyConsumer | None = None
+        self.calls: list[dict] = []
+
+    def before_release(self, consumer_id, partitions) -> None:
+        assert self.member is not None
+        positions = self.member.positions()
+        committed = self.member.commit_offsets()
+        told = sorted(TopicPartition(t, p) for t, ps in partitions.items() for p in ps)
+        in_zk = {}
+        for tp in told:
+            offset = self.client.exists(f"/consumers/g/offsets/{tp.topic}/{tp.partition}")
+            data = self.client.get(f"/consumers/g/offsets/{tp.topic}/{tp.partition}")[0] if offset else None
+            owner = self.client.exists(f"/consumers/g/owners/{tp.topic}/{tp.partition}")
+            in_zk[tp] = (None if data is None else int(data), owner is not None)
+        self.calls.append({"told": told, "positions": positions, "committed": committed, "in_zk": in_zk})
+
+    def after_claim(self, consumer_id, assignment) -> None:
+        pass
+
+
+def test_a_listener_committing_before_release_commits_what_moves(zk, kit, member_factory):
+    """auto.commit.enable=false, the listener commits in before_release: an incremental hand-over commits the
+    partitions that move (no longer handed out, but still visible to commit_offsets/positions) before their
+    owner znodes are deleted, nothing of them is handed out after the callback begins, and the new owner
+    starts from those offsets."""
+    kit.register_broker(zk)
+    kit.make_topic(zk, TOPIC, 4)
+    obs = kit.Observer(zk, "g", {TOPIC: 4})
+    listener = CommitOnRelease(zk)
+    a = member_factory("g", {TOPIC: 1}, consumer_id="a", fetcher_factory=kit.FakeFetcher, listener=listener)
+    listener.member = a
+    obs.members.append(a)
+    obs.wait_converged(30, "a alone")
+    reader = Reader(a)  # a hands out records throughout the hand-over (nothing committed: auto-commit off)
+    wait_for(lambda: len(a.positions()) == 4 and min(a.positions().values()) > 0, 30, "a consuming all four")
+    moving = [TopicPartition(TOPIC, 2), TopicPartition(TOPIC, 3)]  # range over a, b: a 0-1, b 2-3
+
+    b = member_factory("g", {TOPIC: 1}, consumer_id="b", fetcher_factory=kit.FakeFetcher)
+    obs.members.append(b)
+    obs.wait_converged(30, "b joined")
+    reader.stop()
+
+    assert len(listener.calls) == 1, listener.calls
+    call = listener.calls[0]
+    assert call["told"] == moving
+    at_release = {tp: call["positions"].get(tp) for tp in moving}
+    # Inside before_release: ZooKeeper held the moved partitions' consume positions, committed by the
+    # listener, while their owner znodes still existed; positions() still showed them.
+    assert all(call["in_zk"][tp][0] for tp in moving), call["in_zk"]  # (offset znode, owner znode exists)
+    assert call["in_zk"] == {tp: (at_release[tp], True) for tp in moving}
+    assert call["committed"] >= 2
+    # Nothing of them was handed out after the callback began (its position is one past the last record).
+    for tp in moving:
+        got = reader.offsets(tp)
+        assert got == list(range(at_release[tp])), (tp, at_release[tp], got[-5:])
+    # The new owner starts from them (FakeFetcher would start an uncommitted partition at 0).
+    first: dict[TopicPartition, int] = {}
+    deadline = time.monotonic() + 30
+    while set(first) != set(moving):
+        assert time.monotonic() < deadline, first
+        msg = b.next_message(0.2)
+        if msg is not None:
+            first.setdefault(TopicPartition(msg.topic, msg.partition), msg.offset)
+    assert first == at_release
