@@ -517,20 +517,30 @@ def _fsync_dir(directory: Path) -> None:
         os.close(dfd)
 
 
-def _write_durably(path: Path, data: bytes) -> None:
-    """Write `path` whole and fsync it (the caller fsyncs the directory once its names are final)."""
-    with open(path, "wb") as f:
+def _write_durably(path: Path, data: bytes, mode: str = "wb") -> None:
+    """Write `path` whole and fsync it (the caller fsyncs the directory once its names are final); `mode` "xb"
+    refuses to replace an existing file."""
+    with open(path, mode) as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
 
 
 def _keep_torn_tail(path: Path, start: int, data: bytes) -> Path:
-    """Copy a torn tail aside before the segment is cut: the bytes are never deleted, only moved."""
-    aside = path.with_name(f"{path.name}.torn-{start}")
-    _write_durably(aside, data[start:])
-    _fsync_dir(path.parent)
-    return aside
+    """Copy a torn tail aside before the segment is cut: the bytes are never deleted, only moved. The copy goes to
+    `<segment>.torn-<start>`, or `.torn-<start>.1`, `.2` ... when an earlier torn tail at the same byte is
+    already kept there (a second crash at the same place): a kept copy is never overwritten."""
+    tail = data[start:]
+    suffix = 0
+    while True:  # ends: each turn passes one existing file of a finite directory
+        aside = path.with_name(f"{path.name}.torn-{start}" + (f".{suffix}" if suffix else ""))
+        try:
+            _write_durably(aside, tail, "xb")
+        except FileExistsError:
+            suffix += 1
+            continue
+        _fsync_dir(path.parent)
+        return aside
 
 
 def repair(directory: str | os.PathLike[str]) -> list[str]:

@@ -248,3 +248,19 @@ def test_garbage_followed_by_valid_frames_never_loses_them(
         store.close()
     assert loaded[: len(before)] == before
     assert loaded[len(loaded) - len(after) :] == after
+
+
+def test_a_second_torn_tail_at_the_same_byte_never_overwrites_the_first(tmp_path: Path) -> None:
+    """Two crashes tearing a write at the same byte of the same segment: both torn copies are kept."""
+    write_log(tmp_path, RECORDS[:3], segment_bytes=10_000)
+    (seg,) = FileRecordStore(tmp_path).segments()
+    size = seg.stat().st_size
+    first, second = frame(b"torn", b"first" * 8)[:30], frame(b"torn", b"second" * 8)[:25]
+    for torn in (first, second):
+        with open(seg, "ab") as f:
+            f.write(torn)
+        FileRecordStore(tmp_path).close()
+        assert seg.stat().st_size == size
+    assert (tmp_path / f"{seg.name}.torn-{size}").read_bytes() == first
+    assert (tmp_path / f"{seg.name}.torn-{size}.1").read_bytes() == second
+    assert list(FileRecordStore(tmp_path).load()) == RECORDS[:3]
