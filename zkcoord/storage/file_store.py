@@ -211,7 +211,7 @@ def _torn_frame(data: bytes, pos: int, n: int) -> bool:
     if 8 + klen > length or pos + 16 + klen > n:
         return False
     (vlen,) = _VLEN.unpack_from(data, pos + 12 + klen)
-    return vlen >= -1 and 8 + klen + max(vlen, 0) == length
+    return bool(vlen >= -1 and 8 + klen + max(vlen, 0) == length)
 
 
 def _whole_last_frame(data: bytes, pos: int, n: int) -> bool:
