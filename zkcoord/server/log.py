@@ -388,6 +388,8 @@ class PartitionLog:
         batch is whole (a flipped byte, not a partial write): only the last, partial write may be dropped."""
         where = f"partition log {self.topic}-{self.partition}: damaged batch in {seg.path} at byte {pos} of {file_size}"
         found = _find_batch(seg, pos, file_size)
+        if found is not None and _inside_torn_batch(seg, pos, found[0], file_size):
+            found = None  # the torn batch's own records (a client's bytes), not a batch of their own
         follows = (seg, *found) if found is not None else None
         for other in later:
             if follows is not None:
@@ -661,6 +663,21 @@ def _find_batch(seg: Segment, start: int, file_size: int) -> tuple[int, BatchHea
                 return q, validate_batch(view, q)
             except CorruptBatch:
                 q += 1
+
+
+def _inside_torn_batch(seg: Segment, pos: int, found: int, file_size: int) -> bool:
+    """Is the valid batch found at `found` inside a batch at `pos` that a crash cut short: its header parses and
+    its length runs past the end of the file, and it does not end at `found` (its CRC-32C does not match the bytes
+    up to there, as it would had only its length been damaged)? Its records are a client's bytes, which may hold
+    a whole batch: that is then no batch following the damage."""
+    try:
+        header = parse_header(os.pread(seg.fd, HEADER_SIZE, pos))
+    except CorruptBatch:
+        return False
+    if pos + header.size <= file_size or found >= pos + header.size:
+        return False
+    with mmap.mmap(seg.fd, file_size, access=mmap.ACCESS_READ) as mm, memoryview(mm) as view:
+        return crc32c(view[pos + CRC_START : found]) != header.crc
 
 
 def _torn_tail(seg: Segment, pos: int, file_size: int) -> bool:

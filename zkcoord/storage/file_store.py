@@ -6,10 +6,13 @@ Layout of a directory: `<sequence number, 20 digits>.seg` files, rolled at `segm
 and the CRC-32 (zlib) over the payload.
 
 On open every segment is scanned. A frame that is incomplete or fails its CRC is followed by a search for the next
-valid frame (`resync`). If none follows and the damage is in the last segment holding data, it is a torn write
-from a crash (the last, partial write): its bytes are copied to `<segment>.torn-<byte>` and the segment is
-truncated before them. If a valid frame follows anywhere (or the damage is in an earlier segment), a crash cannot
-explain it: `CorruptLog` is raised naming each damaged range (file, bytes, reason) and the valid records and bytes
+valid frame (`resync`), except a frame cut short by a crash: its header's length runs past the end of the file
+and its key and value lengths agree with it, so what follows is its own (client-written) payload, never searched.
+If no valid frame follows and the damage is in the last segment holding data, it is a torn write from a crash (the
+last, partial write): its bytes are copied to `<segment>.torn-<byte>` (`.torn-<byte>.1` ... if that name is taken:
+never overwritten) and the segment is truncated before them. A whole last frame (its length fits the bytes left
+exactly, not all zeros) that fails its CRC is no partial write but damage. If a valid frame follows anywhere (or
+the damage is in an earlier segment, or is a whole last frame), a crash cannot explain it: `CorruptLog` is raised naming each damaged range (file, bytes, reason) and the valid records and bytes
 after it, and nothing is changed. `repair` (`zkcoord replay DIR --repair`) then rewrites the damaged segments
 without the damaged ranges, keeping those bytes in side files and each original segment as `.before-repair`.
 
@@ -193,10 +196,38 @@ def _valid_frame_at(data: bytes, q: int, n: int) -> bool:
     return _frame_at(data, q)[0] is not None
 
 
+def _torn_frame(data: bytes, pos: int, n: int) -> bool:
+    """Are the bytes from `pos` to the end one frame cut short by a crash: its header's length runs past the end,
+    and its key length and value length are there and agree with it? Its value is a client's bytes, which may hold
+    anything, valid frames too: nothing after `pos` is then searched for a frame. (A frame cut before its value
+    length, or whose lengths disagree, is searched past as any damage is: a damaged length may point past valid
+    frames.)"""
+    if pos + 12 > n:
+        return False
+    (length,) = _KLEN.unpack_from(data, pos)
+    if length < 8 or pos + 8 + length <= n:
+        return False
+    (klen,) = _KLEN.unpack_from(data, pos + 8)
+    if 8 + klen > length or pos + 16 + klen > n:
+        return False
+    (vlen,) = _VLEN.unpack_from(data, pos + 12 + klen)
+    return bool(vlen >= -1 and 8 + klen + max(vlen, 0) == length)
+
+
+def _whole_last_frame(data: bytes, pos: int, n: int) -> bool:
+    """Does the bad frame at `pos` end exactly at the end of `data` (its length fits the bytes left) and hold
+    anything but zeros? A crash leaves a frame short or zero-filled, never whole: this one was damaged."""
+    if pos + 8 > n:
+        return False
+    (length,) = _KLEN.unpack_from(data, pos)
+    return pos + 8 + length == n and bool(data[pos:].strip(b"\0"))
+
+
 def resync(data: bytes, pos: int) -> int | None:
     """The start of the first valid frame after a bad one at `pos`, or None if no valid frame follows.
 
-    A torn write leaves a prefix of one frame at the end, so nothing valid follows it; damage in the middle is
+    A torn write leaves a prefix of one frame at the end, so nothing valid follows it (`scan_segment` does not
+    call this for a frame cut short whose lengths agree: its payload may hold frames); damage in the middle is
     followed by the frames written after it. Every byte position after `pos` is tried, in order (not the one the
     bad frame's length points to: a damaged length could point past a valid frame), so the damaged range ends at
     the first valid frame. A position costs a few integer comparisons unless its lengths agree.
@@ -220,7 +251,7 @@ class SegmentScan:
     ends: list[int] = field(default_factory=list)  # where each record's frame ends, when kept
     damage: list[tuple[int, int, str]] = field(
         default_factory=list
-    )  # (start, end, why); a valid frame at end
+    )  # (start, end, why); a valid frame at end, or end is the end of the file (a whole last frame damaged)
     damage_before: list[int] = field(default_factory=list)  # valid records before each damaged range
     tail: tuple[int, str] | None = None  # (start, why): bytes with no valid frame after them
     checksum: int = 0  # CRC-32 of the bytes before `valid_end`
@@ -286,7 +317,11 @@ def scan_segment(data: bytes, keep: bool = True) -> SegmentScan:
                         pos = end
                         continue
         _, _, why = _frame_at(data, pos)
-        nxt = resync(data, pos)
+        if _whole_last_frame(data, pos, n):
+            out.damage.append((pos, n, f"{why} in a whole last frame (damaged bytes, not a partial write)"))
+            out.damage_before.append(count)
+            break
+        nxt = None if _torn_frame(data, pos, n) else resync(data, pos)
         if nxt is None:
             out.tail = (pos, why)
             break
@@ -517,20 +552,30 @@ def _fsync_dir(directory: Path) -> None:
         os.close(dfd)
 
 
-def _write_durably(path: Path, data: bytes) -> None:
-    """Write `path` whole and fsync it (the caller fsyncs the directory once its names are final)."""
-    with open(path, "wb") as f:
+def _write_durably(path: Path, data: bytes, mode: str = "wb") -> None:
+    """Write `path` whole and fsync it (the caller fsyncs the directory once its names are final); `mode` "xb"
+    refuses to replace an existing file."""
+    with open(path, mode) as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
 
 
 def _keep_torn_tail(path: Path, start: int, data: bytes) -> Path:
-    """Copy a torn tail aside before the segment is cut: the bytes are never deleted, only moved."""
-    aside = path.with_name(f"{path.name}.torn-{start}")
-    _write_durably(aside, data[start:])
-    _fsync_dir(path.parent)
-    return aside
+    """Copy a torn tail aside before the segment is cut: the bytes are never deleted, only moved. The copy goes to
+    `<segment>.torn-<start>`, or `.torn-<start>.1`, `.2` ... when an earlier torn tail at the same byte is
+    already kept there (a second crash at the same place): a kept copy is never overwritten."""
+    tail = data[start:]
+    suffix = 0
+    while True:  # ends: each turn passes one existing file of a finite directory
+        aside = path.with_name(f"{path.name}.torn-{start}" + (f".{suffix}" if suffix else ""))
+        try:
+            _write_durably(aside, tail, "xb")
+        except FileExistsError:
+            suffix += 1
+            continue
+        _fsync_dir(path.parent)
+        return aside
 
 
 def repair(directory: str | os.PathLike[str]) -> list[str]:

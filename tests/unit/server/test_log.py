@@ -339,3 +339,22 @@ def test_segments_without_timestamps_age_by_their_file_time(tmp_path: Path) -> N
     assert plog.apply_retention(now_ms=written_ms + 1000) == 0  # written just now: kept
     os.utime(first, (first.stat().st_atime, (written_ms - 5000) / 1000))  # as if written 5 s earlier
     assert plog.apply_retention(now_ms=written_ms + 1000) == 1
+
+
+def test_a_torn_batch_whose_record_embeds_a_whole_batch_is_a_torn_tail(tmp_path: Path) -> None:
+    """A record's value is the client's bytes and may hold a whole valid batch: a crash cutting the write after
+    it leaves a torn tail, not a batch 'following' the damage (which would make the partition unopenable)."""
+    plog = PartitionLog(tmp_path / "t-0", "t", 0)
+    _append(plog, build_batch([(None, b"keep")]))
+    plog.close()
+    seg = next((tmp_path / "t-0").glob("*.log"))
+    good = seg.stat().st_size
+    embedded = build_batch([(None, b"inner")], base_offset=1)
+    outer = build_batch([(None, b"value:" + embedded + b":more")], base_offset=1)
+    cut = outer.index(embedded) + len(embedded) + 2
+    with open(seg, "ab") as f:
+        f.write(outer[:cut])  # a crash in the middle of the write, after the embedded batch
+    again = PartitionLog(tmp_path / "t-0", "t", 0)
+    assert seg.stat().st_size == good
+    assert again.next_offset == 1
+    assert _values(again.read(0, 1 << 20)) == [b"keep"]

@@ -44,14 +44,18 @@ def test_torn_tail_is_truncated_and_earlier_records_kept(tmp_path: Path, cut: in
     assert list(FileRecordStore(tmp_path).load()) == [*RECORDS, (b"k5", b"after")]
 
 
-def test_bad_crc_at_the_tail_is_dropped(tmp_path: Path) -> None:
+def test_bad_crc_in_the_whole_last_frame_is_refused_not_dropped(tmp_path: Path) -> None:
+    """A whole last frame failing its CRC was damaged, not torn by a crash: the store refuses to open (it dropped
+    the record as a torn tail before)."""
     with FileRecordStore(tmp_path) as store:
         store.append(RECORDS)
     (seg,) = FileRecordStore(tmp_path).segments()
     data = bytearray(seg.read_bytes())
     data[-1] ^= 0xFF
     seg.write_bytes(bytes(data))
-    assert list(FileRecordStore(tmp_path).load()) == RECORDS[:-1]
+    with pytest.raises(CorruptLog):
+        FileRecordStore(tmp_path)
+    assert seg.read_bytes() == bytes(data)
 
 
 def test_damage_in_an_older_segment_raises_and_changes_nothing(tmp_path: Path) -> None:
