@@ -8,7 +8,8 @@ the proxy can decode or answer), Produce's acks (acks=0 gets no answer), and the
 coordinates some groups (those of its groups are answered here, in order with the forwarded ones).
 
 Bounded: a frame larger than the limit closes the connection before it is read; at most `max_in_flight` answers
-are owed per connection (reading pauses at the bound).
+are owed per connection (reading pauses at the bound); past 1 MiB buffered toward the broker, reading waits for
+it to drain (acks=0 Produce frames included: they owe no answer, so only this bounds them).
 """
 
 from __future__ import annotations
@@ -125,13 +126,10 @@ class Link:
                 answered = self._answer_locally(frame, loop)
                 if answered:
                     continue
-            if key == kp.PRODUCE and kp.produce_acks(frame) == 0:
-                up.write(head)
-                up.write(frame)
-                continue
-            fut: asyncio.Future[Answer] = loop.create_future()
-            self._expect.append((corr, key, version, fut))
-            self._owe(fut)
+            if not (key == kp.PRODUCE and kp.produce_acks(frame) == 0):  # acks=0: no answer owed
+                fut: asyncio.Future[Answer] = loop.create_future()
+                self._expect.append((corr, key, version, fut))
+                self._owe(fut)
             up.write(head)
             up.write(frame)
             if up.transport.get_write_buffer_size() > 1 << 20:
