@@ -5,7 +5,8 @@ Per frame only the 4-byte size and the header's api key, version and correlation
 upstream (one copy: out of the stream buffer). Decoded are only: the answers that carry broker addresses
 (Metadata, FindCoordinator, DescribeCluster: rewritten to the proxy's ports), ApiVersions answers (capped to what
 the proxy can decode or answer), Produce's acks (acks=0 gets no answer), and the group-API requests when the proxy
-coordinates some groups (those of its groups are answered here, in order with the forwarded ones).
+coordinates some groups (those of its groups are answered here, in order with the forwarded ones; a
+ConsumerGroupHeartbeat/Describe naming one of them is refused here, never forwarded).
 
 Bounded: a frame larger than the limit closes the connection before it is read; at most `max_in_flight` answers
 are owed per connection (reading pauses at the bound); past 1 MiB buffered toward the broker, reading waits for
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")
 _CORR = struct.Struct(">i")
-_GROUP_KEYS = frozenset({*kp.GROUP_APIS, kp.FIND_COORDINATOR})
+_GROUP_KEYS = frozenset({*kp.GROUP_APIS, *kp.CONSUMER_GROUP_APIS, kp.FIND_COORDINATOR})
 
 Answer = bytes | tuple[bytes, bytes] | None
 
@@ -141,6 +142,14 @@ class Link:
             req = kp.decode_request(frame)
         except kp.ProtocolError:
             return False  # the broker answers (or closes) as it would without the proxy
+        if req.api_key in kp.CONSUMER_GROUP_APIS:
+            refusal = kp.consumer_group_refusal(req, self.local.coordinates)
+            if refusal is None:
+                return False
+            fut_refused: asyncio.Future[Answer] = loop.create_future()
+            fut_refused.set_result(refusal)
+            self._owe(fut_refused)
+            return True
         ids = kp.group_ids(req)
         if not ids or not all(self.local.coordinates(g) for g in ids):
             return False

@@ -98,7 +98,7 @@ class ProxyConfig:
 class ProxyNode:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
-        self.caps = kp.proxy_version_caps()
+        self.caps = kp.proxy_version_caps(hosts_groups=config.bridge_groups is not None)
         self.client: Client | None = None
         self.watch: BrokerWatch | None = None
         self._servers: dict[int | None, asyncio.base_events.Server] = {}  # None: the bootstrap

@@ -1299,14 +1299,49 @@ ADDRESS_APIS = frozenset(_ADDRESS_CLASSES)
 AddressOf = Callable[[int, str, int], tuple[str, int]]
 
 
-def proxy_version_caps() -> dict[int, int]:
+def proxy_version_caps(hosts_groups: bool = False) -> dict[int, int]:
     """The highest version of each API a client may use through the proxy: the address-carrying responses are
     decoded with kafka-python's classes, and the group APIs (FindCoordinator included) of the groups the proxy
-    coordinates are answered by zkcoord's coordinator, so those stop at what zkcoord advertises."""
+    coordinates are answered by zkcoord's coordinator, so those stop at what zkcoord advertises. A proxy that
+    `hosts_groups` (mixed classic groups) does not offer ConsumerGroupHeartbeat/Describe (cap -1: left out), so
+    a group.protocol=consumer client of such a group cannot reach the cluster's own coordinator."""
     caps = {key: int(cls.max_version) for key, cls in _ADDRESS_CLASSES.items()}
     for key in (*sorted(GROUP_APIS), FIND_COORDINATOR):
         caps[key] = min(caps.get(key, ADVERTISED[key][1]), ADVERTISED[key][1])
+    if hosts_groups:
+        for key in CONSUMER_GROUP_APIS:
+            caps[key] = -1
     return caps
+
+
+def consumer_group_refusal(req: RequestFrame, coordinated: Callable[[str], bool]) -> bytes | None:
+    """The proxy's answer to a ConsumerGroupHeartbeat/Describe naming a group it coordinates (a classic group
+    mixed with ZooKeeper members, where consumer-protocol members are not hosted): GROUP_ID_NOT_FOUND with the
+    reason, as Kafka answers for a classic group; in a Describe, the other groups get NOT_COORDINATOR (the client
+    asks again, alone). None when no named group is coordinated: the request goes to the cluster."""
+    body = req.body
+    if req.api_key == CONSUMER_GROUP_HEARTBEAT:
+        if not coordinated(body.group_id):
+            return None
+        msg = _refusal_message(body.group_id)
+        resp: Any = gcm.ConsumerGroupHeartbeatResponse(int(ErrorCode.GROUP_ID_NOT_FOUND), msg)
+        return consumer_group_response(req, resp)
+    if not any(coordinated(g) for g in body.group_ids):
+        return None
+    groups = tuple(
+        gcm.DescribedConsumerGroup(int(ErrorCode.GROUP_ID_NOT_FOUND), g, _refusal_message(g))
+        if coordinated(g)
+        else gcm.DescribedConsumerGroup(int(ErrorCode.NOT_COORDINATOR), g)
+        for g in body.group_ids
+    )
+    return consumer_group_response(req, gcm.ConsumerGroupDescribeResponse(groups))
+
+
+def _refusal_message(group_id: str) -> str:
+    return (
+        f"group {group_id} is a classic group coordinated by the zkcoord proxy (mixed with ZooKeeper members): "
+        "consumer-protocol members are not hosted there, use group.protocol=classic"
+    )
 
 
 def _response_error(api_key: int, api_version: int, exc: Exception) -> ProtocolError:

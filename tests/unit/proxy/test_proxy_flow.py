@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import struct
 from typing import Any
 
 import pytest
 from kafka.protocol.producer import ProduceRequest
 
+from zkcoord.group import consumer_messages as gcm
 from zkcoord.proxy import forward
+from zkcoord.server import kafka_protocol as kp
 
 DRAIN_AT = 1 << 20  # the Link's upstream write-buffer threshold
 
@@ -109,3 +112,76 @@ async def _stalled_broker(monkeypatch: pytest.MonkeyPatch, frame: bytes, frames:
         for task in links:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(task, 10)
+
+
+class _Mixed:
+    """The proxy's coordinator as a Link sees it: it coordinates the group "mixed" (classic protocol)."""
+
+    def coordinates(self, group_id: str) -> bool:
+        return group_id == "mixed"
+
+    def answer(self, req: Any) -> bytes | None:
+        raise AssertionError(f"consumer-protocol request {req.api_key} reached the classic coordinator")
+
+    def coordinators(self) -> list[tuple[int, str, int]]:
+        return []
+
+
+def heartbeat(corr: int, group: str) -> bytes:
+    value = gcm.ConsumerGroupHeartbeatRequest(
+        api_version=0, group_id=group, member_id="m", member_epoch=0, rebalance_timeout_ms=30000,
+        subscribed_topic_names=("t",), topic_partitions=(),
+    )  # fmt: skip
+    return kp.encode_consumer_group_request(corr, "c", value)
+
+
+def describe(corr: int, *groups: str) -> bytes:
+    return kp.encode_consumer_group_request(corr, "c", gcm.ConsumerGroupDescribeRequest(0, groups))
+
+
+def test_consumer_protocol_requests_for_a_proxy_group_are_refused_not_forwarded() -> None:
+    """ConsumerGroupHeartbeat/Describe naming a group the proxy coordinates are answered by the proxy with
+    GROUP_ID_NOT_FOUND (it is a classic group there); other groups' requests still reach the broker."""
+    asyncio.run(_refused())
+
+
+async def _refused() -> None:
+    upstream_got: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                upstream_got.put_nowait(await reader.readexactly(size))
+
+    upstream = await asyncio.start_server(broker, "127.0.0.1", 0)
+    up_port = upstream.sockets[0].getsockname()[1]
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await forward.Link(
+            reader, writer, ("127.0.0.1", up_port), lambda n, h, p: (h, p), {}, _Mixed(), 1 << 20
+        ).run()
+
+    proxy = await asyncio.start_server(accept, "127.0.0.1", 0)
+    try:
+        reader, client = await asyncio.open_connection("127.0.0.1", proxy.sockets[0].getsockname()[1])
+        client.write(heartbeat(1, "mixed") + describe(2, "mixed", "other") + heartbeat(3, "other"))
+        async with asyncio.timeout(30):
+            answers = []
+            for key, version in ((kp.CONSUMER_GROUP_HEARTBEAT, 0), (kp.CONSUMER_GROUP_DESCRIBE, 0)):
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                answers.append(
+                    kp.decode_consumer_group_response(key, version, await reader.readexactly(size))
+                )
+            forwarded = await upstream_got.get()
+        (corr1, hb), (corr2, desc) = answers
+        assert (corr1, hb.error_code) == (1, kp.ErrorCode.GROUP_ID_NOT_FOUND)
+        assert "mixed" in hb.error_message and "group.protocol=classic" in hb.error_message
+        assert corr2 == 2
+        assert [(g.group_id, g.error_code) for g in desc.groups] == [
+            ("mixed", kp.ErrorCode.GROUP_ID_NOT_FOUND), ("other", kp.ErrorCode.NOT_COORDINATOR)]  # fmt: skip
+        assert kp.peek_header(forwarded) == (kp.CONSUMER_GROUP_HEARTBEAT, 0, 3)  # the first the broker saw
+        client.close()
+    finally:
+        for server in (proxy, upstream):
+            server.close()
