@@ -6,7 +6,8 @@ upstream (one copy: out of the stream buffer). Decoded are only: the answers tha
 (Metadata, FindCoordinator, DescribeCluster: rewritten to the proxy's ports), ApiVersions answers (capped to what
 the proxy can decode or answer), Produce's acks (acks=0 gets no answer), and the group-API requests when the proxy
 coordinates some groups (those of its groups are answered here, in order with the forwarded ones; a
-ConsumerGroupHeartbeat/Describe naming one of them is refused here, never forwarded).
+ConsumerGroupHeartbeat/Describe, TxnOffsetCommit or OffsetDelete naming one of them is refused here, never
+forwarded).
 
 Bounded: a frame larger than the limit closes the connection before it is read; at most `max_in_flight` answers
 are owed per connection (reading pauses at the bound); past 1 MiB buffered toward the broker, reading waits for
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")
 _CORR = struct.Struct(">i")
-_GROUP_KEYS = frozenset({*kp.GROUP_APIS, *kp.CONSUMER_GROUP_APIS, kp.FIND_COORDINATOR})
+_GROUP_KEYS = frozenset({*kp.GROUP_APIS, *kp.CONSUMER_GROUP_APIS, *kp.OFFSET_WRITE_APIS, kp.FIND_COORDINATOR})
 
 Answer = bytes | tuple[bytes, bytes] | None
 
@@ -138,18 +139,14 @@ class Link:
 
     def _answer_locally(self, frame: bytes, loop: asyncio.AbstractEventLoop) -> bool:
         assert self.local is not None
+        if _HEAD.unpack_from(frame)[0] in kp.OFFSET_WRITE_APIS:
+            return self._refuse(kp.offset_write_refusal(frame, self.local.coordinates), loop)
         try:
             req = kp.decode_request(frame)
         except kp.ProtocolError:
             return False  # the broker answers (or closes) as it would without the proxy
         if req.api_key in kp.CONSUMER_GROUP_APIS:
-            refusal = kp.consumer_group_refusal(req, self.local.coordinates)
-            if refusal is None:
-                return False
-            fut_refused: asyncio.Future[Answer] = loop.create_future()
-            fut_refused.set_result(refusal)
-            self._owe(fut_refused)
-            return True
+            return self._refuse(kp.consumer_group_refusal(req, self.local.coordinates), loop)
         ids = kp.group_ids(req)
         if not ids or not all(self.local.coordinates(g) for g in ids):
             return False
@@ -161,6 +158,15 @@ class Link:
         else:
             task = asyncio.ensure_future(answer)
             task.add_done_callback(lambda t: _settle(fut, t))
+        return True
+
+    def _refuse(self, refusal: bytes | None, loop: asyncio.AbstractEventLoop) -> bool:
+        """Queue the proxy's own refusal of a request (True); None: nothing to refuse, forward it (False)."""
+        if refusal is None:
+            return False
+        fut: asyncio.Future[Answer] = loop.create_future()
+        fut.set_result(refusal)
+        self._owe(fut)
         return True
 
     def _owe(self, fut: asyncio.Future[Answer]) -> None:

@@ -45,6 +45,8 @@ from kafka.protocol.consumer import (
     ListOffsetsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     SyncGroupRequest,
@@ -63,6 +65,8 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 
 from zkcoord.errors import ZkcoordError
@@ -1335,6 +1339,61 @@ def consumer_group_refusal(req: RequestFrame, coordinated: Callable[[str], bool]
         for g in body.group_ids
     )
     return consumer_group_response(req, gcm.ConsumerGroupDescribeResponse(groups))
+
+
+TXN_OFFSET_COMMIT = 28
+OFFSET_DELETE = 47
+_OFFSET_WRITE_CLASSES: dict[int, tuple[Any, Any]] = {
+    TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
+}
+# Offset writes the proxy's coordinator does not implement: refused for its groups, forwarded for the others.
+OFFSET_WRITE_APIS = frozenset(_OFFSET_WRITE_CLASSES)
+
+
+def offset_write_refusal(frame: bytes | bytearray, coordinated: Callable[[str], bool]) -> bytes | None:
+    """The proxy's answer (framed) to a TxnOffsetCommit/OffsetDelete request frame (without its size prefix)
+    naming a group it coordinates: UNSUPPORTED_VERSION for every partition (and OffsetDelete's top level), as a
+    coordinator without the API would answer; nothing is written. None when the group is not coordinated or the
+    frame does not decode: the request goes to the cluster, which answers it as without the proxy."""
+    head = peek_header(frame)
+    if head is None or head[0] not in _OFFSET_WRITE_CLASSES:
+        return None
+    key, version, correlation_id = head
+    req_cls, resp_cls = _OFFSET_WRITE_CLASSES[key]
+    if not req_cls.min_version <= version <= req_cls.max_version:
+        return None
+    try:
+        req = req_cls.decode(bytes(frame), version=version, header=True)
+    except Exception:
+        return None
+    if not coordinated(req.group_id):
+        return None
+    topic_cls = (
+        resp_cls.OffsetDeleteResponseTopic if key == OFFSET_DELETE else resp_cls.TxnOffsetCommitResponseTopic
+    )
+    part_cls = (
+        topic_cls.OffsetDeleteResponsePartition
+        if key == OFFSET_DELETE
+        else topic_cls.TxnOffsetCommitResponsePartition
+    )
+    topics = [
+        topic_cls(
+            version=version,
+            name=t.name,
+            partitions=[
+                part_cls(version=version, partition_index=p.partition_index, error_code=UNSUPPORTED_VERSION)
+                for p in t.partitions
+            ],
+        )
+        for t in req.topics or ()
+    ]
+    fields: dict[str, Any] = {"throttle_time_ms": 0, "topics": topics}
+    if key == OFFSET_DELETE:
+        fields["error_code"] = UNSUPPORTED_VERSION
+    resp = resp_cls(version=version, **fields)
+    resp.with_header(correlation_id=correlation_id)
+    return bytes(resp.encode(header=True, framed=True))
 
 
 def _refusal_message(group_id: str) -> str:

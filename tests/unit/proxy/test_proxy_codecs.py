@@ -185,3 +185,11 @@ def test_consumer_protocol_apis_not_advertised_when_the_proxy_hosts_groups() -> 
     keys = [{a.api_key for a in ApiVersionsResponse.decode(f[4:], version=3, header=True).api_keys} for f in (hosting, plain)]  # fmt: skip
     assert keys[0] == {kp.METADATA}
     assert keys[1] == {kp.METADATA, kp.CONSUMER_GROUP_HEARTBEAT, kp.CONSUMER_GROUP_DESCRIBE}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(kp.OFFSET_WRITE_APIS)), st.integers(-1, 6), st.binary(max_size=120))
+def test_offset_write_refusal_fuzz_never_raises(api_key: int, version: int, tail: bytes) -> None:
+    """Bytes that do not decode are forwarded (None), never an exception that would close the connection."""
+    out = kp.offset_write_refusal(struct.pack(">hhi", api_key, version, 9) + tail, lambda g: True)
+    assert out is None or struct.unpack_from(">ii", out) == (len(out) - 4, 9)

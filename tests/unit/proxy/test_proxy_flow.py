@@ -8,7 +8,8 @@ import struct
 from typing import Any
 
 import pytest
-from kafka.protocol.producer import ProduceRequest
+from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
+from kafka.protocol.producer import ProduceRequest, TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 from zkcoord.group import consumer_messages as gcm
 from zkcoord.proxy import forward
@@ -181,6 +182,81 @@ async def _refused() -> None:
         assert [(g.group_id, g.error_code) for g in desc.groups] == [
             ("mixed", kp.ErrorCode.GROUP_ID_NOT_FOUND), ("other", kp.ErrorCode.NOT_COORDINATOR)]  # fmt: skip
         assert kp.peek_header(forwarded) == (kp.CONSUMER_GROUP_HEARTBEAT, 0, 3)  # the first the broker saw
+        client.close()
+    finally:
+        for server in (proxy, upstream):
+            server.close()
+
+
+def test_txn_offset_commit_and_offset_delete_for_a_proxy_group_are_refused_not_forwarded() -> None:
+    """TxnOffsetCommit/OffsetDelete naming a group the proxy coordinates would write the cluster's offsets of a
+    group it does not coordinate there: the proxy answers UNSUPPORTED_VERSION per partition instead; the same
+    requests for another group still reach the broker."""
+    asyncio.run(_offset_writes_refused())
+
+
+def txn_commit(corr: int, group: str) -> bytes:
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    P = T.TxnOffsetCommitRequestPartition
+    req = TxnOffsetCommitRequest(version=3, transactional_id="tx", group_id=group, producer_id=1, producer_epoch=0,
+        generation_id=-1, member_id="", group_instance_id=None,
+        topics=[T(name="t", partitions=[P(partition_index=0, committed_offset=5, committed_leader_epoch=-1,
+                                          committed_metadata="")])])  # fmt: skip
+    req.with_header(correlation_id=corr, client_id="c")
+    return bytes(req.encode(header=True, framed=True))
+
+
+def offset_delete(corr: int, group: str) -> bytes:
+    T = OffsetDeleteRequest.OffsetDeleteRequestTopic
+    req = OffsetDeleteRequest(version=0, group_id=group,
+                              topics=[T(name="t", partitions=[T.OffsetDeleteRequestPartition(partition_index=1)])])  # fmt: skip
+    req.with_header(correlation_id=corr, client_id="c")
+    return bytes(req.encode(header=True, framed=True))
+
+
+async def _offset_writes_refused() -> None:
+    upstream_got: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                upstream_got.put_nowait(await reader.readexactly(size))
+
+    upstream = await asyncio.start_server(broker, "127.0.0.1", 0)
+    up_port = upstream.sockets[0].getsockname()[1]
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await forward.Link(
+            reader, writer, ("127.0.0.1", up_port), lambda n, h, p: (h, p), {}, _Mixed(), 1 << 20
+        ).run()
+
+    proxy = await asyncio.start_server(accept, "127.0.0.1", 0)
+    try:
+        reader, client = await asyncio.open_connection("127.0.0.1", proxy.sockets[0].getsockname()[1])
+        client.write(
+            txn_commit(1, "mixed")
+            + offset_delete(2, "mixed")
+            + txn_commit(3, "other")
+            + offset_delete(4, "other")
+        )
+        async with asyncio.timeout(30):
+            frames = []
+            for _ in range(2):
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                frames.append(await reader.readexactly(size))
+            forwarded = [await upstream_got.get() for _ in range(2)]
+        txn = TxnOffsetCommitResponse.decode(frames[0], version=3, header=True)
+        deleted = OffsetDeleteResponse.decode(frames[1], version=0, header=True)
+        assert txn.header.correlation_id == 1
+        assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in txn.topics] == [
+            ("t", [(0, kp.UNSUPPORTED_VERSION)])]  # fmt: skip
+        assert (deleted.header.correlation_id, deleted.error_code) == (2, kp.UNSUPPORTED_VERSION)
+        assert [[p.partition_index for p in t.partitions] for t in deleted.topics] == [[1]]
+        assert [kp.peek_header(f) for f in forwarded] == [
+            (kp.TXN_OFFSET_COMMIT, 3, 3),
+            (kp.OFFSET_DELETE, 0, 4),
+        ]
         client.close()
     finally:
         for server in (proxy, upstream):
