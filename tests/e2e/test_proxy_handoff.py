@@ -514,3 +514,37 @@ def test_a_resumed_handoff_is_refused_when_a_zookeeper_member_started_during_rel
             assert handoff is not None and handoff.phase is Phase.FORWARDING
         finally:
             proxy.stop()
+
+
+def test_releasing_makes_a_cooperative_librdkafka_member_drop_its_partitions(
+    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path
+) -> None:
+    """A cooperative-sticky member answers REBALANCE_IN_PROGRESS by rejoining with its partitions still held;
+    while the group is releasing, that rejoin is answered UNKNOWN_MEMBER_ID, so it drops them as lost (it kept
+    them, and kept fetching, when the rejoin was answered NOT_COORDINATOR)."""
+    from confluent_kafka import Consumer
+
+    from zkcoord.zk.handoff import Handoff, Phase, write_handoff
+
+    topic, group = "coop-orders", "mixed-coop"
+    tansu.create_topic(topic, 2)
+    with register_in_zookeeper(zk, tansu, {topic: 2}):
+        proxy = ProxyProcess(zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*")
+        member = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                           "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+                           "partition.assignment.strategy": "cooperative-sticky"})  # fmt: skip
+        try:
+            member.subscribe([topic])
+
+            def poll_until(what: str, done: Callable[[], bool], timeout_s: float = 30.0) -> None:
+                deadline = time.monotonic() + timeout_s
+                while not done():
+                    assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                    member.poll(0.1)  # drives the member's rebalance callbacks; returns at once on a message
+
+            poll_until("both partitions assigned", lambda: len(member.assignment()) == 2)
+            write_handoff(zk, Handoff(group, Phase.RELEASING, int(time.time() * 1000), 1), -1)
+            poll_until("the cooperative member to hold nothing", lambda: member.assignment() == [])
+        finally:
+            member.close()
+            proxy.stop()
