@@ -1,7 +1,8 @@
 """`zkcoord migrate handoff`: moves a group the proxies coordinate (no ZooKeeper member left) to the cluster's own
 coordinator while it runs, journaled in the migrate workflow's journal and resumable from its hand-off znode.
 
-Steps (docs/proxy.md "Hand-off"): refuse while ZooKeeper members remain → write `/zkcoord/handoffs/G` releasing
+Steps (docs/proxy.md "Hand-off"): refuse while ZooKeeper members remain (checked again before the offsets are
+copied and before `forwarding` is written) → write `/zkcoord/handoffs/G` releasing
 (the proxies make every member commit, revoke and leave, and admit none) → wait until the proxies' group has no
 member → copy the group's committed offsets from the proxies' coordinator to the cluster's (the group is Empty
 there) and read them back → set the znode forwarding (the point of no return: the proxies forward the group's
@@ -172,13 +173,7 @@ class Handoffs:
         lines: list[str] = []
         handoff, version = read_handoff(self.zk, group)
         if handoff is None:
-            legacy = [m.consumer_id for m in read_members(self.zk, group) if m.protocol == "legacy"]
-            if legacy:
-                raise HandoffRefused(
-                    f"{len(legacy)} ZooKeeper member(s) remain ({', '.join(legacy)}): a legacy member reads "
-                    "/consumers, which the cluster's coordinator does not see; replace them by broker-protocol "
-                    "members first (zkcoord migrate status shows the next one)"
-                )
+            self._refuse_legacy(group)
             members = len(self._proxy_members(group))
             state, cluster_members = cluster_group(self._cluster(), group)
             if cluster_members:
@@ -198,11 +193,15 @@ class Handoffs:
                 f"the proxies' group {group} to have no member", lambda: not self._proxy_members(group)
             )
             lines.append(f"group {group}: every member released its partitions (the proxies' group is empty)")
+            # DescribeGroups lists broker-protocol members only: a legacy member started since the hand-off began
+            # would consume while the offsets are copied. Checked again before the point of no return.
+            self._refuse_legacy(group, resumable=True)
             copied = self._copy_offsets(group)
             lines.append(
                 f"group {group}: {len(copied)} committed offset(s) written to the cluster's coordinator and "
                 "read back equal"
             )
+            self._refuse_legacy(group, resumable=True)
             forwarding = Handoff(group, Phase.FORWARDING, self.clock_ms(), handoff.members)
             version = write_handoff(self.zk, forwarding, version)
             self._note(group, "forwarding", Phase.RELEASING.value, Phase.FORWARDING.value,
@@ -231,6 +230,18 @@ class Handoffs:
             "back is the barrier way (docs/proxy.md 'Hand-off')"
         )
         return HandoffOutcome(group, True, lines)
+
+    def _refuse_legacy(self, group: str, resumable: bool = False) -> None:
+        """Refuse while the group has ZooKeeper (legacy) members: they read /consumers, which neither the proxies'
+        DescribeGroups nor the cluster's coordinator show."""
+        legacy = [m.consumer_id for m in read_members(self.zk, group) if m.protocol == "legacy"]
+        if legacy:
+            then = "; then run again to resume the hand-off" if resumable else ""
+            raise HandoffRefused(
+                f"{len(legacy)} ZooKeeper member(s) remain ({', '.join(legacy)}): a legacy member reads "
+                "/consumers, which the cluster's coordinator does not see; replace them by broker-protocol "
+                f"members first (zkcoord migrate status shows the next one){then}"
+            )
 
     def _proxy_store(self, group: str) -> Any:
         """The proxies' coordinator (one admin connection per run, bootstrapped on the live proxy nodes that

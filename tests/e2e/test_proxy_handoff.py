@@ -455,3 +455,96 @@ def test_handoff_resumes_from_its_znode_and_copies_the_offsets(
             assert read_handoff(zk, group)[1] == version
         finally:
             proxy.stop()
+
+
+def test_a_resumed_handoff_is_refused_when_a_zookeeper_member_started_during_releasing(
+    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path, capsys: Any
+) -> None:
+    """A legacy member that starts while the znode says `releasing` is invisible to DescribeGroups: the run
+    re-reads the group's ZooKeeper members before copying offsets and refuses, writing nothing (no offset at
+    Tansu, the znode still `releasing`); once the member is gone the same command resumes and completes."""
+    from zkcoord.bridge.broker_store import BrokerOffsetStore
+    from zkcoord.bridge.policy import TopicPartition
+    from zkcoord.legacy.config import LegacyConsumerConfig
+    from zkcoord.testing import wait_for
+    from zkcoord.zk.handoff import Handoff, Phase, read_handoff, write_handoff
+    from zkcoord.zk.member import LegacyConsumer
+
+    topic, group = "late-legacy", "mixed-late"
+    tansu.create_topic(topic, 2)
+    with register_in_zookeeper(zk, tansu, {topic: 2}):
+        proxy = ProxyProcess(zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*")
+        try:
+            with BrokerOffsetStore(proxy.bootstrap, group) as store:
+                wait_for(
+                    lambda: all(e is None for _, e in store.write_offsets({TopicPartition(topic, 0): 3,
+                                                                          TopicPartition(topic, 1): 4}).errors),
+                    30, "the proxies' coordinator accepting the group's commit",
+                )  # fmt: skip
+            write_handoff(zk, Handoff(group, Phase.RELEASING, int(time.time() * 1000), 0), -1)
+            legacy = LegacyConsumer(
+                LegacyConsumerConfig(group_id=group, zookeeper_connect=zk_connect, consumer_id="late-1",
+                                     auto_offset_reset="smallest", zookeeper_session_timeout_ms=6000, mode="fast"),
+                {topic: 1},
+            )  # fmt: skip
+            legacy.start()
+            argv = [
+                "migrate",
+                "handoff",
+                "--zk",
+                zk_connect,
+                "--group",
+                group,
+                "--state-dir",
+                str(tmp_path / "s"),
+            ]
+            try:
+                wait_for(lambda: len(legacy.owned()) == 2, 30, "the late legacy member owns both partitions")
+                assert main(argv) == 2
+                err = capsys.readouterr().err
+                assert "1 ZooKeeper member(s) remain (mixed-late_late-1)" in err and "resume" in err
+                assert tansu_offsets(tansu, group) == {}
+                handoff, _ = read_handoff(zk, group)
+                assert handoff is not None and handoff.phase is Phase.RELEASING
+            finally:
+                legacy.close()
+            assert main(argv) == 0  # the member is gone: the operator resumes
+            assert tansu_offsets(tansu, group) == {0: 3, 1: 4}
+            handoff, _ = read_handoff(zk, group)
+            assert handoff is not None and handoff.phase is Phase.FORWARDING
+        finally:
+            proxy.stop()
+
+
+def test_releasing_makes_a_cooperative_librdkafka_member_drop_its_partitions(
+    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path
+) -> None:
+    """A cooperative-sticky member answers REBALANCE_IN_PROGRESS by rejoining with its partitions still held;
+    while the group is releasing, that rejoin is answered UNKNOWN_MEMBER_ID, so it drops them as lost (it kept
+    them, and kept fetching, when the rejoin was answered NOT_COORDINATOR)."""
+    from confluent_kafka import Consumer
+
+    from zkcoord.zk.handoff import Handoff, Phase, write_handoff
+
+    topic, group = "coop-orders", "mixed-coop"
+    tansu.create_topic(topic, 2)
+    with register_in_zookeeper(zk, tansu, {topic: 2}):
+        proxy = ProxyProcess(zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*")
+        member = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                           "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+                           "partition.assignment.strategy": "cooperative-sticky"})  # fmt: skip
+        try:
+            member.subscribe([topic])
+
+            def poll_until(what: str, done: Callable[[], bool], timeout_s: float = 30.0) -> None:
+                deadline = time.monotonic() + timeout_s
+                while not done():
+                    assert time.monotonic() < deadline, f"timed out waiting for {what}"
+                    member.poll(0.1)  # drives the member's rebalance callbacks; returns at once on a message
+
+            poll_until("both partitions assigned", lambda: len(member.assignment()) == 2)
+            write_handoff(zk, Handoff(group, Phase.RELEASING, int(time.time() * 1000), 1), -1)
+            poll_until("the cooperative member to hold nothing", lambda: member.assignment() == [])
+        finally:
+            member.close()
+            proxy.stop()

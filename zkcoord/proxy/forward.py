@@ -5,10 +5,13 @@ Per frame only the 4-byte size and the header's api key, version and correlation
 upstream (one copy: out of the stream buffer). Decoded are only: the answers that carry broker addresses
 (Metadata, FindCoordinator, DescribeCluster: rewritten to the proxy's ports), ApiVersions answers (capped to what
 the proxy can decode or answer), Produce's acks (acks=0 gets no answer), and the group-API requests when the proxy
-coordinates some groups (those of its groups are answered here, in order with the forwarded ones).
+coordinates some groups (those of its groups are answered here, in order with the forwarded ones; a
+ConsumerGroupHeartbeat/Describe, TxnOffsetCommit or OffsetDelete naming one of them is refused here, never
+forwarded).
 
 Bounded: a frame larger than the limit closes the connection before it is read; at most `max_in_flight` answers
-are owed per connection (reading pauses at the bound).
+are owed per connection (reading pauses at the bound); past 1 MiB buffered toward the broker, reading waits for
+it to drain (acks=0 Produce frames included: they owe no answer, so only this bounds them).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 _HEAD = struct.Struct(">hhi")
 _CORR = struct.Struct(">i")
-_GROUP_KEYS = frozenset({*kp.GROUP_APIS, kp.FIND_COORDINATOR})
+_GROUP_KEYS = frozenset({*kp.GROUP_APIS, *kp.CONSUMER_GROUP_APIS, *kp.OFFSET_WRITE_APIS, kp.FIND_COORDINATOR})
 
 Answer = bytes | tuple[bytes, bytes] | None
 
@@ -125,13 +128,10 @@ class Link:
                 answered = self._answer_locally(frame, loop)
                 if answered:
                     continue
-            if key == kp.PRODUCE and kp.produce_acks(frame) == 0:
-                up.write(head)
-                up.write(frame)
-                continue
-            fut: asyncio.Future[Answer] = loop.create_future()
-            self._expect.append((corr, key, version, fut))
-            self._owe(fut)
+            if not (key == kp.PRODUCE and kp.produce_acks(frame) == 0):  # acks=0: no answer owed
+                fut: asyncio.Future[Answer] = loop.create_future()
+                self._expect.append((corr, key, version, fut))
+                self._owe(fut)
             up.write(head)
             up.write(frame)
             if up.transport.get_write_buffer_size() > 1 << 20:
@@ -139,10 +139,14 @@ class Link:
 
     def _answer_locally(self, frame: bytes, loop: asyncio.AbstractEventLoop) -> bool:
         assert self.local is not None
+        if _HEAD.unpack_from(frame)[0] in kp.OFFSET_WRITE_APIS:
+            return self._refuse(kp.offset_write_refusal(frame, self.local.coordinates), loop)
         try:
             req = kp.decode_request(frame)
         except kp.ProtocolError:
             return False  # the broker answers (or closes) as it would without the proxy
+        if req.api_key in kp.CONSUMER_GROUP_APIS:
+            return self._refuse(kp.consumer_group_refusal(req, self.local.coordinates), loop)
         ids = kp.group_ids(req)
         if not ids or not all(self.local.coordinates(g) for g in ids):
             return False
@@ -154,6 +158,15 @@ class Link:
         else:
             task = asyncio.ensure_future(answer)
             task.add_done_callback(lambda t: _settle(fut, t))
+        return True
+
+    def _refuse(self, refusal: bytes | None, loop: asyncio.AbstractEventLoop) -> bool:
+        """Queue the proxy's own refusal of a request (True); None: nothing to refuse, forward it (False)."""
+        if refusal is None:
+            return False
+        fut: asyncio.Future[Answer] = loop.create_future()
+        fut.set_result(refusal)
+        self._owe(fut)
         return True
 
     def _owe(self, fut: asyncio.Future[Answer]) -> None:

@@ -98,7 +98,7 @@ class ProxyConfig:
 class ProxyNode:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
-        self.caps = kp.proxy_version_caps()
+        self.caps = kp.proxy_version_caps(hosts_groups=config.bridge_groups is not None)
         self.client: Client | None = None
         self.watch: BrokerWatch | None = None
         self._servers: dict[int | None, asyncio.base_events.Server] = {}  # None: the bootstrap
@@ -313,10 +313,12 @@ class ProxyNode:
         return self._dispatch.dispatch(req)
 
     def _release(self, req: kp.RequestFrame, group_id: str) -> bytes | Awaitable[bytes | None] | None:
-        """A group being handed off: a member's heartbeat starts a rebalance (answered REBALANCE_IN_PROGRESS, so it
-        commits and revokes everything, as an eager member does before it rejoins); its JoinGroup, sent once it
-        holds nothing, removes it from the group and is answered NOT_COORDINATOR, so it asks for the coordinator
-        again, until the hand-off forwards that question to the cluster. No member is admitted meanwhile."""
+        """A group being handed off: a member's heartbeat starts a rebalance (answered REBALANCE_IN_PROGRESS, so an
+        eager member commits and revokes everything before it rejoins); its JoinGroup removes it from the group and
+        is answered MEMBER_ID_REQUIRED with no member id (UNKNOWN_MEMBER_ID below v4), so a cooperative member,
+        which rejoins still holding its partitions, drops them all as lost; its next JoinGroup (no member id, holding nothing) is answered NOT_COORDINATOR, so it asks
+        for the coordinator again, until the hand-off forwards that question to the cluster. No member is admitted
+        meanwhile."""
         assert self.groups is not None and self._dispatch is not None
         service = self.groups.services.get(self.groups.node.partition_for(group_id))
         if req.api_key == kp.HEARTBEAT:
@@ -336,6 +338,13 @@ class ProxyNode:
                 )
                 log.info("group=%s hand-off: member %s released (leave: %s)", group_id, join.member_id,
                          [m.error_code for m in left.members])  # fmt: skip
+                # A cooperative member rejoins still holding its partitions. MEMBER_ID_REQUIRED (with no member
+                # id) makes it drop them all as lost before it joins again: librdkafka does so for it (and
+                # ILLEGAL_GENERATION) but not for UNKNOWN_MEMBER_ID on JoinGroup; kafka-python and Kafka's client
+                # reset the generation for it, so their next join treats the assignment as lost. JoinGroup < v4
+                # has no MEMBER_ID_REQUIRED: UNKNOWN_MEMBER_ID (kafka-python's reset).
+                code = ErrorCode.MEMBER_ID_REQUIRED if req.api_version >= 4 else ErrorCode.UNKNOWN_MEMBER_ID
+                return kp.error_response(req, code)
             return kp.error_response(req, ErrorCode.NOT_COORDINATOR)
 
         return refuse()

@@ -45,6 +45,8 @@ from kafka.protocol.consumer import (
     ListOffsetsResponse,
     OffsetCommitRequest,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     OffsetFetchRequest,
     OffsetFetchResponse,
     SyncGroupRequest,
@@ -63,6 +65,8 @@ from kafka.protocol.producer import (
     InitProducerIdResponse,
     ProduceRequest,
     ProduceResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 
 from zkcoord.errors import ZkcoordError
@@ -1299,14 +1303,104 @@ ADDRESS_APIS = frozenset(_ADDRESS_CLASSES)
 AddressOf = Callable[[int, str, int], tuple[str, int]]
 
 
-def proxy_version_caps() -> dict[int, int]:
+def proxy_version_caps(hosts_groups: bool = False) -> dict[int, int]:
     """The highest version of each API a client may use through the proxy: the address-carrying responses are
     decoded with kafka-python's classes, and the group APIs (FindCoordinator included) of the groups the proxy
-    coordinates are answered by zkcoord's coordinator, so those stop at what zkcoord advertises."""
+    coordinates are answered by zkcoord's coordinator, so those stop at what zkcoord advertises. A proxy that
+    `hosts_groups` (mixed classic groups) does not offer ConsumerGroupHeartbeat/Describe (cap -1: left out), so
+    a group.protocol=consumer client of such a group cannot reach the cluster's own coordinator."""
     caps = {key: int(cls.max_version) for key, cls in _ADDRESS_CLASSES.items()}
     for key in (*sorted(GROUP_APIS), FIND_COORDINATOR):
         caps[key] = min(caps.get(key, ADVERTISED[key][1]), ADVERTISED[key][1])
+    if hosts_groups:
+        for key in CONSUMER_GROUP_APIS:
+            caps[key] = -1
     return caps
+
+
+def consumer_group_refusal(req: RequestFrame, coordinated: Callable[[str], bool]) -> bytes | None:
+    """The proxy's answer to a ConsumerGroupHeartbeat/Describe naming a group it coordinates (a classic group
+    mixed with ZooKeeper members, where consumer-protocol members are not hosted): GROUP_ID_NOT_FOUND with the
+    reason, as Kafka answers for a classic group; in a Describe, the other groups get NOT_COORDINATOR (the client
+    asks again, alone). None when no named group is coordinated: the request goes to the cluster."""
+    body = req.body
+    if req.api_key == CONSUMER_GROUP_HEARTBEAT:
+        if not coordinated(body.group_id):
+            return None
+        msg = _refusal_message(body.group_id)
+        resp: Any = gcm.ConsumerGroupHeartbeatResponse(int(ErrorCode.GROUP_ID_NOT_FOUND), msg)
+        return consumer_group_response(req, resp)
+    if not any(coordinated(g) for g in body.group_ids):
+        return None
+    groups = tuple(
+        gcm.DescribedConsumerGroup(int(ErrorCode.GROUP_ID_NOT_FOUND), g, _refusal_message(g))
+        if coordinated(g)
+        else gcm.DescribedConsumerGroup(int(ErrorCode.NOT_COORDINATOR), g)
+        for g in body.group_ids
+    )
+    return consumer_group_response(req, gcm.ConsumerGroupDescribeResponse(groups))
+
+
+TXN_OFFSET_COMMIT = 28
+OFFSET_DELETE = 47
+_OFFSET_WRITE_CLASSES: dict[int, tuple[Any, Any]] = {
+    TXN_OFFSET_COMMIT: (TxnOffsetCommitRequest, TxnOffsetCommitResponse),
+    OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
+}
+# Offset writes the proxy's coordinator does not implement: refused for its groups, forwarded for the others.
+OFFSET_WRITE_APIS = frozenset(_OFFSET_WRITE_CLASSES)
+
+
+def offset_write_refusal(frame: bytes | bytearray, coordinated: Callable[[str], bool]) -> bytes | None:
+    """The proxy's answer (framed) to a TxnOffsetCommit/OffsetDelete request frame (without its size prefix)
+    naming a group it coordinates: UNSUPPORTED_VERSION for every partition (and OffsetDelete's top level), as a
+    coordinator without the API would answer; nothing is written. None when the group is not coordinated or the
+    frame does not decode: the request goes to the cluster, which answers it as without the proxy."""
+    head = peek_header(frame)
+    if head is None or head[0] not in _OFFSET_WRITE_CLASSES:
+        return None
+    key, version, correlation_id = head
+    req_cls, resp_cls = _OFFSET_WRITE_CLASSES[key]
+    if not req_cls.min_version <= version <= req_cls.max_version:
+        return None
+    try:
+        req = req_cls.decode(bytes(frame), version=version, header=True)
+    except Exception:
+        return None
+    if not coordinated(req.group_id):
+        return None
+    topic_cls = (
+        resp_cls.OffsetDeleteResponseTopic if key == OFFSET_DELETE else resp_cls.TxnOffsetCommitResponseTopic
+    )
+    part_cls = (
+        topic_cls.OffsetDeleteResponsePartition
+        if key == OFFSET_DELETE
+        else topic_cls.TxnOffsetCommitResponsePartition
+    )
+    topics = [
+        topic_cls(
+            version=version,
+            name=t.name,
+            partitions=[
+                part_cls(version=version, partition_index=p.partition_index, error_code=UNSUPPORTED_VERSION)
+                for p in t.partitions
+            ],
+        )
+        for t in req.topics or ()
+    ]
+    fields: dict[str, Any] = {"throttle_time_ms": 0, "topics": topics}
+    if key == OFFSET_DELETE:
+        fields["error_code"] = UNSUPPORTED_VERSION
+    resp = resp_cls(version=version, **fields)
+    resp.with_header(correlation_id=correlation_id)
+    return bytes(resp.encode(header=True, framed=True))
+
+
+def _refusal_message(group_id: str) -> str:
+    return (
+        f"group {group_id} is a classic group coordinated by the zkcoord proxy (mixed with ZooKeeper members): "
+        "consumer-protocol members are not hosted there, use group.protocol=classic"
+    )
 
 
 def _response_error(api_key: int, api_version: int, exc: Exception) -> ProtocolError:

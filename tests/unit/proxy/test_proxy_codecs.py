@@ -170,3 +170,26 @@ def test_metadata_lists_the_proxy_coordinators_after_the_cluster_brokers(version
     back = MetadataResponse.decode(out[4:], version=version, header=True)
     assert [(b.node_id, b.host, b.port) for b in back.brokers] == [
         (1, "proxy.example", 9194), (2, "proxy.example", 9195), (9000, "proxy.example", 9192)]  # fmt: skip
+
+
+def test_consumer_protocol_apis_not_advertised_when_the_proxy_hosts_groups() -> None:
+    """A proxy coordinating mixed (classic) groups does not offer ConsumerGroupHeartbeat/Describe: a
+    group.protocol=consumer client would otherwise reach the cluster's coordinator for such a group."""
+    A = ApiVersionsResponse.ApiVersion
+    resp = ApiVersionsResponse(version=3, error_code=0, throttle_time_ms=0, api_keys=[
+        A(api_key=kp.METADATA, min_version=0, max_version=12),
+        A(api_key=kp.CONSUMER_GROUP_HEARTBEAT, min_version=0, max_version=1),
+        A(api_key=kp.CONSUMER_GROUP_DESCRIBE, min_version=0, max_version=1)])  # fmt: skip
+    hosting = kp.cap_api_versions(3, response_frame(resp), kp.proxy_version_caps(hosts_groups=True))
+    plain = kp.cap_api_versions(3, response_frame(resp), kp.proxy_version_caps())
+    keys = [{a.api_key for a in ApiVersionsResponse.decode(f[4:], version=3, header=True).api_keys} for f in (hosting, plain)]  # fmt: skip
+    assert keys[0] == {kp.METADATA}
+    assert keys[1] == {kp.METADATA, kp.CONSUMER_GROUP_HEARTBEAT, kp.CONSUMER_GROUP_DESCRIBE}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(kp.OFFSET_WRITE_APIS)), st.integers(-1, 6), st.binary(max_size=120))
+def test_offset_write_refusal_fuzz_never_raises(api_key: int, version: int, tail: bytes) -> None:
+    """Bytes that do not decode are forwarded (None), never an exception that would close the connection."""
+    out = kp.offset_write_refusal(struct.pack(">hhi", api_key, version, 9) + tail, lambda g: True)
+    assert out is None or struct.unpack_from(">ii", out) == (len(out) - 4, 9)

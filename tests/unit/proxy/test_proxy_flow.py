@@ -1,0 +1,263 @@
+"""A Link's flow control toward a broker that stops reading: what the proxy buffers stays bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import struct
+from typing import Any
+
+import pytest
+from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
+from kafka.protocol.producer import ProduceRequest, TxnOffsetCommitRequest, TxnOffsetCommitResponse
+
+from zkcoord.group import consumer_messages as gcm
+from zkcoord.proxy import forward
+from zkcoord.server import kafka_protocol as kp
+
+DRAIN_AT = 1 << 20  # the Link's upstream write-buffer threshold
+
+
+def produce_frame(acks: int, correlation_id: int) -> bytes:
+    """A Produce v3 request with a ~30 KB client id, framed (size prefix included)."""
+    req = ProduceRequest(version=3, transactional_id=None, acks=acks, timeout_ms=1000, topic_data=[])
+    req.with_header(correlation_id=correlation_id, client_id="c" * 30_000)
+    return bytes(req.encode(header=True, framed=True))
+
+
+def test_fire_and_forget_produce_waits_for_a_stalled_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """acks=0 frames get no answer, so only the drain check bounds them: with the broker not reading, the Link
+    stops taking frames from the client once its upstream buffer passes the threshold (it did not: every frame
+    the client sent piled up in the proxy's memory)."""
+    frame = produce_frame(acks=0, correlation_id=1)
+    frames = (64 << 20) // len(frame)  # 64 MiB: more than the kernel's loopback buffers hold
+    asyncio.run(_stalled_broker(monkeypatch, frame, frames))
+
+
+async def _stalled_broker(monkeypatch: pytest.MonkeyPatch, frame: bytes, frames: int) -> None:
+    received = bytearray()
+    got_all = asyncio.Event()
+    broker_conn: list[asyncio.StreamReader] = []
+    broker_tx: list[asyncio.Transport] = []
+
+    async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.transport.pause_reading()  # type: ignore[attr-defined]
+        broker_tx.append(writer.transport)  # type: ignore[arg-type]
+        broker_conn.append(reader)
+        await got_all.wait()
+        writer.close()
+
+    peak = 0
+    exceeded = asyncio.Event()
+    drained_while_full = asyncio.Event()
+    real_open = asyncio.open_connection
+
+    async def watched_open(*args: Any, **kw: Any) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        reader, writer = await real_open(*args, **kw)
+        write, drain = writer.write, writer.drain
+
+        def watched_write(data: Any) -> None:
+            nonlocal peak
+            write(data)
+            peak = max(peak, writer.transport.get_write_buffer_size())
+            if peak > DRAIN_AT + 2 * len(frame):
+                exceeded.set()
+
+        async def watched_drain() -> None:
+            if writer.transport.get_write_buffer_size() > DRAIN_AT:
+                drained_while_full.set()
+            await drain()
+
+        writer.write = watched_write  # type: ignore[method-assign]
+        writer.drain = watched_drain  # type: ignore[method-assign]
+        return reader, writer
+
+    upstream = await asyncio.start_server(broker, "127.0.0.1", 0)
+    up_port = upstream.sockets[0].getsockname()[1]
+    links: list[asyncio.Task[None]] = []
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        link = forward.Link(
+            reader, writer, ("127.0.0.1", up_port), lambda n, h, p: (h, p), {}, None, 1 << 20, 100
+        )
+        links.append(asyncio.current_task())  # type: ignore[arg-type]
+        await link.run()
+
+    monkeypatch.setattr(forward.asyncio, "open_connection", watched_open)
+    proxy = await asyncio.start_server(accept, "127.0.0.1", 0)
+    proxy_port = proxy.sockets[0].getsockname()[1]
+    try:
+        _, client = await real_open("127.0.0.1", proxy_port)
+        for _ in range(frames):
+            client.write(frame)  # the client's transport buffers what the proxy does not take
+        waits = [asyncio.ensure_future(e.wait()) for e in (exceeded, drained_while_full)]
+        await asyncio.wait(waits, timeout=60, return_when=asyncio.FIRST_COMPLETED)
+        for w in waits:
+            w.cancel()
+        assert not exceeded.is_set(), f"proxy buffered {peak} bytes for a broker that does not read"
+        assert drained_while_full.is_set()
+        # The broker reads again: every frame arrives, byte for byte, in order.
+        broker_tx[0].resume_reading()
+        want = len(frame) * frames
+        async with asyncio.timeout(120):
+            while len(received) < want:
+                received += await broker_conn[0].read(1 << 20)
+        assert received == frame * frames
+        assert peak <= DRAIN_AT + len(frame) + 4
+        got_all.set()
+        client.close()
+    finally:
+        got_all.set()
+        for server in (proxy, upstream):
+            server.close()
+        for task in links:
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(task, 10)
+
+
+class _Mixed:
+    """The proxy's coordinator as a Link sees it: it coordinates the group "mixed" (classic protocol)."""
+
+    def coordinates(self, group_id: str) -> bool:
+        return group_id == "mixed"
+
+    def answer(self, req: Any) -> bytes | None:
+        raise AssertionError(f"consumer-protocol request {req.api_key} reached the classic coordinator")
+
+    def coordinators(self) -> list[tuple[int, str, int]]:
+        return []
+
+
+def heartbeat(corr: int, group: str) -> bytes:
+    value = gcm.ConsumerGroupHeartbeatRequest(
+        api_version=0, group_id=group, member_id="m", member_epoch=0, rebalance_timeout_ms=30000,
+        subscribed_topic_names=("t",), topic_partitions=(),
+    )  # fmt: skip
+    return kp.encode_consumer_group_request(corr, "c", value)
+
+
+def describe(corr: int, *groups: str) -> bytes:
+    return kp.encode_consumer_group_request(corr, "c", gcm.ConsumerGroupDescribeRequest(0, groups))
+
+
+def test_consumer_protocol_requests_for_a_proxy_group_are_refused_not_forwarded() -> None:
+    """ConsumerGroupHeartbeat/Describe naming a group the proxy coordinates are answered by the proxy with
+    GROUP_ID_NOT_FOUND (it is a classic group there); other groups' requests still reach the broker."""
+    asyncio.run(_refused())
+
+
+async def _refused() -> None:
+    upstream_got: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                upstream_got.put_nowait(await reader.readexactly(size))
+
+    upstream = await asyncio.start_server(broker, "127.0.0.1", 0)
+    up_port = upstream.sockets[0].getsockname()[1]
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await forward.Link(
+            reader, writer, ("127.0.0.1", up_port), lambda n, h, p: (h, p), {}, _Mixed(), 1 << 20
+        ).run()
+
+    proxy = await asyncio.start_server(accept, "127.0.0.1", 0)
+    try:
+        reader, client = await asyncio.open_connection("127.0.0.1", proxy.sockets[0].getsockname()[1])
+        client.write(heartbeat(1, "mixed") + describe(2, "mixed", "other") + heartbeat(3, "other"))
+        async with asyncio.timeout(30):
+            answers = []
+            for key, version in ((kp.CONSUMER_GROUP_HEARTBEAT, 0), (kp.CONSUMER_GROUP_DESCRIBE, 0)):
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                answers.append(
+                    kp.decode_consumer_group_response(key, version, await reader.readexactly(size))
+                )
+            forwarded = await upstream_got.get()
+        (corr1, hb), (corr2, desc) = answers
+        assert (corr1, hb.error_code) == (1, kp.ErrorCode.GROUP_ID_NOT_FOUND)
+        assert "mixed" in hb.error_message and "group.protocol=classic" in hb.error_message
+        assert corr2 == 2
+        assert [(g.group_id, g.error_code) for g in desc.groups] == [
+            ("mixed", kp.ErrorCode.GROUP_ID_NOT_FOUND), ("other", kp.ErrorCode.NOT_COORDINATOR)]  # fmt: skip
+        assert kp.peek_header(forwarded) == (kp.CONSUMER_GROUP_HEARTBEAT, 0, 3)  # the first the broker saw
+        client.close()
+    finally:
+        for server in (proxy, upstream):
+            server.close()
+
+
+def test_txn_offset_commit_and_offset_delete_for_a_proxy_group_are_refused_not_forwarded() -> None:
+    """TxnOffsetCommit/OffsetDelete naming a group the proxy coordinates would write the cluster's offsets of a
+    group it does not coordinate there: the proxy answers UNSUPPORTED_VERSION per partition instead; the same
+    requests for another group still reach the broker."""
+    asyncio.run(_offset_writes_refused())
+
+
+def txn_commit(corr: int, group: str) -> bytes:
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    P = T.TxnOffsetCommitRequestPartition
+    req = TxnOffsetCommitRequest(version=3, transactional_id="tx", group_id=group, producer_id=1, producer_epoch=0,
+        generation_id=-1, member_id="", group_instance_id=None,
+        topics=[T(name="t", partitions=[P(partition_index=0, committed_offset=5, committed_leader_epoch=-1,
+                                          committed_metadata="")])])  # fmt: skip
+    req.with_header(correlation_id=corr, client_id="c")
+    return bytes(req.encode(header=True, framed=True))
+
+
+def offset_delete(corr: int, group: str) -> bytes:
+    T = OffsetDeleteRequest.OffsetDeleteRequestTopic
+    req = OffsetDeleteRequest(version=0, group_id=group,
+                              topics=[T(name="t", partitions=[T.OffsetDeleteRequestPartition(partition_index=1)])])  # fmt: skip
+    req.with_header(correlation_id=corr, client_id="c")
+    return bytes(req.encode(header=True, framed=True))
+
+
+async def _offset_writes_refused() -> None:
+    upstream_got: asyncio.Queue[bytes] = asyncio.Queue()
+
+    async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                upstream_got.put_nowait(await reader.readexactly(size))
+
+    upstream = await asyncio.start_server(broker, "127.0.0.1", 0)
+    up_port = upstream.sockets[0].getsockname()[1]
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await forward.Link(
+            reader, writer, ("127.0.0.1", up_port), lambda n, h, p: (h, p), {}, _Mixed(), 1 << 20
+        ).run()
+
+    proxy = await asyncio.start_server(accept, "127.0.0.1", 0)
+    try:
+        reader, client = await asyncio.open_connection("127.0.0.1", proxy.sockets[0].getsockname()[1])
+        client.write(
+            txn_commit(1, "mixed")
+            + offset_delete(2, "mixed")
+            + txn_commit(3, "other")
+            + offset_delete(4, "other")
+        )
+        async with asyncio.timeout(30):
+            frames = []
+            for _ in range(2):
+                (size,) = struct.unpack(">i", await reader.readexactly(4))
+                frames.append(await reader.readexactly(size))
+            forwarded = [await upstream_got.get() for _ in range(2)]
+        txn = TxnOffsetCommitResponse.decode(frames[0], version=3, header=True)
+        deleted = OffsetDeleteResponse.decode(frames[1], version=0, header=True)
+        assert txn.header.correlation_id == 1
+        assert [(t.name, [(p.partition_index, p.error_code) for p in t.partitions]) for t in txn.topics] == [
+            ("t", [(0, kp.UNSUPPORTED_VERSION)])]  # fmt: skip
+        assert (deleted.header.correlation_id, deleted.error_code) == (2, kp.UNSUPPORTED_VERSION)
+        assert [[p.partition_index for p in t.partitions] for t in deleted.topics] == [[1]]
+        assert [kp.peek_header(f) for f in forwarded] == [
+            (kp.TXN_OFFSET_COMMIT, 3, 3),
+            (kp.OFFSET_DELETE, 0, 4),
+        ]
+        client.close()
+    finally:
+        for server in (proxy, upstream):
+            server.close()
