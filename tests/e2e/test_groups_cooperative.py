@@ -16,9 +16,9 @@ from kafka import KafkaConsumer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from e2e.conftest import ServerProcess
-from zkcoord.legacy.topic_partition import TopicPartition
 from zkcoord.testing import wait_for
 from zkcoord.testing.handover import HandoverSampler
+from zkcoord.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.e2e
 

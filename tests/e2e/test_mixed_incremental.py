@@ -22,9 +22,9 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from e2e.test_mixed_migration import COMMIT_INTERVAL_MS, HEARTBEAT_MS, SESSION_MS, Cluster, Producer, cluster
 from zkcoord.bridge.member import member_offsets
 from zkcoord.legacy.config import LegacyConsumerConfig
-from zkcoord.legacy.topic_partition import TopicPartition
 from zkcoord.testing import wait_for
 from zkcoord.testing.handover import HandoverSampler
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk.member import LegacyConsumer
 from zkcoord.zk.session import SessionFault, connect
 

@@ -58,8 +58,8 @@ from zkcoord.bridge.mixed_policy import (
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import ConsumerRegistration
-from zkcoord.legacy.topic_partition import TopicPartition
 from zkcoord.ratelog import RateLimitedLog
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk import mixed_group as zkm
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
 from zkcoord.zk.member_zk import read_topic_partitions

@@ -27,7 +27,7 @@ from zkcoord.errors import ConfigError, MalformedZnode
 from zkcoord.legacy.assignment import assign
 from zkcoord.legacy.codecs import ConsumerRegistration, Escaped, encode_json, json_escape_string
 from zkcoord.legacy.ids import consumer_of_thread, java_sorted, thread_id, utf16_key
-from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.topic_partition import TopicPartition
 
 LEGACY: Final = "legacy"
 CLASSIC: Final = "classic"

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from zkcoord.errors import ConfigError
-from zkcoord.legacy.topic_partition import TopicPartition as TopicPartition  # re-exported: the one pair type
+from zkcoord.topic_partition import TopicPartition as TopicPartition  # re-exported: the one pair type
 
 
 def as_tp(value: Any) -> TopicPartition:

@@ -20,7 +20,7 @@ from typing import Any
 
 from zkcoord.legacy import paths
 from zkcoord.legacy.ids import consumer_of_thread, java_sorted
-from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk import registry
 from zkcoord.zk.session import Client
 

@@ -23,7 +23,7 @@ from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.filters import TopicFilter
 from zkcoord.legacy.ids import consumer_of_thread, java_sorted
-from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk import group_admin, registry
 from zkcoord.zk.session import Client, connect
 

@@ -23,7 +23,7 @@ from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.ids import consumer_of_thread
-from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk.member import LegacyConsumer
 
 log = logging.getLogger(__name__)

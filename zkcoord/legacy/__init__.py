@@ -8,7 +8,7 @@ from zkcoord.legacy.assignment import (
     owned_by,
     strategy_for,
 )
-from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.topic_partition import TopicPartition
 
 __all__ = [
     "Decision",

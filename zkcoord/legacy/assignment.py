@@ -13,7 +13,7 @@ from typing import Final, Literal
 
 from zkcoord.errors import ConfigError
 from zkcoord.legacy.ids import consumer_of_thread, java_hash, java_sorted, thread_ids, utf16_key
-from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.topic_partition import TopicPartition
 
 Decision = dict[TopicPartition, str]
 Strategy = Literal["range", "roundrobin"]

@@ -30,7 +30,7 @@ from zkcoord.legacy import paths
 from zkcoord.legacy.assignment import assign
 from zkcoord.legacy.codecs import ConsumerRegistration, encode_offset, encode_owner
 from zkcoord.legacy.ids import consumer_of_thread, utf16_key
-from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.topic_partition import TopicPartition
 
 T = TypeVar("T")
 

@@ -23,7 +23,7 @@ from kazoo.exceptions import KazooException, NoNodeError
 
 from zkcoord.legacy import paths
 from zkcoord.legacy.ids import consumer_of_thread
-from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.topic_partition import TopicPartition
 
 Holdings = Mapping[str, frozenset[TopicPartition]]
 

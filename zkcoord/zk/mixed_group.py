@@ -34,8 +34,8 @@ from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import decode_owner, encode_owner
 from zkcoord.legacy.ids import java_sorted
-from zkcoord.legacy.topic_partition import TopicPartition
 from zkcoord.ratelog import RateLimitedLog
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk import registry
 
 log = logging.getLogger(__name__)

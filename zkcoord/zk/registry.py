@@ -28,7 +28,7 @@ from zkcoord.legacy.codecs import (
     decode_owner,
 )
 from zkcoord.legacy.ids import java_sorted
-from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from zkcoord.bridge.membership import MemberView, read_members
-from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.integration
 

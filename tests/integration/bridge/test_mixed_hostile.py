@@ -22,8 +22,8 @@ from zkcoord.bridge.mixed_policy import (
     encode_classic_registration,
     thread_for,
 )
-from zkcoord.legacy.topic_partition import TopicPartition
 from zkcoord.ratelog import RateLimitedLog
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk import mixed_group as zkm
 from zkcoord.zk import registry
 

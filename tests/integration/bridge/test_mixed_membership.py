@@ -14,7 +14,7 @@ from zkcoord.bridge.mixed_policy import (
 )
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import ConsumerRegistration
-from zkcoord.legacy.topic_partition import TopicPartition
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk import registry
 
 

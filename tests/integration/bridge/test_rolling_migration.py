@@ -21,9 +21,9 @@ from zkcoord.bridge.member import member_offsets
 from zkcoord.bridge.zk_side import ZooKeeperSide
 from zkcoord.errors import ConfigError
 from zkcoord.legacy.config import LegacyConsumerConfig
-from zkcoord.legacy.topic_partition import TopicPartition as LegacyTP
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
+from zkcoord.topic_partition import TopicPartition as LegacyTP
 from zkcoord.zk import registry
 from zkcoord.zk.member import LegacyConsumer
 from zkcoord.zk.offset_store import WriteMode

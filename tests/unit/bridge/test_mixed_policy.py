@@ -39,7 +39,7 @@ from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.assignment import assign
 from zkcoord.legacy.codecs import ConsumerRegistration
-from zkcoord.legacy.topic_partition import TopicPartition as TP
+from zkcoord.topic_partition import TopicPartition as TP
 from zkcoord.zk.mixed_group import decode_fence
 
 

@@ -1,4 +1,4 @@
-"""The one (topic, partition) type of the legacy code: a NamedTuple, so it also is the plain pair older callers
+"""The one (topic, partition) value of every layer: a NamedTuple, so it also is the plain pair older callers
 use — it unpacks as `topic, partition`, compares and hashes equal to `(topic, partition)`, and sorts by topic
 then partition."""
 
