@@ -22,7 +22,8 @@ Guarantees:
 
 The group service plugs in through two callbacks run on the node's worker thread: `on_become_leader(partition,
 store)` must load the partition's records (it may block; the partition answers COORDINATOR_LOAD_IN_PROGRESS
-meanwhile) and `on_resign(partition)` must drop the partition's groups.
+meanwhile) and `on_resign(partition)` must drop the partition's groups; `on_append(partition)` is given to each
+partition's store and runs on the appending thread after every committed append (it must only signal).
 """
 
 from __future__ import annotations
@@ -191,12 +192,14 @@ class ClusterNode:
         *,
         on_become_leader: Callable[[int, ZkRecordStore], None] | None = None,
         on_resign: Callable[[int], None] | None = None,
+        on_append: Callable[[int], None] | None = None,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         client: Client | None = None,
     ) -> None:
         self.config = config
         self._on_become_leader = on_become_leader
         self._on_resign = on_resign
+        self._on_append = on_append
         self._clock_ms = clock_ms
         self._given_client = client
         self.client: Client | None = client
@@ -451,11 +454,11 @@ class ClusterNode:
                 compact_after_batches=self.config.offsets_compact_after_batches,
                 # every record checked as `decode_record` would, at the bulk decoder's fast-path cost
                 check_record=BulkDecoder().check,
+                on_append=None if self._on_append is None else partial(self._on_append, f.partition),
+                on_compaction_due=self._wake,
             )
             for f in fresh
         }
-        for store in stores.values():
-            store.on_compaction_due = self._wake
         self._owned = {**self._owned, **{p: (_Status.LOADING, st) for p, st in stores.items()}}
         for fence in fresh:
             self._load(fence.partition, stores[fence.partition])

@@ -180,7 +180,8 @@ class Controller:
     """Runs for one node: elects, and while elected reconciles partition leadership. Thread-safe start/close.
 
     `on_change(active, fence)` is called from the worker thread whenever the node becomes or stops being
-    controller. `clock_ms` stamps the `/controller` timestamp.
+    controller. `clock_ms` stamps the `/controller` timestamp. `before_activate(site)` (tests) runs on the
+    worker right before it tries to become active ("won", "resumed", "verified").
     """
 
     def __init__(
@@ -192,6 +193,7 @@ class Controller:
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         on_change: Callable[[bool, ControllerFence | None], None] | None = None,
         resync_interval_s: float = 5.0,
+        before_activate: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
         self.node_id = node_id
@@ -219,7 +221,7 @@ class Controller:
         self.stale_activations = 0
         # Test seam: called on the worker thread with the activation site ("won", "resumed", "verified")
         # right before the worker tries to set `active`, so a test can force a state change in between.
-        self.before_activate: Callable[[str], None] | None = None
+        self._before_activate = before_activate
 
     # -- public --------------------------------------------------------------------------------------------
 
@@ -349,8 +351,8 @@ class Controller:
         checked and set under the listener's lock, so the listener's step-down cannot be overwritten by a
         pass that read ZooKeeper before it. A refused activation keeps the fence and asks for a verify in
         the new generation (which drops the fence if the session or the epoch is no longer ours)."""
-        if self.before_activate is not None:
-            self.before_activate(site)
+        if self._before_activate is not None:
+            self._before_activate(site)
         with self._cond:
             if gen == self._gen and self.client.state == KazooState.CONNECTED and not self._closing:
                 self._fence = fence
