@@ -54,11 +54,8 @@ from zkcoord.zk.controller import (
     SESSION_LOST,
     SESSION_SUSPENDED,
     Controller,
-    NodeIdInUse,
     ZooKeeperError,
-    read_brokers,
     read_topic_states,
-    register_node,
 )
 from zkcoord.zk.record_store import (
     DEFAULT_COMPACT_AFTER_BATCHES,
@@ -66,6 +63,7 @@ from zkcoord.zk.record_store import (
     StoreFenced,
     ZkRecordStore,
 )
+from zkcoord.zk.registry import NodeIdInUse, read_broker_data, register_node
 from zkcoord.zk.session import Client, connect
 
 log = logging.getLogger(__name__)
@@ -423,7 +421,7 @@ class ClusterNode:
 
     def _refresh(self, gen: int) -> None:
         brokers: dict[int, tuple[str, int]] = {}
-        for node, data in read_brokers(self.client, self._on_watch).items():
+        for node, data in read_broker_data(self.client, self._on_watch).items():
             try:
                 registration = BrokerRegistration.decode(paths.broker_path(node), data)
                 endpoint = registration.endpoint_for(self.config.security_protocol)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import BrokerRegistration
-from zkcoord.zk.controller import read_brokers
+from zkcoord.zk.registry import read_broker_data
 from zkcoord.zk.session import Client
 from zkcoord.zk.watch import RearmedWatch, Watcher
 
@@ -48,7 +48,7 @@ class BrokerWatch:
         found: Brokers = {}
         if not self.client.exists(paths.BROKER_IDS, watch=watch):
             return found
-        for node, data in read_brokers(self.client, watch).items():
+        for node, data in read_broker_data(self.client, watch).items():
             try:
                 endpoint = BrokerRegistration.decode(paths.broker_path(node), data).endpoint_for(
                     self.security_protocol

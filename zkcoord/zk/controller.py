@@ -504,19 +504,15 @@ class Controller:
         c = self.client
         w = self._on_watch
         live: list[int] = []
-        for name in c.get_children(paths.BROKER_IDS, watch=w):
-            if not name.isdigit():
-                continue
-            bpath = paths.broker_path(int(name))
+        # watch_each: a repaired registration wakes a pass
+        for node, (bdata, bstat) in registry.read_broker_znodes(c, w, watch_each=True).items():
+            bpath = paths.broker_path(node)
             try:
-                bdata, bstat = c.get(bpath, watch=w)  # a repaired registration wakes a pass
                 BrokerRegistration.decode(bpath, bdata)
-            except NoNodeError:
-                continue
             except MalformedZnode as exc:
                 self._report_malformed(bpath, bstat.mzxid, exc)
                 continue
-            live.append(int(name))
+            live.append(node)
         topics: dict[str, TopicAssignment] = {}
         states: dict[tuple[str, int], tuple[PartitionState, int]] = {}
         parents: set[str] = set()
@@ -687,7 +683,7 @@ def _create_op(path: str, data: bytes) -> Callable[[Any], None]:
     return lambda tx: tx.create(path, data)
 
 
-# -- reads and registration shared with the cluster node (kept here so only zkcoord/zk imports kazoo) -----
+# -- reads shared with the cluster node (kept here so only zkcoord/zk imports kazoo; /brokers: zk/registry) --
 
 DELETION_ACKS_ROOT = "/zkcoord/topic-deletions"
 
@@ -729,47 +725,6 @@ def ack_topic_deletion(client: KazooClient, topic: str, node_id: int) -> None:
 ZooKeeperError = KazooException
 SESSION_SUSPENDED = KazooState.SUSPENDED
 SESSION_LOST = KazooState.LOST
-
-
-class NodeIdInUse(ZkcoordError):
-    """Another live process is registered with this node id."""
-
-
-def register_node(client: KazooClient, node_id: int, registration: bytes) -> None:
-    """Create `/brokers/ids/N` (ephemeral) as 0.9+ `ZKCheckedEphemeral`: NodeExists owned by our own session
-    (a retried create) is success; owned by another session ⇒ NodeIdInUse with a clear message."""
-    path = paths.broker_path(node_id)
-    for _ in range(3):
-        try:
-            client.create(path, registration, ephemeral=True, makepath=True)
-            return
-        except NodeExistsError:
-            try:
-                _, stat = client.get(path)
-            except NoNodeError:
-                continue  # the old owner just went away: create again
-            owner = client.client_id[0] if client.client_id else None
-            if stat.ephemeralOwner == owner:
-                return
-            raise NodeIdInUse(
-                f"node id {node_id} is already registered at {path} by another live session "
-                f"(0x{stat.ephemeralOwner:x}); pick another --node-id or stop that process"
-            ) from None
-    raise NodeIdInUse(f"could not register node id {node_id} at {path}: it kept changing hands")
-
-
-def read_brokers(client: KazooClient, watch: Callable[[Any], None] | None = None) -> dict[int, bytes]:
-    """Raw registration data of every live node (children of /brokers/ids that are ids)."""
-    out: dict[int, bytes] = {}
-    for name in client.get_children(paths.BROKER_IDS, watch=watch):
-        if not name.isdigit():
-            continue
-        try:
-            data, _ = client.get(paths.broker_path(int(name)))
-        except NoNodeError:
-            continue
-        out[int(name)] = data
-    return out
 
 
 def read_topic_states(
