@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from enum import Enum
 from types import MappingProxyType
 
-from zkcoord.errors import ZkcoordError
+from zkcoord.zk.lifecycle import IllegalTransition, lookup
 
 
 class NodeState(Enum):
@@ -53,15 +53,6 @@ class NodeEvent(Enum):
 
 class NodeWork(Enum):
     REFRESH = "refresh"  # read brokers and offsets-partition leaders, resign, load, compact
-
-
-class IllegalNodeTransition(ZkcoordError):
-    """The node got an event its state does not accept (a runtime bug: the table is the specification)."""
-
-    def __init__(self, from_state: NodeState, event: NodeEvent) -> None:
-        super().__init__(f"cluster node: event {event} is illegal in state {from_state}")
-        self.from_state = from_state
-        self.event = event
 
 
 S = NodeState
@@ -107,12 +98,8 @@ CONNECTION_EVENTS: frozenset[NodeEvent] = frozenset({E.SUSPENDED, E.LOST, E.CONN
 
 
 def transition(current: NodeState, event: NodeEvent) -> Move:
-    """(next state, work to add) for `event` in `current`; `IllegalNodeTransition` when the table has no such
-    move."""
-    try:
-        return TRANSITIONS[event][current]
-    except KeyError:
-        raise IllegalNodeTransition(current, event) from None
+    """(next state, work to add) for `event` in `current`; `IllegalTransition` when the table has no such move."""
+    return lookup("cluster node", TRANSITIONS, current, event)
 
 
 def serves(state: NodeState) -> bool:
@@ -128,7 +115,7 @@ __all__ = [
     "NEEDS_CURRENT_GENERATION",
     "REFRESH",
     "TRANSITIONS",
-    "IllegalNodeTransition",
+    "IllegalTransition",
     "NodeEvent",
     "NodeState",
     "NodeWork",

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
@@ -37,15 +37,16 @@ def mark_node(client: KazooClient, node_id: int, kind: str = "serve") -> None:
     zkcoord node is never seen unmarked). A mark of our own session (a retried create) is success."""
     path = mark_path(node_id)
     data = json.dumps({"version": 1, "node_id": node_id, "kind": kind}, sort_keys=True).encode()
-    try:
-        owner = create_checked_ephemeral(client, path, data)
-    except NodeExistsError:
-        raise MarkInUse(f"could not mark node id {node_id} at {path}: it kept changing hands") from None
-    if owner is not None:
-        raise MarkInUse(
+
+    def in_use(owner: int | None) -> Exception:
+        if owner is None:
+            return MarkInUse(f"could not mark node id {node_id} at {path}: it kept changing hands")
+        return MarkInUse(
             f"node id {node_id} is already registered by another live session: its mark {path} is held by "
             f"0x{owner:x}; pick another --node-id or stop that process"
         )
+
+    create_checked_ephemeral(client, path, data, in_use)
 
 
 @dataclass(frozen=True, slots=True)

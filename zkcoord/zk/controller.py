@@ -222,9 +222,8 @@ class Controller:
             initial_work=frozenset({ControllerWork.ELECT}),
             on_exit=self._on_worker_exit,
         )
-        self._fence: ControllerFence | None = (
-            None  # the last fence won; counts only while the state holds one
-        )
+        # The last fence won: it counts only while the state holds one (HELD, ACTIVE).
+        self._fence: ControllerFence | None = None
         self._reported_active = False  # what on_change last said (worker thread only)
         self._session: int | None = None
         self.reconciles = 0

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from enum import Enum
 from types import MappingProxyType
 
-from zkcoord.errors import ZkcoordError
+from zkcoord.zk.lifecycle import IllegalTransition, lookup
 
 
 class ControllerState(Enum):
@@ -61,15 +61,6 @@ class ControllerWork(Enum):
     VERIFY = "verify"
     RECONCILE = "reconcile"
     NOTIFY = "notify"  # only wakes the worker, so a listener-side step-down reaches on_change promptly
-
-
-class IllegalControllerTransition(ZkcoordError):
-    """The controller got an event its state does not accept (a runtime bug: the table is the specification)."""
-
-    def __init__(self, from_state: ControllerState, event: ControllerEvent) -> None:
-        super().__init__(f"controller: event {event} is illegal in state {from_state}")
-        self.from_state = from_state
-        self.event = event
 
 
 S = ControllerState
@@ -145,12 +136,8 @@ CONNECTION_EVENTS: frozenset[ControllerEvent] = frozenset({E.SUSPENDED, E.LOST, 
 
 
 def transition(current: ControllerState, event: ControllerEvent) -> Move:
-    """(next state, work to add) for `event` in `current`; `IllegalControllerTransition` when the table has no
-    such move."""
-    try:
-        return TRANSITIONS[event][current]
-    except KeyError:
-        raise IllegalControllerTransition(current, event) from None
+    """(next state, work to add) for `event` in `current`; `IllegalTransition` when the table has no such move."""
+    return lookup("controller", TRANSITIONS, current, event)
 
 
 def acts(state: ControllerState) -> bool:
@@ -185,7 +172,7 @@ __all__ = [
     "ControllerEvent",
     "ControllerState",
     "ControllerWork",
-    "IllegalControllerTransition",
+    "IllegalTransition",
     "acts",
     "holds_fence",
     "must_elect",

@@ -119,22 +119,31 @@ class NodeIdInUse(ZkcoordError):
     """Another live process is registered with this node id."""
 
 
-def create_checked_ephemeral(client: KazooClient, path: str, data: bytes, *, attempts: int = 3) -> int | None:
+def create_checked_ephemeral(
+    client: KazooClient,
+    path: str,
+    data: bytes,
+    in_use: Callable[[int | None], Exception],
+    *,
+    attempts: int = 3,
+) -> None:
     """0.9+ `ZKCheckedEphemeral`: create the ephemeral `path` (parents made as needed). NodeExists owned by our
-    own session (a retried create after a connection loss) is success. Returns None on success, else the
-    ephemeral owner session of the znode another session holds; NodeExistsError when it kept changing hands."""
+    own session (a retried create after a connection loss) is success. Raises `in_use(owner session)` when
+    another session holds it, `in_use(None)` when it kept changing hands."""
     for _ in range(attempts):
         try:
             client.create(path, data, ephemeral=True, makepath=True)
-            return None
+            return
         except NodeExistsError:
             try:
                 _, stat = client.get(path)
             except NoNodeError:
                 continue  # the old owner just went away: create again
             own_session = client.client_id[0] if client.client_id else None
-            return None if stat.ephemeralOwner == own_session else int(stat.ephemeralOwner)
-    raise NodeExistsError(path)
+            if stat.ephemeralOwner == own_session:
+                return
+            raise in_use(int(stat.ephemeralOwner)) from None
+    raise in_use(None)
 
 
 def _broker_id(name: str) -> int:
@@ -188,15 +197,16 @@ def register_node(client: KazooClient, node_id: int, registration: bytes) -> Non
     """A zkcoord node's `/brokers/ids/N` (ephemeral, checked): another session's znode ⇒ NodeIdInUse with a
     clear message."""
     path = paths.broker_path(node_id)
-    try:
-        owner = create_checked_ephemeral(client, path, registration)
-    except NodeExistsError:
-        raise NodeIdInUse(f"could not register node id {node_id} at {path}: it kept changing hands") from None
-    if owner is not None:
-        raise NodeIdInUse(
+
+    def in_use(owner: int | None) -> Exception:
+        if owner is None:
+            return NodeIdInUse(f"could not register node id {node_id} at {path}: it kept changing hands")
+        return NodeIdInUse(
             f"node id {node_id} is already registered at {path} by another live session "
             f"(0x{owner:x}); pick another --node-id or stop that process"
         )
+
+    create_checked_ephemeral(client, path, registration, in_use)
 
 
 def register_broker(
@@ -224,9 +234,12 @@ def register_broker(
         jmx_port=jmx_port,
     )
     path = paths.broker_path(broker_id)
-    owner = create_checked_ephemeral(client, path, registration.encode())
-    if owner is not None:
-        raise DuplicateBrokerId(path, owner)
+    create_checked_ephemeral(
+        client,
+        path,
+        registration.encode(),
+        lambda owner: NodeExistsError(path) if owner is None else DuplicateBrokerId(path, owner),
+    )
     return registration
 
 

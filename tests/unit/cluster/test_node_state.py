@@ -10,15 +10,17 @@ from hypothesis import strategies as st
 
 from zkcoord.cluster.node_state import (
     CONNECTION_EVENTS,
+    NEEDS_CURRENT_GENERATION,
     REFRESH,
     TRANSITIONS,
-    IllegalNodeTransition,
+    IllegalTransition,
     NodeEvent,
     NodeState,
     must_register,
     serves,
     transition,
 )
+from zkcoord.zk.lifecycle import state_changes
 
 S = NodeState
 E = NodeEvent
@@ -26,7 +28,7 @@ E = NodeEvent
 CHANGES = {
     (S.CREATED, E.START): S.SERVING,
     (S.SERVING, E.SUSPENDED): S.PAUSED,
-    **{(s, E.LOST): S.EXPIRED for s in (S.CREATED, S.SERVING, S.PAUSED, S.EXPIRED, S.REGISTERING)},
+    **{(s, E.LOST): S.EXPIRED for s in (S.CREATED, S.SERVING, S.PAUSED, S.REGISTERING)},
     (S.EXPIRED, E.REGISTER): S.REGISTERING,
     (S.REGISTERING, E.REGISTERED): S.PAUSED,
     (S.PAUSED, E.RESUMED): S.SERVING,
@@ -36,13 +38,14 @@ CHANGES = {
 
 
 def test_the_state_changing_moves_are_exactly_these() -> None:
-    found = {
-        (src, event): dst
-        for event, moves in TRANSITIONS.items()
-        for src, (dst, _) in moves.items()
-        if dst is not src or (src, event) in CHANGES
-    }
-    assert found == CHANGES
+    assert state_changes(TRANSITIONS) == CHANGES
+
+
+def test_only_a_generation_checked_resume_serves_again() -> None:
+    into_serving = {event for (src, event), dst in state_changes(TRANSITIONS).items() if serves(dst)}
+    assert (
+        into_serving - {E.START} == NEEDS_CURRENT_GENERATION == {E.RESUMED}
+    )  # START: right after registering
 
 
 def test_every_outside_event_asks_for_a_refresh() -> None:
@@ -56,7 +59,7 @@ def test_every_outside_event_asks_for_a_refresh() -> None:
     [(S.EXPIRED, E.RESUMED), (S.REGISTERING, E.RESUMED), (S.SERVING, E.REGISTER), (S.CREATED, E.RESUMED)],
 )
 def test_refused_moves(state: S, event: E) -> None:
-    with pytest.raises(IllegalNodeTransition, match=f"{event} is illegal in state {state}"):
+    with pytest.raises(IllegalTransition, match=f"{event} is illegal in state {state}"):
         transition(state, event)
 
 
