@@ -288,10 +288,6 @@ class ClusterNode:
         return self.config.node_id
 
     @property
-    def state(self) -> NodeState:
-        return self._worker.state
-
-    @property
     def _serving(self) -> bool:
         return node_state.serves(self._worker.state)
 

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import Enum
-from types import MappingProxyType
 
-from zkcoord.zk.lifecycle import IllegalTransition, lookup
+from zkcoord.zk.lifecycle import IllegalTransition, freeze, lookup
 
 
 class NodeState(Enum):
@@ -85,12 +84,7 @@ _TABLE: dict[NodeEvent, dict[NodeState, Move]] = {
     E.FAILED: {**_stays(_STARTED, REFRESH), S.REGISTERING: (S.EXPIRED, REFRESH)},  # register again
     E.CLOSE: {s: (S.CLOSED, _NONE) for s in _ALL_OPEN},
 }
-for _moves in _TABLE.values():
-    _moves[S.CLOSED] = (S.CLOSED, _NONE)
-
-TRANSITIONS: Mapping[NodeEvent, Mapping[NodeState, Move]] = MappingProxyType(
-    {event: MappingProxyType(moves) for event, moves in _TABLE.items()}
-)
+TRANSITIONS: Mapping[NodeEvent, Mapping[NodeState, Move]] = freeze(_TABLE, S.CLOSED)
 
 # Events only a pass of an unchanged connection generation may feed (through the worker's generation check).
 NEEDS_CURRENT_GENERATION: frozenset[NodeEvent] = frozenset({E.RESUMED})

@@ -19,7 +19,7 @@ from kazoo.exceptions import NoNodeError
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import BrokerRegistration, ControllerInfo
-from zkcoord.zk.registry import NodeIdInUse, create_checked_ephemeral
+from zkcoord.zk.registry import NodeIdInUse, claim_node_id
 
 MARKS_ROOT = "/zkcoord/brokers"
 
@@ -35,18 +35,8 @@ class MarkInUse(NodeIdInUse):
 def mark_node(client: KazooClient, node_id: int, kind: str = "serve") -> None:
     """Create this session's ephemeral mark for node `node_id` (before `/brokers/ids/N`, so a registration of a
     zkcoord node is never seen unmarked). A mark of our own session (a retried create) is success."""
-    path = mark_path(node_id)
     data = json.dumps({"version": 1, "node_id": node_id, "kind": kind}, sort_keys=True).encode()
-
-    def in_use(owner: int | None) -> Exception:
-        if owner is None:
-            return MarkInUse(f"could not mark node id {node_id} at {path}: it kept changing hands")
-        return MarkInUse(
-            f"node id {node_id} is already registered by another live session: its mark {path} is held by "
-            f"0x{owner:x}; pick another --node-id or stop that process"
-        )
-
-    create_checked_ephemeral(client, path, data, in_use)
+    claim_node_id(client, node_id, mark_path(node_id), data, verb="mark", error=MarkInUse)
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,6 @@ from zkcoord.legacy.codecs import (
     ControllerInfo,
     PartitionState,
     TopicAssignment,
-    decode_controller_epoch,
     encode_controller_epoch,
 )
 from zkcoord.placement.coordinator import DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS, OFFSETS_TOPIC
@@ -84,6 +83,7 @@ from zkcoord.placement.leadership import (
 from zkcoord.zk import controller_state, registry
 from zkcoord.zk.coalescing import CoalescingWorker
 from zkcoord.zk.controller_state import ControllerEvent, ControllerState, ControllerWork
+from zkcoord.zk.registry import read_controller_epoch
 
 log = logging.getLogger(__name__)
 
@@ -128,23 +128,6 @@ def fenced_commit(client: KazooClient, fence: ControllerFence, ops: Sequence[Cal
             f"controller epoch {fence.epoch} (znode version {fence.zk_version}) was superseded"
         )
     raise failures[0]
-
-
-def read_controller_epoch(client: KazooClient) -> tuple[int, int] | None:
-    """(epoch, znode version) of `/controller_epoch`, or None when absent."""
-    try:
-        data, stat = client.get(paths.CONTROLLER_EPOCH)
-    except NoNodeError:
-        return None
-    return decode_controller_epoch(paths.CONTROLLER_EPOCH, data), stat.version
-
-
-def read_controller(client: KazooClient) -> ControllerInfo | None:
-    try:
-        data, _ = client.get(paths.CONTROLLER)
-    except NoNodeError:
-        return None
-    return ControllerInfo.decode(paths.CONTROLLER, data)
 
 
 def increment_controller_epoch(client: KazooClient) -> ControllerFence:
@@ -237,10 +220,6 @@ class Controller:
         self._before_activate = before_activate
 
     # -- public --------------------------------------------------------------------------------------------
-
-    @property
-    def state(self) -> ControllerState:
-        return self._worker.state
 
     @property
     def active(self) -> bool:

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import Enum
-from types import MappingProxyType
 
-from zkcoord.zk.lifecycle import IllegalTransition, lookup
+from zkcoord.zk.lifecycle import IllegalTransition, freeze, lookup
 
 
 class ControllerState(Enum):
@@ -123,12 +122,7 @@ _TABLE: dict[ControllerEvent, dict[ControllerState, Move]] = {
     E.FAILED: _stays(_work(W.RECONCILE)),
     E.CLOSE: {s: (S.CLOSED, _NONE) for s in _LIVE},
 }
-for _moves in _TABLE.values():
-    _moves[S.CLOSED] = (S.CLOSED, _NONE)
-
-TRANSITIONS: Mapping[ControllerEvent, Mapping[ControllerState, Move]] = MappingProxyType(
-    {event: MappingProxyType(moves) for event, moves in _TABLE.items()}
-)
+TRANSITIONS: Mapping[ControllerEvent, Mapping[ControllerState, Move]] = freeze(_TABLE, S.CLOSED)
 
 # Events only a pass of an unchanged connection generation may feed (through the worker's generation check).
 NEEDS_CURRENT_GENERATION: frozenset[ControllerEvent] = frozenset({E.WON, E.RESUMED})

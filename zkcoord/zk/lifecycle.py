@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import Enum
+from types import MappingProxyType
 from typing import TypeVar
 
 from zkcoord.errors import ZkcoordError
@@ -23,6 +24,16 @@ class IllegalTransition(ZkcoordError):
         self.machine = machine
         self.from_state = from_state
         self.event = event
+
+
+def freeze(
+    table: dict[E, dict[S, tuple[S, frozenset[W]]]], closed: S
+) -> Mapping[E, Mapping[S, tuple[S, frozenset[W]]]]:
+    """`table` read-only, with the terminal state `closed` taking every event and staying, without work: a watch
+    or a pass still in flight must not revive a closed runtime."""
+    return MappingProxyType(
+        {event: MappingProxyType({**moves, closed: (closed, frozenset())}) for event, moves in table.items()}
+    )
 
 
 def lookup(

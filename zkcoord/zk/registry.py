@@ -193,20 +193,32 @@ def read_broker(client: KazooClient, broker_id: int) -> BrokerRegistration | Non
     return None if data is None else BrokerRegistration.decode(path, data)
 
 
-def register_node(client: KazooClient, node_id: int, registration: bytes) -> None:
-    """A zkcoord node's `/brokers/ids/N` (ephemeral, checked): another session's znode ⇒ NodeIdInUse with a
-    clear message."""
-    path = paths.broker_path(node_id)
+def claim_node_id(
+    client: KazooClient,
+    node_id: int,
+    path: str,
+    data: bytes,
+    *,
+    verb: str = "register",
+    error: type[NodeIdInUse] = NodeIdInUse,
+) -> None:
+    """A zkcoord node's ephemeral, checked znode for its id (`/brokers/ids/N`, its mark): another session's
+    znode ⇒ `error` (NodeIdInUse) telling the operator what to do."""
 
     def in_use(owner: int | None) -> Exception:
         if owner is None:
-            return NodeIdInUse(f"could not register node id {node_id} at {path}: it kept changing hands")
-        return NodeIdInUse(
+            return error(f"could not {verb} node id {node_id} at {path}: it kept changing hands")
+        return error(
             f"node id {node_id} is already registered at {path} by another live session "
             f"(0x{owner:x}); pick another --node-id or stop that process"
         )
 
-    create_checked_ephemeral(client, path, registration, in_use)
+    create_checked_ephemeral(client, path, data, in_use)
+
+
+def register_node(client: KazooClient, node_id: int, registration: bytes) -> None:
+    """A zkcoord node's `/brokers/ids/N` (ephemeral, checked): another session's znode ⇒ NodeIdInUse."""
+    claim_node_id(client, node_id, paths.broker_path(node_id), registration)
 
 
 def register_broker(
