@@ -306,6 +306,8 @@ class ScramClient:
         return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
 
     def verify(self, server_final: bytes) -> None:
+        if not self._server_signature:
+            raise UpstreamLoginFailed("SCRAM server-final before the client-final was sent")
         text = server_final.decode("ascii", "replace")
         if text.startswith("e="):
             raise UpstreamLoginFailed(f"SCRAM server-final: {text[2:200]}")
