@@ -227,6 +227,7 @@ class Link:
             _say.log(logging.INFO, "sasl_state", "proxy: client %s: %s %s, closing", self.peer,
                      kp.API_NAMES.get(key, key),
                      "on a listener without SASL" if self.auth is None else "after the SASL login")  # fmt: skip
+            await self._flush()
             return False
         try:
             req = kp.decode_request(frame)
@@ -242,10 +243,16 @@ class Link:
             self._refuse(step.reply, loop)
         if not step.close:
             return True
-        await self._idle.wait()  # the refusal is written before the close
+        await self._flush()  # the refusal is written before the close
         if step.close_delay_s > 0:
             await asyncio.sleep(step.close_delay_s)
         return False
+
+    async def _flush(self) -> None:
+        """Before the proxy closes the connection: the answers owed to the requests before are written first, as
+        Kafka does (at most 5 s: a broker that never answers does not keep the connection)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), 5.0)
 
     # -- broker -> client --------------------------------------------------------------------------------------
 
