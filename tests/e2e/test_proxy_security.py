@@ -1,7 +1,7 @@
 """Security on both sides of `zkcoord proxy`, with real clients and real servers: the proxy serves SASL_SSL (TLS
 from PEM files made here with openssl, PLAIN users from a JAAS KafkaServer section, SCRAM credentials in the
 cluster's ZooKeeper /config/users, Kafka's ACLs on the groups it coordinates), and reaches the broker behind it
-over SASL_SSL with SCRAM-SHA-512 as `--command-config` says.
+over SASL_SSL with SCRAM-SHA-512 (or PLAIN, for a second proxy) as `--command-config` says.
 
 The broker behind it is a `zkcoord serve` with one SASL_SSL listener, registered in ZooKeeper as a ZooKeeper-era
 broker registers a SASL_SSL endpoint: Tansu 0.6.0 (the issue's cluster) cannot stand there, since its `--cert/--key`
@@ -43,7 +43,7 @@ BROKER_ID = 0
 PROXY_ID = 9000
 ALICE, ALICE_PASSWORD = "alice", "alice-secret"  # SCRAM-SHA-256 and PLAIN, at the proxy
 BOB, BOB_PASSWORD = "bob", "bob-secret"  # PLAIN at the proxy, no ACL on the locked group
-UPSTREAM_USER, UPSTREAM_PASSWORD = "proxy-upstream", "upstream-secret"  # the proxy's own login at the broker
+UPSTREAM_USER, UPSTREAM_PASSWORD = "proxyup", "upstream-secret"  # the proxy's own login at the broker
 COORDINATED = "proxied-.*"
 
 
@@ -143,11 +143,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory, zk_server: Any) -> Iterator[
     jaas = d / "kafka_server_jaas.conf"
     jaas.write_text(
         "KafkaServer {\n  org.apache.kafka.common.security.plain.PlainLoginModule required\n"
-        f'  user_{ALICE}="{ALICE_PASSWORD}" user_{BOB}="{BOB_PASSWORD}";\n}};\n'
+        f'  user_{ALICE}="{ALICE_PASSWORD}" user_{BOB}="{BOB_PASSWORD}" user_{UPSTREAM_USER}="{UPSTREAM_PASSWORD}";\n}};\n'
     )
     # The cluster's broker: SASL_SSL only, SCRAM from the same ZooKeeper (as a Kafka cluster keeps its users).
     broker = NodeProcess(d / "broker", (*FAST_GROUP_FLAGS, "--num.partitions=2", "--security-zk", zk_connect,
-                                        "--sasl.enabled.mechanisms", "SCRAM-SHA-512",
+                                        "--sasl.enabled.mechanisms", "SCRAM-SHA-512,PLAIN", "--jaas-config", str(jaas),
                                         "--ssl.keystore.location", str(keystore)), protocol="SASL_SSL")  # fmt: skip
     broker.start()
     zk = connect(zk_connect)
@@ -419,5 +419,43 @@ def test_the_proxy_with_a_wrong_upstream_password_forwards_nothing(stack: Stack,
         assert any(
             f"broker 127.0.0.1:{stack.broker.port}" in line and "error 58" in line for line in lines
         ), lines
+    finally:
+        stop(proc)
+
+
+def test_a_proxy_logging_in_upstream_with_plain_carries_a_plaintext_client(
+    stack: Stack, tmp_path: Path
+) -> None:
+    """The other mechanism of --command-config: PLAIN over TLS to the broker, a PLAINTEXT listener to clients."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    up = tmp_path / "plain.properties"
+    up.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
+        "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+        f'username="{UPSTREAM_USER}" password="{UPSTREAM_PASSWORD}";\nssl.truststore.location={stack.ca}\n'
+    )
+    port, broker_port = free_port(), free_port()
+    proc, lines = start_proxy(stack.zk_connect, tmp_path, port, broker_port,
+                              "--listen", f"127.0.0.1:{port}", "--command-config", str(up))  # fmt: skip
+    try:
+        topic = _name("plain-up")
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}")
+        try:
+            meta = producer.send(topic, b"through", partition=0).get(30)
+        finally:
+            producer.close()
+        consumer = KafkaConsumer(bootstrap_servers=f"127.0.0.1:{port}", auto_offset_reset="earliest")
+        try:
+            consumer.assign([TopicPartition(topic, 0)])
+            got: list[bytes] = []
+            deadline = time.monotonic() + 30
+            while not got and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=500).values():
+                    got.extend(r.value for r in records)
+            assert got == [b"through"] and meta.offset == 0
+        finally:
+            consumer.close()
+        assert not any("login failed" in line for line in lines), lines
     finally:
         stop(proc)

@@ -32,6 +32,11 @@ from zkcoord.security.scram import ScramCredential, ScramError, ScramServer
 from zkcoord.testing.tls import make_certificates
 
 
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return make_certificates(tmp_path_factory.mktemp("certs"))
+
+
 def _file(tmp_path: Path, text: str) -> str:
     path = tmp_path / "client.properties"
     path.write_text(text)
@@ -173,12 +178,14 @@ def test_the_cli_exits_2_naming_the_property_before_contacting_anything(
     assert not (tmp_path / "d").exists()
 
 
-def test_the_cli_takes_one_listener(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_cli_takes_one_listener(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], certs: tuple[Path, Path]
+) -> None:
     base = ["proxy", "--zk", "127.0.0.1:1", "--node-id", "9", "--data-dir", str(tmp_path / "d")]
     assert main(base) == 2
     assert (
         "give --listen HOST:PORT (PLAINTEXT) or --listeners PROTOCOL://HOST:PORT" in capsys.readouterr().err
     )
     assert main([*base, "--listen", "127.0.0.1:1", "--listeners", "SSL://127.0.0.1:2",
-                 "--ssl.keystore.location", str(make_certificates(tmp_path)[1])]) == 2  # fmt: skip
+                 "--ssl.keystore.location", str(certs[1])]) == 2  # fmt: skip
     assert "zkcoord proxy serves one listener" in capsys.readouterr().err
