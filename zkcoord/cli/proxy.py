@@ -19,7 +19,7 @@ from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError
 from zkcoord.proxy.node import ProxyConfig, ProxyNode
 from zkcoord.proxy.ports import PortMap
-from zkcoord.proxy.upstream import upstream_security
+from zkcoord.proxy.upstream import UpstreamSecurity, upstream_security
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -105,7 +105,7 @@ def proxy_listener(args: argparse.Namespace) -> ListenerSetup:
     return setup
 
 
-def config_from(args: argparse.Namespace, listener: ListenerSetup) -> ProxyConfig:
+def config_from(args: argparse.Namespace, listener: ListenerSetup, upstream: UpstreamSecurity) -> ProxyConfig:
     host, port = listener.host, listener.port
     base = args.broker_ports if args.broker_ports is not None else port + 1
     if args.zk_session_ms < 1000:
@@ -126,17 +126,17 @@ def config_from(args: argparse.Namespace, listener: ListenerSetup) -> ProxyConfi
         zk_session_timeout_s=args.zk_session_ms / 1000,
         security=listener.security,
         authorizer=listener.authorizer,
-        upstream=upstream_security(args.command_config),
+        upstream=upstream,
     )
 
 
 def run(args: argparse.Namespace) -> int:
     if args.zk_session_ms < 1000:  # checked before the listener's ZooKeeper clients start
         raise ConfigError(f"--zookeeper.session.timeout.ms must be >= 1000, got {args.zk_session_ms}")
-    upstream_security(args.command_config)  # a bad file is refused before anything connects
+    upstream = upstream_security(args.command_config)  # a bad file is refused before anything connects
     listener = proxy_listener(args)
     try:
-        return asyncio.run(_run(ProxyNode(config_from(args, listener))))
+        return asyncio.run(_run(ProxyNode(config_from(args, listener, upstream))))
     finally:
         listener.close()
 
