@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 
 from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.legacy import paths
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk import registrations
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
-from zkcoord.zk.offset_store import TP, WriteMode, ZooKeeperOffsetStore
+from zkcoord.zk.offset_store import WriteMode, ZooKeeperOffsetStore
 from zkcoord.zk.session import Client, ZooKeeperError, connect, on_session_lost
 
 log = logging.getLogger(__name__)
@@ -56,19 +57,19 @@ class ZkBridgeUnavailable(ZkcoordError):
 class ZkOffsetsRead:
     """Offsets found, and per-partition reasons a znode could not be used (malformed data, illegal name)."""
 
-    offsets: Mapping[TP, int] = field(default_factory=dict)
-    errors: Mapping[TP, str] = field(default_factory=dict)
+    offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
+    errors: Mapping[TopicPartition, str] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
 class MirrorOutcome:
     """What one mirror call did: `failed` partitions are worth retrying, `refused` ones never will be."""
 
-    written: dict[TP, int] = field(default_factory=dict)
-    unchanged: dict[TP, int] = field(default_factory=dict)
-    kept_higher: dict[TP, tuple[int, int]] = field(default_factory=dict)  # (stored, refused)
-    failed: dict[TP, str] = field(default_factory=dict)
-    refused: dict[TP, str] = field(default_factory=dict)
+    written: dict[TopicPartition, int] = field(default_factory=dict)
+    unchanged: dict[TopicPartition, int] = field(default_factory=dict)
+    kept_higher: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)  # (stored, refused)
+    failed: dict[TopicPartition, str] = field(default_factory=dict)
+    refused: dict[TopicPartition, str] = field(default_factory=dict)
 
 
 class ZkOffsetBridgeStore:
@@ -155,14 +156,14 @@ class ZkOffsetBridgeStore:
             self.client, group, max_batch_bytes=self.max_batch_bytes, max_attempts=3, reconnect_timeout_s=0.0
         )
 
-    def read(self, group: str, partitions: Iterable[TP] | None) -> ZkOffsetsRead:
+    def read(self, group: str, partitions: Iterable[TopicPartition] | None) -> ZkOffsetsRead:
         """The group's offsets for `partitions` (all of its offset znodes when None)."""
         try:
             paths.validate_group(group)
         except paths.InvalidName:
             return ZkOffsetsRead()  # such a group can have no znodes: nothing stored on this side
         wanted = None if partitions is None else sorted(set(partitions))
-        errors: dict[TP, str] = {}
+        errors: dict[TopicPartition, str] = {}
         if wanted is not None:
             legal = []
             for tp in wanted:
@@ -179,13 +180,13 @@ class ZkOffsetBridgeStore:
         errors.update({tp: str(exc) for tp, exc in result.errors.items()})
         return ZkOffsetsRead(dict(result.offsets), errors)
 
-    def mirror(self, group: str, offsets: Mapping[TP, int]) -> MirrorOutcome:
+    def mirror(self, group: str, offsets: Mapping[TopicPartition, int]) -> MirrorOutcome:
         """Write `offsets` in never-regress mode.
 
         Raises ZkBridgeUnavailable when ZooKeeper did not answer (the whole call may be retried: it re-reads
         first, so it does not matter whether an earlier try landed)."""
         outcome = MirrorOutcome()
-        writable: dict[TP, int] = {}
+        writable: dict[TopicPartition, int] = {}
         for tp, offset in sorted(offsets.items()):
             try:
                 paths.offset_path(group, *tp)

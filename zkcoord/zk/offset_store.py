@@ -53,8 +53,6 @@ DEFAULT_MAX_BATCH_BYTES = 512 * 1024
 DEFAULT_MAX_BATCH_OPS = 2000
 _OP_OVERHEAD = 40  # opcode, path length, data length, version, acl/flags: generous per-op framing
 
-TP = tuple[str, int]
-
 
 class OffsetWriteConflict(ZkcoordError):
     """A batch kept losing to a concurrent writer after the allowed attempts."""
@@ -83,19 +81,19 @@ def encode_offset(offset: int) -> bytes:
 class OffsetsRead:
     """Offsets found (partition -> offset), malformed znodes (partition -> error), and znode versions."""
 
-    offsets: dict[TP, int] = field(default_factory=dict)
-    errors: dict[TP, MalformedZnode] = field(default_factory=dict)
-    versions: dict[TP, int] = field(default_factory=dict)
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    errors: dict[TopicPartition, MalformedZnode] = field(default_factory=dict)
+    versions: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass
 class WriteReport:
     """What a write did to every partition given to it; nothing silently dropped."""
 
-    written: dict[TP, int] = field(default_factory=dict)
-    unchanged: dict[TP, int] = field(default_factory=dict)  # already at the target value
-    kept_higher: dict[TP, tuple[int, int]] = field(default_factory=dict)  # (stored, refused)
-    errors: dict[TP, str] = field(default_factory=dict)
+    written: dict[TopicPartition, int] = field(default_factory=dict)
+    unchanged: dict[TopicPartition, int] = field(default_factory=dict)  # already at the target value
+    kept_higher: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)  # (stored, refused)
+    errors: dict[TopicPartition, str] = field(default_factory=dict)
     conflicts: int = 0  # concurrent writes detected (each cost one re-read of a batch)
     batches: int = 0
 
@@ -112,11 +110,11 @@ class WriteReport:
         return not self.errors
 
 
-def _sorted_items(offsets: Mapping[Any, int]) -> list[tuple[TP, int]]:
+def _sorted_items(offsets: Mapping[Any, int]) -> list[tuple[TopicPartition, int]]:
     items = []
     for key, value in offsets.items():
         topic, partition = (key.topic, key.partition) if hasattr(key, "topic") else key
-        items.append(((str(topic), int(partition)), int(value)))
+        items.append((TopicPartition(str(topic), int(partition)), int(value)))
     return sorted(items)
 
 
@@ -158,10 +156,10 @@ class ZooKeeperOffsetStore:
         except NoNodeError:
             return []
 
-    def partitions(self) -> list[TP]:
+    def partitions(self) -> list[TopicPartition]:
         """Every (topic, partition) with an offset znode, sorted; children that are no legal topic or
         partition name (no 0.8 consumer could have written them) are logged and skipped."""
-        found: list[TP] = []
+        found: list[TopicPartition] = []
         for topic in self.topics():
             try:
                 topic_path = paths.offsets_topic_path(self.group, topic)
@@ -180,7 +178,7 @@ class ZooKeeperOffsetStore:
                 continue
             for child in children:
                 try:
-                    found.append((topic, paths.parse_partition(topic_path, child)))
+                    found.append(TopicPartition(topic, paths.parse_partition(topic_path, child)))
                 except InvalidName as exc:
                     _say.log(
                         logging.WARNING,
@@ -199,7 +197,12 @@ class ZooKeeperOffsetStore:
             tps = self.partitions()
         else:
             tps = sorted(
-                {(p.topic, p.partition) if hasattr(p, "topic") else (p[0], int(p[1])) for p in partitions}
+                {
+                    TopicPartition(p.topic, p.partition)
+                    if hasattr(p, "topic")
+                    else TopicPartition(p[0], int(p[1]))
+                    for p in partitions
+                }
             )
         result = OffsetsRead()
         for tp, data, stat in self._get_all(tps):
@@ -220,8 +223,8 @@ class ZooKeeperOffsetStore:
             report.merge(self._write_batch(dict(batch), mode))
         return report
 
-    def _batches(self, items: list[tuple[TP, int]]) -> Iterator[list[tuple[TP, int]]]:
-        batch: list[tuple[TP, int]] = []
+    def _batches(self, items: list[tuple[TopicPartition, int]]) -> Iterator[list[tuple[TopicPartition, int]]]:
+        batch: list[tuple[TopicPartition, int]] = []
         size = 0
         for tp, offset in items:
             cost = len(self.path(*tp).encode()) + len(encode_offset(offset)) + _OP_OVERHEAD
@@ -238,14 +241,14 @@ class ZooKeeperOffsetStore:
             self.client.ensure_path(paths.offsets_topic_path(self.group, topic))
             self._ensured_topics.add(topic)
 
-    def _write_batch(self, batch: dict[TP, int], mode: WriteMode) -> WriteReport:
+    def _write_batch(self, batch: dict[TopicPartition, int], mode: WriteMode) -> WriteReport:
         report = WriteReport(batches=1)
         last_error = ""
         for attempt in range(1, self.max_attempts + 1):
             try:
                 current = self._read_raw(batch)
                 txn = self.client.transaction()
-                planned: dict[TP, int] = {}
+                planned: dict[TopicPartition, int] = {}
                 for tp, target in sorted(batch.items()):
                     stored = current.get(tp)
                     if stored is not None and stored[0] == target:
@@ -294,14 +297,14 @@ class ZooKeeperOffsetStore:
         return report
 
     @staticmethod
-    def _reset_decisions(report: WriteReport, batch: Mapping[TP, int]) -> None:
+    def _reset_decisions(report: WriteReport, batch: Mapping[TopicPartition, int]) -> None:
         for tp in batch:
             report.unchanged.pop(tp, None)
             report.kept_higher.pop(tp, None)
 
-    def _read_raw(self, batch: Mapping[TP, int]) -> dict[TP, tuple[int, int]]:
+    def _read_raw(self, batch: Mapping[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
         """Current (offset, version) per partition; a malformed node counts as -1 so any write replaces it."""
-        found: dict[TP, tuple[int, int]] = {}
+        found: dict[TopicPartition, tuple[int, int]] = {}
         for tp, data, stat in self._get_all(sorted(batch)):
             try:
                 found[tp] = (parse_offset(self.path(*tp), data), stat.version)
@@ -309,7 +312,7 @@ class ZooKeeperOffsetStore:
                 found[tp] = (-1, stat.version)
         return found
 
-    def _get_all(self, tps: Iterable[TP]) -> Iterator[tuple[TP, bytes, Any]]:
+    def _get_all(self, tps: Iterable[TopicPartition]) -> Iterator[tuple[TopicPartition, bytes, Any]]:
         """(partition, data, stat) of each existing offset znode, in `tps` order. Pipelined gets: one round
         trip's latency for the whole list rather than one per znode."""
         pending = [(tp, self.client.get_async(self.path(*tp))) for tp in tps]
@@ -364,9 +367,9 @@ def list_member_ids(client: KazooClient, group: str) -> list[str]:
         return []
 
 
-def list_owners(client: KazooClient, group: str) -> dict[TP, str]:
+def list_owners(client: KazooClient, group: str) -> dict[TopicPartition, str]:
     """Partition -> owning thread id, from /consumers/[group]/owners."""
-    owners: dict[TP, str] = {}
+    owners: dict[TopicPartition, str] = {}
     base = paths.owners_path(group)
     try:
         topics = sorted(client.get_children(base))
@@ -380,7 +383,7 @@ def list_owners(client: KazooClient, group: str) -> dict[TP, str]:
         pending = [(int(c), client.get_async(f"{base}/{topic}/{c}")) for c in children if c.isdigit()]
         for partition, res in pending:
             try:
-                owners[(topic, partition)] = res.get()[0].decode("utf-8", "replace")
+                owners[TopicPartition(topic, partition)] = res.get()[0].decode("utf-8", "replace")
             except NoNodeError:
                 continue
     return dict(sorted(owners.items()))

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zkcoord.bridge.mirror import TP, ZkOffsetBridge, accepted_commits, merge_fetch
+from zkcoord.bridge.mirror import ZkOffsetBridge, accepted_commits, merge_fetch
 from zkcoord.bridge.zk_store import MirrorOutcome, ZkBridgeUnavailable, ZkOffsetsRead
 from zkcoord.errors import ConfigError
 from zkcoord.group.messages import (
@@ -28,6 +28,7 @@ from zkcoord.group.messages import (
     OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
 )
+from zkcoord.topic_partition import TopicPartition as TP
 
 LOAD_IN_PROGRESS = 14
 
