@@ -206,14 +206,21 @@ def plan_commit(config: BridgeConfig, offsets: Mapping[TopicPartition, int]) -> 
 
 @dataclass(frozen=True, slots=True)
 class StoreReply:
-    """What one store said about a write: per-partition error (None = accepted)."""
+    """What one store said about a write: per-partition error (None = accepted), and for a versioned
+    (ZooKeeper) write the new version of each znode written, which the writer's next fenced write expects."""
 
     store: Store
     errors: tuple[tuple[TopicPartition, StoreError | None], ...]
+    versions: tuple[tuple[TopicPartition, int], ...] = ()
 
     @classmethod
-    def of(cls, store: Store, errors: Mapping[TopicPartition, StoreError | None]) -> StoreReply:
-        return cls(store, tuple(sorted(errors.items())))
+    def of(
+        cls,
+        store: Store,
+        errors: Mapping[TopicPartition, StoreError | None],
+        versions: Mapping[TopicPartition, int] | None = None,
+    ) -> StoreReply:
+        return cls(store, tuple(sorted(errors.items())), tuple(sorted((versions or {}).items())))
 
     @classmethod
     def all_failed(cls, store: Store, tps: Iterable[TopicPartition], error: StoreError) -> StoreReply:
@@ -259,6 +266,7 @@ class CommitResult:
     order: tuple[Store, ...]
     outcomes: tuple[PartitionCommit, ...]
     primary: Store
+    versions: tuple[tuple[TopicPartition, int], ...] = ()  # new znode versions of the ZooKeeper writes
 
     @property
     def failures(self) -> tuple[PartitionCommit, ...]:
@@ -327,7 +335,9 @@ def combine_commit(
             else:
                 outcomes.append(PartitionCommit(tp, write.store, offset, "failed", reply[tp]))
     order = plan.stores
-    return CommitResult(order=order, outcomes=tuple(outcomes), primary=primary or order[0])
+    zk_reply = replies.get(Store.ZOOKEEPER)
+    versions = zk_reply.versions if zk_reply is not None else ()
+    return CommitResult(order=order, outcomes=tuple(outcomes), primary=primary or order[0], versions=versions)
 
 
 # ------------------------------------------------------------------------------------------------ fetch
@@ -337,12 +347,14 @@ def combine_commit(
 class StoreRead:
     """One store's answer to a fetch: offsets found, per-partition errors, or one request-level error.
 
-    A partition absent from both `offsets` and `errors` has no committed offset in that store."""
+    A partition absent from both `offsets` and `errors` has no committed offset in that store. `versions`: the
+    znode version of each partition read (ZooKeeper; absent = no znode), what a fenced write then expects."""
 
     store: Store
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     errors: Mapping[TopicPartition, StoreError] = field(default_factory=dict)
     request_error: StoreError | None = None
+    versions: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
 class PartitionFetch(NamedTuple):
@@ -360,6 +372,7 @@ class PartitionFetch(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class FetchResult:
     partitions: tuple[PartitionFetch, ...]
+    versions: Mapping[TopicPartition, int] = field(default_factory=dict)  # ZooKeeper's znode versions read
 
     @property
     def errors(self) -> tuple[tuple[TopicPartition, StoreError], ...]:
@@ -380,6 +393,7 @@ def combine_fetch(partitions: Iterable[TopicPartition], reads: Iterable[StoreRea
     Unlike the original (which forced the error to NoError), an error is never dropped: a partition can
     have an offset from one store and an error from the other, and the caller decides what to do."""
     by_store = {r.store: r for r in reads}
+    zk_read = by_store.get(Store.ZOOKEEPER)
     result = []
     for tp in sorted(set(partitions)):
         found: dict[Store, int] = {}
@@ -408,7 +422,7 @@ def combine_fetch(partitions: Iterable[TopicPartition], reads: Iterable[StoreRea
                 tuple(errors),
             )
         )
-    return FetchResult(tuple(result))
+    return FetchResult(tuple(result), dict(zk_read.versions) if zk_read is not None else {})
 
 
 # ------------------------------------------------------------------------------------------- divergence
