@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from zkcoord.bridge.policy import max_of_stores
-from zkcoord.bridge.zk_store import MirrorOutcome, ZkBridgeUnavailable, ZkOffsetsRead
+from zkcoord.bridge.zk_store import ZkBridgeUnavailable
 from zkcoord.errors import ConfigError
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.handlers import error_response
@@ -32,6 +32,7 @@ from zkcoord.group.messages import (
 from zkcoord.group.model import OffsetKey
 from zkcoord.ratelog import RateLimitedLog
 from zkcoord.topic_partition import TopicPartition
+from zkcoord.zk.offset_store import OffsetsRead, WriteReport
 
 log = logging.getLogger(__name__)
 # A client retries a LOAD_IN_PROGRESS fetch every retry.backoff.ms (100 ms): one line per fetch was ~10 lines/s
@@ -57,7 +58,7 @@ def accepted_commits(req: OffsetCommitRequest, resp: OffsetCommitResponse) -> di
 
 
 def merge_fetch(
-    resp: OffsetFetchResponse, zk: ZkOffsetsRead, *, all_partitions: bool
+    resp: OffsetFetchResponse, zk: OffsetsRead, *, all_partitions: bool
 ) -> tuple[OffsetFetchResponse, tuple[TopicPartition, ...]]:
     """Per partition, the max of the coordinator's committed offset and ZooKeeper's; returns the response and
     the partitions where ZooKeeper was ahead.
@@ -106,9 +107,9 @@ class ZkSide(Protocol):
     @property
     def connected(self) -> bool: ...
 
-    def read(self, group: str, partitions: Iterable[TopicPartition] | None) -> ZkOffsetsRead: ...
+    def read(self, group: str, partitions: Iterable[TopicPartition] | None) -> OffsetsRead: ...
 
-    def mirror(self, group: str, offsets: Mapping[TopicPartition, int]) -> MirrorOutcome: ...
+    def mirror(self, group: str, offsets: Mapping[TopicPartition, int]) -> WriteReport: ...
 
 
 @dataclass
@@ -271,10 +272,10 @@ class ZkOffsetBridge:
             results = await asyncio.to_thread(self._write_all, batch)
             failed_any = False
             for group, (outcome, error) in results.items():
-                if error is not None or outcome.failed:
+                if error is not None or outcome.errors:
                     failed_any = True
                     retry = (
-                        batch[group] if error is not None else {tp: batch[group][tp] for tp in outcome.failed}
+                        batch[group] if error is not None else {tp: batch[group][tp] for tp in outcome.errors}
                     )
                     queued = self._pending.setdefault(group, {})
                     for tp, offset in retry.items():
@@ -283,7 +284,7 @@ class ZkOffsetBridge:
             for fut, group, tps in waiters:
                 outcome, error = results[group]
                 if not fut.done():
-                    fut.set_result(error is None and not any(tp in outcome.failed for tp in tps))
+                    fut.set_result(error is None and not any(tp in outcome.errors for tp in tps))
             if failed_any:
                 self.stats.mirror_failures += 1
                 if not self._failing:
@@ -312,20 +313,20 @@ class ZkOffsetBridge:
 
     def _write_all(
         self, batch: Mapping[str, Mapping[TopicPartition, int]]
-    ) -> dict[str, tuple[MirrorOutcome, str | None]]:
+    ) -> dict[str, tuple[WriteReport, str | None]]:
         """One round in a worker thread: each group's offsets (sorted) as never-regress multi-ops."""
-        results: dict[str, tuple[MirrorOutcome, str | None]] = {}
+        results: dict[str, tuple[WriteReport, str | None]] = {}
         for group in sorted(batch):
             try:
                 outcome = self.zk.mirror(group, dict(sorted(batch[group].items())))
             except ZkBridgeUnavailable as exc:
                 self.stats.last_error = str(exc)
-                results[group] = (MirrorOutcome(), str(exc))
+                results[group] = (WriteReport(), str(exc))
                 continue
             except Exception as exc:  # a bug or an unexpected kazoo state must not kill the writer
                 log.exception("zk offset bridge: mirroring group %s failed", group)
                 self.stats.last_error = f"{type(exc).__name__}: {exc}"
-                results[group] = (MirrorOutcome(), self.stats.last_error)
+                results[group] = (WriteReport(), self.stats.last_error)
                 continue
             self.stats.mirrored += len(outcome.written)
             self.stats.unchanged += len(outcome.unchanged)
@@ -335,8 +336,8 @@ class ZkOffsetBridge:
                 log.info("group=%s %s/%d: znode %d ahead of the commit %d; kept", group, *tp, stored, refused)
             for tp, reason in sorted(outcome.refused.items()):
                 log.warning("group=%s %s/%d: not mirrored: %s", group, *tp, reason)
-            if outcome.failed:
-                self.stats.last_error = next(iter(outcome.failed.values()))
+            if outcome.errors:
+                self.stats.last_error = next(iter(outcome.errors.values()))
             results[group] = (outcome, None)
         return results
 
@@ -372,14 +373,14 @@ class ZkOffsetBridge:
             return answer
         if zk.errors:
             self.stats.fetch_failures += 1
-            for tp, reason in sorted(zk.errors.items()):
+            for tp, malformed in sorted(zk.errors.items()):
                 _say.log(
                     logging.WARNING,
                     "fetch-zk-malformed",
                     "group=%s %s/%d: OffsetFetch answers LOAD_IN_PROGRESS: %s",
                     req.group_id,
                     *tp,
-                    reason,
+                    malformed,
                 )
         merged, ahead = merge_fetch(resp, zk, all_partitions=req.topics is None)
         self.stats.fetch_zk_ahead += len(ahead)

@@ -106,6 +106,9 @@ class WriteReport:
     kept_higher: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)  # (stored, refused)
     errors: dict[TopicPartition, str] = field(default_factory=dict)
     stale: dict[TopicPartition, int] = field(default_factory=dict)  # Fenced: refused, someone else wrote it
+    refused: dict[TopicPartition, str] = field(
+        default_factory=dict
+    )  # never writable (the caller's judgement)
     versions: dict[TopicPartition, int] = field(
         default_factory=dict
     )  # Fenced: new znode version of each written
@@ -118,6 +121,7 @@ class WriteReport:
         self.kept_higher.update(other.kept_higher)
         self.errors.update(other.errors)
         self.stale.update(other.stale)
+        self.refused.update(other.refused)
         self.versions.update(other.versions)
         self.conflicts += other.conflicts
         self.batches += other.batches

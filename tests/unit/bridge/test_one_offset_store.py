@@ -10,27 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zkcoord.bridge import (
-    BridgeConfig,
-    CommitOrder,
-    DualCommitter,
-    OffsetsStorage,
-    Store,
-    StoreError,
-    StoreRead,
-    StoreReply,
-    TopicPartition,
-    combine_commit,
-    combine_fetch,
-    max_merge,
-    max_of_stores,
-    plan_commit,
-)
+from zkcoord.bridge import policy
 from zkcoord.bridge.broker_store import BrokerOffsetStore
+from zkcoord.bridge.committer import DualCommitter
 from zkcoord.bridge.mirror import merge_fetch
-from zkcoord.bridge.zk_store import ZkOffsetsRead
+from zkcoord.bridge.policy import Store, StoreRead, StoreReply, TopicPartition
 from zkcoord.group.messages import OffsetFetchResponse, OffsetFetchResponsePartition, OffsetFetchResponseTopic
-from zkcoord.zk.offset_store import Fenced, OffsetWriteMode, WriteMode
+from zkcoord.zk.offset_store import Fenced, OffsetsRead, OffsetWriteMode, WriteMode
 
 ZK, BR = Store.ZOOKEEPER, Store.BROKER
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -39,20 +25,20 @@ offset = st.one_of(st.none(), st.integers(-3, 9))
 
 
 def test_max_of_stores_examples() -> None:
-    assert max_of_stores(5, 7) == 7
-    assert max_of_stores(7, 5) == 7
-    assert max_of_stores(None, 3) == 3
-    assert max_of_stores(3, None) == 3
-    assert max_of_stores(0, -1) == 0  # -1 is "none committed", not a position
-    assert max_of_stores(-1, None) is None
-    assert max_of_stores(None, None) is None
+    assert policy.max_of_stores(5, 7) == 7
+    assert policy.max_of_stores(7, 5) == 7
+    assert policy.max_of_stores(None, 3) == 3
+    assert policy.max_of_stores(3, None) == 3
+    assert policy.max_of_stores(0, -1) == 0  # -1 is "none committed", not a position
+    assert policy.max_of_stores(-1, None) is None
+    assert policy.max_of_stores(None, None) is None
 
 
 @given(offset, offset)
 def test_max_of_stores_is_the_highest_position(zk: int | None, br: int | None) -> None:
     positions = [o for o in (zk, br) if o is not None and o >= 0]
-    assert max_of_stores(zk, br) == (max(positions) if positions else None)
-    assert max_of_stores(zk, br) == max_of_stores(br, zk)
+    assert policy.max_of_stores(zk, br) == (max(positions) if positions else None)
+    assert policy.max_of_stores(zk, br) == policy.max_of_stores(br, zk)
 
 
 tps = st.builds(TopicPartition, st.sampled_from("ab"), st.integers(0, 3))
@@ -67,10 +53,10 @@ def test_the_three_merges_are_one_rule(
     expected = {
         tp: best
         for tp in zk.keys() | coord.keys()
-        if (best := max_of_stores(zk.get(tp), coord.get(tp))) is not None
+        if (best := policy.max_of_stores(zk.get(tp), coord.get(tp))) is not None
     }
-    assert max_merge(zk, coord) == expected
-    fetched = combine_fetch(
+    assert policy.max_merge(zk, coord) == expected
+    fetched = policy.combine_fetch(
         zk.keys() | coord.keys(), [StoreRead(ZK, offsets=zk), StoreRead(BR, offsets=coord)]
     )
     assert fetched.offsets() == expected
@@ -81,9 +67,7 @@ def test_the_three_merges_are_one_rule(
             OffsetFetchResponsePartition(tp.partition, coord[tp], 3, "m", 0)
         )
     resp = OffsetFetchResponse(0, tuple(OffsetFetchResponseTopic(t, tuple(ps)) for t, ps in by_topic.items()))
-    merged, _ = merge_fetch(
-        resp, ZkOffsetsRead({tp: o for tp, o in zk.items() if o >= 0}), all_partitions=True
-    )
+    merged, _ = merge_fetch(resp, OffsetsRead({tp: o for tp, o in zk.items() if o >= 0}), all_partitions=True)
     answered = {
         TopicPartition(t.name, p.partition_index): p.committed_offset
         for t in merged.topics
@@ -115,7 +99,7 @@ class ModeRecordingStore:
 
 def test_the_write_mode_reaches_the_zookeeper_store_only_and_its_versions_come_back() -> None:
     zk, br = ModeRecordingStore(ZK, {T0: 3, T1: 0}), ModeRecordingStore(BR)
-    committer = DualCommitter(zk, br, CommitOrder.BROKER_FIRST)
+    committer = DualCommitter(zk, br, policy.CommitOrder.BROKER_FIRST)
     fence = Fenced({T0: 2})
     result = committer.commit({T0: 10, T1: 11}, fence)
     assert zk.modes == [fence] and br.modes == [None]
@@ -126,14 +110,14 @@ def test_the_write_mode_reaches_the_zookeeper_store_only_and_its_versions_come_b
 
 
 def test_combine_commit_takes_the_versions_of_the_zookeeper_reply_only() -> None:
-    cfg = BridgeConfig(OffsetsStorage.KAFKA, True, CommitOrder.ZOOKEEPER_FIRST)
-    plan = plan_commit(cfg, {T0: 1, T1: 2})
-    stale = StoreError(ZK, "BAD_VERSION", "written by someone else since this member read it")
+    cfg = policy.BridgeConfig(policy.OffsetsStorage.KAFKA, True, policy.CommitOrder.ZOOKEEPER_FIRST)
+    plan = policy.plan_commit(cfg, {T0: 1, T1: 2})
+    stale = policy.StoreError(ZK, "BAD_VERSION", "written by someone else since this member read it")
     replies = {
         ZK: StoreReply.of(ZK, {T0: None, T1: stale}, {T0: 7}),
         BR: StoreReply.of(BR, {T0: None}, {T0: 99}),
     }
-    result = combine_commit(plan, replies, cfg.primary)
+    result = policy.combine_commit(plan, replies, cfg.primary)
     assert dict(result.versions) == {T0: 7}
     assert [(o.store, o.tp, o.status) for o in result.outcomes] == [
         (ZK, T0, "written"),
