@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from migration.compare.scenario import STRATEGIES, ChurnKind, Family, Scenario
+from zkcoord.topic_partition import TopicPartition as GroundTP  # until this module's alias goes (#22)
 
 TopicPartition = tuple[str, int]
 Assignment = dict[str, list[TopicPartition]]
@@ -80,7 +81,7 @@ def broker_assignor(strategy: str) -> Assignor:
             strategy,
             {m: topics for m in members},
             dict(partitions),
-            owned={m: list(owned.get(m, ())) for m in members},
+            owned={m: [GroundTP(*tp) for tp in owned.get(m, ())] for m in members},
             generations={m: 1 for m in members if owned.get(m)},
         )
         return {m: sorted(result.get(m, [])) for m in members}
