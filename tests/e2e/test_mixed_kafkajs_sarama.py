@@ -166,7 +166,7 @@ def test_kafkajs_and_sarama_members_in_a_mixed_group(cluster: Cluster) -> None:
                                                    join(Legacy(cluster, group, topic, "l2"))))  # fmt: skip
             change("kafkajs joins", lambda: join(kafkajs(cluster, group, topic, "js1")))
             # sarama 1.22 offers one protocol, its strategy's name; here it offers kafkajs's, because the group
-            # still answers every member one protocol name (see docs/migration.md, "Clients of any assignor").
+            # still answers every member one protocol name (docs/migration.md, "Mechanism", Assignment).
             change("sarama joins", lambda: join(sarama(cluster, group, topic, "go1", "RoundRobinAssigner")))
             change("a legacy member leaves", lambda: leave("l1"))
             change("the last legacy member leaves", lambda: leave("l2"))
