@@ -196,3 +196,55 @@ def test_kafkajs_and_sarama_members_in_a_mixed_group(cluster: Cluster) -> None:
         assert not [e for e in p.errors if e["event"] == "crash"], json.dumps(
             [p.name, p.errors, node_errors[-10:]]
         )
+
+
+def test_a_refused_member_is_told_why_in_the_log(cluster: Cluster) -> None:
+    """What a mixed group still refuses is answered INCONSISTENT_GROUP_PROTOCOL, and the coordinator's log line
+    says why (the JoinGroup response has no message field)."""
+    from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
+
+    from e2e.test_old_clients import _call
+
+    group = f"mixed-refused-{uuid.uuid4().hex[:6]}"
+    port = int(cluster.node.bootstrap.rsplit(":", 1)[1])
+    offers = {
+        "connect": [("default", b"\x00\x00")],  # a Kafka Connect worker
+        "consumer": [("RoundRobinAssigner", b"\x00\x00\x00")],  # not a ConsumerProtocolSubscription
+    }
+    for protocol_type, protocols in offers.items():
+        P = JoinGroupRequest.JoinGroupRequestProtocol
+        req = JoinGroupRequest(
+            version=1,
+            group_id=group,
+            session_timeout_ms=SESSION_MS,
+            rebalance_timeout_ms=SESSION_MS,
+            member_id="",
+            protocol_type=protocol_type,
+            protocols=[P(name=n, metadata=m) for n, m in protocols],
+        )
+
+        def answered(req: JoinGroupRequest = req) -> bool:
+            code = _call(port, req, JoinGroupResponse).error_code
+            assert code in (23, 14, 15, 16), code  # 14, 15, 16: the group's coordinator is not ready yet
+            return code == 23
+
+        wait_for(answered, 30, f"JoinGroup of protocol type {protocol_type} answered", 0.1)
+
+    def refusals() -> list[str]:  # the group's name is new: every line naming it is this test's
+        return [line for line in list(cluster.node.output) if group in line and "refused" in line]
+
+    wait_for(lambda: len(refusals()) >= 2, 10, "two refusals logged", 0.05)
+    lines = refusals()
+    assert "consumers only (protocol type 'consumer'); the member's protocol type is 'connect'" in lines[0], (
+        lines
+    )
+    assert "'RoundRobinAssigner': its metadata (3 bytes) is not a ConsumerProtocolSubscription" in lines[1], (
+        lines
+    )
+    assert all("INCONSISTENT_GROUP_PROTOCOL" in line for line in lines), lines
+    zk = connect(cluster.zk_connect)
+    try:
+        assert zk.exists(f"/consumers/{group}/ids") is None  # nothing was registered for the group
+    finally:
+        zk.stop()
+        zk.close()
