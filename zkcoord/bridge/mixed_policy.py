@@ -205,7 +205,7 @@ def member_views(ids: Mapping[str, bytes | None], owners: Mapping[TopicPartition
 
 def check_protocols(protocol_type: str, protocols: Iterable[tuple[str, bytes]]) -> tuple[str, ...]:
     """The offered protocols a bridged group may use, by name: range and roundrobin first (the legacy algorithms),
-    then any other ConsumerProtocol assignor name (kafkajs `RoundRobinAssigner`, sarama `sticky`, ...), then
+    then any other ConsumerProtocol assignor name (kafkajs `RoundRobinAssigner`, Java's eager `sticky`, ...), then
     cooperative-sticky (KIP-429), each in the member's order. The name does not choose the algorithm: the
     coordinator computes every broker-protocol member's share with the legacy members' one and sends it as
     ConsumerProtocolAssignment bytes, which every client reads. Raises MixedGroupRefused, saying why, when none

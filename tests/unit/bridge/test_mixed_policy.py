@@ -122,7 +122,7 @@ def _sub(*owned: TP, version: int = 0) -> bytes:
 
 def test_any_consumer_protocol_name_is_hosted() -> None:
     # Whatever a client calls its assignor, the coordinator computes the share with the legacy algorithm and
-    # answers ConsumerProtocolAssignment bytes: kafkajs 2.2.4's default and sarama's sticky are hosted as eager.
+    # answers ConsumerProtocolAssignment bytes: kafkajs 2.2.4's default and Java's sticky are hosted as eager.
     eager = _sub()
     assert check_protocols("consumer", [("RoundRobinAssigner", eager)]) == ("RoundRobinAssigner",)
     assert check_protocols("consumer", [("sticky", _sub(version=1))]) == ("sticky",)
