@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 Request = GroupRequest | ConsumerGroupHeartbeatRequest | ConsumerGroupDescribeRequest
 Response = GroupResponse | ConsumerGroupHeartbeatResponse | ConsumerGroupDescribeResponse
 R = TypeVar("R", bound=Response)
+Q = TypeVar("Q", bound=Request)
 Handle = Callable[[int, int], Result]  # (now_ms, token) -> the pure handler's decision
 _Entry = tuple[list[RawRecord], list[tuple[int, Response]]]
 
@@ -209,26 +210,44 @@ class CoordinatorRuntime:
             if expiry is not None:
                 expiry.cancel()
 
-    def run_now(self, req: Request, answer: type[R], handle: Handle) -> R | Awaitable[R]:
-        """`run` without a future when the answer need not wait for a write: with nothing pending ahead and a
-        decision that is one answer and no records (a heartbeat's shape), the answer is final now (the same handler,
-        the same state change). Anything else is carried out the general way and awaited."""
-        if self._queued or self._in_flight:
-            return self.run(req, answer, handle)  # released behind the pending write, as every response is
+    def run_now(
+        self,
+        api_key: int,
+        group_id: str,
+        req: Q,
+        answer: type[R],
+        handler: Callable[[CoordinatorState, Q, int, int], Result],
+    ) -> R | Awaitable[R]:
+        """The status check and `run` without a future when the answer need not wait for a write: with nothing
+        pending ahead and a decision that is one answer and no records (a heartbeat's shape), the answer is final
+        now (the same handler, the same state change). Anything else is carried out the general way and awaited.
+        The hottest path (every heartbeat): a serving coordinator of a named group skips the status function (it
+        would answer None), and `handler(state, req, now_ms, token)` is called directly, with no closure built."""
+        serving = (
+            group_id and self._active and not self._loading and (self._owns is None or self._owns(group_id))
+        )
+        if not serving:
+            err = self.status(api_key, group_id)
+            if err is not None:
+                return refusal(req, answer, err)
+        if self._queued or self._in_flight:  # released behind the pending write, as every response is
+            return self.run(req, answer, lambda now, token: handler(self.state, req, now, token))
         token = self._token = self._token + 1
         try:
-            result = handle(self.now_ms(), token)
+            result = handler(self.state, req, int(self._clock() * 1000), token)
         except Exception:
             log.exception("coordinator handler failed on %r", req)
             return refusal(req, answer, ErrorCode.UNKNOWN_SERVER_ERROR)
-        if result.records or len(result.responses) != 1 or result.responses[0][0] != token:
+        responses = result.responses
+        if result.records or len(responses) != 1 or responses[0][0] != token:
             fut: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
             self._waiting[token] = (fut, req)
             self.apply(result)
             return self._wait(token, answer, fut)
         if result.timers:
             self.apply(Result(timers=result.timers))
-        return answer_as(answer, result.responses[0][1])
+        response = responses[0][1]
+        return response if type(response) is answer else answer_as(answer, response)
 
     async def _wait(self, token: int, answer: type[R], fut: asyncio.Future[Response]) -> R:
         try:

@@ -228,13 +228,7 @@ class GroupService(GroupCoordinator):
     def heartbeat_now(self, req: HeartbeatRequest) -> HeartbeatResponse | Awaitable[HeartbeatResponse]:
         """`heartbeat` without a future when its answer need not wait for a write: a heartbeat emits no records,
         so with none pending ahead of it the answer is final now (the same handler, the same state change)."""
-        err = self.runtime.status(h.HEARTBEAT, req.group_id)
-        if err is not None:
-            return refusal(req, HeartbeatResponse, err)
-        state = self.state
-        return self.runtime.run_now(
-            req, HeartbeatResponse, lambda now, token: h.handle_heartbeat(state, req, now, token)
-        )
+        return self.runtime.run_now(h.HEARTBEAT, req.group_id, req, HeartbeatResponse, h.handle_heartbeat)
 
     async def leave_group(self, req: LeaveGroupRequest) -> LeaveGroupResponse:
         err = self.runtime.status(h.LEAVE_GROUP, req.group_id)
