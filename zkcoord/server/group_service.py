@@ -20,35 +20,11 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.group import consumer
+from zkcoord.group import consumer_messages as cm
 from zkcoord.group import handlers as h
+from zkcoord.group import messages as gm
 from zkcoord.group.config import GroupConfig
-from zkcoord.group.consumer_messages import (
-    ConsumerGroupDescribeRequest,
-    ConsumerGroupDescribeResponse,
-    ConsumerGroupHeartbeatRequest,
-    ConsumerGroupHeartbeatResponse,
-)
 from zkcoord.group.errors import ErrorCode
-from zkcoord.group.messages import (
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
 from zkcoord.group.model import CoordinatorState
 from zkcoord.server.coordinator_runtime import CoordinatorRuntime, refusal
 from zkcoord.server.mixed_decisions import consumer_protocol_refusal, remirrored_groups
@@ -185,65 +161,69 @@ class GroupService(GroupCoordinator):
 
     # ------------------------------------------------------------------------------------------- requests
 
-    async def join_group(self, req: JoinGroupRequest) -> JoinGroupResponse:
+    async def join_group(self, req: gm.JoinGroupRequest) -> gm.JoinGroupResponse:
         err = self.runtime.status(h.JOIN_GROUP, req.group_id)
         if err is not None:
-            return refusal(req, JoinGroupResponse, err)
+            return refusal(req, gm.JoinGroupResponse, err)
         if consumer.is_consumer_group(self.state, req.group_id):
             # Online migration (classic members in a consumer group) is not served yet: Kafka's answer when it
             # is off (group.consumer.migration.policy=disabled) for a group that is not a classic group.
-            return refusal(req, JoinGroupResponse, ErrorCode.GROUP_ID_NOT_FOUND)
+            return refusal(req, gm.JoinGroupResponse, ErrorCode.GROUP_ID_NOT_FOUND)
         if self._mixed is not None and self._mixed.bridges(req.group_id):
             joined = await self._mixed.join(req)
-            if isinstance(joined, JoinGroupResponse):
+            if isinstance(joined, gm.JoinGroupResponse):
                 return joined
             req = joined
         member_uuid = self._new_uuid() if req.member_id == "" else ""  # only a new member gets an id
         return await self.runtime.run(
-            req, JoinGroupResponse, lambda now, token: h.handle_join(self.state, req, now, token, member_uuid)
+            req,
+            gm.JoinGroupResponse,
+            lambda now, token: h.handle_join(self.state, req, now, token, member_uuid),
         )
 
-    async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResponse:
+    async def sync_group(self, req: gm.SyncGroupRequest) -> gm.SyncGroupResponse:
         err = self.runtime.status(h.SYNC_GROUP, req.group_id)
         if err is not None:
-            return refusal(req, SyncGroupResponse, err)
+            return refusal(req, gm.SyncGroupResponse, err)
         if self._mixed is not None and self._mixed.bridges(req.group_id):
             bridged = await self._mixed.sync(req)
-            if isinstance(bridged, SyncGroupResponse):
+            if isinstance(bridged, gm.SyncGroupResponse):
                 return bridged
             req = bridged
         synced = req
         return await self.runtime.run(
-            req, SyncGroupResponse, lambda now, token: h.handle_sync(self.state, synced, now, token)
+            req, gm.SyncGroupResponse, lambda now, token: h.handle_sync(self.state, synced, now, token)
         )
 
-    async def heartbeat(self, req: HeartbeatRequest) -> HeartbeatResponse:
+    async def heartbeat(self, req: gm.HeartbeatRequest) -> gm.HeartbeatResponse:
         err = self.runtime.status(h.HEARTBEAT, req.group_id)
         if err is not None:
-            return refusal(req, HeartbeatResponse, err)
+            return refusal(req, gm.HeartbeatResponse, err)
         return await self.runtime.run(
-            req, HeartbeatResponse, lambda now, token: h.handle_heartbeat(self.state, req, now, token)
+            req, gm.HeartbeatResponse, lambda now, token: h.handle_heartbeat(self.state, req, now, token)
         )
 
-    def heartbeat_now(self, req: HeartbeatRequest) -> HeartbeatResponse | Awaitable[HeartbeatResponse]:
+    def heartbeat_now(
+        self, req: gm.HeartbeatRequest
+    ) -> gm.HeartbeatResponse | Awaitable[gm.HeartbeatResponse]:
         """`heartbeat` without a future when its answer need not wait for a write: a heartbeat emits no records,
         so with none pending ahead of it the answer is final now (the same handler, the same state change)."""
-        return self.runtime.run_now(h.HEARTBEAT, req.group_id, req, HeartbeatResponse, h.handle_heartbeat)
+        return self.runtime.run_now(h.HEARTBEAT, req.group_id, req, gm.HeartbeatResponse, h.handle_heartbeat)
 
-    async def leave_group(self, req: LeaveGroupRequest) -> LeaveGroupResponse:
+    async def leave_group(self, req: gm.LeaveGroupRequest) -> gm.LeaveGroupResponse:
         err = self.runtime.status(h.LEAVE_GROUP, req.group_id)
         if err is not None:
-            return refusal(req, LeaveGroupResponse, err)
+            return refusal(req, gm.LeaveGroupResponse, err)
         return await self.runtime.run(
-            req, LeaveGroupResponse, lambda now, token: h.handle_leave(self.state, req, now, token)
+            req, gm.LeaveGroupResponse, lambda now, token: h.handle_leave(self.state, req, now, token)
         )
 
-    async def offset_commit(self, req: OffsetCommitRequest) -> OffsetCommitResponse:
+    async def offset_commit(self, req: gm.OffsetCommitRequest) -> gm.OffsetCommitResponse:
         """Returns only after the committed offsets are durable in the store, or REQUEST_TIMED_OUT for every
         partition once offsets.commit.timeout.ms has passed without that."""
         err = self.runtime.status(h.OFFSET_COMMIT, req.group_id)
         if err is not None:
-            return refusal(req, OffsetCommitResponse, err)
+            return refusal(req, gm.OffsetCommitResponse, err)
         handler = h.handle_offset_commit
         if consumer.is_consumer_group(self.state, req.group_id):
             handler = h.handle_consumer_group_commit
@@ -257,7 +237,7 @@ class GroupService(GroupCoordinator):
         # commit is answered REQUEST_TIMED_OUT; the write goes on and, if it lands, the offsets hold.
         resp = await self.runtime.run(
             req,
-            OffsetCommitResponse,
+            gm.OffsetCommitResponse,
             lambda now, token: handler(self.state, req, now, token),
             timeout_ms=self.config.offsets_commit_timeout_ms,
         )
@@ -265,58 +245,60 @@ class GroupService(GroupCoordinator):
             await self.offset_mirror.mirror_commit(req, resp)
         return resp
 
-    async def offset_fetch(self, req: OffsetFetchRequest) -> OffsetFetchResponse:
+    async def offset_fetch(self, req: gm.OffsetFetchRequest) -> gm.OffsetFetchResponse:
         err = self.runtime.status(h.OFFSET_FETCH, req.group_id)
         if err is not None:
-            return refusal(req, OffsetFetchResponse, err)
+            return refusal(req, gm.OffsetFetchResponse, err)
         resp = await self.runtime.run(
-            req, OffsetFetchResponse, lambda now, token: h.handle_offset_fetch(self.state, req, now, token)
+            req, gm.OffsetFetchResponse, lambda now, token: h.handle_offset_fetch(self.state, req, now, token)
         )
         if self.offset_mirror is not None:
             resp = await self.offset_mirror.fetch_merged(req, resp)
         return resp
 
-    async def describe_groups(self, req: DescribeGroupsRequest) -> DescribeGroupsResponse:
+    async def describe_groups(self, req: gm.DescribeGroupsRequest) -> gm.DescribeGroupsResponse:
         def status(gid: str) -> ErrorCode | None:
             return self.runtime.status(h.DESCRIBE_GROUPS, gid)
 
         return await self.runtime.run(
             req,
-            DescribeGroupsResponse,
+            gm.DescribeGroupsResponse,
             lambda now, token: h.handle_describe(self.state, req, now, token, status),
         )
 
-    async def list_groups(self, req: ListGroupsRequest) -> ListGroupsResponse:
+    async def list_groups(self, req: gm.ListGroupsRequest) -> gm.ListGroupsResponse:
         if not self.runtime.active:
-            return ListGroupsResponse(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), ())
+            return gm.ListGroupsResponse(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), ())
         code = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) if self.runtime.loading else 0
         return await self.runtime.run(
-            req, ListGroupsResponse, lambda now, token: h.handle_list(self.state, req, now, token, code)
+            req, gm.ListGroupsResponse, lambda now, token: h.handle_list(self.state, req, now, token, code)
         )
 
-    async def delete_groups(self, req: DeleteGroupsRequest) -> DeleteGroupsResponse:
+    async def delete_groups(self, req: gm.DeleteGroupsRequest) -> gm.DeleteGroupsResponse:
         def status(gid: str) -> ErrorCode | None:
             return self.runtime.status(h.DELETE_GROUPS, gid)
 
         return await self.runtime.run(
-            req, DeleteGroupsResponse, lambda now, token: h.handle_delete(self.state, req, now, token, status)
+            req,
+            gm.DeleteGroupsResponse,
+            lambda now, token: h.handle_delete(self.state, req, now, token, status),
         )
 
     # ------------------------------------------------------------------- the consumer protocol (KIP-848)
 
     async def consumer_group_heartbeat(
-        self, req: ConsumerGroupHeartbeatRequest
-    ) -> ConsumerGroupHeartbeatResponse:
+        self, req: cm.ConsumerGroupHeartbeatRequest
+    ) -> cm.ConsumerGroupHeartbeatResponse:
         """ConsumerGroupHeartbeat: answered once the records it emitted are durable, as every response is."""
         err = self.runtime.status(CONSUMER_GROUP_HEARTBEAT, req.group_id) if req.group_id else None
         if err is not None:
-            return ConsumerGroupHeartbeatResponse(int(err))
+            return cm.ConsumerGroupHeartbeatResponse(int(err))
         if req.group_id and self._mixed is not None and self._mixed.bridges(req.group_id):
             return consumer_protocol_refusal(req.group_id)
         new_id = self._new_uuid() if req.member_epoch == 0 and not req.member_id else ""
         resp = await self.runtime.run(
             req,
-            ConsumerGroupHeartbeatResponse,
+            cm.ConsumerGroupHeartbeatResponse,
             lambda now, token: consumer.handle_consumer_heartbeat(
                 self.state, req, now, token, self._topics, new_id
             ),
@@ -330,13 +312,13 @@ class GroupService(GroupCoordinator):
         return resp
 
     async def consumer_group_describe(
-        self, req: ConsumerGroupDescribeRequest
-    ) -> ConsumerGroupDescribeResponse:
+        self, req: cm.ConsumerGroupDescribeRequest
+    ) -> cm.ConsumerGroupDescribeResponse:
         def status(gid: str) -> ErrorCode | None:
             return self.runtime.status(CONSUMER_GROUP_DESCRIBE, gid)
 
         return await self.runtime.run(
             req,
-            ConsumerGroupDescribeResponse,
+            cm.ConsumerGroupDescribeResponse,
             lambda now, token: consumer.handle_consumer_describe(self.state, req, now, token, status),
         )
