@@ -42,6 +42,7 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
     ("module", "bad_import", "contract", "evidence"),
     [
         ("zkcoord/group/model.py", "import kazoo", "The pure core does no I/O", "zkcoord.group.model -> kazoo"),
+        ("zkcoord/server/mixed_decisions.py", "import asyncio", "The pure core does no I/O", "zkcoord.server.mixed_decisions -> asyncio"),
         ("zkcoord/legacy/paths.py", "import zkcoord.zk.session", "Layers", "zkcoord.legacy.paths -> zkcoord.zk"),
         ("zkcoord/server/app.py", "import kazoo.client", "Only zkcoord.zk and the test kit", "zkcoord.server.app"),
         ("zkcoord/server/broker.py", "import zkcoord.bridge.mirror", "Layers", "zkcoord.server.broker ->"),
