@@ -254,6 +254,96 @@ def anomaly_totals(anomalies: DataFrame, runs: DataFrame) -> DataFrame:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Hand-overs per membership change (eager against cooperative)
+
+
+def handovers_per_change(events: DataFrame, runs: DataFrame, anomalies: DataFrame) -> DataFrame:
+    """One row per churn event (a membership change or fault), over its window [churn_ms, the next churn event of
+    the run, or the run's stopping_ms / end): released = own_end rows (partitions some member stopped owning);
+    released_kept = those the same member owned again (own_start of the same partition) within the window, a
+    partition released although its holder stayed the same; unowned_ms = the duration of the gaps (no owner,
+    from `ownership_anomalies`) that began in the window. An incremental hand-over releases only what moves:
+    released_kept 0."""
+    w = Window.partitionBy("run_id").orderBy("churn_ms", "member", "detail")
+    window = (
+        _kind(events, "churn")
+        .select(*RUN_KEYS, F.col("ts_ms").alias("churn_ms"), "member", "detail")
+        .withColumn("seq", F.row_number().over(w))
+        .withColumn("next_ms", F.lead("churn_ms").over(w))
+        .join(_effective_end(events, runs), "run_id", "left")
+        .join(runs.select("run_id", "stopping_ms"), "run_id", "left")
+        .withColumn("window_end_ms", F.coalesce("next_ms", F.col("end_ms") + F.lit(1)))
+        .withColumn("window_end_ms", F.least("window_end_ms", F.coalesce("stopping_ms", "window_end_ms")))
+        .select(*RUN_KEYS, "seq", "churn_ms", "member", "detail", "window_end_ms")
+    )
+    in_window = (F.col("ts") >= F.col("churn_ms")) & (F.col("ts") < F.col("window_end_ms"))
+    ends = _kind(events, "own_end").select(
+        F.col("run_id").alias("e_run"), F.col("ts_ms").alias("ts"), F.col("member").alias("e_member"), *TP
+    )
+    starts = _kind(events, "own_start").select(
+        F.col("run_id").alias("s_run"),
+        F.col("ts_ms").alias("s_ts"),
+        F.col("member").alias("s_member"),
+        F.col("topic").alias("s_topic"),
+        F.col("partition").alias("s_partition"),
+    )
+    released = window.join(ends, (F.col("e_run") == F.col("run_id")) & in_window, "inner")
+    again = (
+        (F.col("s_run") == F.col("run_id"))
+        & (F.col("s_member") == F.col("e_member"))
+        & (F.col("s_topic") == F.col("topic"))
+        & (F.col("s_partition") == F.col("partition"))
+        & (F.col("s_ts") >= F.col("ts"))
+        & (F.col("s_ts") < F.col("window_end_ms"))
+    )
+    kept = (
+        released.join(starts, again, "left_semi")
+        .groupBy("run_id", "seq")
+        .agg(F.count(F.lit(1)).alias("released_kept"))
+    )
+    n_released = released.groupBy("run_id", "seq").agg(F.count(F.lit(1)).alias("released"))
+    gaps = anomalies.where(F.col("kind") == "gap").select(
+        F.col("run_id").alias("g_run"), F.col("start_ms").alias("ts"), F.col("duration_ms").alias("g_ms")
+    )
+    unowned = (
+        window.join(gaps, (F.col("g_run") == F.col("run_id")) & in_window, "inner")
+        .groupBy("run_id", "seq")
+        .agg(F.sum("g_ms").alias("unowned_ms"))
+    )
+    return (
+        window.join(n_released, ["run_id", "seq"], "left")
+        .join(kept, ["run_id", "seq"], "left")
+        .join(unowned, ["run_id", "seq"], "left")
+        .select(
+            *RUN_KEYS,
+            "seq",
+            "churn_ms",
+            "member",
+            F.get_json_object("detail", "$.event").alias("event"),
+            *[
+                F.coalesce(c, F.lit(0)).cast("long").alias(c)
+                for c in ("released", "released_kept", "unowned_ms")
+            ],
+        )
+    )
+
+
+def handovers_by_protocol(changes: DataFrame) -> DataFrame:
+    """Per (scenario, protocol): changes = churn events, and the mean per change of released, released_kept
+    and unowned partition-seconds (`handovers_per_change`), side by side for every protocol."""
+    return (
+        changes.groupBy("scenario", "protocol")
+        .agg(
+            F.count(F.lit(1)).alias("changes"),
+            F.avg("released").alias("released_per_change"),
+            F.avg("released_kept").alias("released_kept_per_change"),
+            (F.avg("unowned_ms") / 1000.0).alias("unowned_s_per_change"),
+        )
+        .orderBy("scenario", "protocol")
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
 # Records
 
 
