@@ -55,20 +55,25 @@ def rebalance_episodes(events: DataFrame) -> DataFrame:
     )
 
 
-def churn_to_stable(events: DataFrame, runs: DataFrame) -> DataFrame:
-    """One row per churn event: stable_ms = the latest rebalance_end at or after the churn and before the next
-    churn event of the run (or the run's end); latency_ms = stable_ms - churn ts. Both null when no rebalance
-    ended in that window (the event did not disturb the group)."""
-    end = _effective_end(events, runs)
+def _churn_windows(events: DataFrame, runs: DataFrame) -> DataFrame:
+    """One row per churn event, numbered `seq` in the run's order, with its window [churn_ms, window_end_ms):
+    until the run's next churn event, or the run's end + 1."""
     w = Window.partitionBy("run_id").orderBy("churn_ms", "member", "detail")
-    churn = (
+    return (
         _kind(events, "churn")
         .select(*RUN_KEYS, F.col("ts_ms").alias("churn_ms"), "member", "detail")
         .withColumn("seq", F.row_number().over(w))
         .withColumn("next_ms", F.lead("churn_ms").over(w))
-        .join(end, "run_id", "left")
+        .join(_effective_end(events, runs), "run_id", "left")
         .withColumn("window_end_ms", F.coalesce("next_ms", F.col("end_ms") + F.lit(1)))
     )
+
+
+def churn_to_stable(events: DataFrame, runs: DataFrame) -> DataFrame:
+    """One row per churn event: stable_ms = the latest rebalance_end at or after the churn and before the next
+    churn event of the run (or the run's end); latency_ms = stable_ms - churn ts. Both null when no rebalance
+    ended in that window (the event did not disturb the group)."""
+    churn = _churn_windows(events, runs)
     ends = _kind(events, "rebalance_end").select(F.col("run_id").alias("e_run"), F.col("ts_ms").alias("e_ts"))
     cond = (
         (F.col("e_run") == F.col("run_id"))
@@ -264,15 +269,9 @@ def handovers_per_change(events: DataFrame, runs: DataFrame, anomalies: DataFram
     partition released although its holder stayed the same; unowned_ms = the duration of the gaps (no owner,
     from `ownership_anomalies`) that began in the window. An incremental hand-over releases only what moves:
     released_kept 0."""
-    w = Window.partitionBy("run_id").orderBy("churn_ms", "member", "detail")
     window = (
-        _kind(events, "churn")
-        .select(*RUN_KEYS, F.col("ts_ms").alias("churn_ms"), "member", "detail")
-        .withColumn("seq", F.row_number().over(w))
-        .withColumn("next_ms", F.lead("churn_ms").over(w))
-        .join(_effective_end(events, runs), "run_id", "left")
+        _churn_windows(events, runs)
         .join(runs.select("run_id", "stopping_ms"), "run_id", "left")
-        .withColumn("window_end_ms", F.coalesce("next_ms", F.col("end_ms") + F.lit(1)))
         .withColumn("window_end_ms", F.least("window_end_ms", F.coalesce("stopping_ms", "window_end_ms")))
         .select(*RUN_KEYS, "seq", "churn_ms", "member", "detail", "window_end_ms")
     )
