@@ -275,44 +275,43 @@ def handovers_per_change(events: DataFrame, runs: DataFrame, anomalies: DataFram
         .withColumn("window_end_ms", F.least("window_end_ms", F.coalesce("stopping_ms", "window_end_ms")))
         .select(*RUN_KEYS, "seq", "churn_ms", "member", "detail", "window_end_ms")
     )
-    in_window = (F.col("ts") >= F.col("churn_ms")) & (F.col("ts") < F.col("window_end_ms"))
-    ends = _kind(events, "own_end").select(
-        F.col("run_id").alias("e_run"), F.col("ts_ms").alias("ts"), F.col("member").alias("e_member"), *TP
+    # Each own_end with the time its member next owned the partition (own_start and own_end alternate per member
+    # and partition; at one ms an own_end sorts before an own_start, a release and a reclaim).
+    w = Window.partitionBy("run_id", "member", *TP).orderBy("ts_ms", "kind")
+    ends = (
+        events.where(F.col("kind").isin("own_start", "own_end"))
+        .withColumn("next_kind", F.lead("kind").over(w))
+        .withColumn("next_ts", F.lead("ts_ms").over(w))
+        .where(F.col("kind") == "own_end")
+        .select(
+            F.col("run_id").alias("m_run"),
+            F.col("ts_ms").alias("ts"),
+            F.lit(1).alias("is_end"),
+            F.when(F.col("next_kind") == "own_start", F.col("next_ts")).alias("again_ms"),
+            F.lit(None).cast("long").alias("gap_ms"),
+        )
     )
-    starts = _kind(events, "own_start").select(
-        F.col("run_id").alias("s_run"),
-        F.col("ts_ms").alias("s_ts"),
-        F.col("member").alias("s_member"),
-        F.col("topic").alias("s_topic"),
-        F.col("partition").alias("s_partition"),
-    )
-    released = window.join(ends, (F.col("e_run") == F.col("run_id")) & in_window, "inner")
-    again = (
-        (F.col("s_run") == F.col("run_id"))
-        & (F.col("s_member") == F.col("e_member"))
-        & (F.col("s_topic") == F.col("topic"))
-        & (F.col("s_partition") == F.col("partition"))
-        & (F.col("s_ts") >= F.col("ts"))
-        & (F.col("s_ts") < F.col("window_end_ms"))
-    )
-    kept = (
-        released.join(starts, again, "left_semi")
-        .groupBy("run_id", "seq")
-        .agg(F.count(F.lit(1)).alias("released_kept"))
-    )
-    n_released = released.groupBy("run_id", "seq").agg(F.count(F.lit(1)).alias("released"))
     gaps = anomalies.where(F.col("kind") == "gap").select(
-        F.col("run_id").alias("g_run"), F.col("start_ms").alias("ts"), F.col("duration_ms").alias("g_ms")
+        F.col("run_id").alias("m_run"),
+        F.col("start_ms").alias("ts"),
+        F.lit(0).alias("is_end"),
+        F.lit(None).cast("long").alias("again_ms"),
+        F.col("duration_ms").cast("long").alias("gap_ms"),
     )
-    unowned = (
-        window.join(gaps, (F.col("g_run") == F.col("run_id")) & in_window, "inner")
-        .groupBy("run_id", "seq")
-        .agg(F.sum("g_ms").alias("unowned_ms"))
+    in_window = (
+        (F.col("m_run") == F.col("run_id"))
+        & (F.col("ts") >= F.col("churn_ms"))
+        & (F.col("ts") < F.col("window_end_ms"))
     )
+    kept = (F.col("is_end") == 1) & (F.col("again_ms") < F.col("window_end_ms"))
     return (
-        window.join(n_released, ["run_id", "seq"], "left")
-        .join(kept, ["run_id", "seq"], "left")
-        .join(unowned, ["run_id", "seq"], "left")
+        window.join(ends.unionByName(gaps), in_window, "left")
+        .groupBy(*RUN_KEYS, "seq", "churn_ms", "member", "detail")
+        .agg(
+            F.sum("is_end").alias("released"),
+            F.sum(F.when(kept, 1).otherwise(0)).alias("released_kept"),
+            F.sum("gap_ms").alias("unowned_ms"),
+        )
         .select(
             *RUN_KEYS,
             "seq",
