@@ -219,9 +219,10 @@ class MixedGroupBridge:
 
     # -- the group service's hooks -------------------------------------------------------------------------
 
-    def usable_protocols(self, names: Iterable[str]) -> tuple[str, ...]:
-        """Raises MixedGroupRefused for a member that offers no legacy-compatible protocol."""
-        return check_protocols(names)
+    def usable_protocols(self, protocol_type: str, protocols: Iterable[tuple[str, bytes]]) -> tuple[str, ...]:
+        """The names of the offered protocols a bridged group hosts; raises MixedGroupRefused, saying why, for a
+        member that offers none (mixed_policy.check_protocols)."""
+        return check_protocols(protocol_type, protocols)
 
     async def check_join(self, group: str, topics: Sequence[str], protocol: str) -> None:
         """Refuse a classic member whose subscription or strategy disagrees with the legacy members'."""

@@ -115,7 +115,9 @@ class MembershipBridge(Protocol):
 
     def bridges(self, group_id: str) -> bool: ...
 
-    def usable_protocols(self, names: Iterable[str]) -> tuple[str, ...]: ...
+    def usable_protocols(
+        self, protocol_type: str, protocols: Iterable[tuple[str, bytes]]
+    ) -> tuple[str, ...]: ...
 
     async def check_join(self, group: str, topics: Sequence[str], protocol: str) -> None: ...
 
@@ -517,7 +519,7 @@ class GroupService(GroupCoordinator):
         bridge = self.membership_bridge
         assert bridge is not None
         try:
-            usable = bridge.usable_protocols(name for name, _ in req.protocols)
+            usable = bridge.usable_protocols(req.protocol_type, req.protocols)
             topics = tuple(subscription_topics(dict(req.protocols)[usable[0]]) or ())
             await bridge.check_join(req.group_id, topics, usable[0])
         except Exception as exc:
