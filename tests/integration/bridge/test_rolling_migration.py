@@ -23,6 +23,7 @@ from zkcoord.errors import ConfigError
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
+from zkcoord.testing.producers import PacedProducer
 from zkcoord.topic_partition import TopicPartition as LegacyTP
 from zkcoord.zk import registry
 from zkcoord.zk.member import LegacyConsumer
@@ -94,41 +95,6 @@ class _Member:
         self._stop.set()
         self._thread.join(10)
         self.consumer.close()
-
-
-class _Producer:
-    """Bounded background producer: at most `limit` records, paced, remembering each acked (partition, offset)."""
-
-    def __init__(self, bootstrap: str, limit: int = 6000, per_second: float = 150.0) -> None:
-        from kafka import KafkaProducer
-
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, retries=5)
-        self.acked: list[tuple[int, int]] = []
-        self.limit = limit
-        self.per_second = per_second
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
-
-    def _run(self) -> None:
-        start = time.monotonic()
-        for i in range(self.limit):
-            if self._stop.is_set():
-                break
-            future = self.producer.send(TOPIC, key=f"k{i}".encode(), value=f"r{i}".encode())
-            future.add_callback(lambda md: self.acked.append((md.partition, md.offset)))
-            ahead = start + (i + 1) / self.per_second - time.monotonic()
-            if ahead > 0:
-                self._stop.wait(ahead)  # pacing, not synchronisation
-        self.producer.flush(timeout=30)
-
-    def start(self) -> _Producer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-        self.producer.close(timeout=5)
 
 
 class _Monitor:
@@ -209,7 +175,7 @@ def test_offset_storage_properties() -> None:
 
 def test_documented_rolling_migration_and_rollback(zk_connect: str, zk: Any, node: NodeProcess) -> None:
     seen: list[tuple[int, int]] = []
-    producer = _Producer(node.bootstrap).start()
+    producer = PacedProducer(node.bootstrap, TOPIC, per_second=150, limit=6000).start()
     wait_for(lambda: zk.exists(f"/brokers/topics/{TOPIC}") is not None, 30, "the topic in ZooKeeper")
     monitor = _Monitor(zk_connect, node.bootstrap, GROUP)
     members: list[_Member] = []
