@@ -10,8 +10,8 @@ import functools
 import uuid
 
 import pytest
-from kafka.admin import KafkaAdminClient, NewTopic
 
+from e2e.classic_groups import PARTITIONS, new_topic
 from e2e.conftest import ServerProcess
 from zkcoord.testing import wait_for
 from zkcoord.testing.handover import HandoverSampler
@@ -20,19 +20,8 @@ from zkcoord.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.e2e
 
-PARTITIONS = 6
 SESSION_MS = 6000
 HEARTBEAT_MS = 300
-
-
-def new_topic(server: ServerProcess) -> str:
-    topic = f"coop-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
-    finally:
-        admin.close()
-    return topic
 
 
 def joined(
@@ -58,7 +47,7 @@ CLIENTS = {"kafka-python": KafkaPythonMember, "librdkafka": ConfluentMember}
 def test_a_join_and_a_leave_revoke_only_what_moves(
     server: ServerProcess, client: str, cooperative: bool
 ) -> None:
-    topic = new_topic(server)
+    topic = new_topic(server, "coop")
     group = f"g-{uuid.uuid4().hex[:8]}"
     make = functools.partial(joined, CLIENTS[client])
     members: list[ClientMember] = []

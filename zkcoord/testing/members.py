@@ -159,6 +159,7 @@ class ClientMember:
         self._halt = threading.Event()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._subscribed = False
         settings = GroupSettings(
             bootstrap, group, self.name, assignor, session_timeout_ms, heartbeat_interval_ms,
             auto_commit_interval_ms, config or {},
@@ -166,7 +167,11 @@ class ClientMember:
         self.consumer = self._connect(settings)
 
     def _connect(self, settings: GroupSettings) -> Any:
-        """Build the client and subscribe it to `self.topic` with this member's callbacks."""
+        """Build the client (it joins the group only once subscribed, at the first poll)."""
+        raise NotImplementedError
+
+    def _subscribe(self) -> None:
+        """Subscribe the client to `self.topic` with this member's callbacks."""
         raise NotImplementedError
 
     @property
@@ -228,7 +233,14 @@ class ClientMember:
     # --- polling ------------------------------------------------------------------------------------------------
 
     def poll(self, timeout_s: float | None = None) -> None:
-        """One poll of the client (callbacks run inside it); records go to the sink."""
+        """One poll of the client (callbacks run inside it); records go to the sink. The first one subscribes:
+        a member joins its group when it is started or first polled, not when it is built."""
+        if not self._subscribed:
+            self._subscribed = True
+            self._subscribe()
+        self._poll(self._poll_timeout_s if timeout_s is None else timeout_s)
+
+    def _poll(self, timeout_s: float) -> None:
         raise NotImplementedError
 
     def _run(self) -> None:
@@ -299,12 +311,13 @@ class KafkaPythonMember(ClientMember):
             self.metadata_timeout_s,
             f"{topic} in metadata",
         )
-        consumer.subscribe([topic], listener=_listener(self))
         return consumer
 
-    def poll(self, timeout_s: float | None = None) -> None:
-        timeout_ms = int(1000 * (self._poll_timeout_s if timeout_s is None else timeout_s))
-        for records in self.consumer.poll(timeout_ms=timeout_ms).values():
+    def _subscribe(self) -> None:
+        self.consumer.subscribe([self.topic], listener=_listener(self))
+
+    def _poll(self, timeout_s: float) -> None:
+        for records in self.consumer.poll(timeout_ms=int(1000 * timeout_s)).values():
             for r in records:
                 self._record(r.partition, r.offset)
         if self.commit_now.is_set() and self.consumer.assignment():
@@ -388,20 +401,20 @@ class ConfluentMember(ClientMember):
         }
         if settings.auto_commit_interval_ms is not None:
             options["auto.commit.interval.ms"] = settings.auto_commit_interval_ms
-        consumer = Consumer({**options, **settings.config})
+        return Consumer({**options, **settings.config})
 
+    def _subscribe(self) -> None:
         def on_revoke(client: Any, parts: list[Any]) -> None:
             if self._commit_on_revoke:
                 self._commit_before_revoke(client)
             self._callback(Change.REVOKED, {p.partition for p in parts})
 
-        consumer.subscribe(
+        self.consumer.subscribe(
             [self.topic],
             on_assign=lambda _c, ps: self._callback(Change.ASSIGNED, {p.partition for p in ps}),
             on_revoke=on_revoke,
             on_lost=lambda _c, ps: self._callback(Change.LOST, {p.partition for p in ps}),
         )
-        return consumer
 
     def _commit_before_revoke(self, consumer: Any) -> None:
         try:
@@ -410,8 +423,8 @@ class ConfluentMember(ClientMember):
             if "NO_OFFSET" not in str(exc) and self._commit_errors_fatal:
                 self.errors.append(exc)
 
-    def poll(self, timeout_s: float | None = None) -> None:
-        for msg in self.consumer.consume(200, self._poll_timeout_s if timeout_s is None else timeout_s):
+    def _poll(self, timeout_s: float) -> None:
+        for msg in self.consumer.consume(200, timeout_s):
             err = msg.error()
             if err is not None:
                 if not err.retriable() and err.code() != LIBRDKAFKA_PARTITION_EOF:
