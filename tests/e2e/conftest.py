@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from zkcoord.local.node import FAST_GROUP_FLAGS, READY, NodeProcess
+from zkcoord.testing.tansu import Tansu
 from zkcoord.zk.session import ensure_chroot
 
 __all__ = ["FAST_GROUP_FLAGS", "READY", "BridgedCluster", "ServerProcess", "bridged_node_flags"]
@@ -64,3 +65,9 @@ def bridged_cluster(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) ->
     finally:
         node.stop()
 
+
+@pytest.fixture(scope="module")
+def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tansu]:
+    """One Tansu (a Kafka-compatible broker zkcoord did not start, node id 111) for the module."""
+    with Tansu.start(tmp_path_factory.mktemp("tansu") / "tansu.log") as broker:
+        yield broker
