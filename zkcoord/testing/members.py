@@ -2,12 +2,13 @@
 member, each consuming on its own thread (or polled by the test) and recording what its rebalance callbacks said,
 so a migration test can ask who held which partition when; `RebalanceLog` is the pure record they share.
 
-    sink = []
-    members = [KafkaPythonMember(bootstrap, "g", "orders", assignor="cooperative-sticky").start(),
-               ConfluentMember(bootstrap, "g", "orders", assignor="cooperative-sticky").start()]
-    wait_for(lambda: set().union(*(m.held() for m in members)) == set(range(6)), 30, "the group to settle")
-    members[0].stop()                              # commits, leaves; raises if its poll loop failed
-    assert members[1].log.revoked() == set()       # cooperative: the survivor gave nothing up
+    first = KafkaPythonMember(bootstrap, "g", "orders", assignor="cooperative-sticky").start()
+    wait_for(lambda: first.held() == set(range(6)), 30, "the first member to hold the 6 partitions")
+    second = ConfluentMember(bootstrap, "g", "orders", assignor="cooperative-sticky").start()
+    wait_for(lambda: len(first.held()) == len(second.held()) == 3, 30, "the two to share them")
+    first.stop()                                   # commits, leaves; raises if its poll loop failed
+    wait_for(lambda: second.held() == set(range(6)), 30, "the second to take over")
+    assert second.revoked() == set() and first.paused() == set()   # cooperative: only what moved was revoked
 """
 
 from __future__ import annotations
