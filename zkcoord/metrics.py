@@ -25,9 +25,13 @@ SESSION_STATES = ("CONNECTED", "SUSPENDED", "LOST")
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
+# A plain dict of Kafka's API names (zkcoord.api_keys), read per request.
+_API_NAMES: dict[int, str] = dict(API_NAMES)
+
+
 def api_name(api_key: int) -> str:
-    """The `api` label: Kafka's name of the API (zkcoord.api_keys), or its number for one the table lacks."""
-    return API_NAMES.get(api_key) or str(api_key)
+    """The `api` label: Kafka's name of the API, or its number for one the table lacks."""
+    return _API_NAMES.get(api_key) or str(api_key)
 
 
 def _error_codes(response: Any) -> list[int]:

@@ -10,56 +10,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Final
 
-from kafka.protocol.admin import (
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-    ListGroupsRequest,
-    ListGroupsResponse,
-)
-from kafka.protocol.consumer import (
-    FetchRequest,
-    FetchResponse,
-    HeartbeatRequest,
-    HeartbeatResponse,
-    JoinGroupRequest,
-    JoinGroupResponse,
-    LeaveGroupRequest,
-    LeaveGroupResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    OffsetCommitRequest,
-    OffsetCommitResponse,
-    OffsetFetchRequest,
-    OffsetFetchResponse,
-    SyncGroupRequest,
-    SyncGroupResponse,
-)
-from kafka.protocol.metadata import (
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-    MetadataRequest,
-    MetadataResponse,
-)
-from kafka.protocol.producer import (
-    InitProducerIdRequest,
-    InitProducerIdResponse,
-    ProduceRequest,
-    ProduceResponse,
-)
-from kafka.protocol.sasl import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
-)
+from kafka.protocol import admin, consumer, metadata, producer, sasl
 
 from zkcoord.api_keys import SERVED, ApiKey
 from zkcoord.server import consumer_protocol, prescan
@@ -67,26 +18,26 @@ from zkcoord.server import consumer_protocol, prescan
 # kafka-python's (request, response) classes of each served API it has classes for.
 CLASSES: Final[Mapping[int, tuple[Any, Any]]] = MappingProxyType(
     {
-        ApiKey.PRODUCE: (ProduceRequest, ProduceResponse),
-        ApiKey.FETCH: (FetchRequest, FetchResponse),
-        ApiKey.LIST_OFFSETS: (ListOffsetsRequest, ListOffsetsResponse),
-        ApiKey.METADATA: (MetadataRequest, MetadataResponse),
-        ApiKey.OFFSET_COMMIT: (OffsetCommitRequest, OffsetCommitResponse),
-        ApiKey.OFFSET_FETCH: (OffsetFetchRequest, OffsetFetchResponse),
-        ApiKey.FIND_COORDINATOR: (FindCoordinatorRequest, FindCoordinatorResponse),
-        ApiKey.JOIN_GROUP: (JoinGroupRequest, JoinGroupResponse),
-        ApiKey.HEARTBEAT: (HeartbeatRequest, HeartbeatResponse),
-        ApiKey.LEAVE_GROUP: (LeaveGroupRequest, LeaveGroupResponse),
-        ApiKey.SYNC_GROUP: (SyncGroupRequest, SyncGroupResponse),
-        ApiKey.DESCRIBE_GROUPS: (DescribeGroupsRequest, DescribeGroupsResponse),
-        ApiKey.LIST_GROUPS: (ListGroupsRequest, ListGroupsResponse),
-        ApiKey.SASL_HANDSHAKE: (SaslHandshakeRequest, SaslHandshakeResponse),
-        ApiKey.API_VERSIONS: (ApiVersionsRequest, ApiVersionsResponse),
-        ApiKey.CREATE_TOPICS: (CreateTopicsRequest, CreateTopicsResponse),
-        ApiKey.DELETE_TOPICS: (DeleteTopicsRequest, DeleteTopicsResponse),
-        ApiKey.INIT_PRODUCER_ID: (InitProducerIdRequest, InitProducerIdResponse),
-        ApiKey.SASL_AUTHENTICATE: (SaslAuthenticateRequest, SaslAuthenticateResponse),
-        ApiKey.DELETE_GROUPS: (DeleteGroupsRequest, DeleteGroupsResponse),
+        ApiKey.PRODUCE: (producer.ProduceRequest, producer.ProduceResponse),
+        ApiKey.FETCH: (consumer.FetchRequest, consumer.FetchResponse),
+        ApiKey.LIST_OFFSETS: (consumer.ListOffsetsRequest, consumer.ListOffsetsResponse),
+        ApiKey.METADATA: (metadata.MetadataRequest, metadata.MetadataResponse),
+        ApiKey.OFFSET_COMMIT: (consumer.OffsetCommitRequest, consumer.OffsetCommitResponse),
+        ApiKey.OFFSET_FETCH: (consumer.OffsetFetchRequest, consumer.OffsetFetchResponse),
+        ApiKey.FIND_COORDINATOR: (metadata.FindCoordinatorRequest, metadata.FindCoordinatorResponse),
+        ApiKey.JOIN_GROUP: (consumer.JoinGroupRequest, consumer.JoinGroupResponse),
+        ApiKey.HEARTBEAT: (consumer.HeartbeatRequest, consumer.HeartbeatResponse),
+        ApiKey.LEAVE_GROUP: (consumer.LeaveGroupRequest, consumer.LeaveGroupResponse),
+        ApiKey.SYNC_GROUP: (consumer.SyncGroupRequest, consumer.SyncGroupResponse),
+        ApiKey.DESCRIBE_GROUPS: (admin.DescribeGroupsRequest, admin.DescribeGroupsResponse),
+        ApiKey.LIST_GROUPS: (admin.ListGroupsRequest, admin.ListGroupsResponse),
+        ApiKey.SASL_HANDSHAKE: (sasl.SaslHandshakeRequest, sasl.SaslHandshakeResponse),
+        ApiKey.API_VERSIONS: (metadata.ApiVersionsRequest, metadata.ApiVersionsResponse),
+        ApiKey.CREATE_TOPICS: (admin.CreateTopicsRequest, admin.CreateTopicsResponse),
+        ApiKey.DELETE_TOPICS: (admin.DeleteTopicsRequest, admin.DeleteTopicsResponse),
+        ApiKey.INIT_PRODUCER_ID: (producer.InitProducerIdRequest, producer.InitProducerIdResponse),
+        ApiKey.SASL_AUTHENTICATE: (sasl.SaslAuthenticateRequest, sasl.SaslAuthenticateResponse),
+        ApiKey.DELETE_GROUPS: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),
     }
 )
 
@@ -137,7 +88,8 @@ def _build() -> dict[tuple[int, int], Codec]:
         else:
             continue  # no codec: tests/unit/test_api_table.py names the API
         for version in range(lo, hi + 1):
-            codecs[(key, version)] = make(key, version)
+            # Keyed by the plain int a frame carries: a tuple holding the enum member would compare slower.
+            codecs[(int(key), version)] = make(key, version)
     return codecs
 
 
