@@ -48,6 +48,8 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
         ("zkcoord/zk/member.py", "import migration.offsets_io", "never imports the application", "zkcoord.zk.member"),
         ("zkcoord/bridge/member.py", "import kafka.protocol.commit", "Only the adapter", "zkcoord.bridge.member"),
         ("zkcoord/group/state.py", "import zkcoord.group.handlers", "No import cycles", "cycles are allowed in zkcoord.group"),
+        ("zkcoord/api_keys.py", "import zkcoord.security.acl", "Layers", "zkcoord.api_keys -> zkcoord.security"),
+        ("zkcoord/server/apis.py", "import kafka.protocol.admin", "Only the adapter", "zkcoord.server.apis"),
     ],
 )  # fmt: skip
 def test_a_wrong_import_breaks_its_contract(
