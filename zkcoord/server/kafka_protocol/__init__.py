@@ -18,7 +18,9 @@ from typing import Final
 from kafka.protocol.admin import CreateTopicsRequest
 from kafka.protocol.consumer import FetchRequest, LeaveGroupRequest, SyncGroupRequest
 
-from zkcoord.api_keys import API_NAMES, CONSUMER_GROUP_APIS, GROUP_APIS, ApiKey
+from zkcoord.api_keys import API_NAMES, ApiKey
+from zkcoord.api_keys import CONSUMER_GROUP_APIS as _CONSUMER_GROUP_APIS
+from zkcoord.api_keys import GROUP_APIS as _GROUP_APIS
 from zkcoord.group.errors import ErrorCode
 from zkcoord.server import messages as dm
 from zkcoord.server.kafka_protocol.codecs import ACCEPTED, ADVERTISED
@@ -90,33 +92,36 @@ from zkcoord.server.kafka_protocol.sasl import (
     sasl_handshake_response,
 )
 
-# The names callers know the keys by: members of the one enum (zkcoord.api_keys), not numbers; typed as the
-# plain ints frames carry, so tables keyed by them are looked up with a frame's `api_key`.
-PRODUCE: Final[int] = ApiKey.PRODUCE
-FETCH: Final[int] = ApiKey.FETCH
-LIST_OFFSETS: Final[int] = ApiKey.LIST_OFFSETS
-METADATA: Final[int] = ApiKey.METADATA
-OFFSET_COMMIT: Final[int] = ApiKey.OFFSET_COMMIT
-OFFSET_FETCH: Final[int] = ApiKey.OFFSET_FETCH
-FIND_COORDINATOR: Final[int] = ApiKey.FIND_COORDINATOR
-JOIN_GROUP: Final[int] = ApiKey.JOIN_GROUP
-HEARTBEAT: Final[int] = ApiKey.HEARTBEAT
-LEAVE_GROUP: Final[int] = ApiKey.LEAVE_GROUP
-SYNC_GROUP: Final[int] = ApiKey.SYNC_GROUP
-DESCRIBE_GROUPS: Final[int] = ApiKey.DESCRIBE_GROUPS
-LIST_GROUPS: Final[int] = ApiKey.LIST_GROUPS
-SASL_HANDSHAKE: Final[int] = ApiKey.SASL_HANDSHAKE
-API_VERSIONS: Final[int] = ApiKey.API_VERSIONS
-CREATE_TOPICS: Final[int] = ApiKey.CREATE_TOPICS
-DELETE_TOPICS: Final[int] = ApiKey.DELETE_TOPICS
-INIT_PRODUCER_ID: Final[int] = ApiKey.INIT_PRODUCER_ID
-TXN_OFFSET_COMMIT: Final[int] = ApiKey.TXN_OFFSET_COMMIT
-SASL_AUTHENTICATE: Final[int] = ApiKey.SASL_AUTHENTICATE
-DELETE_GROUPS: Final[int] = ApiKey.DELETE_GROUPS
-OFFSET_DELETE: Final[int] = ApiKey.OFFSET_DELETE
-DESCRIBE_CLUSTER: Final[int] = ApiKey.DESCRIBE_CLUSTER
-CONSUMER_GROUP_HEARTBEAT: Final[int] = ApiKey.CONSUMER_GROUP_HEARTBEAT
-CONSUMER_GROUP_DESCRIBE: Final[int] = ApiKey.CONSUMER_GROUP_DESCRIBE
+# The names callers know the keys by, from the one enum (zkcoord.api_keys): the plain ints frames carry, so the
+# tables and sets callers key by them are looked up with a frame's `api_key` at plain-int speed.
+PRODUCE: Final[int] = int(ApiKey.PRODUCE)
+FETCH: Final[int] = int(ApiKey.FETCH)
+LIST_OFFSETS: Final[int] = int(ApiKey.LIST_OFFSETS)
+METADATA: Final[int] = int(ApiKey.METADATA)
+OFFSET_COMMIT: Final[int] = int(ApiKey.OFFSET_COMMIT)
+OFFSET_FETCH: Final[int] = int(ApiKey.OFFSET_FETCH)
+FIND_COORDINATOR: Final[int] = int(ApiKey.FIND_COORDINATOR)
+JOIN_GROUP: Final[int] = int(ApiKey.JOIN_GROUP)
+HEARTBEAT: Final[int] = int(ApiKey.HEARTBEAT)
+LEAVE_GROUP: Final[int] = int(ApiKey.LEAVE_GROUP)
+SYNC_GROUP: Final[int] = int(ApiKey.SYNC_GROUP)
+DESCRIBE_GROUPS: Final[int] = int(ApiKey.DESCRIBE_GROUPS)
+LIST_GROUPS: Final[int] = int(ApiKey.LIST_GROUPS)
+SASL_HANDSHAKE: Final[int] = int(ApiKey.SASL_HANDSHAKE)
+API_VERSIONS: Final[int] = int(ApiKey.API_VERSIONS)
+CREATE_TOPICS: Final[int] = int(ApiKey.CREATE_TOPICS)
+DELETE_TOPICS: Final[int] = int(ApiKey.DELETE_TOPICS)
+INIT_PRODUCER_ID: Final[int] = int(ApiKey.INIT_PRODUCER_ID)
+TXN_OFFSET_COMMIT: Final[int] = int(ApiKey.TXN_OFFSET_COMMIT)
+SASL_AUTHENTICATE: Final[int] = int(ApiKey.SASL_AUTHENTICATE)
+DELETE_GROUPS: Final[int] = int(ApiKey.DELETE_GROUPS)
+OFFSET_DELETE: Final[int] = int(ApiKey.OFFSET_DELETE)
+DESCRIBE_CLUSTER: Final[int] = int(ApiKey.DESCRIBE_CLUSTER)
+CONSUMER_GROUP_HEARTBEAT: Final[int] = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+CONSUMER_GROUP_DESCRIBE: Final[int] = int(ApiKey.CONSUMER_GROUP_DESCRIBE)
+
+GROUP_APIS: Final[frozenset[int]] = frozenset(map(int, _GROUP_APIS))
+CONSUMER_GROUP_APIS: Final[frozenset[int]] = frozenset(map(int, _CONSUMER_GROUP_APIS))
 
 # Re-exported: the Metadata values predate `zkcoord.server.messages` and callers know them as kp.TopicMeta.
 PartitionMeta = dm.PartitionMeta

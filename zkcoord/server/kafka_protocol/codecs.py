@@ -43,9 +43,11 @@ CLASSES: Final[Mapping[int, tuple[Any, Any]]] = MappingProxyType(
 
 # The advertised and accepted windows by plain key, as the wire layer reads them.
 ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
-    {k: w.advertised for k, w in SERVED.items()}
+    {int(k): w.advertised for k, w in SERVED.items()}
 )
-ACCEPTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType({k: w.accepted for k, w in SERVED.items()})
+ACCEPTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
+    {int(k): w.accepted for k, w in SERVED.items()}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,7 +44,7 @@ _ADDRESS_CLASSES: dict[int, Any] = {
     DESCRIBE_CLUSTER: DescribeClusterResponse,
 }
 # The APIs whose responses carry broker addresses: a proxy decodes these answers and rewrites the addresses.
-ADDRESS_APIS = frozenset(_ADDRESS_CLASSES)
+ADDRESS_APIS = frozenset(map(int, _ADDRESS_CLASSES))
 # (node id, host, port) as the broker answered -> (host, port) the client is to be told.
 AddressOf = Callable[[int, str, int], tuple[str, int]]
 
@@ -92,7 +92,7 @@ _OFFSET_WRITE_CLASSES: dict[int, tuple[Any, Any]] = {
     OFFSET_DELETE: (OffsetDeleteRequest, OffsetDeleteResponse),
 }
 # Offset writes the proxy's coordinator does not implement: refused for its groups, forwarded for the others.
-OFFSET_WRITE_APIS = frozenset(_OFFSET_WRITE_CLASSES)
+OFFSET_WRITE_APIS = frozenset(map(int, _OFFSET_WRITE_CLASSES))
 
 
 def offset_write_refusal(frame: bytes | bytearray, coordinated: Callable[[str], bool]) -> bytes | None:
