@@ -41,6 +41,8 @@ from zkcoord.local.node import FAST_GROUP_FLAGS
 from zkcoord.local.node import NodeProcess as ServerProcess
 from zkcoord.local.zookeeper import free_port
 from zkcoord.server import kafka_protocol as kp
+from zkcoord.testing.tls import make_certificates
+from zkcoord.testing.tls import openssl as _openssl
 from zkcoord.zk.session import connect, ensure_chroot
 
 pytestmark = pytest.mark.e2e
@@ -49,24 +51,6 @@ MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PLAIN_USERS = {"alice": "alice-secret", "mallory": "mallory-secret"}
 SCRAM_USER, SCRAM_PASSWORD = "scram-user", "scram-secret"
 KAFKA_USER, KAFKA_PASSWORD = "made-by-kafka", "kafka-tool-secret"
-
-
-def _openssl(*args: str, cwd: Path) -> None:
-    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
-
-
-def make_certificates(d: Path) -> tuple[Path, Path]:
-    """A CA and a server certificate for 127.0.0.1 signed by it; returns (ca.pem, keystore.pem)."""
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=zkcoord-test-ca",
-             "-keyout", "ca.key", "-out", "ca.pem", cwd=d)  # fmt: skip
-    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "server.key",
-             "-out", "server.csr", cwd=d)  # fmt: skip
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    _openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-             "-days", "2", "-extfile", "san.ext", "-out", "server.pem", cwd=d)  # fmt: skip
-    keystore = d / "keystore.pem"
-    keystore.write_text((d / "server.pem").read_text() + (d / "server.key").read_text())
-    return d / "ca.pem", keystore
 
 
 def kafka_format_credential(mechanism: str, password: str) -> str:

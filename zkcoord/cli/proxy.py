@@ -1,6 +1,8 @@
 """`zkcoord proxy`: run a Kafka proxy in front of the brokers registered in a ZooKeeper (a cluster zkcoord did
 not start) until SIGTERM/SIGINT: a port per broker, frames forwarded undecoded, broker addresses rewritten to the
-proxy's ports, and the groups matching `--bridge-zk-groups` coordinated by zkcoord itself (docs/proxy.md).
+proxy's ports, and the groups matching `--bridge-zk-groups` coordinated by zkcoord itself (docs/proxy.md). Its
+ports take `serve`'s listener security flags (one listener: its protocol on the bootstrap and every broker port);
+the brokers are reached with the client security of `--command-config` (docs/security.md).
 """
 
 from __future__ import annotations
@@ -10,11 +12,14 @@ import asyncio
 import signal
 from pathlib import Path
 
+from zkcoord.cli.client_security import add_command_config
+from zkcoord.cli.listeners import ListenerSetup, add_listener_options, listener_setup
 from zkcoord.cli.options import examples
 from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError
 from zkcoord.proxy.node import ProxyConfig, ProxyNode
 from zkcoord.proxy.ports import PortMap
+from zkcoord.proxy.upstream import UpstreamSecurity, upstream_security
 
 
 def _listen(value: str) -> tuple[str, int]:
@@ -41,13 +46,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "   # brokers 0,1,2 on 9193,9194,9195",
             "zkcoord proxy --zk zk1:2181 --listen 0.0.0.0:9192 --node-id 9000 --data-dir D --lowest-broker-id 1001"
             " --bridge-zk-groups 'orders-.*' --bridge-zk-offsets   # migrate the orders-* groups member by member",
+            "zkcoord proxy --zk zk1:2181 --listeners SASL_SSL://0.0.0.0:9192 --ssl.keystore.location proxy.pem"
+            " --node-id 9000 --data-dir D --command-config brokers.properties"
+            "   # SCRAM logins from /config/users; the brokers reached as brokers.properties says",
         ),
     )
     parser.add_argument("--zk", required=True, metavar="CONNECT",
                         help="ZooKeeper connect string of the cluster (brokers are read from /brokers/ids, watched)")  # fmt: skip
-    parser.add_argument("--listen", type=_listen, required=True, metavar="HOST:PORT",
-                        help="the bootstrap address clients are given (any live broker behind it); broker ports "
-                        "bind on the same host")  # fmt: skip
+    parser.add_argument("--listen", type=_listen, default=None, metavar="HOST:PORT",
+                        help="the bootstrap address clients are given (any live broker behind it), PLAINTEXT; broker "
+                        "ports bind on the same host (or give one secured listener with --listeners)")  # fmt: skip
     parser.add_argument("--node-id", type=int, required=True, metavar="N",
                         help="this proxy's id: answered as the coordinator of its groups, and its registration "
                         "under /zkcoord/proxies; must differ from every broker id")  # fmt: skip
@@ -77,11 +85,28 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help="the proxy's ZooKeeper session timeout: a killed proxy node's groups move to a live "
                         "one this long after its death (default 6000)")  # fmt: skip
     add_zk_security(parser)
+    add_listener_options(parser)
+    add_command_config(parser)
     parser.set_defaults(func=run)
 
 
-def config_from(args: argparse.Namespace) -> ProxyConfig:
-    host, port = args.listen
+def proxy_listener(args: argparse.Namespace) -> ListenerSetup:
+    """The one listener of the proxy: --listen (PLAINTEXT) or a single --listeners PROTOCOL://HOST:PORT, with the
+    TLS, SASL and authorizer settings `serve` takes (SCRAM credentials and ACLs from --security-zk or --zk)."""
+    if args.listen is None and not args.listeners:
+        raise ConfigError("give --listen HOST:PORT (PLAINTEXT) or --listeners PROTOCOL://HOST:PORT")
+    setup = listener_setup(args, zk_auth(args))
+    if setup.more:
+        setup.close()
+        raise ConfigError(
+            "zkcoord proxy serves one listener (its protocol on the bootstrap and on every broker port): give "
+            "--listen HOST:PORT or one --listeners PROTOCOL://HOST:PORT, not both nor several"
+        )
+    return setup
+
+
+def config_from(args: argparse.Namespace, listener: ListenerSetup, upstream: UpstreamSecurity) -> ProxyConfig:
+    host, port = listener.host, listener.port
     base = args.broker_ports if args.broker_ports is not None else port + 1
     if args.zk_session_ms < 1000:
         raise ConfigError(f"--zookeeper.session.timeout.ms must be >= 1000, got {args.zk_session_ms}")
@@ -99,11 +124,21 @@ def config_from(args: argparse.Namespace) -> ProxyConfig:
         max_request_bytes=args.max_request_bytes,
         zk_auth=zk_auth(args),
         zk_session_timeout_s=args.zk_session_ms / 1000,
+        security=listener.security,
+        authorizer=listener.authorizer,
+        upstream=upstream,
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    return asyncio.run(_run(ProxyNode(config_from(args))))
+    if args.zk_session_ms < 1000:  # checked before the listener's ZooKeeper clients start
+        raise ConfigError(f"--zookeeper.session.timeout.ms must be >= 1000, got {args.zk_session_ms}")
+    upstream = upstream_security(args.command_config)  # a bad file is refused before anything connects
+    listener = proxy_listener(args)
+    try:
+        return asyncio.run(_run(ProxyNode(config_from(args, listener, upstream))))
+    finally:
+        listener.close()
 
 
 async def _run(node: ProxyNode) -> int:
@@ -114,7 +149,9 @@ async def _run(node: ProxyNode) -> int:
     try:
         await node.start()
         cfg = node.config
-        print(f"zkcoord proxy: listening on {cfg.host}:{cfg.ports.bootstrap} node {cfg.node_id}", flush=True)
+        protocol = cfg.security.protocol if cfg.security is not None else "PLAINTEXT"
+        print(f"zkcoord proxy: listening on {protocol}://{cfg.host}:{cfg.ports.bootstrap} node {cfg.node_id}; "
+              f"brokers reached over {cfg.upstream.protocol}", flush=True)  # fmt: skip
         for broker in sorted(node.watch.brokers if node.watch else {}):
             print(f"zkcoord proxy: broker {broker} behind {cfg.host}:{node.port_of(broker)}", flush=True)
         if cfg.bridge_groups is not None:

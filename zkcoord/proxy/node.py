@@ -37,10 +37,14 @@ from zkcoord.group.errors import ErrorCode
 from zkcoord.proxy.brokers import Brokers, BrokerWatch
 from zkcoord.proxy.forward import Link
 from zkcoord.proxy.ports import PortMap
+from zkcoord.proxy.upstream import PLAINTEXT, UpstreamSecurity
+from zkcoord.security.acl import Operation, Session
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server import messages as dm
+from zkcoord.server.authorization import RequestAuthorizer
 from zkcoord.server.cluster_routing import ClusterRouting
 from zkcoord.server.groups import GroupDispatch
+from zkcoord.server.listener_security import ListenerSecurity
 from zkcoord.server.log import LogManager
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
 from zkcoord.zk.handoff import HandoffWatch, Phase
@@ -76,6 +80,11 @@ class ProxyConfig:
     zk_auth: ZkAuth = NO_AUTH
     group_config: GroupConfig = field(default_factory=GroupConfig)
     zk_session_timeout_s: float = 6.0
+    # Client side: what every port of the proxy requires (None: PLAINTEXT), and the ACLs of the groups it answers.
+    security: ListenerSecurity | None = None
+    authorizer: RequestAuthorizer | None = None
+    # Broker side: how the proxy connects to the brokers (--command-config), and so which endpoint it uses.
+    upstream: UpstreamSecurity = PLAINTEXT
 
     def __post_init__(self) -> None:
         if not 0 <= self.node_id < 2**31:
@@ -114,6 +123,7 @@ class ProxyNode:
         self._mirror_store: ZkOffsetBridgeStore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.handoffs: HandoffWatch | None = None
+        self._tls = config.security.tls if config.security is not None else None
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -123,7 +133,7 @@ class ProxyNode:
         self.client = await asyncio.to_thread(
             connect, cfg.zk_connect, session_timeout_s=cfg.zk_session_timeout_s, auth=cfg.zk_auth
         )
-        self.watch = BrokerWatch(self.client, self._brokers_changed)
+        self.watch = BrokerWatch(self.client, self._brokers_changed, cfg.upstream.protocol)
         await asyncio.to_thread(self.watch.start)
         if cfg.node_id in self.watch.brokers:
             raise ConfigError(
@@ -134,7 +144,9 @@ class ProxyNode:
             self.handoffs = HandoffWatch(self.client)
             await asyncio.to_thread(self.handoffs.start)
             await self._start_groups()
-        server = await asyncio.start_server(self._accept(None), cfg.host, cfg.ports.bootstrap, limit=1 << 20)
+        server = await asyncio.start_server(
+            self._accept(None), cfg.host, cfg.ports.bootstrap, limit=1 << 20, ssl=self._tls
+        )
         self._servers[None] = server
         await self._sync(dict(self.watch.brokers))
         data = json.dumps(
@@ -184,7 +196,7 @@ class ProxyNode:
             self._members,
         )
         await self.groups.start()
-        self._dispatch = GroupDispatch(self.groups)
+        self._dispatch = GroupDispatch(self.groups, authorizer=cfg.authorizer)
 
     async def close(self) -> None:
         for server in self._servers.values():
@@ -245,7 +257,7 @@ class ProxyNode:
     async def _bind(self, node_id: int) -> None:
         port = self.config.ports.port_for(node_id)
         self._servers[node_id] = await asyncio.start_server(
-            self._accept(node_id), self.config.host, port, limit=1 << 20
+            self._accept(node_id), self.config.host, port, limit=1 << 20, ssl=self._tls
         )
         log.info("proxy: broker %d behind %s:%d", node_id, self.config.host, port)
 
@@ -272,8 +284,25 @@ class ProxyNode:
                             "the bootstrap" if node_id is None else f"broker {node_id}")  # fmt: skip
                 writer.close()
                 return
+            security = self.config.security
+            peername = writer.get_extra_info("peername")
+            ip, peer = (
+                (str(peername[0]), f"{peername[0]}:{peername[1]}")
+                if isinstance(peername, tuple)
+                else (str(peername),) * 2
+            )
+            session: Session | None = Session(host=ip)
+            if (
+                security is not None
+            ):  # the TLS handshake is done: an SSL listener's principal is the certificate's
+                session = security.session(writer.get_extra_info("ssl_object"), ip, peer)
+                if session is None:
+                    writer.close()
+                    return
             link = Link(reader, writer, upstream, self.address_of, self.caps,
-                        self if self._dispatch is not None else None, self.config.max_request_bytes)  # fmt: skip
+                        self if self._dispatch is not None else None, self.config.max_request_bytes,
+                        connect=self.config.upstream.connect, session=session,
+                        auth=security.authenticator(peer) if security is not None else None)  # fmt: skip
             task = asyncio.current_task()
             assert task is not None
             self._links.add(task)
@@ -299,16 +328,28 @@ class ProxyNode:
         return self.groups.node.brokers() if self.groups is not None else []
 
     def answer(self, req: kp.RequestFrame) -> bytes | Awaitable[bytes | None] | None:
+        authz = self.config.authorizer
         if req.api_key == kp.FIND_COORDINATOR:
             assert self.groups is not None
             keys = kp.find_coordinator_request(req).keys
+            refused = ErrorCode.GROUP_AUTHORIZATION_FAILED
             return kp.find_coordinator_response(
-                req, dm.FindCoordinatorResponse(tuple(self.groups.find_coordinator(k) for k in keys))
+                req,
+                dm.FindCoordinatorResponse(
+                    tuple(
+                        dm.Coordinator(k, refused, None, -1, "", -1)
+                        if authz is not None and not authz.group(req, Operation.DESCRIBE, k)
+                        else self.groups.find_coordinator(k)
+                        for k in keys
+                    )
+                ),
             )
         assert self._dispatch is not None
         if self.handoffs is not None and req.api_key in (kp.JOIN_GROUP, kp.HEARTBEAT):
             (group_id,) = kp.group_ids(req)
-            if self.handoffs.phase(group_id) is Phase.RELEASING:
+            if self.handoffs.phase(group_id) is Phase.RELEASING and (
+                authz is None or authz.group(req, Operation.READ, group_id)
+            ):  # a principal without Read on the group gets the dispatcher's refusal, and releases nobody
                 return self._release(req, group_id)
         return self._dispatch.dispatch(req)
 

@@ -47,6 +47,7 @@ from zkcoord.records.batch import (
 )
 from zkcoord.records.crc32c import crc32c
 from zkcoord.server.limits import LogLimits
+from zkcoord.storage.aside import keep_torn_tail
 
 log = logging.getLogger(__name__)
 
@@ -399,11 +400,13 @@ class PartitionLog:
             follows = (other, *found) if found is not None else None
         later_bytes = sum(os.fstat(other.fd).st_size for other in later)
         if follows is None and later_bytes == 0 and _torn_tail(seg, pos, file_size):
+            aside = keep_torn_tail(seg.path, pos, os.pread(seg.fd, file_size - pos, pos))
             log.warning(
-                "%s (%s): a torn tail, truncating the %d bytes of the last, partial write",
+                "%s (%s): a torn tail, truncating the %d bytes of the last, partial write; they are kept in %s",
                 where,
                 reason,
                 file_size - pos,
+                aside.name,
             )
             os.ftruncate(seg.fd, pos)
             return

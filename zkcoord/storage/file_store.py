@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from zkcoord.errors import ConfigError, ErrorCode, ZkcoordError
+from zkcoord.storage.aside import fsync_dir, keep_torn_tail, write_durably
 from zkcoord.storage.store import RawRecord
 
 log = logging.getLogger(__name__)
@@ -544,40 +545,6 @@ def _is_compacted(seg: SegmentScan) -> bool:
     return seg.first_key == COMPACTED_MARK
 
 
-def _fsync_dir(directory: Path) -> None:
-    dfd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
-
-
-def _write_durably(path: Path, data: bytes, mode: str = "wb") -> None:
-    """Write `path` whole and fsync it (the caller fsyncs the directory once its names are final); `mode` "xb"
-    refuses to replace an existing file."""
-    with open(path, mode) as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def _keep_torn_tail(path: Path, start: int, data: bytes) -> Path:
-    """Copy a torn tail aside before the segment is cut: the bytes are never deleted, only moved. The copy goes to
-    `<segment>.torn-<start>`, or `.torn-<start>.1`, `.2` ... when an earlier torn tail at the same byte is
-    already kept there (a second crash at the same place): a kept copy is never overwritten."""
-    tail = data[start:]
-    suffix = 0
-    while True:  # ends: each turn passes one existing file of a finite directory
-        aside = path.with_name(f"{path.name}.torn-{start}" + (f".{suffix}" if suffix else ""))
-        try:
-            _write_durably(aside, tail, "xb")
-        except FileExistsError:
-            suffix += 1
-            continue
-        _fsync_dir(path.parent)
-        return aside
-
-
 def repair(directory: str | os.PathLike[str]) -> list[str]:
     """Rewrite each damaged segment of a stopped node's log without its damaged ranges; returns what was done.
 
@@ -603,16 +570,16 @@ def repair(directory: str | os.PathLike[str]) -> list[str]:
         data = path.read_bytes()
         for start, end, why in cut:
             aside = path.with_name(f"{path.name}.damaged-{start}-{end}")
-            _write_durably(aside, data[start:end])
+            write_durably(aside, data[start:end])
             done.append(f"{path}: moved bytes {start}..{end - 1} ({why}) to {aside.name}")
         backup = path.with_name(f"{path.name}.before-repair")
         if not backup.exists():
             os.link(path, backup)
         tmp = path.with_name(f"{path.name}.repairing")
-        _write_durably(tmp, frames(seg.records))
-        _fsync_dir(path_dir)
+        write_durably(tmp, frames(seg.records))
+        fsync_dir(path_dir)
         os.replace(tmp, path)
-        _fsync_dir(path_dir)
+        fsync_dir(path_dir)
         seal_path(path).unlink(missing_ok=True)  # it described the bytes before the repair
         done.append(
             f"{path}: rewritten with its {len(seg.records)} valid records; original kept as {backup.name}"
@@ -727,7 +694,7 @@ class FileRecordStore:
                     why,
                 )
             else:
-                aside = _keep_torn_tail(path, start, path.read_bytes())
+                aside = keep_torn_tail(path, start, path.read_bytes()[start:])
                 log.warning(
                     "record log %s: cutting a torn tail of %d bytes at byte %d (%s); its bytes are kept in %s",
                     path,
@@ -818,10 +785,10 @@ class FileRecordStore:
                     seal_path(seg).unlink(missing_ok=True)
                     seg.unlink()
                     self._at(f"deleted {seg.name}")
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             output = self.directory / f"{first:020d}{SUFFIX}"
             os.replace(swap, output)
-            _fsync_dir(self.directory)
+            fsync_dir(self.directory)
             if seal is not None:
                 write_seal(output, *seal, compacted=True, fsync=True)
 
@@ -924,7 +891,7 @@ class FileRecordStore:
             self._seg_count = 0
         self._fd = os.open(self._active, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         if self.fsync != "never":
-            _fsync_dir(self.directory)  # the new file's directory entry must survive a crash too
+            fsync_dir(self.directory)  # the new file's directory entry must survive a crash too
 
     def close(self) -> None:
         """Close the active segment; a compaction under way finishes first (it is bounded by the log's size)."""
@@ -1045,7 +1012,7 @@ class FileRecordStore:
         self._at("synced")
         swap = self.directory / f"{first:020d}-{last:020d}{SWAP}"
         os.replace(tmp, swap)
-        _fsync_dir(self.directory)
+        fsync_dir(self.directory)
         self._at("swap")  # the commit point: from here an open finishes the compaction
         self._swap(swap, (first, last), (size, checksum, kept + 1))  # its frames: the records and the mark
         self._at("done")

@@ -57,6 +57,9 @@ def test_torn_tail_is_truncated_and_appends_continue(tmp_path: Path) -> None:
         f.write(whole[: len(whole) - 5])  # a crash in the middle of a write
     again = PartitionLog(tmp_path / "t-0", "t", 0)
     assert seg.stat().st_size == good
+    assert (
+        seg.with_name(f"{seg.name}.torn-{good}").read_bytes() == whole[: len(whole) - 5]
+    )  # moved, not deleted
     assert again.next_offset == 1
     assert _append(again, build_batch([(None, b"next")])) == 1
     assert _values(again.read(0, 1 << 20)) == [b"keep", b"next"]
@@ -356,5 +359,6 @@ def test_a_torn_batch_whose_record_embeds_a_whole_batch_is_a_torn_tail(tmp_path:
         f.write(outer[:cut])  # a crash in the middle of the write, after the embedded batch
     again = PartitionLog(tmp_path / "t-0", "t", 0)
     assert seg.stat().st_size == good
+    assert seg.with_name(f"{seg.name}.torn-{good}").read_bytes() == outer[:cut]  # moved, not deleted
     assert again.next_offset == 1
     assert _values(again.read(0, 1 << 20)) == [b"keep"]

@@ -6,7 +6,7 @@ groups it coordinates (ConsumerGroupHeartbeat/Describe, TxnOffsetCommit, OffsetD
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kafka.protocol.admin import DescribeClusterResponse
@@ -192,10 +192,16 @@ def rewrite_addresses(
     return bytes(obj.encode(header=True, framed=True))
 
 
-def cap_api_versions(api_version: int, frame: bytes | bytearray, caps: dict[int, int]) -> bytes:
+def cap_api_versions(
+    api_version: int,
+    frame: bytes | bytearray,
+    caps: dict[int, int],
+    own: Mapping[int, tuple[int, int]] | None = None,
+) -> bytes:
     """An ApiVersions response frame (without its size prefix) with each capped API's maximum lowered to
-    `caps` (an API whose minimum is above its cap is left out); returned framed. An error answer (the KIP-511
-    v0 fallback among them) passes unchanged: it lists no version the client could use beyond the cap."""
+    `caps` (an API whose minimum is above its cap is left out), and the APIs in `own` listed with exactly that
+    (min, max) whatever the broker said (the proxy's own SASL login); returned framed. An error answer (the
+    KIP-511 v0 fallback among them) passes unchanged: it lists no version the client could use beyond the cap."""
     try:
         obj = ApiVersionsResponse.decode(bytes(frame), version=api_version, header=True)
     except Exception as exc:
@@ -209,7 +215,14 @@ def cap_api_versions(api_version: int, frame: bytes | bytearray, caps: dict[int,
             if entry.min_version > cap:
                 continue
             entry.max_version = min(entry.max_version, cap)
-        kept.append(entry)
+        if own is None or entry.api_key not in own:
+            kept.append(entry)
+    if own:
+        kept.extend(
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in own.items()
+        )
+        kept.sort(key=lambda e: e.api_key)
     obj.api_keys = kept
     return bytes(obj.encode(header=True, framed=True))
 
