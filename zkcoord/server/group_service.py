@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any, Protocol
 
 from zkcoord.errors import ZkcoordError
-from zkcoord.group import consumer
+from zkcoord.group import consumer, consumer_classic
 from zkcoord.group import handlers as h
 from zkcoord.group.config import GroupConfig
 from zkcoord.group.consumer_messages import (
@@ -310,10 +310,16 @@ class GroupService(GroupCoordinator):
         err = self._status(h.JOIN_GROUP, req.group_id)
         if err is not None:
             return h.error_response(req, err)  # type: ignore[return-value]
-        if consumer.is_consumer_group(self.state, req.group_id):
-            # Online migration (classic members in a consumer group) is not served yet: Kafka's answer when it
-            # is off (group.consumer.migration.policy=disabled) for a group that is not a classic group.
-            return h.error_response(req, ErrorCode.GROUP_ID_NOT_FOUND)  # type: ignore[return-value]
+        if consumer.is_consumer_group(
+            self.state, req.group_id
+        ):  # a classic member hosted in a consumer group
+            uuid = self._new_uuid() if req.member_id == "" else ""
+            return await self._run(  # type: ignore[no-any-return]
+                req,
+                lambda now, token: consumer_classic.handle_join(
+                    self.state, req, now, token, uuid, self._topics
+                ),
+            )
         if self._bridged(req.group_id):
             refused = await self._bridge_join(req)
             if isinstance(refused, JoinGroupResponse):
@@ -466,7 +472,7 @@ class GroupService(GroupCoordinator):
         new_id = self._new_uuid() if req.member_epoch == 0 and not req.member_id else ""
         resp: ConsumerGroupHeartbeatResponse = await self._run(
             req,  # type: ignore[arg-type]
-            lambda now, token: consumer.handle_consumer_heartbeat(
+            lambda now, token: consumer_classic.handle_consumer_heartbeat(
                 self.state, req, now, token, self._topics, new_id
             ),
         )
