@@ -15,8 +15,9 @@ Follows Kafka 4's `GroupMetadataManager` (`convertToConsumerGroup`, `convertToCl
   partitions to revoke, or partitions now free), so a partition reaches a new owner only after its old owner
   rejoined without it;
 - downgrade: when the last consumer-protocol member leaves or is fenced and the others are classic, the consumer
-  group is tombstoned and a Stable classic group (generation = group epoch, assignments = targets) is written, then
-  prepares a rebalance.
+  group is tombstoned and a Stable classic group (generation = group epoch) is written, then prepares a
+  rebalance. Its members' stored assignments are what they may still hold (Kafka writes their targets): an
+  upgrade before they rejoined starts from their real holdings.
 """
 
 from __future__ import annotations
@@ -321,6 +322,17 @@ def handle_consumer_heartbeat(
     consumer-protocol member leaving a group of classic members downgrades it."""
     b = _Both(st)
     classic = st.groups.get(req.group_id)
+    if req.member_epoch == 0 and classic is not None and not (classic.members or classic.pending_members):
+        # maybeDeleteEmptyClassicGroup: an empty classic group (offsets only) gives way to the consumer group;
+        # its metadata is tombstoned so a replay does not find both (its offsets stay).
+        if cons._invalid(req) is None:
+            b.classic_first = True
+            if req.group_id in st.view.groups:
+                b.classic.record((GroupMetadataKey(req.group_id), None))
+            for kind in (TimerKind.JOIN, TimerKind.SYNC):
+                b.classic.cancel(TimerKey(kind, req.group_id))
+            del st.groups[req.group_id]
+            classic = None
     if (
         req.member_epoch == 0
         and classic is not None
@@ -376,6 +388,10 @@ def _downgrade_allowed(st: CoordinatorState, group: ConsumerGroup, leaving: str)
     return len(group.members) - 1 <= st.config.group_max_size
 
 
+def _union(a: TopicAssignment, b: TopicAssignment) -> TopicAssignment:
+    return {t: a.get(t, frozenset()) | b.get(t, frozenset()) for t in set(a) | set(b)}
+
+
 def _convert_to_classic(
     b: _Both, st: CoordinatorState, group: ConsumerGroup, leaving: str, now_ms: int
 ) -> None:
@@ -384,7 +400,11 @@ def _convert_to_classic(
     gid = group.group_id
     c = b.consumer
     keep = [(mid, m) for mid, m in group.members.items() if mid != leaving]
-    targets = {mid: _by_name(group, group.target.get(mid, {})) for mid, _m in keep}
+    # Kafka writes each member's target assignment here; zkcoord writes what the member may still hold (its
+    # assigned and pending-revocation partitions), so that an upgrade before the classic rebalance completes
+    # starts from the members' real holdings, never handing a partition a classic member still consumes.
+    holds = {mid: _union(m.assigned, m.pending_revocation) for mid, m in keep}
+    targets = {mid: _by_name(group, holds[mid]) for mid, _m in keep}
     epoch = group.group_epoch
     ids = list(group.members)
     for mid in ids:
