@@ -12,7 +12,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -192,7 +191,7 @@ def test_classic_members_replaced_by_consumer_members_and_back_never_overlap_and
         for new, old in (("n1", "k1"), ("n2", "k2"), ("n3", "k3")):
             start(new, CONSUMER)
             wait_for(lambda: group_type() == ConsumerGroupType.CONSUMER, 20, f"{new} upgraded the group")
-            wait_for(lambda: new in member_ids(), 20, f"{new} in the consumer group")
+            wait_for(lambda n=new: n in member_ids(), 20, f"{new} in the consumer group")
             settle(f"{new} joined beside the classic members")
             members.pop(old).leave()
             settle(f"{old} left, {new} took over", new)
@@ -203,7 +202,7 @@ def test_classic_members_replaced_by_consumer_members_and_back_never_overlap_and
         # one's leave converts the group back to a classic group.
         for new, old in (("k4", "n1"), ("k5", "n2"), ("k6", "n3")):
             start(new, CLASSIC)
-            wait_for(lambda: new in member_ids(), 20, f"classic {new} in the group")
+            wait_for(lambda n=new: n in member_ids(), 20, f"classic {new} in the group")
             settle(f"classic {new} joined the consumer group")
             members.pop(old).leave()
             settle(f"{old} left, {new} took over", new)

@@ -322,17 +322,17 @@ def handle_consumer_heartbeat(
     consumer-protocol member leaving a group of classic members downgrades it."""
     b = _Both(st)
     classic = st.groups.get(req.group_id)
-    if req.member_epoch == 0 and classic is not None and not (classic.members or classic.pending_members):
+    empty = classic is not None and not (classic.members or classic.pending_members)
+    if req.member_epoch == 0 and empty and cons._invalid(req) is None:
         # maybeDeleteEmptyClassicGroup: an empty classic group (offsets only) gives way to the consumer group;
         # its metadata is tombstoned so a replay does not find both (its offsets stay).
-        if cons._invalid(req) is None:
-            b.classic_first = True
-            if req.group_id in st.view.groups:
-                b.classic.record((GroupMetadataKey(req.group_id), None))
-            for kind in (TimerKind.JOIN, TimerKind.SYNC):
-                b.classic.cancel(TimerKey(kind, req.group_id))
-            del st.groups[req.group_id]
-            classic = None
+        b.classic_first = True
+        if req.group_id in st.view.groups:
+            b.classic.record((GroupMetadataKey(req.group_id), None))
+        for kind in (TimerKind.JOIN, TimerKind.SYNC):
+            b.classic.cancel(TimerKey(kind, req.group_id))
+        del st.groups[req.group_id]
+        classic = None
     if (
         req.member_epoch == 0
         and classic is not None

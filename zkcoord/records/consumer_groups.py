@@ -173,7 +173,9 @@ def encode_consumer_value(value: ConsumerValue) -> bytes:
                 compact_nstring(value.server_assignor),
             )
         )
-        if value.classic is not None:  # tagged field 0, ClassicMemberMetadata, then the value has no other tag
+        if (
+            value.classic is not None
+        ):  # tagged field 0, ClassicMemberMetadata, then the value has no other tag
             c = value.classic
             tagged = b"".join(
                 (

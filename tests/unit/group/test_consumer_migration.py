@@ -297,7 +297,7 @@ def test_a_classic_group_of_another_protocol_type_is_not_upgraded() -> None:
 def test_a_parked_join_is_told_to_rejoin_when_the_group_is_upgraded() -> None:
     w = World()
     gens = classic_group(w, 2)
-    a, b = gens
+    a, _b = gens
     w.join(a)  # a rebalance starts: a parked, waiting for b
     parked = w.token
     assert parked not in w.answers
@@ -354,7 +354,7 @@ def test_a_classic_member_that_never_rejoins_is_fenced_after_its_rebalance_timeo
 def test_a_classic_member_leaving_a_consumer_group_bumps_the_epoch() -> None:
     w = World()
     gens = classic_group(w, 2)
-    a, b = gens
+    a, _b = gens
     w.hb("c", 0)
     epoch = w.st.consumer_groups["g"].group_epoch
     t = w.leave(a)
@@ -560,9 +560,9 @@ class MixedGroupMachine(RuleBasedStateMachine):
                 continue
             g = self.w.st.consumer_groups.get("g")
             k = self.w.st.groups.get("g")
-            if (g is None or c.member_id not in g.members) and (k is None or c.member_id not in k.members):
-                if c.joined:
-                    self._drop(m)
+            gone = (g is None or c.member_id not in g.members) and (k is None or c.member_id not in k.members)
+            if gone and c.joined:
+                self._drop(m)
 
     @invariant()
     def no_partition_is_held_or_owned_twice(self) -> None:
@@ -583,3 +583,15 @@ MixedGroupMachine.TestCase.settings = settings(
     max_examples=80, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestMixedGroupMachine = MixedGroupMachine.TestCase
+
+
+def test_hosted_classic_members_commit_with_their_generation() -> None:
+    from zkcoord.group.consumer import commit_error
+
+    w = World()
+    gens = classic_group(w, 1)
+    (a,) = gens
+    w.hb("c", 0)
+    assert commit_error(w.st, "g", a, 1, 2) is None  # any version, generation = member epoch
+    assert commit_error(w.st, "g", a, 7, 8) == E.ILLEGAL_GENERATION
+    assert commit_error(w.st, "g", "c", 2, 8) == E.UNSUPPORTED_VERSION  # a consumer-protocol member needs v9

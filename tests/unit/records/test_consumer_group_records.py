@@ -78,7 +78,9 @@ def test_byte_layouts_follow_kafkas_schemas() -> None:
     )  # fmt: skip
     # A classic member hosted in a consumer group: ClassicMemberMetadata is tagged field 0 (count, tag, size,
     # then SessionTimeoutMs, SupportedProtocols [(Name, Metadata bytes, tags)], tags).
-    hosted = cg.MemberMetadataValue(None, None, "c", "h", ("t",), None, 1000, cg.ClassicMemberMetadata(45000, (("range", b"\x00\x01"),)))
+    hosted = cg.MemberMetadataValue(
+        None, None, "c", "h", ("t",), None, 1000, cg.ClassicMemberMetadata(45000, (("range", b"\x00\x01"),))
+    )
     classic = struct.pack(">i", 45000) + b"\x02" + b"\x06range" + b"\x03\x00\x01" + b"\x00" + b"\x00"
     assert cg.encode_consumer_value(hosted) == (
         b"\x00\x00" + b"\x00\x00" + b"\x02c\x02h" + b"\x02\x02t" + b"\x00" + struct.pack(">i", 1000) + b"\x00"
