@@ -580,7 +580,7 @@ class MixedGroupMachine(RuleBasedStateMachine):
 
 
 MixedGroupMachine.TestCase.settings = settings(
-    max_examples=80, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=150, stateful_step_count=50, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 TestMixedGroupMachine = MixedGroupMachine.TestCase
 
