@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, Protocol
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.ids import utf16_key
+from zkcoord.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +316,7 @@ class ImportTarget(Protocol):
 
     name: str
 
-    def write(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], str]: ...
+    def write(self, group: str, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, str]: ...
 
 
 class ZooKeeperTarget:
@@ -326,7 +327,7 @@ class ZooKeeperTarget:
         self.never_regress = never_regress
         self.kept_higher = 0
 
-    def write(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], str]:
+    def write(self, group: str, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, str]:
         from zkcoord.zk.offset_store import WriteMode, ZooKeeperOffsetStore
 
         mode = WriteMode.NEVER_REGRESS if self.never_regress else WriteMode.OVERWRITE
@@ -346,7 +347,7 @@ class BrokerTarget:
         self.never_regress = never_regress
         self.kept_higher = 0
 
-    def write(self, group: str, offsets: Mapping[tuple[str, int], int]) -> dict[tuple[str, int], str]:
+    def write(self, group: str, offsets: Mapping[TopicPartition, int]) -> dict[TopicPartition, str]:
         store = self.stores(group)
         wanted = dict(offsets)
         if self.never_regress:
@@ -354,13 +355,12 @@ class BrokerTarget:
             if current.request_error is not None:
                 return {tp: str(current.request_error) for tp in wanted}
             for tp, stored in current.offsets.items():
-                key = (tp.topic, tp.partition)
-                if key in wanted and stored >= wanted[key]:
-                    del wanted[key]
+                if tp in wanted and stored >= wanted[tp]:
+                    del wanted[tp]
                     self.kept_higher += 1
         reply = store.write_offsets(wanted)
-        confirmed = {(t.topic, t.partition): err for t, err in reply.errors}
-        errors: dict[tuple[str, int], str] = {}
+        confirmed = dict(reply.errors)
+        errors: dict[TopicPartition, str] = {}
         for tp in sorted(wanted):
             if tp not in confirmed:
                 errors[tp] = "the broker did not confirm this partition"
@@ -437,7 +437,7 @@ def import_offsets(
             report.resumed_batches += 1
             continue
         group = batch[0].group
-        errors = target.write(group, {(r.topic, r.partition): r.offset for r in batch})
+        errors = target.write(group, {TopicPartition(r.topic, r.partition): r.offset for r in batch})
         if errors:
             (topic, partition), first = sorted(errors.items())[0]
             raise ImportFailed(

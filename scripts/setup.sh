@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Idempotent set-up: Debian packages, the virtual environment, the project with its extras.
 # `setup.sh run` installs what the zkcoord command needs (the demo: ZooKeeper, Spark); `setup.sh test` (the
-# default) adds what the tests need (kcat, Burrow, Prometheus, kafka-node, the test extra). Fast when everything
-# is already there: a stamp of pyproject.toml and the installed extras skips pip.
+# default) adds what the tests need (kcat, Burrow, Prometheus, kafka-node, kafkajs, a sarama member built from
+# Debian's Go packages, the test extra). Fast when everything is already there: a stamp of pyproject.toml and the
+# installed extras skips pip, npm is skipped when the pinned versions are installed, Go when the peer's source
+# has not changed since its build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +12,9 @@ PURPOSE=${1:-test}
 case "$PURPOSE" in
   run) APT_PACKAGES=(zookeeper); DEFAULT_EXTRAS=spark ;;
   # prometheus: the metrics test scrapes a live node with it; kcat, burrow: real peers of the e2e tests
-  test) APT_PACKAGES=(zookeeper kcat burrow prometheus); DEFAULT_EXTRAS=test,spark ;;
+  # golang-go, golang-github-shopify-sarama-dev (1.22.1 in bookworm): the sarama peer of the mixed-group e2e test
+  test) APT_PACKAGES=(zookeeper kcat burrow prometheus golang-go golang-github-shopify-sarama-dev)
+        DEFAULT_EXTRAS=test,spark ;;
   *) echo "usage: setup.sh [run|test]" >&2; exit 2 ;;
 esac
 VENV=${ZKCOORD_VENV:-.venv}
@@ -28,16 +32,37 @@ if ((${#need_apt[@]})); then
 fi
 command -v java >/dev/null || { echo "setup: java (17) is required on PATH" >&2; exit 1; }
 
-# kafka-node 2.x, a real 0.8/0.10-era client, for the old-clients e2e tests: into the project-local .npm/ folder
-# (listed in .gitignore), skipped when the pinned version is already there. It installs beside pip (both wait on
+# Real JavaScript clients for the e2e tests, into the project-local .npm/ folder (listed in .gitignore), each skipped
+# when its pinned version is already there: kafka-node 2.x (a 0.8/0.10-era client, the old-clients tests) and
+# kafkajs 2.2.4 (a mixed-group member with its default RoundRobinAssigner). npm installs beside pip (both wait on
 # the network and the disk more than on a core), and the script waits for it at the end.
-KAFKA_NODE_VERSION=2.6.1
+NPM_PACKAGES=(kafka-node@2.6.1 kafkajs@2.2.4)
+need_npm=()
+for spec in "${NPM_PACKAGES[@]}"; do
+  grep -qs "\"version\": \"${spec##*@}\"" ".npm/node_modules/${spec%@*}/package.json" || need_npm+=("$spec")
+done
 npm_pid=""
-if [ "$PURPOSE" = test ] && ! grep -qs "\"version\": \"$KAFKA_NODE_VERSION\"" .npm/node_modules/kafka-node/package.json; then
-  command -v npm >/dev/null || { echo "setup: npm (node) is required for kafka-node" >&2; exit 1; }
-  echo "setup: installing kafka-node $KAFKA_NODE_VERSION into .npm/"
-  npm install --prefix .npm --no-audit --no-fund --silent "kafka-node@$KAFKA_NODE_VERSION" >/dev/null &
+if [ "$PURPOSE" = test ] && ((${#need_npm[@]})); then
+  command -v npm >/dev/null || { echo "setup: npm (node) is required for ${need_npm[*]}" >&2; exit 1; }
+  echo "setup: installing ${need_npm[*]} into .npm/"
+  npm install --prefix .npm --no-audit --no-fund --silent "${need_npm[@]}" >/dev/null &
   npm_pid=$!
+fi
+
+# The sarama consumer-group member (tests/e2e/clients/sarama_member), built offline in GOPATH mode against
+# Debian's packaged sarama into .peers/ (git-ignored); rebuilt only when its source's hash changes. In parallel too.
+SARAMA_SRC=tests/e2e/clients/sarama_member
+go_pid=""
+if [ "$PURPOSE" = test ]; then
+  mkdir -p .peers
+  go_hash="$(cat "$SARAMA_SRC"/*.go | sha256sum | cut -c1-16)"
+  if [ ! -x .peers/sarama-member ] || [ "$(cat .peers/sarama-member.stamp 2>/dev/null)" != "$go_hash" ]; then
+    echo "setup: building .peers/sarama-member (Go, GOPATH=/usr/share/gocode, no network)"
+    env GOPATH=/usr/share/gocode GO111MODULE=off GOPROXY=off GOFLAGS= GOCACHE="$PWD/.peers/go-cache" \
+      CGO_CFLAGS="-O2 -Wno-deprecated-declarations" \
+      sh -c "go build -o .peers/sarama-member ./$SARAMA_SRC && echo $go_hash > .peers/sarama-member.stamp" &
+    go_pid=$!
+  fi
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -62,5 +87,8 @@ if [ -n "$(comm -23 <(echo "$wanted") <(echo "$installed") | sed '/^$/d')" ]; th
 fi
 
 if [ -n "$npm_pid" ]; then
-  wait "$npm_pid" || { echo "setup: npm install of kafka-node failed" >&2; exit 1; }
+  wait "$npm_pid" || { echo "setup: npm install of ${need_npm[*]} failed" >&2; exit 1; }
+fi
+if [ -n "$go_pid" ]; then
+  wait "$go_pid" || { echo "setup: go build of $SARAMA_SRC failed" >&2; exit 1; }
 fi

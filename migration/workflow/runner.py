@@ -89,7 +89,7 @@ class Membership:
     """What the group's registrations and owner znodes show right now."""
 
     members: tuple[MemberInfo, ...]
-    owners: dict[tuple[str, int], str]
+    owners: dict[TopicPartition, str]
     partitions: dict[str, int]  # partition count of every topic the group owns or has offsets for
     topics: tuple[str, ...]  # the topics the members subscribe to (from their registrations)
     phase: MembershipPhase | None  # None: no member registered
@@ -410,7 +410,7 @@ class MigrationRunner:
                     broker_state = described["state"]
                 except Exception as exc:  # DescribeGroups is informative only
                     log.info("group=%s describe failed: %s", group, exc)
-        owners = tuple((TopicPartition(*tp), owner) for tp, owner in list_owners(self.zk, group).items())
+        owners = tuple(list_owners(self.zk, group).items())
         bridges = tuple(str(b.get("name")) for b in list_offset_bridges(self.zk))
         return GroupFacts(
             group=group,

@@ -17,7 +17,6 @@ from zkcoord.bridge.policy import (
     Agreement,
     PartitionDivergence,
     TopicPartition,
-    as_tp,
     divergence_report,
 )
 from zkcoord.errors import ZkcoordError
@@ -208,7 +207,7 @@ class Marker:
 
 
 def seed_broker(
-    zookeeper: Mapping[Any, int], broker: Mapping[Any, int], *, bridged: bool = False
+    zookeeper: Mapping[TopicPartition, int], broker: Mapping[TopicPartition, int], *, bridged: bool = False
 ) -> dict[TopicPartition, int]:
     """What dual-commit copies to the broker: ZooKeeper offsets where the broker has none or is behind.
     Never lowers a broker offset.
@@ -216,22 +215,20 @@ def seed_broker(
     `bridged`: the broker side was read through a coordinator offset bridge, which answers max(its own, ZooKeeper),
     so a value equal to ZooKeeper's may be ZooKeeper's own: it is copied too, so that the coordinator holds every
     offset itself once the bridge is switched off. Still never lowering: its own offset is at most that value."""
-    zk = {as_tp(k): v for k, v in zookeeper.items() if v >= 0}
-    br = {as_tp(k): v for k, v in broker.items() if v >= 0}
+    zk = {k: v for k, v in zookeeper.items() if v >= 0}
+    br = {k: v for k, v in broker.items() if v >= 0}
     if bridged:
         return {tp: off for tp, off in sorted(zk.items()) if br.get(tp, -1) <= off}
     return {tp: off for tp, off in sorted(zk.items()) if br.get(tp, -1) < off}
 
 
-def rollback_zookeeper(zookeeper: Mapping[Any, int], broker: Mapping[Any, int]) -> dict[TopicPartition, int]:
+def rollback_zookeeper(
+    zookeeper: Mapping[TopicPartition, int], broker: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
     """What rollback writes to ZooKeeper: broker offsets where ZooKeeper has none or is behind, so that
     ZK := max(zk, broker) and no offset regresses for members that go back to ZooKeeper storage."""
-    zk = {as_tp(k): v for k, v in zookeeper.items() if v >= 0}
-    return {tp: off for tp, off in sorted(as_tp_items(broker)) if zk.get(tp, -1) < off}
-
-
-def as_tp_items(offsets: Mapping[Any, int]) -> list[tuple[TopicPartition, int]]:
-    return [(as_tp(k), v) for k, v in offsets.items() if v >= 0]
+    zk = {k: v for k, v in zookeeper.items() if v >= 0}
+    return {tp: off for tp, off in sorted(broker.items()) if off >= 0 and zk.get(tp, -1) < off}
 
 
 @dataclass(frozen=True, slots=True)

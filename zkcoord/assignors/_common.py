@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 
-TopicPartition = tuple[str, int]
+from zkcoord.topic_partition import TopicPartition as TopicPartition
+
 Assignment = dict[str, list[TopicPartition]]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from zkcoord.assignors._common import Assignment, member_order, normalise_subscriptions
+from zkcoord.topic_partition import TopicPartition
 
 
 def range_assign(
@@ -33,7 +34,7 @@ def range_assign(
         for i, member in enumerate(members):
             length = per + (1 if i < extra else 0)
             if length:
-                result[member].extend((topic, p) for p in range(start, start + length))
+                result[member].extend(TopicPartition(topic, p) for p in range(start, start + length))
             start += length
     # Topics are visited in sorted order and ranges are ascending, so every list is already sorted.
     return {m: result[m] for m in sorted(result)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from zkcoord.assignors._common import Assignment, java_key, member_order, normalise_subscriptions
+from zkcoord.topic_partition import TopicPartition
 
 
 def roundrobin_assign(
@@ -32,12 +33,12 @@ def roundrobin_assign(
         if all_subscribed:
             # Nobody is skipped: partition p goes to member (pos + p) % c, computed in O(n) without scanning.
             for p in range(n):
-                result[ordered[(pos + p) % c]].append((topic, p))
+                result[ordered[(pos + p) % c]].append(TopicPartition(topic, p))
             pos = (pos + n) % c
             continue
         for p in range(n):
             while topic not in subs[ordered[pos]]:
                 pos = (pos + 1) % c
-            result[ordered[pos]].append((topic, p))
+            result[ordered[pos]].append(TopicPartition(topic, p))
             pos = (pos + 1) % c
     return {m: result[m] for m in sorted(result)}

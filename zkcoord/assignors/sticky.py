@@ -65,7 +65,7 @@ class _Layout:
         ):  # ascending ids are ascending (topic, partition), so the topic cursor only advances
             while g >= base[ti + 1]:
                 ti += 1
-            out.append((topics[ti], g - base[ti]))
+            out.append(TopicPartition(topics[ti], g - base[ti]))
         return out
 
 

@@ -21,6 +21,7 @@ from zkcoord.bridge.policy import (
     divergence_report,
     explain,
     max_merge,
+    max_of_stores,
     plan_commit,
 )
 
@@ -46,5 +47,6 @@ __all__ = [
     "divergence_report",
     "explain",
     "max_merge",
+    "max_of_stores",
     "plan_commit",
 ]

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from zkcoord.bridge.policy import Store, StoreError, StoreRead, StoreReply, TopicPartition, as_tp
+from zkcoord.zk.offset_store import OffsetWriteMode, WriteMode
 
 log = logging.getLogger(__name__)
 
@@ -103,10 +104,13 @@ class BrokerOffsetStore:
 
     # ---------------------------------------------------------------------------------------- offsets
 
-    def write_offsets(self, offsets: Mapping[Any, int]) -> StoreReply:
+    def write_offsets(self, offsets: Mapping[Any, int], mode: OffsetWriteMode | None = None) -> StoreReply:
+        """OffsetCommit: the broker has no conditional write, so OVERWRITE (or None) is its only `mode`."""
         from kafka.structs import OffsetAndMetadata
         from kafka.structs import TopicPartition as KafkaTP
 
+        if mode not in (None, WriteMode.OVERWRITE):
+            raise ValueError(f"the broker's OffsetCommit cannot write in mode {mode!r}: it only overwrites")
         wanted = {as_tp(k): int(v) for k, v in offsets.items()}
         if not wanted:
             return StoreReply(Store.BROKER, ())

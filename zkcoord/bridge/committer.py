@@ -28,16 +28,21 @@ from zkcoord.bridge.policy import (
     gated_offsets,
     plan_commit,
 )
+from zkcoord.zk.offset_store import OffsetWriteMode
 
 log = logging.getLogger(__name__)
 
 
 class OffsetStore(Protocol):
-    """What the committer needs of a store (ZooKeeperSide and BrokerOffsetStore implement it)."""
+    """The one offset-store protocol of the bridge: ZooKeeperSide (the one ZooKeeper implementation) and
+    BrokerOffsetStore implement it. `mode` says how a write treats what is stored (None: the store's own);
+    `Fenced(versions)` carries the versions a member's write expects, and the reply the versions it left."""
 
     store: Store
 
-    def write_offsets(self, offsets: Mapping[TopicPartition, int]) -> StoreReply: ...
+    def write_offsets(
+        self, offsets: Mapping[TopicPartition, int], mode: OffsetWriteMode | None = None
+    ) -> StoreReply: ...
 
     def read_offsets(self, partitions: Iterable[TopicPartition] | None = None) -> StoreRead: ...
 
@@ -71,7 +76,9 @@ class DualCommitter:
             if needed not in self.stores:
                 raise ValueError(f"configuration needs the {needed.value} store but none was given")
 
-    def commit(self, offsets: Mapping[Any, int]) -> CommitResult:
+    def commit(self, offsets: Mapping[Any, int], zk_mode: OffsetWriteMode | None = None) -> CommitResult:
+        """`zk_mode`: how the ZooKeeper write treats what is stored (None: that store's own mode); a member's
+        `Fenced(versions)` makes it versioned, and the result's `versions` are what it left."""
         plan = plan_commit(self.config, offsets)
         replies: dict[Store, StoreReply] = {}
         for write in plan.writes:
@@ -80,7 +87,11 @@ class DualCommitter:
                 replies[write.store] = StoreReply(write.store, ())
                 continue
             try:
-                replies[write.store] = self.stores[write.store].write_offsets(to_send)
+                store = self.stores[write.store]
+                if write.store is Store.ZOOKEEPER and zk_mode is not None:
+                    replies[write.store] = store.write_offsets(to_send, zk_mode)
+                else:
+                    replies[write.store] = store.write_offsets(to_send)
             except Exception as exc:  # an edge failure is reported per partition, never hidden
                 log.warning("commit to %s failed: %s", write.store.value, exc)
                 replies[write.store] = StoreReply.all_failed(

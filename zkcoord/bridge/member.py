@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
 from zkcoord.bridge.broker_store import BrokerOffsetStore
 from zkcoord.bridge.committer import DualCommitter
@@ -26,12 +25,11 @@ from zkcoord.bridge.policy import (
     StoreError,
     StoreRead,
     StoreReply,
-    as_tp,
 )
-from zkcoord.bridge.policy import TopicPartition as BridgeTP
+from zkcoord.bridge.zk_side import ZooKeeperSide
 from zkcoord.legacy.config import LegacyConsumerConfig
-from zkcoord.legacy.rebalance import TopicPartition, plan_offset_commit
-from zkcoord.zk import member_zk, offset_store
+from zkcoord.topic_partition import TopicPartition
+from zkcoord.zk import member_zk
 from zkcoord.zk.member_offsets import (
     CommitOutcome,
     Fetched,
@@ -39,6 +37,7 @@ from zkcoord.zk.member_offsets import (
     OffsetFetchFailed,
     ZooKeeperOffsets,
 )
+from zkcoord.zk.offset_store import Fenced, OffsetWriteMode, ZooKeeperOffsetStore
 from zkcoord.zk.registry import read_brokers
 
 log = logging.getLogger(__name__)
@@ -57,47 +56,6 @@ def member_offsets(
         CommitOrder.parse(config.commit_order),
     )
     return BridgedOffsets(config, client, group, bridge, batched=batched)
-
-
-class _MemberZkSide:
-    """ZooKeeper as a bridge OffsetStore with the member's versioned writes: a znode someone else wrote
-    since this member read it is refused and reported (BAD_VERSION), never overwritten."""
-
-    store = Store.ZOOKEEPER
-
-    def __init__(self, client: member_zk.Client, group: str, *, batched: bool, budget: int) -> None:
-        self.client = client
-        self.group = group
-        self.batched = batched
-        self.budget = budget
-        self.versions: dict[TopicPartition, int] = {}  # expected versions, set before each commit
-        self.landed: dict[TopicPartition, tuple[int, int]] = {}  # (offset, new version) of the last write
-
-    def write_offsets(self, offsets: Mapping[Any, int]) -> StoreReply:
-        wanted = {TopicPartition(*as_tp(k)): int(v) for k, v in offsets.items()}
-        writes = plan_offset_commit(self.group, wanted, {})
-        result = offset_store.write_fenced(
-            self.client, writes, self.versions, batched=self.batched, budget=self.budget
-        )
-        errors: dict[BridgeTP, StoreError | None] = {}
-        for w in writes:
-            if w.tp in result.written:
-                self.landed[w.tp] = (w.offset, result.written[w.tp])
-                errors[as_tp(w.tp)] = None
-            else:
-                errors[as_tp(w.tp)] = StoreError(
-                    Store.ZOOKEEPER, "BAD_VERSION", "written by someone else since this member read it"
-                )
-        return StoreReply.of(Store.ZOOKEEPER, errors)
-
-    def read_offsets(self, partitions: Iterable[Any] | None = None) -> StoreRead:
-        tps = [TopicPartition(*as_tp(p)) for p in partitions or ()]
-        stored = offset_store.read_versioned(self.client, self.group, tps)
-        for tp, s in stored.items():
-            self.versions[tp] = s.version
-        return StoreRead(
-            Store.ZOOKEEPER, offsets={as_tp(tp): s.offset for tp, s in stored.items() if s.offset >= 0}
-        )
 
 
 class _RegistryBroker:
@@ -140,17 +98,19 @@ class _RegistryBroker:
             except Exception:  # closing a broken connection must not hide the original failure
                 log.debug("closing the broker offset store failed", exc_info=True)
 
-    def write_offsets(self, offsets: Mapping[Any, int]) -> StoreReply:
+    def write_offsets(
+        self, offsets: Mapping[TopicPartition, int], mode: OffsetWriteMode | None = None
+    ) -> StoreReply:
         store = self._get()
         if store is None:
             error = StoreError(Store.BROKER, "BROKER_NOT_AVAILABLE", "no live broker in /brokers/ids", True)
             return StoreReply.all_failed(Store.BROKER, offsets, error)
-        reply = store.write_offsets(offsets)
+        reply = store.write_offsets(offsets, mode)
         if reply.errors and not reply.accepted():
             self._drop()
         return reply
 
-    def read_offsets(self, partitions: Iterable[Any] | None = None) -> StoreRead:
+    def read_offsets(self, partitions: Iterable[TopicPartition] | None = None) -> StoreRead:
         store = self._get()
         if store is None:
             error = StoreError(Store.BROKER, "BROKER_NOT_AVAILABLE", "no live broker in /brokers/ids", True)
@@ -182,7 +142,13 @@ class BridgedOffsets:
         self.backoff_ms = config.offsets_channel_backoff_ms
         self._sleep = sleep
         self.group = group
-        self.zk = _MemberZkSide(client, group, batched=batched, budget=config.multi_budget_bytes)
+        # The member's ZooKeeper side writes only Fenced: each commit passes the versions it expects.
+        self.zk = ZooKeeperSide(
+            ZooKeeperOffsetStore(
+                client, group, batched=batched, fenced_budget_bytes=config.multi_budget_bytes
+            ),
+            Fenced({}),
+        )
         self.broker = _RegistryBroker(config, client, group)
         self.committer = DualCommitter(self.zk, self.broker, bridge.commit_order, bridge)
         self._writes_zk = Store.ZOOKEEPER in bridge.write_order()
@@ -215,18 +181,16 @@ class BridgedOffsets:
         attempts = 1 + max(retries, 0)
         for attempt in range(1, attempts + 1):
             check_session()
-            self.zk.versions = zk_versions
-            self.zk.landed = {}
-            result = self.committer.commit(todo)
-            for btp, off in result.written(Store.BROKER).items():
-                self._broker_checkpoints[TopicPartition(*btp)] = off
-            primary |= {TopicPartition(*btp) for btp in result.written(self.bridge.primary)}
-            for tp, (off, version) in self.zk.landed.items():
-                landed[tp] = (off, version)
+            result = self.committer.commit(todo, Fenced(dict(zk_versions)))
+            self._broker_checkpoints.update(result.written(Store.BROKER))
+            primary |= set(result.written(self.bridge.primary))
+            zk_written = result.written(Store.ZOOKEEPER)
+            for tp, version in result.versions:
+                landed[tp] = (zk_written[tp], version)
                 zk_versions[tp] = version
             if attempt == attempts or not result.retriable:
                 break
-            unfinished = {TopicPartition(*o.tp) for o in (*result.failures, *result.skipped)}
+            unfinished = {o.tp for o in (*result.failures, *result.skipped)}
             todo = {tp: off for tp, off in todo.items() if tp in unfinished}
             log.info(
                 "group=%s commit attempt %d of %d incomplete, retrying in %d ms: %s",
@@ -242,7 +206,6 @@ class BridgedOffsets:
     def fetch(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, Fetched]:
         if not tps:
             return {}
-        self.zk.versions = {}
         fetched = self.committer.fetch(tps)
         if not fetched.complete:
             raise OffsetFetchFailed(
@@ -251,11 +214,11 @@ class BridgedOffsets:
             )
         out: dict[TopicPartition, Fetched] = {}
         for p in fetched.partitions:
-            tp = TopicPartition(p.tp.topic, p.tp.partition)
+            tp = p.tp
             position = -1 if p.offset is None else p.offset
             zk = -1 if p.zookeeper is None else p.zookeeper
             self._broker_checkpoints[tp] = -1 if p.broker is None else p.broker
-            out[tp] = Fetched(position, zk, self.zk.versions.get(tp, -1))
+            out[tp] = Fetched(position, zk, fetched.versions.get(tp, -1))
         return out
 
     def close(self) -> None:

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from zkcoord.bridge.zk_store import MirrorOutcome, ZkBridgeUnavailable, ZkOffsetsRead
+from zkcoord.bridge.policy import max_of_stores
+from zkcoord.bridge.zk_store import ZkBridgeUnavailable
 from zkcoord.errors import ConfigError
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.handlers import error_response
@@ -28,33 +29,37 @@ from zkcoord.group.messages import (
     OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
 )
+from zkcoord.group.model import OffsetKey
 from zkcoord.ratelog import RateLimitedLog
+from zkcoord.topic_partition import TopicPartition
+from zkcoord.zk.offset_store import OffsetsRead, WriteReport
 
 log = logging.getLogger(__name__)
 # A client retries a LOAD_IN_PROGRESS fetch every retry.backoff.ms (100 ms): one line per fetch was ~10 lines/s
 # for as long as a znode stayed malformed. Every event is still counted (stats.fetch_failures, _say.events).
 _say = RateLimitedLog(log)
 
-TP = tuple[str, int]
 LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
 
-def accepted_commits(req: OffsetCommitRequest, resp: OffsetCommitResponse) -> dict[TP, int]:
+def accepted_commits(req: OffsetCommitRequest, resp: OffsetCommitResponse) -> dict[TopicPartition, int]:
     """The offsets of `req` the coordinator acknowledged (error NONE), as (topic, partition) -> offset; a
     partition named twice keeps its highest offset, so the result never depends on request order."""
-    errors = {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
-    out: dict[TP, int] = {}
+    errors = {
+        TopicPartition(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions
+    }
+    out: dict[TopicPartition, int] = {}
     for t in req.topics:
         for p in t.partitions:
-            tp = (t.name, p.partition_index)
+            tp = TopicPartition(t.name, p.partition_index)
             if errors.get(tp) == 0 and p.committed_offset >= 0:
                 out[tp] = max(p.committed_offset, out.get(tp, p.committed_offset))
     return dict(sorted(out.items()))
 
 
 def merge_fetch(
-    resp: OffsetFetchResponse, zk: ZkOffsetsRead, *, all_partitions: bool
-) -> tuple[OffsetFetchResponse, tuple[TP, ...]]:
+    resp: OffsetFetchResponse, zk: OffsetsRead, *, all_partitions: bool
+) -> tuple[OffsetFetchResponse, tuple[TopicPartition, ...]]:
     """Per partition, the max of the coordinator's committed offset and ZooKeeper's; returns the response and
     the partitions where ZooKeeper was ahead.
 
@@ -63,25 +68,25 @@ def merge_fetch(
     older offset. A ZooKeeper value that wins carries no metadata and leader epoch -1 (the coordinator's
     belong to its own, lower, offset). With `all_partitions` (a request for every committed partition),
     partitions only ZooKeeper has are added, topics and partitions sorted after the coordinator's."""
-    ahead: list[TP] = []
+    ahead: list[TopicPartition] = []
 
     def merged(topic: str, part: OffsetFetchResponsePartition) -> OffsetFetchResponsePartition:
-        tp = (topic, part.partition_index)
+        tp = TopicPartition(topic, part.partition_index)
         if part.error_code != 0:
             return part
         if tp in zk.errors:
             return OffsetFetchResponsePartition(part.partition_index, -1, -1, "", LOAD_IN_PROGRESS)
-        stored = zk.offsets.get(tp)
-        if stored is not None and stored > part.committed_offset:
+        best = max_of_stores(zk.offsets.get(tp), part.committed_offset)
+        if best is not None and best != part.committed_offset:
             ahead.append(tp)
-            return OffsetFetchResponsePartition(part.partition_index, stored, -1, "", 0)
+            return OffsetFetchResponsePartition(part.partition_index, best, -1, "", 0)
         return part
 
     topics = [
         OffsetFetchResponseTopic(t.name, tuple(merged(t.name, p) for p in t.partitions)) for t in resp.topics
     ]
     if all_partitions:
-        known = {(t.name, p.partition_index) for t in resp.topics for p in t.partitions}
+        known = {TopicPartition(t.name, p.partition_index) for t in resp.topics for p in t.partitions}
         extra: dict[str, list[OffsetFetchResponsePartition]] = {}
         for tp in sorted((set(zk.offsets) | set(zk.errors)) - known):
             missing = OffsetFetchResponsePartition(tp[1], -1, -1, "", 0)
@@ -102,9 +107,9 @@ class ZkSide(Protocol):
     @property
     def connected(self) -> bool: ...
 
-    def read(self, group: str, partitions: Iterable[TP] | None) -> ZkOffsetsRead: ...
+    def read(self, group: str, partitions: Iterable[TopicPartition] | None) -> OffsetsRead: ...
 
-    def mirror(self, group: str, offsets: Mapping[TP, int]) -> MirrorOutcome: ...
+    def mirror(self, group: str, offsets: Mapping[TopicPartition, int]) -> WriteReport: ...
 
 
 @dataclass
@@ -164,12 +169,13 @@ class ZkOffsetBridge:
         self.max_retry_backoff_ms = max_retry_backoff_ms
         self.close_timeout_ms = close_timeout_ms
         self.stats = BridgeStats()
-        self._pending: dict[str, dict[TP, int]] = {}
-        self._waiters: list[tuple[asyncio.Future[bool], str, tuple[TP, ...]]] = []
+        self._pending: dict[str, dict[TopicPartition, int]] = {}
+        self._waiters: list[tuple[asyncio.Future[bool], str, tuple[TopicPartition, ...]]] = []
         self._wake = asyncio.Event()
         self._writer: asyncio.Task[None] | None = None
         self._closing = False
         self._failing = False
+        self._in_flight = False  # a round is being written (its offsets are neither pending nor settled)
         self._backoff_ms = retry_backoff_ms
         self._close_rounds = 0
 
@@ -207,17 +213,24 @@ class ZkOffsetBridge:
 
     # -- mirror ------------------------------------------------------------------------------------------------
 
-    def submit(self, group: str, offsets: Mapping[TP, int]) -> asyncio.Future[bool]:
-        """Queue `offsets` for the znodes of `group`; the future says whether they landed (or were already met)."""
+    def submit(
+        self, group: str, offsets: Mapping[TopicPartition, int] | Mapping[OffsetKey, int]
+    ) -> asyncio.Future[bool]:
+        """Queue `offsets` for the znodes of `group`; the future says whether they landed (or were already met).
+
+        The coordinator's own offset map is keyed by plain pairs (`zkcoord.group.model.OffsetKey`, kept plain
+        for load speed): they become TopicPartition here, where they enter the bridge."""
         fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         if not offsets:
             fut.set_result(True)
             return fut
         queued = self._pending.setdefault(group, {})
-        for tp, offset in offsets.items():
+        given = sorted(TopicPartition(*tp) for tp in offsets)
+        for tp in given:
+            offset = offsets[tp]
             queued[tp] = max(offset, queued.get(tp, offset))
         self.stats.pending = sum(len(v) for v in self._pending.values())
-        self._waiters.append((fut, group, tuple(sorted(offsets))))
+        self._waiters.append((fut, group, tuple(given)))
         self._wake.set()
         return fut
 
@@ -240,7 +253,7 @@ class ZkOffsetBridge:
     async def flush(self, timeout_s: float = 10.0) -> bool:
         """Wait until nothing is pending (tests); False on timeout."""
         deadline = asyncio.get_running_loop().time() + timeout_s
-        while self._pending or self._waiters:
+        while self._pending or self._waiters or self._in_flight:
             if asyncio.get_running_loop().time() > deadline:
                 return False
             self._wake.set()
@@ -257,22 +270,30 @@ class ZkOffsetBridge:
                 continue
             batch, self._pending = self._pending, {}
             waiters, self._waiters = self._waiters, []
-            results = await asyncio.to_thread(self._write_all, batch)
+            self._in_flight = (
+                True  # until a failed round's offsets are queued again: flush must not see "nothing"
+            )
+            try:
+                results = await asyncio.to_thread(self._write_all, batch)
+            except BaseException:
+                self._in_flight = False
+                raise
             failed_any = False
             for group, (outcome, error) in results.items():
-                if error is not None or outcome.failed:
+                if error is not None or outcome.errors:
                     failed_any = True
                     retry = (
-                        batch[group] if error is not None else {tp: batch[group][tp] for tp in outcome.failed}
+                        batch[group] if error is not None else {tp: batch[group][tp] for tp in outcome.errors}
                     )
                     queued = self._pending.setdefault(group, {})
                     for tp, offset in retry.items():
                         queued[tp] = max(offset, queued.get(tp, offset))
+            self._in_flight = False
             self.stats.pending = sum(len(v) for v in self._pending.values())
             for fut, group, tps in waiters:
                 outcome, error = results[group]
                 if not fut.done():
-                    fut.set_result(error is None and not any(tp in outcome.failed for tp in tps))
+                    fut.set_result(error is None and not any(tp in outcome.errors for tp in tps))
             if failed_any:
                 self.stats.mirror_failures += 1
                 if not self._failing:
@@ -300,21 +321,21 @@ class ZkOffsetBridge:
             self._wake.clear()
 
     def _write_all(
-        self, batch: Mapping[str, Mapping[TP, int]]
-    ) -> dict[str, tuple[MirrorOutcome, str | None]]:
+        self, batch: Mapping[str, Mapping[TopicPartition, int]]
+    ) -> dict[str, tuple[WriteReport, str | None]]:
         """One round in a worker thread: each group's offsets (sorted) as never-regress multi-ops."""
-        results: dict[str, tuple[MirrorOutcome, str | None]] = {}
+        results: dict[str, tuple[WriteReport, str | None]] = {}
         for group in sorted(batch):
             try:
                 outcome = self.zk.mirror(group, dict(sorted(batch[group].items())))
             except ZkBridgeUnavailable as exc:
                 self.stats.last_error = str(exc)
-                results[group] = (MirrorOutcome(), str(exc))
+                results[group] = (WriteReport(), str(exc))
                 continue
             except Exception as exc:  # a bug or an unexpected kazoo state must not kill the writer
                 log.exception("zk offset bridge: mirroring group %s failed", group)
                 self.stats.last_error = f"{type(exc).__name__}: {exc}"
-                results[group] = (MirrorOutcome(), self.stats.last_error)
+                results[group] = (WriteReport(), self.stats.last_error)
                 continue
             self.stats.mirrored += len(outcome.written)
             self.stats.unchanged += len(outcome.unchanged)
@@ -324,8 +345,8 @@ class ZkOffsetBridge:
                 log.info("group=%s %s/%d: znode %d ahead of the commit %d; kept", group, *tp, stored, refused)
             for tp, reason in sorted(outcome.refused.items()):
                 log.warning("group=%s %s/%d: not mirrored: %s", group, *tp, reason)
-            if outcome.failed:
-                self.stats.last_error = next(iter(outcome.failed.values()))
+            if outcome.errors:
+                self.stats.last_error = next(iter(outcome.errors.values()))
             results[group] = (outcome, None)
         return results
 
@@ -337,7 +358,9 @@ class ZkOffsetBridge:
         if resp.error_code != 0:
             return resp
         wanted = (
-            None if req.topics is None else [(t.name, p) for t in req.topics for p in t.partition_indexes]
+            None
+            if req.topics is None
+            else [TopicPartition(t.name, p) for t in req.topics for p in t.partition_indexes]
         )
         try:
             zk = await asyncio.wait_for(
@@ -359,14 +382,14 @@ class ZkOffsetBridge:
             return answer
         if zk.errors:
             self.stats.fetch_failures += 1
-            for tp, reason in sorted(zk.errors.items()):
+            for tp, malformed in sorted(zk.errors.items()):
                 _say.log(
                     logging.WARNING,
                     "fetch-zk-malformed",
                     "group=%s %s/%d: OffsetFetch answers LOAD_IN_PROGRESS: %s",
                     req.group_id,
                     *tp,
-                    reason,
+                    malformed,
                 )
         merged, ahead = merge_fetch(resp, zk, all_partitions=req.topics is None)
         self.stats.fetch_zk_ahead += len(ahead)

@@ -33,11 +33,12 @@ LEGACY: Final = "legacy"
 CLASSIC: Final = "classic"
 # The classic protocol names whose algorithm the legacy tree also knows.
 LEGACY_STRATEGIES: Final = ("range", "roundrobin")
-# KIP-429 protocols a bridged group also hosts: the coordinator decides the shares with the legacy algorithm anyway,
+# KIP-429 protocols a bridged group hosts: the coordinator decides the shares with the legacy algorithm anyway,
 # and these members keep what stays and revoke only what moves (the coordinator withholds a partition another
-# member still owns). Other names (sticky, a client's own assignor names) are still refused: every member of a
-# classic group is answered one protocol name, which each of them must know.
+# member still owns). Any other ConsumerProtocol name is hosted as eager (`check_protocols`); the group still
+# answers every member one protocol name (Kafka's rule), so its members must share one name.
 COOPERATIVE_PROTOCOLS: Final = ("cooperative-sticky",)
+CONSUMER_PROTOCOL_TYPE: Final = "consumer"
 MARKER_KEY: Final = "zkcoord"
 # A registration is a few hundred bytes; ZooKeeper's own limit (jute.maxbuffer) is 1 MiB. Nesting: the 0.8 format
 # is two levels deep, zkcoord's marker three.
@@ -202,18 +203,47 @@ def member_views(ids: Mapping[str, bytes | None], owners: Mapping[TopicPartition
     return views
 
 
-def check_protocols(names: Iterable[str]) -> tuple[str, ...]:
-    """The offered protocol names a bridged group may use: range and roundrobin (eager), then cooperative-sticky
-    (KIP-429), each in the member's order; raises MixedGroupRefused, saying why, when none is left."""
-    offered = list(names)
-    usable = tuple(n for n in offered if n in LEGACY_STRATEGIES) + tuple(
-        n for n in offered if n in COOPERATIVE_PROTOCOLS
-    )
-    if not usable:
+def check_protocols(protocol_type: str, protocols: Iterable[tuple[str, bytes]]) -> tuple[str, ...]:
+    """The offered protocols a bridged group may use, by name: range and roundrobin first (the legacy algorithms),
+    then any other ConsumerProtocol assignor name (kafkajs `RoundRobinAssigner`, Java's eager `sticky`, ...), then
+    cooperative-sticky (KIP-429), each in the member's order. The name does not choose the algorithm: the
+    coordinator computes every broker-protocol member's share with the legacy members' one and sends it as
+    ConsumerProtocolAssignment bytes, which every client reads. Raises MixedGroupRefused, saying why, when none
+    is left: a protocol type other than "consumer", metadata that is not a ConsumerProtocolSubscription, or an
+    unknown name whose subscription lists owned partitions (a cooperative assignor other than
+    cooperative-sticky: treated as eager, it would lose partitions it still consumes)."""
+    if protocol_type != CONSUMER_PROTOCOL_TYPE:
         raise MixedGroupRefused(
-            f"a bridged group assigns with the legacy algorithm and answers every member one protocol name, so "
-            f"it accepts {', '.join(LEGACY_STRATEGIES + COOPERATIVE_PROTOCOLS)}; the member offers {offered}"
+            f"a bridged group hosts consumers only (protocol type {CONSUMER_PROTOCOL_TYPE!r}); the member's "
+            f"protocol type is {protocol_type!r}"
         )
+    offered = list(protocols)
+    known: list[str] = []
+    other: list[str] = []
+    cooperative: list[str] = []
+    why: list[str] = []
+    for name, metadata in offered:
+        owned = decode_owned_partitions(metadata)
+        if owned is None:
+            why.append(
+                f"{name!r}: its metadata ({len(metadata)} bytes) is not a ConsumerProtocolSubscription"
+            )
+        elif name in LEGACY_STRATEGIES:
+            known.append(name)
+        elif name in COOPERATIVE_PROTOCOLS:
+            cooperative.append(name)
+        elif owned:
+            why.append(
+                f"{name!r}: its subscription lists {len(owned)} owned partitions, as only a cooperative (KIP-429) "
+                f"member's does, and a bridged group knows no cooperative assignor but "
+                f"{', '.join(COOPERATIVE_PROTOCOLS)}"
+            )
+        else:
+            other.append(name)
+    usable = tuple(known + other + cooperative)
+    if not usable:
+        detail = "; ".join(why) if why else "it offers no protocol"
+        raise MixedGroupRefused(f"no protocol of the member can join a bridged group: {detail}")
     return usable
 
 

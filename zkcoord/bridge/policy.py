@@ -22,7 +22,10 @@ from zkcoord.topic_partition import TopicPartition as TopicPartition  # re-expor
 
 
 def as_tp(value: Any) -> TopicPartition:
-    """Accept a TopicPartition, a `(topic, partition)` pair, or any object with `.topic` and `.partition`."""
+    """Accept a TopicPartition, a `(topic, partition)` pair, or any object with `.topic` and `.partition`.
+
+    Only for the edges where foreign values enter (a commit's offsets in `plan_commit`, the committer's fetch,
+    a client library's partitions); everything else in the bridge is typed `TopicPartition`."""
     if isinstance(value, TopicPartition):
         return value
     if hasattr(value, "topic") and hasattr(value, "partition"):
@@ -179,10 +182,10 @@ class CommitPlan:
         return tuple(w.store for w in self.writes)
 
 
-def _sorted_offsets(offsets: Mapping[Any, int]) -> tuple[tuple[TopicPartition, int], ...]:
+def _sorted_offsets(offsets: Mapping[TopicPartition, int]) -> tuple[tuple[TopicPartition, int], ...]:
     items: dict[TopicPartition, int] = {}
     for key, value in offsets.items():
-        tp = as_tp(key)
+        tp = as_tp(key)  # the one place a commit's partitions enter the policy: a plain pair is accepted too
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"offset for {tp.topic}-{tp.partition} must be an int, not {value!r}")
         if value < 0:
@@ -191,7 +194,7 @@ def _sorted_offsets(offsets: Mapping[Any, int]) -> tuple[tuple[TopicPartition, i
     return tuple(sorted(items.items()))
 
 
-def plan_commit(config: BridgeConfig, offsets: Mapping[Any, int]) -> CommitPlan:
+def plan_commit(config: BridgeConfig, offsets: Mapping[TopicPartition, int]) -> CommitPlan:
     """The ordered store writes for committing `offsets` (partition -> next offset to consume)."""
     ordered = _sorted_offsets(offsets)
     stores = config.write_order()
@@ -203,23 +206,30 @@ def plan_commit(config: BridgeConfig, offsets: Mapping[Any, int]) -> CommitPlan:
 
 @dataclass(frozen=True, slots=True)
 class StoreReply:
-    """What one store said about a write: per-partition error (None = accepted)."""
+    """What one store said about a write: per-partition error (None = accepted), and for a versioned
+    (ZooKeeper) write the new version of each znode written, which the writer's next fenced write expects."""
 
     store: Store
     errors: tuple[tuple[TopicPartition, StoreError | None], ...]
+    versions: tuple[tuple[TopicPartition, int], ...] = ()
 
     @classmethod
-    def of(cls, store: Store, errors: Mapping[Any, StoreError | None]) -> StoreReply:
-        return cls(store, tuple(sorted((as_tp(k), v) for k, v in errors.items())))
+    def of(
+        cls,
+        store: Store,
+        errors: Mapping[TopicPartition, StoreError | None],
+        versions: Mapping[TopicPartition, int] | None = None,
+    ) -> StoreReply:
+        return cls(store, tuple(sorted(errors.items())), tuple(sorted((versions or {}).items())))
 
     @classmethod
-    def all_failed(cls, store: Store, tps: Iterable[Any], error: StoreError) -> StoreReply:
+    def all_failed(cls, store: Store, tps: Iterable[TopicPartition], error: StoreError) -> StoreReply:
         """A request-level failure (connection lost, no coordinator): every partition failed with it."""
-        return cls(store, tuple(sorted((as_tp(tp), error) for tp in tps)))
+        return cls(store, tuple(sorted((tp, error) for tp in tps)))
 
     @classmethod
-    def all_ok(cls, store: Store, tps: Iterable[Any]) -> StoreReply:
-        return cls(store, tuple(sorted((as_tp(tp), None) for tp in tps)))
+    def all_ok(cls, store: Store, tps: Iterable[TopicPartition]) -> StoreReply:
+        return cls(store, tuple(sorted((tp, None) for tp in tps)))
 
     def accepted(self) -> frozenset[TopicPartition]:
         return frozenset(tp for tp, err in self.errors if err is None)
@@ -256,6 +266,7 @@ class CommitResult:
     order: tuple[Store, ...]
     outcomes: tuple[PartitionCommit, ...]
     primary: Store
+    versions: tuple[tuple[TopicPartition, int], ...] = ()  # new znode versions of the ZooKeeper writes
 
     @property
     def failures(self) -> tuple[PartitionCommit, ...]:
@@ -324,7 +335,9 @@ def combine_commit(
             else:
                 outcomes.append(PartitionCommit(tp, write.store, offset, "failed", reply[tp]))
     order = plan.stores
-    return CommitResult(order=order, outcomes=tuple(outcomes), primary=primary or order[0])
+    zk_reply = replies.get(Store.ZOOKEEPER)
+    versions = zk_reply.versions if zk_reply is not None else ()
+    return CommitResult(order=order, outcomes=tuple(outcomes), primary=primary or order[0], versions=versions)
 
 
 # ------------------------------------------------------------------------------------------------ fetch
@@ -334,12 +347,14 @@ def combine_commit(
 class StoreRead:
     """One store's answer to a fetch: offsets found, per-partition errors, or one request-level error.
 
-    A partition absent from both `offsets` and `errors` has no committed offset in that store."""
+    A partition absent from both `offsets` and `errors` has no committed offset in that store. `versions`: the
+    znode version of each partition read (ZooKeeper; absent = no znode), what a fenced write then expects."""
 
     store: Store
     offsets: Mapping[TopicPartition, int] = field(default_factory=dict)
     errors: Mapping[TopicPartition, StoreError] = field(default_factory=dict)
     request_error: StoreError | None = None
+    versions: Mapping[TopicPartition, int] = field(default_factory=dict)
 
 
 class PartitionFetch(NamedTuple):
@@ -357,6 +372,7 @@ class PartitionFetch(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class FetchResult:
     partitions: tuple[PartitionFetch, ...]
+    versions: Mapping[TopicPartition, int] = field(default_factory=dict)  # ZooKeeper's znode versions read
 
     @property
     def errors(self) -> tuple[tuple[TopicPartition, StoreError], ...]:
@@ -371,14 +387,15 @@ class FetchResult:
         return {p.tp: p.offset for p in self.partitions if p.offset is not None}
 
 
-def combine_fetch(partitions: Iterable[Any], reads: Iterable[StoreRead]) -> FetchResult:
+def combine_fetch(partitions: Iterable[TopicPartition], reads: Iterable[StoreRead]) -> FetchResult:
     """Per partition: the max over the stores that returned an offset, and every error beside it.
 
     Unlike the original (which forced the error to NoError), an error is never dropped: a partition can
     have an offset from one store and an error from the other, and the caller decides what to do."""
     by_store = {r.store: r for r in reads}
+    zk_read = by_store.get(Store.ZOOKEEPER)
     result = []
-    for tp in sorted({as_tp(p) for p in partitions}):
+    for tp in sorted(set(partitions)):
         found: dict[Store, int] = {}
         errors: list[StoreError] = []
         for store in (Store.ZOOKEEPER, Store.BROKER):
@@ -391,12 +408,10 @@ def combine_fetch(partitions: Iterable[Any], reads: Iterable[StoreRead]) -> Fetc
                 errors.append(read.errors[tp])
             elif tp in read.offsets and read.offsets[tp] >= 0:
                 found[store] = read.offsets[tp]
-        if found:
-            best = max(found.values())
-            source = Store.ZOOKEEPER if found.get(Store.ZOOKEEPER) == best else Store.BROKER
-            offset: int | None = best
-        else:
-            offset, source = None, None
+        offset = max_of_stores(found.get(Store.ZOOKEEPER), found.get(Store.BROKER))
+        source = None
+        if offset is not None:
+            source = Store.ZOOKEEPER if found.get(Store.ZOOKEEPER) == offset else Store.BROKER
         result.append(
             PartitionFetch(
                 tp,
@@ -407,7 +422,7 @@ def combine_fetch(partitions: Iterable[Any], reads: Iterable[StoreRead]) -> Fetc
                 tuple(errors),
             )
         )
-    return FetchResult(tuple(result))
+    return FetchResult(tuple(result), dict(zk_read.versions) if zk_read is not None else {})
 
 
 # ------------------------------------------------------------------------------------------- divergence
@@ -460,12 +475,12 @@ def classify(zookeeper: int | None, broker: int | None) -> tuple[Agreement, int]
 
 
 def divergence_report(
-    zookeeper: Mapping[Any, int], broker: Mapping[Any, int]
+    zookeeper: Mapping[TopicPartition, int], broker: Mapping[TopicPartition, int]
 ) -> tuple[PartitionDivergence, ...]:
     """One row per partition present in either store, sorted by (topic, partition). Negative offsets
     (-1 = none committed) count as missing."""
-    zk = {as_tp(k): v for k, v in zookeeper.items() if v >= 0}
-    br = {as_tp(k): v for k, v in broker.items() if v >= 0}
+    zk = {k: v for k, v in zookeeper.items() if v >= 0}
+    br = {k: v for k, v in broker.items() if v >= 0}
     rows = []
     for tp in sorted(zk.keys() | br.keys()):
         agreement, lag = classify(zk.get(tp), br.get(tp))
@@ -510,13 +525,25 @@ def explain(row: PartitionDivergence) -> str:
     )
 
 
-def max_merge(zookeeper: Mapping[Any, int], broker: Mapping[Any, int]) -> dict[TopicPartition, int]:
-    """Per-partition max over both stores (the never-regress target of rollback and seeding)."""
+def max_of_stores(zookeeper: int | None, broker: int | None) -> int | None:
+    """The per-partition max of both stores, the one rule of every bridged read (the dual-commit fetch, the
+    coordinator's mirror fetch, rollback and seeding): the higher position, where None or a negative offset
+    (-1 = none committed) is no position; None when neither store has one.
+
+    >>> max_of_stores(5, 7), max_of_stores(None, 3), max_of_stores(-1, None)
+    (7, 3, None)
+    """
+    positions = [o for o in (zookeeper, broker) if o is not None and o >= 0]
+    return max(positions) if positions else None
+
+
+def max_merge(
+    zookeeper: Mapping[TopicPartition, int], broker: Mapping[TopicPartition, int]
+) -> dict[TopicPartition, int]:
+    """`max_of_stores` for every partition of either store (the never-regress target of rollback and seeding)."""
     merged: dict[TopicPartition, int] = {}
-    for source in (zookeeper, broker):
-        for key, value in source.items():
-            if value < 0:
-                continue
-            tp = as_tp(key)
-            merged[tp] = max(merged.get(tp, value), value)
-    return dict(sorted(merged.items()))
+    for tp in sorted(zookeeper.keys() | broker.keys()):
+        best = max_of_stores(zookeeper.get(tp), broker.get(tp))
+        if best is not None:
+            merged[tp] = best
+    return merged

@@ -1,46 +1,56 @@
-"""ZooKeeper as an OffsetStore for the dual committer: the zkcoord.zk offset store, results in bridge terms."""
+"""ZooKeeper as the bridge's `OffsetStore`: the one ZooKeeper implementation, over the one writer of offset znodes
+(zkcoord.zk.offset_store), its results in bridge terms; what a write does is its `OffsetWriteMode`."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from zkcoord.bridge.policy import Store, StoreError, StoreRead, StoreReply, TopicPartition, as_tp
-from zkcoord.zk.offset_store import WriteMode, ZooKeeperOffsetStore
+from zkcoord.bridge.policy import Store, StoreError, StoreRead, StoreReply, TopicPartition
+from zkcoord.zk.offset_store import OffsetWriteMode, WriteMode, ZooKeeperOffsetStore
+
+STALE_MESSAGE = "written by someone else since this member read it"
 
 
 class ZooKeeperSide:
-    """Adapts ZooKeeperOffsetStore to the OffsetStore protocol. In NEVER_REGRESS mode a partition whose
-    stored offset is already higher counts as accepted (the store holds at least what was asked)."""
+    """The OffsetStore protocol over ZooKeeperOffsetStore, writing in `mode` unless a call names its own.
+
+    A partition counts as accepted when the store holds at least what was asked: written, already at the value,
+    or (NEVER_REGRESS) kept higher. A failed write is WRITE_FAILED (retriable); a `Fenced` write refused because
+    someone else wrote the znode is BAD_VERSION (not retriable: the partition is no longer this member's)."""
 
     store = Store.ZOOKEEPER
 
-    def __init__(self, offsets: ZooKeeperOffsetStore, mode: WriteMode = WriteMode.OVERWRITE) -> None:
+    def __init__(self, offsets: ZooKeeperOffsetStore, mode: OffsetWriteMode = WriteMode.OVERWRITE) -> None:
         self.offsets = offsets
         self.mode = mode
 
     @classmethod
-    def for_group(cls, client: Any, group: str, mode: WriteMode = WriteMode.OVERWRITE) -> ZooKeeperSide:
+    def for_group(cls, client: Any, group: str, mode: OffsetWriteMode = WriteMode.OVERWRITE) -> ZooKeeperSide:
         return cls(ZooKeeperOffsetStore(client, group), mode)
 
-    def write_offsets(self, offsets: Mapping[TopicPartition, int]) -> StoreReply:
-        report = self.offsets.write({as_tp(k): v for k, v in offsets.items()}, self.mode)
+    def write_offsets(
+        self, offsets: Mapping[TopicPartition, int], mode: OffsetWriteMode | None = None
+    ) -> StoreReply:
+        report = self.offsets.write(offsets, self.mode if mode is None else mode)
         errors: dict[TopicPartition, StoreError | None] = {}
-        for key in offsets:
-            tp = as_tp(key)
+        for tp in offsets:
             if tp in report.errors:
                 errors[tp] = StoreError(Store.ZOOKEEPER, "WRITE_FAILED", report.errors[tp], retriable=True)
+            elif tp in report.stale:
+                errors[tp] = StoreError(Store.ZOOKEEPER, "BAD_VERSION", STALE_MESSAGE)
             else:
                 errors[tp] = None
-        return StoreReply.of(Store.ZOOKEEPER, errors)
+        return StoreReply.of(Store.ZOOKEEPER, errors, report.versions)
 
     def read_offsets(self, partitions: Iterable[TopicPartition] | None = None) -> StoreRead:
         read = self.offsets.read(partitions)
         return StoreRead(
             Store.ZOOKEEPER,
-            offsets={TopicPartition(*tp): v for tp, v in read.offsets.items()},
+            offsets=dict(read.offsets),
             errors={
-                TopicPartition(*tp): StoreError(Store.ZOOKEEPER, "MALFORMED_ZNODE", str(exc))
+                tp: StoreError(Store.ZOOKEEPER, "MALFORMED_ZNODE", str(exc))
                 for tp, exc in read.errors.items()
             },
+            versions=dict(read.versions),
         )

@@ -17,13 +17,13 @@ import os
 import socket
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from zkcoord.errors import ErrorCode, ZkcoordError
 from zkcoord.legacy import paths
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk import registrations
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
-from zkcoord.zk.offset_store import TP, WriteMode, ZooKeeperOffsetStore
+from zkcoord.zk.offset_store import OffsetsRead, WriteMode, WriteReport, ZooKeeperOffsetStore
 from zkcoord.zk.session import Client, ZooKeeperError, connect, on_session_lost
 
 log = logging.getLogger(__name__)
@@ -50,25 +50,6 @@ class ZkBridgeUnavailable(ZkcoordError):
 
     code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS  # what a Kafka client retries on OffsetFetch
     retriable = True
-
-
-@dataclass(frozen=True, slots=True)
-class ZkOffsetsRead:
-    """Offsets found, and per-partition reasons a znode could not be used (malformed data, illegal name)."""
-
-    offsets: Mapping[TP, int] = field(default_factory=dict)
-    errors: Mapping[TP, str] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class MirrorOutcome:
-    """What one mirror call did: `failed` partitions are worth retrying, `refused` ones never will be."""
-
-    written: dict[TP, int] = field(default_factory=dict)
-    unchanged: dict[TP, int] = field(default_factory=dict)
-    kept_higher: dict[TP, tuple[int, int]] = field(default_factory=dict)  # (stored, refused)
-    failed: dict[TP, str] = field(default_factory=dict)
-    refused: dict[TP, str] = field(default_factory=dict)
 
 
 class ZkOffsetBridgeStore:
@@ -155,14 +136,14 @@ class ZkOffsetBridgeStore:
             self.client, group, max_batch_bytes=self.max_batch_bytes, max_attempts=3, reconnect_timeout_s=0.0
         )
 
-    def read(self, group: str, partitions: Iterable[TP] | None) -> ZkOffsetsRead:
-        """The group's offsets for `partitions` (all of its offset znodes when None)."""
+    def read(self, group: str, partitions: Iterable[TopicPartition] | None) -> OffsetsRead:
+        """The group's offsets for `partitions` (all of its offset znodes when None); `errors` holds the
+        znodes that cannot be used (malformed)."""
         try:
             paths.validate_group(group)
         except paths.InvalidName:
-            return ZkOffsetsRead()  # such a group can have no znodes: nothing stored on this side
+            return OffsetsRead()  # such a group can have no znodes: nothing stored on this side
         wanted = None if partitions is None else sorted(set(partitions))
-        errors: dict[TP, str] = {}
         if wanted is not None:
             legal = []
             for tp in wanted:
@@ -173,31 +154,30 @@ class ZkOffsetBridgeStore:
                     pass  # a topic a legacy tree cannot name has no znode: nothing stored on this side
             wanted = legal
         try:
-            result = self._store(group).read(wanted)
+            return self._store(group).read(wanted)
         except ZooKeeperError as exc:
             raise ZkBridgeUnavailable(f"reading offsets of group {group!r}: {type(exc).__name__}") from exc
-        errors.update({tp: str(exc) for tp, exc in result.errors.items()})
-        return ZkOffsetsRead(dict(result.offsets), errors)
 
-    def mirror(self, group: str, offsets: Mapping[TP, int]) -> MirrorOutcome:
-        """Write `offsets` in never-regress mode.
+    def mirror(self, group: str, offsets: Mapping[TopicPartition, int]) -> WriteReport:
+        """Write `offsets` in never-regress mode: the store's report, with `refused` for what a legacy tree cannot
+        hold (an illegal name, a negative offset). `errors` are worth retrying, `refused` never will be.
 
         Raises ZkBridgeUnavailable when ZooKeeper did not answer (the whole call may be retried: it re-reads
         first, so it does not matter whether an earlier try landed)."""
-        outcome = MirrorOutcome()
-        writable: dict[TP, int] = {}
+        refused: dict[TopicPartition, str] = {}
+        writable: dict[TopicPartition, int] = {}
         for tp, offset in sorted(offsets.items()):
             try:
                 paths.offset_path(group, *tp)
             except paths.InvalidName as exc:
-                outcome.refused[tp] = str(exc)
+                refused[tp] = str(exc)
                 continue
             if offset < 0:
-                outcome.refused[tp] = f"offset {offset} is not a position"
+                refused[tp] = f"offset {offset} is not a position"
                 continue
             writable[tp] = offset
         if not writable:
-            return outcome
+            return WriteReport(refused=refused)
         try:
             report = self._store(group).write(writable, WriteMode.NEVER_REGRESS)
         except ZkBridgeUnavailable:
@@ -206,8 +186,5 @@ class ZkOffsetBridgeStore:
             raise ZkBridgeUnavailable(
                 f"mirroring offsets of group {group!r}: {type(exc).__name__}: {exc}"
             ) from exc
-        outcome.written.update(report.written)
-        outcome.unchanged.update(report.unchanged)
-        outcome.kept_higher.update(report.kept_higher)
-        outcome.failed.update(report.errors)
-        return outcome
+        report.refused.update(refused)
+        return report

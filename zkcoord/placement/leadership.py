@@ -25,10 +25,10 @@ import enum
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from zkcoord.topic_partition import TopicPartition
+
 NO_LEADER = -1
 INITIAL_LEADER_EPOCH = 0
-
-TopicPartition = tuple[str, int]
 
 
 class Placement(enum.Enum):
@@ -128,7 +128,7 @@ def _place_sticky(
     orphans: list[TopicPartition] = []
     live_set = frozenset(live)
     for p in spec.partitions:
-        tp = (topic, p)
+        tp = TopicPartition(topic, p)
         old = current.get(tp)
         if old is not None and old.leader in live_set:
             placed[tp] = old.leader
@@ -153,10 +153,10 @@ def _place_balanced(
 ) -> dict[TopicPartition, int]:
     partitions = spec.partitions
     if not live:
-        return {(topic, p): NO_LEADER for p in partitions}
+        return {TopicPartition(topic, p): NO_LEADER for p in partitions}
     held: dict[int, list[int]] = {n: [] for n in live}
     for p in partitions:
-        old = current.get((topic, p))
+        old = current.get(TopicPartition(topic, p))
         if old is not None and old.leader in held:
             held[old.leader].append(p)
     # Giving the ceil shares to the nodes that already hold the most maximises the partitions that stay put.
@@ -167,10 +167,10 @@ def _place_balanced(
     topic_load = dict.fromkeys(live, 0)
     for n in live:
         for p in held[n][: quota[n]]:
-            placed[(topic, p)] = n
+            placed[TopicPartition(topic, p)] = n
             topic_load[n] += 1
     for p in partitions:
-        tp = (topic, p)
+        tp = TopicPartition(topic, p)
         if tp in placed:
             continue
         open_nodes = [n for n in live if topic_load[n] < quota[n]]

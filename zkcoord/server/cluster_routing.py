@@ -67,11 +67,11 @@ from zkcoord.legacy import paths
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.placement.leadership import NO_LEADER, single_replica_assignment
 from zkcoord.ratelog import RateLimitedLog
-from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetMirror
+from zkcoord.server.group_service import GroupService
 from zkcoord.server.log import LEGAL_TOPIC, InvalidConfig, LogManager, OffsetsTopicLog
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
 from zkcoord.server.meta import new_cluster_id
-from zkcoord.server.seams import ClusterSide, GroupCoordinator
+from zkcoord.server.seams import ClusterSide, GroupCoordinator, MembershipBridge, OffsetMirror
 from zkcoord.server.topic_ids import topic_lookup
 from zkcoord.zk import registry
 from zkcoord.zk.controller import (

@@ -25,6 +25,7 @@ from zkcoord.errors import ErrorCode
 from zkcoord.group import messages as gm
 from zkcoord.legacy.paths import InvalidName, validate_group
 from zkcoord.ratelog import RateLimitedLog
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk.member_zk import Client
 from zkcoord.zk.offset_store import WriteMode, ZooKeeperOffsetStore
 
@@ -69,11 +70,11 @@ class ZooKeeperOffsetsV0:
         return ZooKeeperOffsetStore(client, group)
 
     def _commit(self, req: gm.OffsetCommitRequest) -> gm.OffsetCommitResponse:
-        errors: dict[tuple[str, int], int] = {}
-        to_write: dict[tuple[str, int], int] = {}
+        errors: dict[TopicPartition, int] = {}
+        to_write: dict[TopicPartition, int] = {}
         for t in req.topics:
             for p in t.partitions:
-                tp = (t.name, p.partition_index)
+                tp = TopicPartition(t.name, p.partition_index)
                 if not self._exists(*tp):
                     errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 elif len(p.committed_metadata or "") > self.offset_metadata_max_bytes:
@@ -100,7 +101,8 @@ class ZooKeeperOffsetsV0:
                     t.name,
                     tuple(
                         gm.OffsetCommitResponsePartition(
-                            p.partition_index, errors.get((t.name, p.partition_index), ErrorCode.NONE)
+                            p.partition_index,
+                            errors.get(TopicPartition(t.name, p.partition_index), ErrorCode.NONE),
                         )
                         for p in t.partitions
                     ),
@@ -111,9 +113,11 @@ class ZooKeeperOffsetsV0:
 
     def _fetch(self, req: gm.OffsetFetchRequest) -> gm.OffsetFetchResponse:
         topics = req.topics or ()  # v0 always names its partitions
-        wanted = [(t.name, p) for t in topics for p in t.partition_indexes if self._exists(t.name, p)]
-        found: dict[tuple[str, int], int] = {}
-        failed: set[tuple[str, int]] = set()
+        wanted = [
+            TopicPartition(t.name, p) for t in topics for p in t.partition_indexes if self._exists(t.name, p)
+        ]
+        found: dict[TopicPartition, int] = {}
+        failed: set[TopicPartition] = set()
         if wanted:
             store = self._store(req.group_id)
             if store is None:

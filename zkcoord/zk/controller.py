@@ -80,6 +80,7 @@ from zkcoord.placement.leadership import (
     plan_leadership,
     single_replica_assignment,
 )
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk import registry
 
 log = logging.getLogger(__name__)
@@ -642,7 +643,9 @@ class Controller:
             t: TopicSpec(a.replicas, Placement.BALANCED if t == OFFSETS_TOPIC else Placement.STICKY)
             for t, a in view.topics.items()
         }
-        current = {tp: Leadership(s.leader, s.leader_epoch) for tp, (s, _) in view.states.items()}
+        current = {
+            TopicPartition(*tp): Leadership(s.leader, s.leader_epoch) for tp, (s, _) in view.states.items()
+        }
         plan = plan_leadership(view.live, specs, current)
         leaders = plan.as_dict()
         ops: list[Callable[[Any], None]] = []

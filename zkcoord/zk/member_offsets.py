@@ -15,7 +15,8 @@ from typing import Protocol
 from zkcoord.errors import ConfigError, ZkcoordError
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.rebalance import TopicPartition, plan_offset_commit
-from zkcoord.zk import member_zk, offset_store
+from zkcoord.zk import member_zk
+from zkcoord.zk.offset_store import Fenced, ZooKeeperOffsetStore
 
 log = logging.getLogger(__name__)
 
@@ -102,13 +103,12 @@ def for_member(
 
 
 class ZooKeeperOffsets:
-    """offsets.storage=zookeeper: versioned writes of the offsets that moved, reads of the offset znodes."""
+    """offsets.storage=zookeeper: `Fenced` writes of the offsets that moved, reads of the offset znodes, both
+    through the one offset store (zkcoord.zk.offset_store)."""
 
     def __init__(self, client: member_zk.Client, group: str, *, batched: bool, budget: int) -> None:
-        self.client = client
         self.group = group
-        self.batched = batched
-        self.budget = budget
+        self.store = ZooKeeperOffsetStore(client, group, batched=batched, fenced_budget_bytes=budget)
 
     def commit(
         self,
@@ -118,25 +118,29 @@ class ZooKeeperOffsets:
         check_session: Callable[[], None],
         retries: int = 0,
     ) -> CommitOutcome:
-        writes = plan_offset_commit(self.group, consumed, checkpoints)
-        if not writes:
+        moved = {w.tp: w.offset for w in plan_offset_commit(self.group, consumed, checkpoints)}
+        if not moved:
             return CommitOutcome()
         check_session()
-        result = offset_store.write_fenced(
-            self.client, writes, versions, batched=self.batched, budget=self.budget
-        )
-        if result.stale:
+        report = self.store.write(moved, Fenced(versions))
+        if report.stale:
             log.warning(
                 "group=%s offsets of %s were written by someone else; not overwritten",
                 self.group,
-                ", ".join(map(str, result.stale)),
+                ", ".join(map(str, report.stale)),
             )
-        landed = {w.tp: (w.offset, result.written[w.tp]) for w in writes if w.tp in result.written}
+        landed = {tp: (report.written[tp], version) for tp, version in report.versions.items()}
         return CommitOutcome(landed, len(landed))
 
     def fetch(self, tps: Sequence[TopicPartition]) -> dict[TopicPartition, Fetched]:
-        stored = offset_store.read_versioned(self.client, self.group, tps)
-        return {tp: Fetched(s.offset, s.offset, s.version) for tp, s in stored.items()}
+        read = self.store.read(tps)
+        for tp in tps:
+            if tp in read.errors:
+                raise read.errors[tp]  # a malformed znode: the rebalance attempt fails, nothing is guessed
+        return {
+            tp: Fetched(read.offsets.get(tp, -1), read.offsets.get(tp, -1), read.versions.get(tp, -1))
+            for tp in tps
+        }
 
     def close(self) -> None:
         pass

@@ -1,11 +1,12 @@
 """The one writer of legacy offset znodes /consumers/[group]/offsets/[topic]/[partition] (decimal string of the
 next offset to consume), byte-compatible with the 0.8-era consumer and tools. Two ways to write:
 
-* `ZooKeeperOffsetStore.write` (tools, import, the bridge): OVERWRITE or NEVER_REGRESS, deciding on what it
-  reads itself and retrying a batch that lost to a concurrent writer.
-* `write_fenced` (a group member's commit): versioned against what the member itself read or last wrote, and
-  refused (reported `stale`, never retried) when anyone else wrote since, so a member that lost a partition
-  cannot move the new owner's offset back.
+* `ZooKeeperOffsetStore.write(offsets, mode)`, the one entry, in one of three modes:
+  OVERWRITE or NEVER_REGRESS (tools, import, the mirror, seeding): deciding on what it reads itself and retrying
+  a batch that lost to a concurrent writer;
+  `Fenced(versions)` (a group member's commit): versioned against what the member itself read or last wrote
+  (`write_fenced`), refused (reported `stale`, never retried) when anyone else wrote since, so a member that lost
+  a partition cannot move the new owner's offset back; the report carries the new znode versions.
 
 Guarantees of the store: writes go in multi-ops kept under the 1 MB jute.maxbuffer limit; every set is versioned
 (`set_data(version=...)`, `create` for new nodes), so a concurrent writer is detected and the batch is
@@ -22,7 +23,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionLoss,
@@ -36,9 +36,8 @@ from kazoo.exceptions import (
 
 from zkcoord.errors import MalformedZnode, ZkcoordError
 from zkcoord.legacy import codecs, paths
-from zkcoord.legacy.codecs import decode_offset
 from zkcoord.legacy.paths import CONSUMERS, InvalidName, group_path, offset_path, offsets_path
-from zkcoord.legacy.rebalance import OffsetWrite, TopicPartition, batch_by_size, op_size
+from zkcoord.legacy.rebalance import OffsetWrite, TopicPartition, batch_by_size, op_size, plan_offset_commit
 from zkcoord.ratelog import RateLimitedLog
 from zkcoord.zk.member_zk import Client, _gather
 from zkcoord.zk.session import wait_for
@@ -53,8 +52,6 @@ DEFAULT_MAX_BATCH_BYTES = 512 * 1024
 DEFAULT_MAX_BATCH_OPS = 2000
 _OP_OVERHEAD = 40  # opcode, path length, data length, version, acl/flags: generous per-op framing
 
-TP = tuple[str, int]
-
 
 class OffsetWriteConflict(ZkcoordError):
     """A batch kept losing to a concurrent writer after the allowed attempts."""
@@ -65,6 +62,18 @@ class OffsetWriteConflict(ZkcoordError):
 class WriteMode(enum.Enum):
     OVERWRITE = "overwrite"  # the value given is written, whatever is there (still versioned)
     NEVER_REGRESS = "never-regress"  # a stored offset higher than the given one is kept
+
+
+@dataclass(frozen=True, slots=True)
+class Fenced:
+    """A group member's write mode: a znode is written only while it is still at the version this member read
+    or last wrote (`versions[tp]`; -1 or absent: it must not exist yet and is created). A znode anyone else
+    wrote since is reported `stale`, never overwritten and never retried."""
+
+    versions: Mapping[TopicPartition, int]
+
+
+OffsetWriteMode = WriteMode | Fenced
 
 
 # Paths and payloads have one source of truth, zkcoord.legacy.paths / codecs; these two keep the store's names.
@@ -83,19 +92,26 @@ def encode_offset(offset: int) -> bytes:
 class OffsetsRead:
     """Offsets found (partition -> offset), malformed znodes (partition -> error), and znode versions."""
 
-    offsets: dict[TP, int] = field(default_factory=dict)
-    errors: dict[TP, MalformedZnode] = field(default_factory=dict)
-    versions: dict[TP, int] = field(default_factory=dict)
+    offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    errors: dict[TopicPartition, MalformedZnode] = field(default_factory=dict)
+    versions: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 @dataclass
 class WriteReport:
     """What a write did to every partition given to it; nothing silently dropped."""
 
-    written: dict[TP, int] = field(default_factory=dict)
-    unchanged: dict[TP, int] = field(default_factory=dict)  # already at the target value
-    kept_higher: dict[TP, tuple[int, int]] = field(default_factory=dict)  # (stored, refused)
-    errors: dict[TP, str] = field(default_factory=dict)
+    written: dict[TopicPartition, int] = field(default_factory=dict)
+    unchanged: dict[TopicPartition, int] = field(default_factory=dict)  # already at the target value
+    kept_higher: dict[TopicPartition, tuple[int, int]] = field(default_factory=dict)  # (stored, refused)
+    errors: dict[TopicPartition, str] = field(default_factory=dict)
+    stale: dict[TopicPartition, int] = field(default_factory=dict)  # Fenced: refused, someone else wrote it
+    refused: dict[TopicPartition, str] = field(
+        default_factory=dict
+    )  # never writable (the caller's judgement)
+    versions: dict[TopicPartition, int] = field(
+        default_factory=dict
+    )  # Fenced: new znode version of each written
     conflicts: int = 0  # concurrent writes detected (each cost one re-read of a batch)
     batches: int = 0
 
@@ -104,6 +120,9 @@ class WriteReport:
         self.unchanged.update(other.unchanged)
         self.kept_higher.update(other.kept_higher)
         self.errors.update(other.errors)
+        self.stale.update(other.stale)
+        self.refused.update(other.refused)
+        self.versions.update(other.versions)
         self.conflicts += other.conflicts
         self.batches += other.batches
 
@@ -112,36 +131,46 @@ class WriteReport:
         return not self.errors
 
 
-def _sorted_items(offsets: Mapping[Any, int]) -> list[tuple[TP, int]]:
+def _sorted_items(offsets: Mapping[Any, int]) -> list[tuple[TopicPartition, int]]:
     items = []
     for key, value in offsets.items():
         topic, partition = (key.topic, key.partition) if hasattr(key, "topic") else key
-        items.append(((str(topic), int(partition)), int(value)))
+        items.append((TopicPartition(str(topic), int(partition)), int(value)))
     return sorted(items)
 
 
 class ZooKeeperOffsetStore:
-    """Offsets of one group in ZooKeeper, through a started kazoo client (which may be chrooted)."""
+    """Offsets of one group in ZooKeeper, through a started kazoo client (which may be chrooted, or a member's
+    `Deadlined` client, whose deadline then bounds every read).
+
+    `batched` and `fenced_budget_bytes` shape `Fenced` writes as a legacy member's commits (multi-ops within
+    multi.budget.bytes, measured as `zkcoord.legacy.rebalance.op_size` does; or one set per znode)."""
 
     def __init__(
         self,
-        client: KazooClient,
+        client: Client,
         group: str,
         *,
         max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
         max_batch_ops: int = DEFAULT_MAX_BATCH_OPS,
         max_attempts: int = 6,
         reconnect_timeout_s: float = 30.0,
+        batched: bool = True,
+        fenced_budget_bytes: int = DEFAULT_MAX_BATCH_BYTES,
     ) -> None:
         paths.validate_group(group)  # InvalidName (a ConfigError) naming the rule
         if max_batch_bytes > 1_000_000:
             raise ValueError("max_batch_bytes must stay under jute.maxbuffer (1,048,575 bytes)")
+        if fenced_budget_bytes <= 0:
+            raise ValueError(f"fenced_budget_bytes must be positive, got {fenced_budget_bytes}")
         self.client = client
         self.group = group
         self.max_batch_bytes = max_batch_bytes
         self.max_batch_ops = max_batch_ops
         self.max_attempts = max_attempts
         self.reconnect_timeout_s = reconnect_timeout_s
+        self.batched = batched
+        self.fenced_budget_bytes = fenced_budget_bytes
         self._ensured_topics: set[str] = set()
 
     # ------------------------------------------------------------------------------------------ reads
@@ -158,10 +187,10 @@ class ZooKeeperOffsetStore:
         except NoNodeError:
             return []
 
-    def partitions(self) -> list[TP]:
+    def partitions(self) -> list[TopicPartition]:
         """Every (topic, partition) with an offset znode, sorted; children that are no legal topic or
         partition name (no 0.8 consumer could have written them) are logged and skipped."""
-        found: list[TP] = []
+        found: list[TopicPartition] = []
         for topic in self.topics():
             try:
                 topic_path = paths.offsets_topic_path(self.group, topic)
@@ -180,7 +209,7 @@ class ZooKeeperOffsetStore:
                 continue
             for child in children:
                 try:
-                    found.append((topic, paths.parse_partition(topic_path, child)))
+                    found.append(TopicPartition(topic, paths.parse_partition(topic_path, child)))
                 except InvalidName as exc:
                     _say.log(
                         logging.WARNING,
@@ -199,7 +228,12 @@ class ZooKeeperOffsetStore:
             tps = self.partitions()
         else:
             tps = sorted(
-                {(p.topic, p.partition) if hasattr(p, "topic") else (p[0], int(p[1])) for p in partitions}
+                {
+                    TopicPartition(p.topic, p.partition)
+                    if hasattr(p, "topic")
+                    else TopicPartition(p[0], int(p[1]))
+                    for p in partitions
+                }
             )
         result = OffsetsRead()
         for tp, data, stat in self._get_all(tps):
@@ -213,15 +247,35 @@ class ZooKeeperOffsetStore:
 
     # ----------------------------------------------------------------------------------------- writes
 
-    def write(self, offsets: Mapping[Any, int], mode: WriteMode = WriteMode.OVERWRITE) -> WriteReport:
-        """Write `offsets` in batches; each batch is one versioned multi-op (all or nothing)."""
+    def write(self, offsets: Mapping[Any, int], mode: OffsetWriteMode = WriteMode.OVERWRITE) -> WriteReport:
+        """Write `offsets` in batches; each batch is one versioned multi-op (all or nothing). `Fenced` writes
+        are the member's (`write_fenced`): what they refuse is in `stale`, their new versions in `versions`;
+        a ZooKeeper error of theirs is raised (the member's commit fails), as the original's."""
+        if isinstance(mode, Fenced):
+            return self._write_fenced(offsets, mode.versions)
         report = WriteReport()
         for batch in self._batches(_sorted_items(offsets)):
             report.merge(self._write_batch(dict(batch), mode))
         return report
 
-    def _batches(self, items: list[tuple[TP, int]]) -> Iterator[list[tuple[TP, int]]]:
-        batch: list[tuple[TP, int]] = []
+    def _write_fenced(
+        self, offsets: Mapping[Any, int], versions: Mapping[TopicPartition, int]
+    ) -> WriteReport:
+        writes = plan_offset_commit(self.group, dict(_sorted_items(offsets)), {})
+        result = write_fenced(
+            self.client, writes, versions, batched=self.batched, budget=self.fenced_budget_bytes
+        )
+        report = WriteReport(batches=result.requests)
+        for w in writes:
+            if w.tp in result.written:
+                report.written[w.tp] = w.offset
+                report.versions[w.tp] = result.written[w.tp]
+            else:
+                report.stale[w.tp] = w.offset
+        return report
+
+    def _batches(self, items: list[tuple[TopicPartition, int]]) -> Iterator[list[tuple[TopicPartition, int]]]:
+        batch: list[tuple[TopicPartition, int]] = []
         size = 0
         for tp, offset in items:
             cost = len(self.path(*tp).encode()) + len(encode_offset(offset)) + _OP_OVERHEAD
@@ -238,14 +292,14 @@ class ZooKeeperOffsetStore:
             self.client.ensure_path(paths.offsets_topic_path(self.group, topic))
             self._ensured_topics.add(topic)
 
-    def _write_batch(self, batch: dict[TP, int], mode: WriteMode) -> WriteReport:
+    def _write_batch(self, batch: dict[TopicPartition, int], mode: WriteMode) -> WriteReport:
         report = WriteReport(batches=1)
         last_error = ""
         for attempt in range(1, self.max_attempts + 1):
             try:
                 current = self._read_raw(batch)
                 txn = self.client.transaction()
-                planned: dict[TP, int] = {}
+                planned: dict[TopicPartition, int] = {}
                 for tp, target in sorted(batch.items()):
                     stored = current.get(tp)
                     if stored is not None and stored[0] == target:
@@ -294,14 +348,14 @@ class ZooKeeperOffsetStore:
         return report
 
     @staticmethod
-    def _reset_decisions(report: WriteReport, batch: Mapping[TP, int]) -> None:
+    def _reset_decisions(report: WriteReport, batch: Mapping[TopicPartition, int]) -> None:
         for tp in batch:
             report.unchanged.pop(tp, None)
             report.kept_higher.pop(tp, None)
 
-    def _read_raw(self, batch: Mapping[TP, int]) -> dict[TP, tuple[int, int]]:
+    def _read_raw(self, batch: Mapping[TopicPartition, int]) -> dict[TopicPartition, tuple[int, int]]:
         """Current (offset, version) per partition; a malformed node counts as -1 so any write replaces it."""
-        found: dict[TP, tuple[int, int]] = {}
+        found: dict[TopicPartition, tuple[int, int]] = {}
         for tp, data, stat in self._get_all(sorted(batch)):
             try:
                 found[tp] = (parse_offset(self.path(*tp), data), stat.version)
@@ -309,15 +363,16 @@ class ZooKeeperOffsetStore:
                 found[tp] = (-1, stat.version)
         return found
 
-    def _get_all(self, tps: Iterable[TP]) -> Iterator[tuple[TP, bytes, Any]]:
+    def _get_all(self, tps: Iterable[TopicPartition]) -> Iterator[tuple[TopicPartition, bytes, Any]]:
         """(partition, data, stat) of each existing offset znode, in `tps` order. Pipelined gets: one round
-        trip's latency for the whole list rather than one per znode."""
-        pending = [(tp, self.client.get_async(self.path(*tp))) for tp in tps]
-        for tp, async_result in pending:
-            try:
-                data, stat = async_result.get()
-            except NoNodeError:
+        trip's latency for the whole list rather than one per znode (each within a `Deadlined` client's deadline)."""
+        wanted = list(tps)
+        offset_paths = [self.path(*tp) for tp in wanted]
+        got = _gather(self.client, [(p, self.client.get_async(p)) for p in offset_paths])
+        for tp, answer in zip(wanted, got, strict=True):
+            if isinstance(answer, NoNodeError):
                 continue
+            data, stat = answer
             yield tp, data, stat
 
     def _await_connection(self) -> None:
@@ -327,7 +382,7 @@ class ZooKeeperOffsetStore:
 # ---------------------------------------------------------------------------------------------- nodes
 
 
-def read_node(client: KazooClient, path: str) -> tuple[bytes | None, int]:
+def read_node(client: Client, path: str) -> tuple[bytes | None, int]:
     """(data, version) of a znode, or (None, -1) when it does not exist."""
     try:
         data, stat = client.get(path)
@@ -336,7 +391,7 @@ def read_node(client: KazooClient, path: str) -> tuple[bytes | None, int]:
     return data, stat.version
 
 
-def write_node(client: KazooClient, path: str, data: bytes, expected_version: int) -> int:
+def write_node(client: Client, path: str, data: bytes, expected_version: int) -> int:
     """Create (expected_version == -1) or versioned-set a znode; returns the new version.
 
     Raises OffsetWriteConflict when another writer got there first (NodeExists / BadVersion)."""
@@ -349,14 +404,14 @@ def write_node(client: KazooClient, path: str, data: bytes, expected_version: in
         raise OffsetWriteConflict(f"{path} was changed by another writer ({type(exc).__name__})") from exc
 
 
-def list_groups(client: KazooClient) -> list[str]:
+def list_groups(client: Client) -> list[str]:
     try:
         return sorted(client.get_children(CONSUMERS))
     except NoNodeError:
         return []
 
 
-def list_member_ids(client: KazooClient, group: str) -> list[str]:
+def list_member_ids(client: Client, group: str) -> list[str]:
     """Registered legacy consumer ids of the group (/consumers/[group]/ids children), sorted."""
     try:
         return sorted(client.get_children(paths.ids_path(group)))
@@ -364,9 +419,9 @@ def list_member_ids(client: KazooClient, group: str) -> list[str]:
         return []
 
 
-def list_owners(client: KazooClient, group: str) -> dict[TP, str]:
+def list_owners(client: Client, group: str) -> dict[TopicPartition, str]:
     """Partition -> owning thread id, from /consumers/[group]/owners."""
-    owners: dict[TP, str] = {}
+    owners: dict[TopicPartition, str] = {}
     base = paths.owners_path(group)
     try:
         topics = sorted(client.get_children(base))
@@ -380,14 +435,14 @@ def list_owners(client: KazooClient, group: str) -> dict[TP, str]:
         pending = [(int(c), client.get_async(f"{base}/{topic}/{c}")) for c in children if c.isdigit()]
         for partition, res in pending:
             try:
-                owners[(topic, partition)] = res.get()[0].decode("utf-8", "replace")
+                owners[TopicPartition(topic, partition)] = res.get()[0].decode("utf-8", "replace")
             except NoNodeError:
                 continue
     return dict(sorted(owners.items()))
 
 
 def walk_offsets(
-    client: KazooClient, groups: Iterable[str] | None = None, *, skip_malformed: bool = True
+    client: Client, groups: Iterable[str] | None = None, *, skip_malformed: bool = True
 ) -> Iterator[tuple[str, str, int, int]]:
     """(group, topic, partition, offset) for every readable offset znode of `groups` (default: all);
     malformed znodes are logged and skipped, or with `skip_malformed=False` the first one is raised."""
@@ -402,28 +457,6 @@ def walk_offsets(
 
 
 # --- a member's fenced offsets ------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class StoredOffset:
-    offset: int  # -1 when none is stored
-    version: int  # znode version, -1 when the znode does not exist
-
-
-def read_versioned(
-    client: Client, group: str, tps: Sequence[TopicPartition]
-) -> dict[TopicPartition, StoredOffset]:
-    out = {}
-    offset_paths = [paths.offset_path(group, tp.topic, tp.partition) for tp in tps]
-    for tp, path, got in zip(
-        tps, offset_paths, _gather(client, [(p, client.get_async(p)) for p in offset_paths]), strict=True
-    ):
-        if isinstance(got, NoNodeError):
-            out[tp] = StoredOffset(-1, -1)
-        else:
-            data, stat = got
-            out[tp] = StoredOffset(decode_offset(path, data), stat.version)
-    return out
 
 
 @dataclass(frozen=True, slots=True)

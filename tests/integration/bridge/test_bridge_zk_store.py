@@ -13,9 +13,9 @@ from zkcoord.bridge import CommitOrder, DualCommitter, Store, StoreReply, TopicP
 from zkcoord.bridge.zk_side import ZooKeeperSide
 from zkcoord.ratelog import RateLimitedLog
 from zkcoord.testing import expire_session
+from zkcoord.topic_partition import TopicPartition as TP
 from zkcoord.zk import offset_store
 from zkcoord.zk.offset_store import (
-    TP,
     OffsetWriteConflict,
     WriteMode,
     ZooKeeperOffsetStore,

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from zkcoord.bridge.mirror import TP, ZkOffsetBridge, accepted_commits, merge_fetch
-from zkcoord.bridge.zk_store import MirrorOutcome, ZkBridgeUnavailable, ZkOffsetsRead
+from zkcoord.bridge.mirror import ZkOffsetBridge, accepted_commits, merge_fetch
+from zkcoord.bridge.zk_store import ZkBridgeUnavailable
 from zkcoord.errors import ConfigError
 from zkcoord.group.messages import (
     OffsetCommitRequest,
@@ -28,6 +28,8 @@ from zkcoord.group.messages import (
     OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
 )
+from zkcoord.topic_partition import TopicPartition as TP
+from zkcoord.zk.offset_store import OffsetsRead, WriteReport
 
 LOAD_IN_PROGRESS = 14
 
@@ -88,7 +90,7 @@ def test_merge_fetch_is_the_per_partition_max_and_never_hides_a_zookeeper_failur
 ) -> None:
     zk_offsets, zk_errors = zk_parts
     resp = _fetch_resp((t, p, o, e) for (t, p), (o, e) in sorted(coord.items()))
-    merged, ahead = merge_fetch(resp, ZkOffsetsRead(zk_offsets, zk_errors), all_partitions=all_partitions)
+    merged, ahead = merge_fetch(resp, OffsetsRead(zk_offsets, zk_errors), all_partitions=all_partitions)
     flat = _flat(merged)
     keys = [tp for tp, _ in flat]
     assert len(keys) == len(set(keys))
@@ -98,7 +100,7 @@ def test_merge_fetch_is_the_per_partition_max_and_never_hides_a_zookeeper_failur
     assert [k for k in keys if k in coord] == sorted(coord)
     names = [t.name for t in merged.topics]
     assert len(names) == len(set(names))
-    assert merged == merge_fetch(resp, ZkOffsetsRead(zk_offsets, zk_errors), all_partitions=all_partitions)[0]
+    assert merged == merge_fetch(resp, OffsetsRead(zk_offsets, zk_errors), all_partitions=all_partitions)[0]
     for tp, part in flat:
         c_off, c_err = coord.get(tp, (-1, 0))
         if c_err:
@@ -116,7 +118,7 @@ def test_merge_fetch_is_the_per_partition_max_and_never_hides_a_zookeeper_failur
 def test_merge_fetch_documented_example() -> None:
     resp = _fetch_resp([("t", 0, 10, 0), ("t", 1, 40, 0)])
     merged, ahead = merge_fetch(
-        resp, ZkOffsetsRead({("t", 0): 25, ("t", 1): 30, ("u", 0): 5}), all_partitions=True
+        resp, OffsetsRead({("t", 0): 25, ("t", 1): 30, ("u", 0): 5}), all_partitions=True
     )
     assert [(tp, p.committed_offset, p.metadata) for tp, p in _flat(merged)] == [
         (("t", 0), 25, ""),
@@ -143,19 +145,19 @@ class FakeZk:
     def connected(self) -> bool:
         return True
 
-    def read(self, group: str, partitions: Iterable[TP] | None) -> ZkOffsetsRead:
+    def read(self, group: str, partitions: Iterable[TP] | None) -> OffsetsRead:
         if self.read_error is not None:
             raise self.read_error
-        return ZkOffsetsRead({tp: v for (g, tp), v in self.stored.items() if g == group})
+        return OffsetsRead({tp: v for (g, tp), v in self.stored.items() if g == group})
 
-    def mirror(self, group: str, offsets: Mapping[TP, int]) -> MirrorOutcome:
+    def mirror(self, group: str, offsets: Mapping[TP, int]) -> WriteReport:
         if self.block is not None:
             self.block.wait(10)
         self.calls.append((group, dict(offsets)))
         if self.fail:
             self.fail -= 1
             raise ZkBridgeUnavailable("ZooKeeper session not connected")
-        out = MirrorOutcome()
+        out = WriteReport()
         for tp, offset in offsets.items():
             stored = self.stored.get((group, tp))
             if stored is not None and stored >= offset:

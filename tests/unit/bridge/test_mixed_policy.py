@@ -110,16 +110,51 @@ def test_hand_over_releases_what_moves_and_acquires_the_rest() -> None:
     assert plan == HandOver(release=(TP("t", 0),), acquire=((TP("t", 2), b), (TP("t", 3), b)))
 
 
+def _sub(*owned: TP, version: int = 0) -> bytes:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription as Sub
+
+    by_topic: dict[str, list[int]] = {}
+    for tp in owned:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    parts = [Sub.TopicPartition(topic=t, partitions=ps) for t, ps in by_topic.items()]
+    return Sub(version=version, topics=["t"], user_data=b"", owned_partitions=parts).encode()  # type: ignore[no-any-return]
+
+
+def test_any_consumer_protocol_name_is_hosted() -> None:
+    # Whatever a client calls its assignor, the coordinator computes the share with the legacy algorithm and
+    # answers ConsumerProtocolAssignment bytes: kafkajs 2.2.4's default and Java's sticky are hosted as eager.
+    eager = _sub()
+    assert check_protocols("consumer", [("RoundRobinAssigner", eager)]) == ("RoundRobinAssigner",)
+    assert check_protocols("consumer", [("sticky", _sub(version=1))]) == ("sticky",)
+    # the legacy algorithms first, other names next, the KIP-429 protocol last, each in the member's order
+    offered = [("cooperative-sticky", eager), ("mine", eager), ("roundrobin", eager), ("range", eager)]
+    assert check_protocols("consumer", offered) == ("roundrobin", "range", "mine", "cooperative-sticky")
+    # a cooperative-sticky member says what it still owns; range and roundrobin are accepted as before
+    owning = _sub(TP("t", 0), version=1)
+    assert check_protocols("consumer", [("cooperative-sticky", owning)]) == ("cooperative-sticky",)
+    assert check_protocols("consumer", [("range", owning)]) == ("range",)
+
+
+def test_refusals_say_why() -> None:
+    with pytest.raises(MixedGroupRefused, match=r"consumers only .*'connect'"):
+        check_protocols("connect", [("default", _sub())])
+    with pytest.raises(MixedGroupRefused, match=r"'RoundRobinAssigner': its metadata \(3 bytes\) is not a"):
+        check_protocols("consumer", [("RoundRobinAssigner", b"\x00\x00\x00")])
+    with pytest.raises(MixedGroupRefused, match="offers no protocol"):
+        check_protocols("consumer", [])
+    # An unknown name whose member still owns partitions at JoinGroup is a cooperative assignor the bridge does
+    # not know: hosted as eager, its partitions would be released while it still consumes them.
+    with pytest.raises(
+        MixedGroupRefused, match=r"'my-cooperative': .*2 owned partitions.*cooperative-sticky"
+    ):
+        check_protocols("consumer", [("my-cooperative", _sub(TP("t", 0), TP("t", 3), version=1))])
+    # every reason is given, and a usable protocol among refused ones is kept
+    with pytest.raises(MixedGroupRefused, match=r"'a': its metadata.*; 'b': its subscription lists 1"):
+        check_protocols("consumer", [("a", b""), ("b", _sub(TP("t", 1), version=2))])
+    assert check_protocols("consumer", [("a", b""), ("range", _sub())]) == ("range",)
+
+
 def test_refusals() -> None:
-    # Eager legacy algorithms first; a KIP-429 member is hosted too; anything else is refused, saying why.
-    assert check_protocols(["cooperative-sticky", "range", "roundrobin"]) == (
-        "range",
-        "roundrobin",
-        "cooperative-sticky",
-    )
-    assert check_protocols(["cooperative-sticky"]) == ("cooperative-sticky",)
-    with pytest.raises(MixedGroupRefused, match=r"accepts range, roundrobin, cooperative-sticky.*'sticky'"):
-        check_protocols(["sticky"])
     with pytest.raises(MixedGroupRefused, match="same topics"):
         check_subscriptions({"g_a": _reg({"t": 1})}, [ClassicMember("m", "", ("u",))], "range")
     check_subscriptions({"g_a": _reg({"t": 2})}, [ClassicMember("m", "", ("t",))], "range")
@@ -296,3 +331,17 @@ def test_owned_partitions_are_read_from_every_subscription_version() -> None:
 def test_owned_partitions_take_any_bytes(data: bytes) -> None:
     found = decode_owned_partitions(data)
     assert found is None or all(isinstance(tp, TP) for tp in found)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.text(max_size=8), st.binary(max_size=60)), max_size=4),
+    st.sampled_from(["consumer", "x"]),
+)
+def test_protocol_check_takes_any_bytes(protocols: list[tuple[str, bytes]], protocol_type: str) -> None:
+    try:
+        usable = check_protocols(protocol_type, protocols)
+    except MixedGroupRefused as exc:
+        assert str(exc)  # a refusal always says why
+    else:
+        assert usable and set(usable) <= {n for n, _ in protocols}

@@ -68,6 +68,8 @@ def test_inconsistent_group_protocol() -> None:
     t = d.join(protocols=(("roundrobin", b""),))
     assert d.jr(t).error_code == E.INCONSISTENT_GROUP_PROTOCOL
     assert d.jr(t).member_id == ""
+    # Kafka's rule for a plain group, whatever a mixed group hosts: kafkajs's default name is refused here
+    assert d.jr(d.join(protocols=(("RoundRobinAssigner", b""),))).error_code == E.INCONSISTENT_GROUP_PROTOCOL
 
 
 def test_initial_rebalance_delay_rearms_while_members_arrive() -> None:
