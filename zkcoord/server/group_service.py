@@ -165,12 +165,16 @@ class GroupService(GroupCoordinator):
         err = self.runtime.status(h.JOIN_GROUP, req.group_id)
         if err is not None:
             return refusal(req, gm.JoinGroupResponse, err)
-        if consumer.is_consumer_group(self.state, req.group_id):  # a classic member hosted in a consumer group
+        if consumer.is_consumer_group(
+            self.state, req.group_id
+        ):  # a classic member hosted in a consumer group
             uuid = self._new_uuid() if req.member_id == "" else ""
             return await self.runtime.run(
                 req,
                 gm.JoinGroupResponse,
-                lambda now, token: consumer_classic.handle_join(self.state, req, now, token, uuid, self._topics),
+                lambda now, token: consumer_classic.handle_join(
+                    self.state, req, now, token, uuid, self._topics
+                ),
             )
         if self._mixed is not None and self._mixed.bridges(req.group_id):
             joined = await self._mixed.join(req)
