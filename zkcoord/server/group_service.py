@@ -165,9 +165,8 @@ class GroupService(GroupCoordinator):
         err = self.runtime.status(h.JOIN_GROUP, req.group_id)
         if err is not None:
             return refusal(req, gm.JoinGroupResponse, err)
-        if consumer.is_consumer_group(
-            self.state, req.group_id
-        ):  # a classic member hosted in a consumer group
+        if consumer.is_consumer_group(self.state, req.group_id):
+            # A classic member hosted in a consumer group (online migration): answered from the consumer group.
             uuid = self._new_uuid() if req.member_id == "" else ""
             return await self.runtime.run(
                 req,
