@@ -19,11 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupType, Producer
+from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
+from zkcoord.testing.producers import PacedProducer
 from zkcoord.zk.session import ensure_chroot
 
 pytestmark = pytest.mark.e2e
@@ -113,42 +114,6 @@ class Member:
         self.reader.join(5)
 
 
-class PacedProducer:
-    """~200 records/s over the topic's partitions; remembers what was acknowledged."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.topic = topic
-        self.acked: set[tuple[int, int]] = set()
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _done(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.acked.add((msg.partition(), msg.offset()))
-
-    def _run(self) -> None:
-        i = 0
-        while not self._stop.wait(0.005):
-            self._producer.produce(
-                self.topic, str(i).encode(), partition=i % PARTITIONS, on_delivery=self._done
-            )
-            self._producer.poll(0)
-            i += 1
-        self._producer.flush(20)
-
-    def start(self) -> PacedProducer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-
 def test_classic_members_replaced_by_consumer_members_and_back_never_overlap_and_lose_nothing(
     bootstrap: str,
 ) -> None:
@@ -157,7 +122,10 @@ def test_classic_members_replaced_by_consumer_members_and_back_never_overlap_and
     observer = Observer()
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])[topic].result(20)
-    producer = PacedProducer(bootstrap, topic).start()
+    # ~200 records/s round the topic's partitions; remembers what was acknowledged.
+    producer = PacedProducer(
+        bootstrap, topic, per_second=200, round_robin=True, config={"acks": "all"}
+    ).start()
     members: dict[str, Member] = {}
 
     def start(name: str, script: Path) -> None:
@@ -211,7 +179,7 @@ def test_classic_members_replaced_by_consumer_members_and_back_never_overlap_and
         assert described.type == ConsumerGroupType.CLASSIC
         assert sorted(m.client_id for m in described.members) == ["k4", "k5", "k6"]
         producer.stop()
-        assert producer.errors == []
+        assert producer.failed == []
         wait_for(lambda: producer.acked <= observer.consumed, 30, "every acknowledged record consumed")
         observer.holders()  # once more over every event
         assert len(producer.acked) > 500
