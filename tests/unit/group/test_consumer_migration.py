@@ -308,6 +308,27 @@ def test_a_parked_join_is_told_to_rejoin_when_the_group_is_upgraded() -> None:
     w.check_replay()
 
 
+def test_an_empty_classic_group_gives_way_with_its_metadata_tombstoned_and_its_offsets_kept() -> None:
+    """Kafka's maybeDeleteEmptyClassicGroup: a replay must not find a classic and a consumer group under one id."""
+    from zkcoord.group.model import replay
+    from zkcoord.records.offsets import OffsetCommitKey, OffsetCommitValue
+
+    w = World()
+    gens = classic_group(w, 1)
+    (a,) = gens
+    commit = (OffsetCommitKey("g", "t", 0), OffsetCommitValue(5, -1, "", 1))
+    w.records.append(commit)
+    replay(w.st.view, commit)
+    w.leave(a)
+    assert w.st.groups["g"].state is GroupState.EMPTY and "g" in w.st.view.groups
+    before = len(w.records)
+    assert w.hb("c", 0).error_code == 0
+    assert w.records[before] == (GroupMetadataKey("g"), None)
+    assert "g" not in w.st.groups and "g" not in w.st.view.groups and w.list_type() == "consumer"
+    assert w.st.view.offsets["g"][("t", 0)].offset == 5
+    w.check_replay()
+
+
 # ------------------------------------------------------------------------------------- hosted classic members
 
 
