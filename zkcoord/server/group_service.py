@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 from zkcoord.errors import ZkcoordError
-from zkcoord.group import consumer
+from zkcoord.group import consumer, consumer_classic
 from zkcoord.group import consumer_messages as cm
 from zkcoord.group import handlers as h
 from zkcoord.group import messages as gm
@@ -166,9 +166,15 @@ class GroupService(GroupCoordinator):
         if err is not None:
             return refusal(req, gm.JoinGroupResponse, err)
         if consumer.is_consumer_group(self.state, req.group_id):
-            # Online migration (classic members in a consumer group) is not served yet: Kafka's answer when it
-            # is off (group.consumer.migration.policy=disabled) for a group that is not a classic group.
-            return refusal(req, gm.JoinGroupResponse, ErrorCode.GROUP_ID_NOT_FOUND)
+            # A classic member hosted in a consumer group (online migration): answered from the consumer group.
+            uuid = self._new_uuid() if req.member_id == "" else ""
+            return await self.runtime.run(
+                req,
+                gm.JoinGroupResponse,
+                lambda now, token: consumer_classic.handle_join(
+                    self.state, req, now, token, uuid, self._topics
+                ),
+            )
         if self._mixed is not None and self._mixed.bridges(req.group_id):
             joined = await self._mixed.join(req)
             if isinstance(joined, gm.JoinGroupResponse):
@@ -299,7 +305,7 @@ class GroupService(GroupCoordinator):
         resp = await self.runtime.run(
             req,
             cm.ConsumerGroupHeartbeatResponse,
-            lambda now, token: consumer.handle_consumer_heartbeat(
+            lambda now, token: consumer_classic.handle_consumer_heartbeat(
                 self.state, req, now, token, self._topics, new_id
             ),
         )
