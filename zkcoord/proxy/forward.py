@@ -73,6 +73,9 @@ SASL_VERSIONS = {
 CHUNK = 256 * 1024  # a receive buffer; a larger frame gets a buffer of its own size
 BIG_FRAME = 64 * 1024  # a frame this large is received up to its end and no further
 TAIL = 4096  # how far past the end of a smaller frame one receive may reach
+KEEP = (
+    4 * CHUNK
+)  # a buffer larger than this (made for one large frame) is dropped once its frames are handed on
 HIGH_WATER = 1 << 20  # unsent bytes on a socket above which the other side is not read
 # The largest answer frame taken from a broker (a Fetch answer is bounded by fetch.max.bytes, 50 MiB by default).
 MAX_ANSWER_BYTES = 256 * 1024 * 1024
@@ -140,7 +143,9 @@ class _Frames(asyncio.BufferedProtocol):
         frame that does not fit in this buffer moves at most TAIL bytes to the next one); a frame of BIG_FRAME
         bytes or more is received up to its end and no further."""
         pending = self.end - self.start
-        if not pending and self.start and self.link.released(self):
+        if not pending and len(self.buf) > KEEP:  # a large frame's own buffer is not kept for the next ones
+            self.buf, self.start, self.end = memoryview(bytearray(CHUNK)), 0, 0
+        elif not pending and self.start and self.link.released(self):
             self.start = self.end = 0  # every frame of the buffer is written on: receive into it again
         size = len(self.buf)
         if (
