@@ -12,8 +12,7 @@ Goal (issue 26): >= 0.9x the direct throughput and <= 1 ms added p99.
     .venv/bin/python -m benchmarks.bench_proxy      # writes the "proxy" section of docs/benchmarks.md
     .venv/bin/python -m benchmarks.bench_proxy --before /tmp/old-checkout
         # adds a third target in the same run: a proxy started from another checkout of zkcoord (e.g. `git worktree
-        # add --detach /tmp/old-checkout main`), to compare two versions of the proxy on one machine at one time;
-        # prints its table and writes nothing
+        # add --detach /tmp/old-checkout main`), to compare two versions of the proxy on one machine at one time
 """
 
 from __future__ import annotations
@@ -210,7 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--before", type=Path, metavar="CHECKOUT", default=None,
                         help="also measure a proxy run from this checkout of zkcoord (a third target in the same "
-                             "run); prints the table and leaves docs/benchmarks.md alone (default: none)")  # fmt: skip
+                             "run, its figures written below the table; default: none)")  # fmt: skip
     args = parser.parse_args(argv)
     with ZooKeeper.start(1) as zk, Tansu.start() as tansu:
         tansu.create_topic(TOPIC, PARTITIONS)
@@ -278,17 +277,19 @@ def main(argv: list[str] | None = None) -> None:
             "Tansu and the proxy competed with other processes, so the latencies above are mostly scheduling "
             "delay; the throughput ratios are the figures to read. The p99 goal needs a run on a quiet machine."
         )
-    if args.before is None:
-        write_section("proxy", body)
-        return
-    b = figures["before"]
+    if args.before is not None:
+        b = figures["before"]
+        commit = subprocess.run(["git", "-C", str(args.before), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=False).stdout.strip() or "?"  # fmt: skip
+        body += (
+            f"\n\nIn the same run, alternating with the two above, the proxy of commit {commit} (`--before`): "
+            f"produce {b.produce_rps:,.0f} records/s ({b.produce_rps / d.produce_rps:.2f}x direct), fetch "
+            f"{b.fetch_rps:,.0f} records/s ({b.fetch_rps / d.fetch_rps:.2f}x), produce p50/p99 at half load "
+            f"{b.p50_ms:.2f}/{b.p99_ms:.2f} ms, fetch p50/p99 {b.fetch_p50_ms:.2f}/{b.fetch_p99_ms:.2f} ms, half-load "
+            f"rate achieved {b.achieved_rps:,.0f} records/s."
+        )
     print(body)
-    print(
-        f"\nbefore ({args.before}): produce {b.produce_rps:,.0f} records/s ({b.produce_rps / d.produce_rps:.2f}x), "
-        f"fetch {b.fetch_rps:,.0f} records/s ({b.fetch_rps / d.fetch_rps:.2f}x), produce p50/p99 {b.p50_ms:.2f}/"
-        f"{b.p99_ms:.2f} ms, fetch p50/p99 {b.fetch_p50_ms:.2f}/{b.fetch_p99_ms:.2f} ms, half-load rate "
-        f"{b.achieved_rps:,.0f} records/s; load {LOAD_AT_START:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
-    )
+    write_section("proxy", body)
 
 
 if __name__ == "__main__":

@@ -122,9 +122,8 @@ class _Frames(asyncio.BufferedProtocol):
         self.start = 0  # the first byte not handed on
         self.end = 0  # the end of what was received
         self.need = 0  # the framed size of the frame at `start`, once its size prefix is read (0: not yet)
-        self.holds: set[str] = (
-            set()
-        )  # why reading is paused: "peer" (its socket is full), "link", "in_flight"
+        # Why reading is paused: "peer" (the other socket is full), "link" (a step of the link), "in_flight".
+        self.holds: set[str] = set()
         self.carried = 0  # bytes moved from one buffer to the next (a frame split across them)
         self._parsing = False
 
