@@ -10,10 +10,14 @@ p50/p99 (produce() to the consumer having it: the record crosses the proxy twice
 Goal (issue 26): >= 0.9x the direct throughput and <= 1 ms added p99.
 
     .venv/bin/python -m benchmarks.bench_proxy      # writes the "proxy" section of docs/benchmarks.md
+    .venv/bin/python -m benchmarks.bench_proxy --before /tmp/old-checkout
+        # adds a third target in the same run: a proxy started from another checkout of zkcoord (e.g. `git worktree
+        # add --detach /tmp/old-checkout main`), to compare two versions of the proxy on one machine at one time
 """
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import os
 import statistics
@@ -41,17 +45,17 @@ LATENCY_SECONDS = 5.0
 PRODUCER = {"linger.ms": 5, "acks": 1, "batch.num.messages": 10000}
 
 
-# What "frames pass without decoding or copying more than once" comes to, checked (the first sentence by
-# tests/unit/proxy/test_proxy_passthrough.py) and read from CPython 3.11's asyncio (streams.py, selector_events.py).
+# What "frames pass without decoding or copying more than once" comes to, checked by
+# tests/unit/proxy/test_proxy_passthrough.py and read from CPython 3.11's asyncio (selector_events.py, sslproto.py).
 FRAMES_CHECK = (
-    "Frames: the proxy's own code neither decodes nor copies a forwarded Produce or Fetch frame or its answer: it "
-    "reads the 4-byte size and the 8-byte header, and writes on the very object it read "
-    "(`tests/unit/proxy/test_proxy_passthrough.py` fails on any decoder call or an added copy; only Produce's acks "
-    "are peeked). asyncio's streams, which it reads with, copy more than once: each received chunk is appended to "
-    "the StreamReader's bytearray, `readexactly` copies the frame out twice (`bytes(buffer[:n])`: a slice, then "
-    "bytes) and shifts what follows it (`del buffer[:n]`), and the transport appends a write to its own buffer when "
-    "the socket does not take it whole. So: no decoding, but three to four user-space copies per frame, not one. "
-    "Getting to one needs a `BufferedProtocol` (receive into a reused buffer, write memoryviews of it); not done yet."
+    "Frames: the proxy neither decodes nor copies a forwarded Produce or Fetch frame or its answer: both sockets "
+    "are read by an asyncio `BufferedProtocol`, so the kernel receives into the proxy's own buffer (256 KiB, or one "
+    "frame's size), the proxy reads the 4-byte size and the 8-byte header there (and Produce's acks), and writes on "
+    "a memoryview of that same buffer, consecutive frames in one write. `tests/unit/proxy/test_proxy_passthrough.py` "
+    "fails on any decoder call, on any write that is not a view of a buffer the kernel received into, and when more "
+    "than 1% of the bytes move between the proxy's buffers (a frame split across two: at most 4 KiB of it; 0.13% "
+    "there). What asyncio still copies: the rest of a write the socket does not take at once (appended to the "
+    "transport's buffer; then the other side is not read past 1 MiB unsent), and TLS's encryption and decryption."
 )
 
 
@@ -181,24 +185,45 @@ def median_figures(found: list[Figures]) -> Figures:
     return Figures(*(statistics.median(getattr(f, k) for f in found) for k in keys))
 
 
-def main() -> None:
+def start_proxy(zk_hosts: str, data_dir: Path, node_id: int, checkout: Path | None) -> tuple[Any, int]:
+    """A `zkcoord proxy` process (from `checkout` if given: run there, importing its zkcoord) and its port,
+    once it listens for broker 111."""
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(checkout)} if checkout is not None else None
+    proxy = subprocess.Popen(
+        [sys.executable, "-m", "zkcoord", "proxy", "--zk", zk_hosts, "--listen", f"127.0.0.1:{port}",
+         "--node-id", str(node_id), "--data-dir", str(data_dir), "--broker-port", f"111={free_port()}"],
+        stdout=subprocess.PIPE, stderr=open(data_dir.with_suffix(".log"), "w"), text=True,  # noqa: SIM115
+        cwd=checkout, env=env,
+    )  # fmt: skip
+    assert proxy.stdout is not None
+    for line in proxy.stdout:
+        if "broker 111 behind" in line:
+            break
+    return proxy, port
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--before", type=Path, metavar="CHECKOUT", default=None,
+                        help="also measure a proxy run from this checkout of zkcoord (a third target in the same "
+                             "run, its figures written below the table; default: none)")  # fmt: skip
+    args = parser.parse_args(argv)
     with ZooKeeper.start(1) as zk, Tansu.start() as tansu:
         tansu.create_topic(TOPIC, PARTITIONS)
         client = connect(zk.hosts)
-        port = free_port()
         with register_in_zookeeper(client, tansu):
-            proxy = subprocess.Popen(
-                [sys.executable, "-m", "zkcoord", "proxy", "--zk", zk.hosts, "--listen", f"127.0.0.1:{port}",
-                 "--node-id", "9000", "--data-dir", str(Path(zk.base_dir) / "proxy"),
-                 "--broker-port", f"111={free_port()}"],
-                stdout=subprocess.PIPE, stderr=open(Path(zk.base_dir) / "proxy.log", "w"), text=True,  # noqa: SIM115
-            )  # fmt: skip
+            proxies = [start_proxy(zk.hosts, Path(zk.base_dir) / "proxy", 9000, None)]
+            if args.before is not None:
+                proxies.append(
+                    start_proxy(zk.hosts, Path(zk.base_dir) / "proxy-before", 9001, args.before.resolve())
+                )
             try:
-                assert proxy.stdout is not None
-                for line in proxy.stdout:
-                    if "broker 111 behind" in line:
-                        break
-                targets = {"direct": tansu.bootstrap, "proxy": f"127.0.0.1:{port}"}
+                targets = {"direct": tansu.bootstrap, "proxy": f"127.0.0.1:{proxies[0][1]}"}
+                if args.before is not None:
+                    targets["before"] = f"127.0.0.1:{proxies[1][1]}"
                 samples: dict[str, list[Figures]] = {name: [] for name in targets}
                 written = 0
                 for round_no in range(ROUNDS):  # targets alternate, the first one changing every round
@@ -210,15 +235,16 @@ def main() -> None:
                     rate = statistics.median(f.produce_rps for f in samples["direct"]) / 2
                     for name in order:
                         f = samples[name][-1]
-                        tag = round_no * 2 + (name == "proxy")
+                        tag = round_no * len(targets) + list(targets).index(name)
                         f.p50_ms, f.p99_ms, f.fetch_p50_ms, f.fetch_p99_ms, f.achieved_rps = (
                             half_load_latency(targets[name], rate, tag)
                         )
                         written += int(rate * LATENCY_SECONDS)
                 figures = {name: median_figures(found) for name, found in samples.items()}
             finally:
-                proxy.terminate()
-                proxy.wait(15)
+                for proxy, _ in proxies:
+                    proxy.terminate()
+                    proxy.wait(15)
         client.stop()
         client.close()
     d, p = figures["direct"], figures["proxy"]
@@ -251,6 +277,18 @@ def main() -> None:
             "Tansu and the proxy competed with other processes, so the latencies above are mostly scheduling "
             "delay; the throughput ratios are the figures to read. The p99 goal needs a run on a quiet machine."
         )
+    if args.before is not None:
+        b = figures["before"]
+        commit = subprocess.run(["git", "-C", str(args.before), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=False).stdout.strip() or "?"  # fmt: skip
+        body += (
+            f"\n\nIn the same run, alternating with the two above, the proxy of commit {commit} (`--before`): "
+            f"produce {b.produce_rps:,.0f} records/s ({b.produce_rps / d.produce_rps:.2f}x direct), fetch "
+            f"{b.fetch_rps:,.0f} records/s ({b.fetch_rps / d.fetch_rps:.2f}x), produce p50/p99 at half load "
+            f"{b.p50_ms:.2f}/{b.p99_ms:.2f} ms, fetch p50/p99 {b.fetch_p50_ms:.2f}/{b.fetch_p99_ms:.2f} ms, half-load "
+            f"rate achieved {b.achieved_rps:,.0f} records/s."
+        )
+    print(body)
     write_section("proxy", body)
 
 

@@ -22,7 +22,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +35,7 @@ from zkcoord.group import messages as gm
 from zkcoord.group.config import GroupConfig
 from zkcoord.group.errors import ErrorCode
 from zkcoord.proxy.brokers import Brokers, BrokerWatch
-from zkcoord.proxy.forward import Link
+from zkcoord.proxy.forward import Link, listen
 from zkcoord.proxy.ports import PortMap
 from zkcoord.proxy.upstream import PLAINTEXT, UpstreamSecurity
 from zkcoord.security.acl import Operation, Session
@@ -144,9 +144,7 @@ class ProxyNode:
             self.handoffs = HandoffWatch(self.client)
             await asyncio.to_thread(self.handoffs.start)
             await self._start_groups()
-        server = await asyncio.start_server(
-            self._accept(None), cfg.host, cfg.ports.bootstrap, limit=1 << 20, ssl=self._tls
-        )
+        server = await listen(cfg.host, cfg.ports.bootstrap, self._accept(None), self._links, ssl=self._tls)
         self._servers[None] = server
         await self._sync(dict(self.watch.brokers))
         data = json.dumps(
@@ -256,8 +254,8 @@ class ProxyNode:
 
     async def _bind(self, node_id: int) -> None:
         port = self.config.ports.port_for(node_id)
-        self._servers[node_id] = await asyncio.start_server(
-            self._accept(node_id), self.config.host, port, limit=1 << 20, ssl=self._tls
+        self._servers[node_id] = await listen(
+            self.config.host, port, self._accept(node_id), self._links, ssl=self._tls
         )
         log.info("proxy: broker %d behind %s:%d", node_id, self.config.host, port)
 
@@ -276,16 +274,15 @@ class ProxyNode:
                 self._starting[node_id] = self._loop.create_task(self._bind(node_id))
         return self.config.advertised, self.config.ports.port_for(node_id)
 
-    def _accept(self, node_id: int | None):  # type: ignore[no-untyped-def]
-        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def _accept(self, node_id: int | None) -> Callable[[asyncio.Transport], Link | None]:
+        def make_link(transport: asyncio.Transport) -> Link | None:
             upstream = self._upstream(node_id)
             if upstream is None:
                 log.warning("proxy: no live broker behind %s; closing the client connection",
                             "the bootstrap" if node_id is None else f"broker {node_id}")  # fmt: skip
-                writer.close()
-                return
+                return None
             security = self.config.security
-            peername = writer.get_extra_info("peername")
+            peername = transport.get_extra_info("peername")
             ip, peer = (
                 (str(peername[0]), f"{peername[0]}:{peername[1]}")
                 if isinstance(peername, tuple)
@@ -295,25 +292,17 @@ class ProxyNode:
             if (
                 security is not None
             ):  # the TLS handshake is done: an SSL listener's principal is the certificate's
-                session = security.session(writer.get_extra_info("ssl_object"), ip, peer)
+                session = security.session(transport.get_extra_info("ssl_object"), ip, peer)
                 if session is None:
-                    writer.close()
-                    return
-            link = Link(reader, writer, upstream, self.address_of, self.caps,
+                    return None
+            # Nothing is connected upstream yet: the Link opens its broker connection at the first frame to
+            # forward, and logs in there only once the client has logged in (zkcoord.proxy.forward).
+            return Link(upstream, self.address_of, self.caps,
                         self if self._dispatch is not None else None, self.config.max_request_bytes,
-                        connect=self.config.upstream.connect, session=session,
+                        security=self.config.upstream, session=session,
                         auth=security.authenticator(peer) if security is not None else None)  # fmt: skip
-            task = asyncio.current_task()
-            assert task is not None
-            self._links.add(task)
-            try:
-                await link.run()
-            except asyncio.CancelledError:
-                pass  # the proxy is closing: the connection task ends here, not as an error asyncio logs
-            finally:
-                self._links.discard(task)
 
-        return serve
+        return make_link
 
     # -- the groups this proxy coordinates (zkcoord.proxy.forward.LocalGroups) ------------------------------
 

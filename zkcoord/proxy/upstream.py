@@ -1,6 +1,7 @@
 """How the proxy connects to a real broker: the security of `--command-config FILE` (Kafka's client properties,
 read by zkcoord.security.client_config) turned into a TLS client context and a SASL login (PLAIN, SCRAM-SHA-256,
-SCRAM-SHA-512) done by the proxy itself on each upstream connection before any client frame is forwarded on it.
+SCRAM-SHA-512) done by the proxy itself on each upstream connection, once its client has logged in to the proxy,
+before any other client frame than an ApiVersions is forwarded on it.
 
 Guarantees: a property the proxy cannot honour is a ConfigError naming it (and the file) before anything binds;
 the login is a sans-IO exchange over Kafka's SaslHandshake v1 + SaslAuthenticate v1 frames, every answer read
@@ -65,20 +66,27 @@ class UpstreamSecurity:
 
     async def connect(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
         """An upstream connection to host:port, TLS-wrapped and logged in as this config says."""
+        reader, writer = await self.open(host, port)
+        await self.login(reader, writer)
+        return reader, writer
+
+    async def open(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """An upstream connection to host:port, TLS-wrapped as this config says, not logged in yet (a broker
+        answers ApiVersions before the login)."""
         if self.tls is not None:
             server_name = host if self.check_hostname else None
-            reader, writer = await asyncio.open_connection(
-                host, port, ssl=self.tls, server_hostname=server_name, limit=1 << 20
-            )
-        else:
-            reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
+            return await asyncio.open_connection(host, port, ssl=self.tls, server_hostname=server_name)
+        return await asyncio.open_connection(host, port)
+
+    async def login(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """The proxy's own SASL login on an opened connection (nothing without SASL); the connection is closed
+        when it fails."""
         if self.mechanism is not None:
             try:
                 await self._login(reader, writer)
             except BaseException:
                 writer.close()
                 raise
-        return reader, writer
 
     async def _login(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         assert self.mechanism is not None

@@ -41,14 +41,14 @@ async def _through(
                 seen.append(req.api_key)
                 writer.write(kp.api_versions_response(req))
 
-    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        link = forward.Link(reader, writer, ("127.0.0.1", up_port), lambda n, h, p: (h, p), {}, None, 1 << 20,
-                            auth=auth)  # fmt: skip
-        await link.run()
-
     upstream = await asyncio.start_server(broker, "127.0.0.1", 0)
     up_port = upstream.sockets[0].getsockname()[1]
-    proxy = await asyncio.start_server(accept, "127.0.0.1", 0)
+    links: set[asyncio.Task[None]] = set()
+    proxy = await forward.listen(
+        "127.0.0.1", 0,
+        lambda t: forward.Link(("127.0.0.1", up_port), lambda n, h, p: (h, p), {}, None, 1 << 20, auth=auth),
+        links,
+    )  # fmt: skip
     answers: list[bytes] = []
     try:
         reader, client = await asyncio.open_connection("127.0.0.1", proxy.sockets[0].getsockname()[1])
