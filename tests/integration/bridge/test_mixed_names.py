@@ -1,0 +1,117 @@
+"""One mixed group, each member answered in its own protocol name: a group service with the real mixed-group bridge
+on a real ZooKeeper, JoinGroup and SyncGroup v5 as kafkajs (`RoundRobinAssigner` only) and sarama 1.22 (`range`
+only) send them. The classic core picks one name for the group (`range`), each member hears its own, a SyncGroup
+naming another member's name is refused, and the owner znodes are held for the shares sent."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zkcoord.bridge.membership import MixedGroupBridge
+from zkcoord.bridge.mixed_policy import decode_assignment
+from zkcoord.group.config import GroupConfig
+from zkcoord.group.errors import ErrorCode
+from zkcoord.group.messages import JoinGroupRequest, SyncGroupRequest
+from zkcoord.server.group_service import GroupService
+from zkcoord.server.mixed_decisions import FOLLOW_PROTOCOL
+from zkcoord.storage import FileRecordStore
+from zkcoord.zk import registry
+
+pytestmark = pytest.mark.integration
+
+GROUP = "mixed-names"
+TOPIC = "t"
+PARTITIONS = 4
+SUB = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"  # ConsumerProtocolSubscription v0 of topic "t"
+KAFKAJS = (("RoundRobinAssigner", SUB),)
+SARAMA = (("range", SUB),)
+
+
+def join_req(member_id: str, protocols: tuple[tuple[str, bytes], ...], client: str) -> JoinGroupRequest:
+    return JoinGroupRequest(
+        5, GROUP, 10_000, 10_000, member_id, None, "consumer", protocols, client_id=client
+    )
+
+
+def sync_req(member: str, generation: int, name: str, assignments: tuple[tuple[str, bytes], ...] = ()) -> Any:
+    return SyncGroupRequest(5, GROUP, generation, member, None, "consumer", name, assignments)
+
+
+async def join(svc: GroupService, protocols: tuple[tuple[str, bytes], ...], client: str) -> str:
+    """A v4+ client's first JoinGroup: MEMBER_ID_REQUIRED and its id."""
+    first = await svc.join_group(join_req("", protocols, client))
+    assert first.error_code == ErrorCode.MEMBER_ID_REQUIRED, first
+    return first.member_id
+
+
+Offer = tuple[str, tuple[tuple[str, bytes], ...], str]  # member id, protocols, client id
+
+
+async def rebalance(svc: GroupService, members: list[Offer]) -> tuple[list[Any], list[Any]]:
+    """Every member joins, then syncs (the leader with a proposal the bridge replaces) naming the protocol it was
+    answered in, as clients do; a round that ends REBALANCE_IN_PROGRESS (the bridge's watch on the legacy
+    members fires once when it is set) is run again, at most 5 times. (JoinGroup, SyncGroup) answers per member."""
+    for _ in range(5):
+        joins = await asyncio.gather(*(svc.join_group(join_req(m, p, c)) for m, p, c in members))
+        assert all(j.error_code == 0 for j in joins), joins
+        leader = joins[0].leader
+        proposal = tuple((m, b"") for m, _, _ in members)
+        syncs = await asyncio.gather(
+            *(
+                svc.sync_group(sync_req(m, j.generation_id, j.protocol_name, proposal if m == leader else ()))
+                for (m, _, _), j in zip(members, joins, strict=True)
+            )
+        )
+        if all(s.error_code == 0 for s in syncs):
+            return joins, syncs
+        assert {s.error_code for s in syncs} <= {0, ErrorCode.REBALANCE_IN_PROGRESS}, syncs
+    raise AssertionError(f"no rebalance completed in 5 rounds: {syncs}")
+
+
+def test_kafkajs_and_sarama_names_in_one_group(zk: Any, zk_connect: str, tmp_path: Path) -> None:
+    registry.write_topic(zk, TOPIC, {p: [1] for p in range(PARTITIONS)})
+
+    async def main() -> None:
+        bridge = MixedGroupBridge(zk_connect, "mixed-.*", hand_over_timeout_ms=500)
+        await bridge.start()
+        svc = GroupService(
+            GroupConfig(group_initial_rebalance_delay_ms=0),
+            FileRecordStore(tmp_path / "records", "always"),
+            membership_bridge=bridge,
+        )
+        await svc.start()
+        try:
+            js = (await join(svc, KAFKAJS, "js"), KAFKAJS, "js")
+            (one,), (alone,) = await rebalance(svc, [js])
+            assert (one.protocol_name, alone.protocol_name) == ("RoundRobinAssigner", "RoundRobinAssigner")
+            assert svc.state.groups[GROUP].protocol_name == FOLLOW_PROTOCOL  # the core's name for it
+            assert len(decode_assignment(alone.assignment)) == PARTITIONS
+
+            go = (await join(svc, SARAMA, "go"), SARAMA, "go")
+            joins, syncs = await rebalance(svc, [go, js])
+            # each answered in its own name: sarama's range fixes the group's, kafkajs's leader finds its own
+            assert [j.protocol_name for j in joins] == ["range", "RoundRobinAssigner"]
+            assert [s.protocol_name for s in syncs] == ["range", "RoundRobinAssigner"]
+            assert svc.state.groups[GROUP].protocol_name == "range"
+            shares = [decode_assignment(s.assignment) for s in syncs]
+            assert sorted(tp.partition for s in shares for tp in s) == list(range(PARTITIONS))
+            assert [len(s) for s in shares] == [2, 2]
+            owners = zk.get_children(f"/consumers/{GROUP}/owners/{TOPIC}")
+            assert sorted(int(p) for p in owners) == list(range(PARTITIONS))  # held for what was sent
+
+            # a SyncGroup naming a protocol the member was not answered in is refused; its own is accepted
+            gen = joins[0].generation_id
+            wrong = await svc.sync_group(sync_req(js[0], gen, "range"))
+            assert wrong.error_code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL, wrong
+            again = await svc.sync_group(sync_req(js[0], gen, "RoundRobinAssigner"))
+            assert (again.error_code, again.protocol_name) == (0, "RoundRobinAssigner"), again
+            assert again.assignment == syncs[1].assignment
+        finally:
+            await svc.close()
+            await bridge.close()
+
+    asyncio.run(main())
