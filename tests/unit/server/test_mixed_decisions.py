@@ -218,7 +218,7 @@ def test_kafkajs_and_sarama_share_a_group_each_answered_in_its_own_name() -> Non
 
 
 def test_members_of_other_names_only_follow_the_legacy_members_under_one_label() -> None:
-    d, answers = mixed_join(KAFKAJS, COOPERATIVE)
+    _, answers = mixed_join(KAFKAJS, COOPERATIVE)
     assert {a.protocol_name for a in answers} == {md.FOLLOW_PROTOCOL}  # what DescribeGroups shows
     assert md.answered_name(KAFKAJS, md.FOLLOW_PROTOCOL) == "RoundRobinAssigner"
     assert md.answered_name(COOPERATIVE, md.FOLLOW_PROTOCOL) == "cooperative-sticky"
@@ -232,7 +232,7 @@ def test_members_of_other_names_only_follow_the_legacy_members_under_one_label()
 def test_range_only_and_roundrobin_only_members_still_disagree() -> None:
     """The legacy members use one algorithm: a member naming only the other one is refused by the core's
     one-name rule, as before."""
-    d, answers = mixed_join(SARAMA, (("roundrobin", SUB),))
+    _, answers = mixed_join(SARAMA, (("roundrobin", SUB),))
     codes = sorted(a.error_code for a in answers)
     assert codes == [0, int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)], answers
 
@@ -262,9 +262,8 @@ def test_core_protocols_keep_each_metadata_and_name_the_follower_label_once() ->
         ("cooperative-sticky", b"c"),
     )  # fmt: skip
     assert md.core_protocols((("range", b"r"),)) == (("range", b"r"),)
-    assert md.core_protocols(((md.FOLLOW_PROTOCOL, b"f"),)) == ((md.FOLLOW_PROTOCOL, b"f"),) + tuple(
-        (s, b"f") for s in md.LEGACY_STRATEGIES
-    )
+    follow = ((md.FOLLOW_PROTOCOL, b"f"),)
+    assert md.core_protocols(follow) == (*follow, *((s, b"f") for s in md.LEGACY_STRATEGIES))
 
 
 def test_a_sync_names_the_members_own_protocol() -> None:
@@ -286,7 +285,8 @@ def test_the_hand_over_treats_each_member_by_its_own_protocol() -> None:
     group = d.st.groups["g"]
     assert group.protocol_name == "range"
     names = {
-        a.member_id: md.answered_name(o, group.protocol_name) for a, o in zip(answers, (COOPERATIVE, SARAMA))
+        a.member_id: md.answered_name(o, group.protocol_name)
+        for a, o in zip(answers, (COOPERATIVE, SARAMA), strict=True)
     }
     coop = next(m for m, n in names.items() if n == "cooperative-sticky")
     call = md.hand_over_call(group, sync_req(group.leader_id or "", group.generation), names)
