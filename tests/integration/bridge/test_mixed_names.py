@@ -1,11 +1,13 @@
 """One mixed group, each member answered in its own protocol name: a group service with the real mixed-group bridge
 on a real ZooKeeper, JoinGroup and SyncGroup v5 as kafkajs (`RoundRobinAssigner` only) and sarama 1.22 (`range`
 only) send them. The classic core picks one name for the group (`range`), each member hears its own, a SyncGroup
-naming another member's name is refused, and the owner znodes are held for the shares sent."""
+naming another member's name is refused, and the owner znodes are held for the shares sent. And each member is
+treated by its own rebalance protocol: a `cooperative-sticky` member in a `range` group keeps what stays."""
 
 from __future__ import annotations
 
 import asyncio
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +112,62 @@ def test_kafkajs_and_sarama_names_in_one_group(zk: Any, zk_connect: str, tmp_pat
             again = await svc.sync_group(sync_req(js[0], gen, "RoundRobinAssigner"))
             assert (again.error_code, again.protocol_name) == (0, "RoundRobinAssigner"), again
             assert again.assignment == syncs[1].assignment
+        finally:
+            await svc.close()
+            await bridge.close()
+
+    asyncio.run(main())
+
+
+def cooperative_subscription(owned: list[int]) -> bytes:
+    """A ConsumerProtocolSubscription v1 of topic "t" listing owned partitions, as a KIP-429 client rejoins."""
+    out = struct.pack(">hih", 1, 1, 1) + b"t" + struct.pack(">i", -1)
+    out += struct.pack(">ih", 1, 1) + b"t" + struct.pack(">i", len(owned))
+    return out + b"".join(struct.pack(">i", p) for p in owned)
+
+
+def test_a_cooperative_member_beside_an_eager_one_keeps_what_stays(
+    zk: Any, zk_connect: str, tmp_path: Path
+) -> None:
+    """kafka-python's/librdkafka's `cooperative-sticky` member holds every partition; a sarama `range` member
+    joins, so the group's name becomes `range`. The cooperative member, answered `cooperative-sticky`, is
+    treated as one: the owner znodes of the partitions it keeps are never re-created, and those moving to the
+    newcomer are withheld (not sent to it while the cooperative member still consumes them)."""
+    registry.write_topic(zk, TOPIC, {p: [1] for p in range(PARTITIONS)})
+    base = f"/consumers/{GROUP}/owners/{TOPIC}"
+
+    def czxids() -> dict[int, int]:
+        return {int(p): zk.exists(f"{base}/{p}").czxid for p in zk.get_children(base)}
+
+    async def main() -> None:
+        bridge = MixedGroupBridge(zk_connect, "mixed-.*", hand_over_timeout_ms=500)
+        await bridge.start()
+        svc = GroupService(
+            GroupConfig(group_initial_rebalance_delay_ms=0),
+            FileRecordStore(tmp_path / "records", "always"),
+            membership_bridge=bridge,
+        )
+        await svc.start()
+        try:
+            fresh = (("cooperative-sticky", cooperative_subscription([])),)
+            coop = await join(svc, fresh, "coop")
+            (one,), (alone,) = await rebalance(svc, [(coop, fresh, "coop")])
+            assert (one.protocol_name, alone.protocol_name) == ("cooperative-sticky", "cooperative-sticky")
+            assert len(decode_assignment(alone.assignment)) == PARTITIONS
+            before = czxids()
+            assert sorted(before) == list(range(PARTITIONS))
+
+            go = await join(svc, SARAMA, "go")
+            owning = (("cooperative-sticky", cooperative_subscription(list(range(PARTITIONS)))),)
+            joins, syncs = await rebalance(svc, [(coop, owning, "coop"), (go, SARAMA, "go")])
+            assert [j.protocol_name for j in joins] == ["cooperative-sticky", "range"]
+            assert svc.state.groups[GROUP].protocol_name == "range"
+            kept = {tp.partition for tp in decode_assignment(syncs[0].assignment)}
+            assert len(kept) == PARTITIONS // 2, kept  # its share under range, all of which it already owned
+            assert decode_assignment(syncs[1].assignment) == ()  # the rest is withheld until coop revokes it
+            after = czxids()
+            assert {p: after[p] for p in kept} == {p: before[p] for p in kept}  # never released
+            assert sorted(after) == list(range(PARTITIONS))  # coop still holds what it has not revoked
         finally:
             await svc.close()
             await bridge.close()
