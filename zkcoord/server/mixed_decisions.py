@@ -102,7 +102,9 @@ def answered_name(kept: Sequence[tuple[str, bytes]], group_protocol: str | None)
     if group_protocol is None:
         return None
     names = [n for n, _ in kept]
-    if group_protocol in names:
+    if (
+        group_protocol in names and group_protocol != FOLLOW_PROTOCOL
+    ):  # the label stands for its first other name
         return group_protocol
     return next((n for n in names if n not in LEGACY_STRATEGIES), group_protocol)
 

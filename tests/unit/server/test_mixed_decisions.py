@@ -4,8 +4,11 @@ built (the pure test driver), and the typed answers of the coordinator runtime."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zkcoord.bridge.mixed_policy import MixedGroupRefused
 from zkcoord.group import handlers as h
@@ -370,3 +373,36 @@ def test_answers_are_checked_against_the_type_their_request_is_answered_with() -
     )
     with pytest.raises(TypeError, match="expected a JoinGroupResponse"):
         answer_as(JoinGroupResponse, HeartbeatResponse(0))
+
+
+NAMES = ("range", "roundrobin", "RoundRobinAssigner", "sticky", "cooperative-sticky", md.FOLLOW_PROTOCOL)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(NAMES), min_size=1, max_size=4, unique=True).map(
+            lambda names: tuple((n, n.encode()) for n in names)
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_whatever_the_core_picks_each_member_is_answered_a_name_it_offered(offers: list[Any]) -> None:
+    """For any members' offers: the names the core sees for all of them have a common one exactly when no two
+    members name only different legacy strategies; whichever common name the core picks, each member is
+    answered one it offered, and a member not naming a picked range/roundrobin has another name to follow
+    with; the metadata the core keeps under the pick is that of the name the member is answered in."""
+    seen = [md.core_protocols(o) for o in offers]
+    assert all(len({n for n, _ in s}) == len(s) for s in seen)  # no name twice
+    common = set.intersection(*({n for n, _ in s} for s in seen))
+    only = {frozenset(n for n, _ in o) for o in offers if all(n in md.LEGACY_STRATEGIES for n, _ in o)}
+    fixed = set.intersection(*(set(s) for s in only)) if only else None
+    assert bool(common) == (fixed is None or bool(fixed))
+    for pick in common:
+        for offer, s in zip(offers, seen, strict=True):
+            name = md.answered_name(offer, pick)
+            assert name in dict(offer)
+            assert dict(s)[pick] == dict(offer)[name]
+            if pick in md.LEGACY_STRATEGIES and name != pick:
+                assert name not in md.LEGACY_STRATEGIES
