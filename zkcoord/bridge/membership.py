@@ -34,7 +34,6 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from zkcoord.bridge.mixed_policy import (
-    COOPERATIVE_PROTOCOLS,
     LEGACY_STRATEGIES,
     ClassicMember,
     Malformed,
@@ -295,11 +294,12 @@ class MixedGroupBridge:
     ) -> dict[str, bytes]:
         """The leader's SyncGroup: register the generation's members, hand partitions over, and return each
         member's assignment (ConsumerProtocolAssignment bytes) of exactly the partitions held for it.
-        `metadata`: member id -> its subscription, whose owned partitions a KIP-429 member's hand-over uses."""
+        `metadata`: member id -> the subscription of each KIP-429 member (the group service hands on only those of
+        members answered a cooperative name), whose owned partitions its hand-over keeps."""
         async with self._lock(group):
             subscriptions = metadata or {}
             classic = tuple(
-                ClassicMember(mid, client, topics, self._still_owned(protocol, subscriptions.get(mid)))
+                ClassicMember(mid, client, topics, self._still_owned(subscriptions.get(mid)))
                 for mid, client, topics in members
             )
             return await asyncio.to_thread(
@@ -307,10 +307,11 @@ class MixedGroupBridge:
             )
 
     @staticmethod
-    def _still_owned(protocol: str, subscription: bytes | None) -> tuple[TopicPartition, ...]:
-        """What a KIP-429 member says it still owns; eager members own nothing at a rebalance. A subscription
-        that cannot be read counts as owning nothing new: its znodes then go only when the member leaves."""
-        if protocol not in COOPERATIVE_PROTOCOLS or subscription is None:
+    def _still_owned(subscription: bytes | None) -> tuple[TopicPartition, ...]:
+        """What a KIP-429 member says it still owns; eager members (no subscription handed on) own nothing at a
+        rebalance. A subscription that cannot be read counts as owning nothing new: its znodes then go only when
+        the member leaves."""
+        if subscription is None:
             return ()
         return decode_owned_partitions(subscription) or ()
 

@@ -35,8 +35,9 @@ CLASSIC: Final = "classic"
 LEGACY_STRATEGIES: Final = ("range", "roundrobin")
 # KIP-429 protocols a bridged group hosts: the coordinator decides the shares with the legacy algorithm anyway,
 # and these members keep what stays and revoke only what moves (the coordinator withholds a partition another
-# member still owns). Any other ConsumerProtocol name is hosted as eager (`check_protocols`); the group still
-# answers every member one protocol name (Kafka's rule), so its members must share one name.
+# member still owns). Any other ConsumerProtocol name is hosted as eager (`check_protocols`). Each member is
+# answered in a name of its own and treated by it (zkcoord.server.mixed_decisions, which repeats this tuple: the
+# server does not import the bridge).
 COOPERATIVE_PROTOCOLS: Final = ("cooperative-sticky",)
 CONSUMER_PROTOCOL_TYPE: Final = "consumer"
 MARKER_KEY: Final = "zkcoord"
@@ -208,7 +209,8 @@ def check_protocols(protocol_type: str, protocols: Iterable[tuple[str, bytes]]) 
     then any other ConsumerProtocol assignor name (kafkajs `RoundRobinAssigner`, Java's eager `sticky`, ...), then
     cooperative-sticky (KIP-429), each in the member's order. The name does not choose the algorithm: the
     coordinator computes every broker-protocol member's share with the legacy members' one and sends it as
-    ConsumerProtocolAssignment bytes, which every client reads. Raises MixedGroupRefused, saying why, when none
+    ConsumerProtocolAssignment bytes, which every client reads, so members of different names share a group
+    (each is answered in its own: zkcoord.server.mixed_decisions.answered_name). Raises MixedGroupRefused, saying why, when none
     is left: a protocol type other than "consumer", metadata that is not a ConsumerProtocolSubscription, or an
     unknown name whose subscription lists owned partitions (a cooperative assignor other than
     cooperative-sticky: treated as eager, it would lose partitions it still consumes)."""

@@ -6,7 +6,8 @@ Composed at construction: an `OffsetMirror` (zkcoord.bridge.ZkOffsetBridge with 
 every acknowledged commit and merges every OffsetFetch with the legacy znodes; without one, nothing leaves the
 coordinator's own store. A `MembershipBridge` (zkcoord.bridge.membership.MixedGroupBridge, `serve
 --bridge-zk-groups`) makes the groups it matches mixed groups, through `MixedGroups` (`mixed_groups.py`, whose
-decisions are the pure `mixed_decisions.py`): JoinGroup keeps only legacy-compatible protocols, the leader's
+decisions are the pure `mixed_decisions.py`): JoinGroup keeps only legacy-compatible protocols and each member
+is answered (JoinGroup, SyncGroup) in a protocol name of its own, the leader's
 SyncGroup assignment is replaced by the bridge's (held in ZooKeeper first), member departures release owner znodes,
 legacy membership changes start a rebalance, and legacy members' generation -1 commits are stored.
 """
@@ -179,7 +180,10 @@ class GroupService(GroupCoordinator):
             joined = await self._mixed.join(req)
             if isinstance(joined, gm.JoinGroupResponse):
                 return joined
-            req = joined
+            return self._mixed.joined(req, await self._join(joined))
+        return await self._join(req)
+
+    async def _join(self, req: gm.JoinGroupRequest) -> gm.JoinGroupResponse:
         member_uuid = self._new_uuid() if req.member_id == "" else ""  # only a new member gets an id
         return await self.runtime.run(
             req,
@@ -195,10 +199,12 @@ class GroupService(GroupCoordinator):
             bridged = await self._mixed.sync(req)
             if isinstance(bridged, gm.SyncGroupResponse):
                 return bridged
-            req = bridged
-        synced = req
+            return self._mixed.synced(req, await self._sync(bridged))
+        return await self._sync(req)
+
+    async def _sync(self, req: gm.SyncGroupRequest) -> gm.SyncGroupResponse:
         return await self.runtime.run(
-            req, gm.SyncGroupResponse, lambda now, token: h.handle_sync(self.state, synced, now, token)
+            req, gm.SyncGroupResponse, lambda now, token: h.handle_sync(self.state, req, now, token)
         )
 
     async def heartbeat(self, req: gm.HeartbeatRequest) -> gm.HeartbeatResponse:

@@ -1,5 +1,6 @@
 """The group service's decisions for mixed groups, as pure functions of the classic group's live state: which
-protocols a joining member keeps, when it is registered in the legacy tree early, when the leader's SyncGroup is
+protocols a joining member keeps and under which names the classic core sees them, which name each member is
+answered in (and which it may name in SyncGroup), when it is registered in the legacy tree early, when the leader's SyncGroup is
 replaced by the bridge's hand-over (and with which members, subscriptions and wait), which generation -1 commit may be
 a legacy member's, what the bridge is told of the member list, what the offset mirror is handed, and what follows
 a hand-over. No I/O, no clock, no asyncio (the import contract holds it to the pure core's rules); the asyncio edge
@@ -12,7 +13,7 @@ the server owns; the bridge's own decisions (names, assignment, hand-over plan) 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -21,6 +22,7 @@ from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
 from zkcoord.group.model import ClassicGroup, CoordinatorState, subscription_topics
 from zkcoord.group.state import GroupState
+from zkcoord.legacy.assignment import STRATEGIES as LEGACY_STRATEGIES
 from zkcoord.records.offsets import OffsetCommitValue
 from zkcoord.topic_partition import TopicPartition
 
@@ -31,6 +33,16 @@ FOLLOW_UP_REBALANCE_S: Final = 1.0
 MIN_HAND_OVER_MS: Final = 500
 # Before the bridge releases departed members' owner znodes, the group's offsets get this long to reach ZooKeeper.
 SETTLE_BEFORE_RELEASE_MS: Final = 5000
+
+# KIP-429 names a mixed group hosts: `zkcoord.bridge.mixed_policy.COOPERATIVE_PROTOCOLS`, repeated here because
+# the server does not import the bridge (a unit test holds the two equal). A member answered in one keeps what
+# stays and revokes only what moves.
+COOPERATIVE_PROTOCOLS: Final = ("cooperative-sticky",)
+# The name the classic core knows a mixed group's protocol by when its members offer assignor names other than
+# range and roundrobin (kafkajs `RoundRobinAssigner`, sarama's, `cooperative-sticky`, ...): the coordinator
+# computes their shares with the legacy members' algorithm, so such a name is only a label the member recognises.
+# What DescribeGroups shows as the group's protocol when no member's name fixes range or roundrobin.
+FOLLOW_PROTOCOL: Final = "zkcoord-legacy"
 
 # The coordinator's committed-offsets map is keyed by plain (topic, partition) pairs (zkcoord.group.model), equal
 # and hash-equal to TopicPartition; what is handed on keeps those keys (a Mapping's key type is invariant).
@@ -49,9 +61,61 @@ def join_topics(protocols: Iterable[tuple[str, bytes]], usable: tuple[str, ...])
 
 
 def kept_protocols(req: JoinGroupRequest, usable: Iterable[str]) -> tuple[tuple[str, bytes], ...]:
-    """The member's protocols the legacy side knows, in the member's order (what the group is joined with)."""
+    """The member's protocols the legacy side knows, in the member's order."""
     names = set(usable)
     return tuple((n, m) for n, m in req.protocols if n in names)
+
+
+def core_protocols(kept: Sequence[tuple[str, bytes]]) -> tuple[tuple[str, bytes], ...]:
+    """What the classic core is told a member offers (its one-name rule then picks the group's protocol): each
+    range or roundrobin it names, in its order; at its first other name (a label only: that member takes whatever
+    share the legacy algorithm gives it), `FOLLOW_PROTOCOL` and the legacy strategies it does not name, all with
+    that name's metadata; then its other names themselves (a group stored before mixed names, whose members
+    joined by such a name, stays joinable). Members naming only range and only roundrobin still disagree (the
+    legacy members use one algorithm); a member of another name joins either.
+
+    >>> [n for n, _ in core_protocols([("RoundRobinAssigner", b"m")])]
+    ['zkcoord-legacy', 'range', 'roundrobin', 'RoundRobinAssigner']
+    >>> [n for n, _ in core_protocols([("range", b"r"), ("cooperative-sticky", b"c")])]
+    ['range', 'zkcoord-legacy', 'roundrobin', 'cooperative-sticky']
+    """
+    named = {n for n, _ in kept if n in LEGACY_STRATEGIES}
+    others = [(n, m) for n, m in kept if n not in LEGACY_STRATEGIES]
+    out: list[tuple[str, bytes]] = []
+    for name, metadata in kept:
+        if name in LEGACY_STRATEGIES:
+            out.append((name, metadata))
+        elif (name, metadata) == others[0]:
+            out.append((FOLLOW_PROTOCOL, metadata))
+            out.extend((s, metadata) for s in LEGACY_STRATEGIES if s not in named)
+    return (*out, *(o for o in others if o[0] != FOLLOW_PROTOCOL))
+
+
+def answered_name(kept: Sequence[tuple[str, bytes]], group_protocol: str | None) -> str | None:
+    """The protocol name a mixed group's member is answered in (JoinGroup, SyncGroup): the group's own when the
+    member offered it (Kafka's rule), else the member's first name other than range and roundrobin (a label its
+    client recognises; the assignment bytes are ConsumerProtocol's for every name). None: no protocol yet.
+
+    >>> answered_name([("range", b"")], "range"), answered_name([("RoundRobinAssigner", b"")], "range")
+    ('range', 'RoundRobinAssigner')
+    """
+    if group_protocol is None:
+        return None
+    names = [n for n, _ in kept]
+    if (
+        group_protocol in names and group_protocol != FOLLOW_PROTOCOL
+    ):  # the label stands for its first other name
+        return group_protocol
+    return next((n for n in names if n not in LEGACY_STRATEGIES), group_protocol)
+
+
+def sync_protocol_accepted(named: str, answered: str | None, group_protocol: str | None) -> bool:
+    """Whether a SyncGroup (v5+) naming protocol `named` is the member's own: the name it was answered in, or,
+    when this coordinator did not answer its JoinGroup (it was loaded since), the group's or any name other
+    than range and roundrobin (such a member may be answered in one)."""
+    if answered is not None:
+        return named == answered
+    return named == group_protocol or named not in LEGACY_STRATEGIES
 
 
 def join_refusal(exc: BaseException) -> ErrorCode:
@@ -79,7 +143,8 @@ def registers_early(group: ClassicGroup | None, member_id: str) -> bool:
 @dataclass(frozen=True, slots=True)
 class HandOverCall:
     """What the bridge is asked at the leader's SyncGroup: the generation's members, their subscriptions (a
-    KIP-429 member says in it which partitions it still owns), and how long previous owners may take."""
+    KIP-429 member says in it which partitions it still owns: only those members' are here), and how long
+    previous owners may take."""
 
     protocol: str
     members: tuple[BridgeMember, ...]
@@ -87,9 +152,14 @@ class HandOverCall:
     timeout_ms: int
 
 
-def hand_over_call(group: ClassicGroup | None, req: SyncGroupRequest) -> HandOverCall | None:
+def hand_over_call(
+    group: ClassicGroup | None, req: SyncGroupRequest, answered: Mapping[str, str] | None = None
+) -> HandOverCall | None:
     """The hand-over replacing this SyncGroup's assignment, or None when the request is not the current leader's
-    SyncGroup of a completing rebalance (then the classic handler answers it as usual).
+    SyncGroup of a completing rebalance (then the classic handler answers it as usual). `answered`: member id ->
+    the name it was answered in; each member is treated by ITS protocol: only the subscriptions of those answered
+    a KIP-429 name (their owned partitions are kept, not released) are handed on; a member missing from it is
+    taken by the group's name.
 
     Members do not heartbeat while their JoinGroup/SyncGroup is answered, so the wait for previous owners stays
     well inside the shortest session (half of it, or of the rebalance timeout, at least `MIN_HAND_OVER_MS`); what
@@ -109,7 +179,12 @@ def hand_over_call(group: ClassicGroup | None, req: SyncGroupRequest) -> HandOve
     )
     shortest = min(m.session_timeout_ms for m in group.members.values())
     timeout_ms = max(MIN_HAND_OVER_MS, min(group.rebalance_timeout_ms(), shortest) // 2)
-    subscriptions = {m.member_id: m.metadata(protocol) for m in group.members.values()}
+    names = answered or {}
+    subscriptions = {
+        m.member_id: m.metadata(protocol)
+        for m in group.members.values()
+        if names.get(m.member_id, protocol) in COOPERATIVE_PROTOCOLS
+    }
     return HandOverCall(protocol, members, subscriptions, timeout_ms)
 
 

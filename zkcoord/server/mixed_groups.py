@@ -1,8 +1,9 @@
 """The asyncio edge of mixed groups (`serve --bridge-zk-groups`): carries out `mixed_decisions` at the group
 service's requests, between the coordinator runtime and the `MembershipBridge`.
 
-JoinGroup keeps only legacy-compatible protocols (a member that disagrees with the legacy members is refused); the
-leader's SyncGroup assignment is replaced by the bridge's (held in ZooKeeper first, cooperative members' partitions
+JoinGroup keeps only legacy-compatible protocols (a member that disagrees with the legacy members is refused),
+under the names the classic core's one-name rule then applies to (`core_protocols`), and each member is answered in
+a name of its own (JoinGroup, SyncGroup v5+: `answered_name`); the leader's SyncGroup assignment is replaced by the bridge's (held in ZooKeeper first, cooperative members' partitions
 withheld until they revoke, and a follow-up rebalance when a previous owner did not let go in time); member
 departures release owner znodes; legacy membership changes start a rebalance; legacy members' generation -1
 commits are stored. Every decision is a pure function in `mixed_decisions`; this class only awaits the bridge.
@@ -61,6 +62,8 @@ class MixedGroups:
         self._mirror = mirror
         self._rebalance = rebalance
         self._reported: dict[str, tuple[str, ...]] = {}  # bridged group -> members last told to the bridge
+        # bridged group -> member id -> the protocol name it was last answered in (present members only)
+        self._answered: dict[str, dict[str, str]] = {}
         self._tasks: set[asyncio.Future[None]] = set()
 
     def bridges(self, group_id: str) -> bool:
@@ -87,11 +90,38 @@ class MixedGroups:
                 log.warning(
                     "group=%s member %s: early registration failed (%s)", group_id, req.member_id, exc
                 )
-        return replace(req, protocols=md.kept_protocols(req, usable))
+        return replace(req, protocols=md.core_protocols(md.kept_protocols(req, usable)))
+
+    def joined(self, req: JoinGroupRequest, resp: JoinGroupResponse) -> JoinGroupResponse:
+        """The core's answer to `req` (as the member sent it), in the member's own protocol name."""
+        if resp.error_code or not resp.protocol_name:
+            return resp
+        usable = self._bridge.usable_protocols(req.protocol_type, req.protocols)
+        name = md.answered_name(md.kept_protocols(req, usable), resp.protocol_name)
+        if name is None:
+            return resp
+        answered = self._answered.setdefault(req.group_id, {})
+        if answered.get(resp.member_id) != name:  # once per member and name: what each client was told
+            log.info("group=%s member %s (client %s) answered in protocol %r, the group's being %r",
+                     req.group_id, resp.member_id, req.client_id, name, resp.protocol_name)  # fmt: skip
+        answered[resp.member_id] = name
+        return replace(resp, protocol_name=name)
 
     async def sync(self, req: SyncGroupRequest) -> SyncGroupRequest | SyncGroupResponse:
-        """The leader's SyncGroup: the bridge's assignment (held in ZooKeeper) replaces the leader's."""
-        call = md.hand_over_call(self._runtime.state.groups.get(req.group_id), req)
+        """The leader's SyncGroup: the bridge's assignment (held in ZooKeeper) replaces the leader's. A v5+
+        request's protocol name must be the member's own; the core is then asked in the group's."""
+        group = self._runtime.state.groups.get(req.group_id)
+        answered = self._answered.get(req.group_id, {})
+        if req.protocol_name is not None and group is not None and group.protocol_name is not None:
+            mine = answered.get(req.member_id)
+            if not md.sync_protocol_accepted(req.protocol_name, mine, group.protocol_name):
+                log.error(
+                    "group=%s member %s refused (INCONSISTENT_GROUP_PROTOCOL): its SyncGroup names protocol %r, "
+                    "it was answered in %r", req.group_id, req.member_id, req.protocol_name, mine,
+                )  # fmt: skip
+                return refusal(req, SyncGroupResponse, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            req = replace(req, protocol_name=group.protocol_name)
+        call = md.hand_over_call(group, req, answered)
         if call is None:
             return req
         try:
@@ -109,6 +139,13 @@ class MixedGroups:
             # A previous owner did not let go in time: try again once its owner znode can be taken.
             asyncio.get_running_loop().call_later(md.FOLLOW_UP_REBALANCE_S, self._rebalance, req.group_id)
         return replace(req, assignments=tuple(assignments.items()))
+
+    def synced(self, req: SyncGroupRequest, resp: SyncGroupResponse) -> SyncGroupResponse:
+        """The core's answer to `req` (as the member sent it), in the name the member was answered in."""
+        if resp.error_code or not resp.protocol_name:
+            return resp
+        mine = self._answered.get(req.group_id, {}).get(req.member_id) or req.protocol_name
+        return resp if mine is None else replace(resp, protocol_name=mine)
 
     async def legacy_member_commit(self, req: OffsetCommitRequest) -> bool:
         """Whether a commit is a legacy member's (generation -1 into a live mixed group, every partition owned by
@@ -134,6 +171,9 @@ class MixedGroups:
         if topics is not None:
             self._bridge.watch(group_id, topics, lambda: self._rebalance(group_id))
         self._reported[group_id] = present
+        answered = {m: n for m, n in self._answered.pop(group_id, {}).items() if m in present}
+        if answered:
+            self._answered[group_id] = answered
         bridge = self._bridge
 
         async def report() -> None:

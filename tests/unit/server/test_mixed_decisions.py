@@ -4,8 +4,11 @@ built (the pure test driver), and the typed answers of the coordinator runtime."
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from zkcoord.bridge.mixed_policy import MixedGroupRefused
 from zkcoord.group import handlers as h
@@ -69,10 +72,16 @@ class Driver:
             self.apply(h.on_timer(self.st, key, self.now))
 
     def join(
-        self, member_id: str = "", *, client_id: str = "c", session: int = 10_000, rebalance: int = 30_000
+        self,
+        member_id: str = "",
+        *,
+        client_id: str = "c",
+        session: int = 10_000,
+        rebalance: int = 30_000,
+        protocols: tuple[tuple[str, bytes], ...] = (("range", SUB),),
     ) -> int:
         self.token += 1
-        req = JoinGroupRequest(5, "g", session, rebalance, member_id, None, "consumer", (("range", SUB),),
+        req = JoinGroupRequest(5, "g", session, rebalance, member_id, None, "consumer", protocols,
                                client_id=client_id)  # fmt: skip
         self.apply(h.handle_join(self.st, req, self.now, self.token, f"u{self.token}"))
         return self.token
@@ -82,7 +91,7 @@ class Driver:
         assert isinstance(answer, JoinGroupResponse), answer
         return answer
 
-    def join_new(self, **kw: int | str) -> int:
+    def join_new(self, **kw: object) -> int:
         """JoinGroup as a v4+ client does it: the MEMBER_ID_REQUIRED round trip, then the real join."""
         first = self.jr(self.join(**kw))  # type: ignore[arg-type]
         return self.join(first.member_id, **kw)  # type: ignore[arg-type]
@@ -162,7 +171,7 @@ def test_only_the_leaders_sync_of_the_completing_generation_is_handed_over() -> 
     assert call is not None
     assert call.protocol == "range"
     assert call.members == tuple((m.member_id, m.client_id, ("t",)) for m in group.members.values())
-    assert call.subscriptions == {leader: SUB, follower: SUB}
+    assert call.subscriptions == {}  # eager members: nothing they own is kept
     assert call.timeout_ms == 5_000  # half the shortest session, below the rebalance timeout
     assert md.hand_over_call(group, sync_req(follower, gen)) is None
     assert md.hand_over_call(group, sync_req(leader, gen - 1)) is None
@@ -181,6 +190,121 @@ def test_the_hand_over_wait_is_half_the_shorter_timeout_and_at_least_its_floor()
     group = d.st.groups["g"]
     call = md.hand_over_call(group, sync_req(leader, group.generation))
     assert call is not None and call.timeout_ms == md.MIN_HAND_OVER_MS
+
+
+# ------------------------------------------------------------------------ one group, each member its own name
+
+KAFKAJS = (("RoundRobinAssigner", consumer_subscription("t")),)
+SARAMA = (("range", SUB),)
+COOPERATIVE = (("cooperative-sticky", consumer_subscription("t")),)
+
+
+def mixed_join(*offers: tuple[tuple[str, bytes], ...]) -> tuple[Driver, list[JoinGroupResponse]]:
+    """Members offering `offers` (as their clients send them) joined through `core_protocols`, the join
+    completed: the core's JoinGroup answers, in the order of `offers`."""
+    d = Driver()
+    tokens = [d.join_new(client_id=f"c{i}", protocols=md.core_protocols(o)) for i, o in enumerate(offers)]
+    d.fire_due()
+    return d, [d.jr(t) for t in tokens]
+
+
+def test_kafkajs_and_sarama_share_a_group_each_answered_in_its_own_name() -> None:
+    d, answers = mixed_join(KAFKAJS, SARAMA)
+    assert all(a.error_code == 0 for a in answers), answers
+    assert {a.protocol_name for a in answers} == {"range"}  # sarama's name fixes the legacy algorithm
+    assert [md.answered_name(o, "range") for o in (KAFKAJS, SARAMA)] == ["RoundRobinAssigner", "range"]
+    group = d.st.groups["g"]
+    # what the leader is sent of each member is that member's own subscription
+    leader = next(a for a in answers if a.members)
+    assert {m.metadata for m in leader.members} == {SUB}
+    assert group.protocol_name == "range"
+
+
+def test_members_of_other_names_only_follow_the_legacy_members_under_one_label() -> None:
+    _, answers = mixed_join(KAFKAJS, COOPERATIVE)
+    assert {a.protocol_name for a in answers} == {md.FOLLOW_PROTOCOL}  # what DescribeGroups shows
+    assert md.answered_name(KAFKAJS, md.FOLLOW_PROTOCOL) == "RoundRobinAssigner"
+    assert md.answered_name(COOPERATIVE, md.FOLLOW_PROTOCOL) == "cooperative-sticky"
+    # a member preferring range but able to follow joins a group of followers in its other name
+    both = (("range", SUB), ("cooperative-sticky", SUB))
+    assert md.answered_name(both, md.FOLLOW_PROTOCOL) == "cooperative-sticky"
+    assert md.answered_name(both, "range") == "range"
+    assert md.answered_name(KAFKAJS, None) is None
+
+
+def test_range_only_and_roundrobin_only_members_still_disagree() -> None:
+    """The legacy members use one algorithm: a member naming only the other one is refused by the core's
+    one-name rule, as before."""
+    _, answers = mixed_join(SARAMA, (("roundrobin", SUB),))
+    codes = sorted(a.error_code for a in answers)
+    assert codes == [0, int(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)], answers
+
+
+def test_a_group_stored_under_a_members_own_name_stays_joinable() -> None:
+    """A group formed before mixed names (its members joined by `cooperative-sticky` itself, as a reload restores
+    them) admits a member whose protocols went through `core_protocols`, in the same name."""
+    d = Driver()
+    tokens = [d.join_new(client_id="old", protocols=COOPERATIVE)]
+    d.fire_due()
+    leader = d.jr(tokens[0]).member_id
+    d.sync(leader, d.st.groups["g"].generation, ())
+    assert d.st.groups["g"].state is GroupState.STABLE
+    new = d.join_new(client_id="new", protocols=md.core_protocols(COOPERATIVE))
+    assert new not in d.answers  # parked in the rebalance it started, not refused
+    assert d.st.groups["g"].state is GroupState.PREPARING_REBALANCE
+    old = d.join(leader, client_id="old", protocols=md.core_protocols(COOPERATIVE))  # rejoins, upgraded
+    d.fire_due()
+    assert [d.jr(t).error_code for t in (new, old)] == [0, 0]
+    assert d.st.groups["g"].protocol_name == md.FOLLOW_PROTOCOL  # every member's name now goes by the label
+
+
+def test_core_protocols_keep_each_metadata_and_name_the_follower_label_once() -> None:
+    kept = (("roundrobin", b"r"), ("sticky", b"s"), ("cooperative-sticky", b"c"))
+    assert md.core_protocols(kept) == (
+        ("roundrobin", b"r"), (md.FOLLOW_PROTOCOL, b"s"), ("range", b"s"), ("sticky", b"s"),
+        ("cooperative-sticky", b"c"),
+    )  # fmt: skip
+    assert md.core_protocols((("range", b"r"),)) == (("range", b"r"),)
+    follow = ((md.FOLLOW_PROTOCOL, b"f"),)
+    assert md.core_protocols(follow) == (*follow, *((s, b"f") for s in md.LEGACY_STRATEGIES))
+
+
+def test_a_sync_names_the_members_own_protocol() -> None:
+    assert md.sync_protocol_accepted("RoundRobinAssigner", "RoundRobinAssigner", "range")
+    assert not md.sync_protocol_accepted(
+        "range", "RoundRobinAssigner", "range"
+    )  # not the name it was answered
+    assert not md.sync_protocol_accepted("sticky", "RoundRobinAssigner", "range")
+    # answered by a coordinator before this one: the group's name, or a name of the kind answered per member
+    assert md.sync_protocol_accepted("range", None, "range")
+    assert md.sync_protocol_accepted("RoundRobinAssigner", None, "range")
+    assert not md.sync_protocol_accepted("roundrobin", None, "range")
+
+
+def test_the_hand_over_treats_each_member_by_its_own_protocol() -> None:
+    """A cooperative-sticky member beside an eager one: only its subscription (its owned partitions) is handed
+    on, so it keeps what stays; the eager member's is not, whatever its subscription says."""
+    d, answers = mixed_join(COOPERATIVE, SARAMA)
+    group = d.st.groups["g"]
+    assert group.protocol_name == "range"
+    names = {
+        a.member_id: md.answered_name(o, group.protocol_name)
+        for a, o in zip(answers, (COOPERATIVE, SARAMA), strict=True)
+    }
+    coop = next(m for m, n in names.items() if n == "cooperative-sticky")
+    call = md.hand_over_call(group, sync_req(group.leader_id or "", group.generation), names)
+    assert call is not None and call.protocol == "range"
+    assert call.subscriptions == {coop: COOPERATIVE[0][1]}
+    # without the answered names (not told), every member is taken by the group's name: eager here
+    bare = md.hand_over_call(group, sync_req(group.leader_id or "", group.generation))
+    assert bare is not None and bare.subscriptions == {}
+
+
+def test_the_server_and_the_bridge_know_the_same_cooperative_names() -> None:
+    from zkcoord.bridge import mixed_policy
+
+    assert md.COOPERATIVE_PROTOCOLS == mixed_policy.COOPERATIVE_PROTOCOLS
+    assert md.LEGACY_STRATEGIES == mixed_policy.LEGACY_STRATEGIES
 
 
 # ---------------------------------------------------------------------------------------------- OffsetCommit
@@ -249,3 +373,36 @@ def test_answers_are_checked_against_the_type_their_request_is_answered_with() -
     )
     with pytest.raises(TypeError, match="expected a JoinGroupResponse"):
         answer_as(JoinGroupResponse, HeartbeatResponse(0))
+
+
+NAMES = ("range", "roundrobin", "RoundRobinAssigner", "sticky", "cooperative-sticky", md.FOLLOW_PROTOCOL)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.sampled_from(NAMES), min_size=1, max_size=4, unique=True).map(
+            lambda names: tuple((n, n.encode()) for n in names)
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_whatever_the_core_picks_each_member_is_answered_a_name_it_offered(offers: list[Any]) -> None:
+    """For any members' offers: the names the core sees for all of them have a common one exactly when no two
+    members name only different legacy strategies; whichever common name the core picks, each member is
+    answered one it offered, and a member not naming a picked range/roundrobin has another name to follow
+    with; the metadata the core keeps under the pick is that of the name the member is answered in."""
+    seen = [md.core_protocols(o) for o in offers]
+    assert all(len({n for n, _ in s}) == len(s) for s in seen)  # no name twice
+    common = set.intersection(*({n for n, _ in s} for s in seen))
+    only = {frozenset(n for n, _ in o) for o in offers if all(n in md.LEGACY_STRATEGIES for n, _ in o)}
+    fixed = set.intersection(*(set(s) for s in only)) if only else None
+    assert bool(common) == (fixed is None or bool(fixed))
+    for pick in common:
+        for offer, s in zip(offers, seen, strict=True):
+            name = md.answered_name(offer, pick)
+            assert name in dict(offer)
+            assert dict(s)[pick] == dict(offer)[name]
+            if pick in md.LEGACY_STRATEGIES and name != pick:
+                assert name not in md.LEGACY_STRATEGIES

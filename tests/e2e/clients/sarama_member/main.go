@@ -7,7 +7,7 @@
 // Built at set-up time without network (scripts/setup.sh: GOPATH=/usr/share/gocode, GO111MODULE=off).
 //
 // Usage: sarama-member -bootstrap HOST:PORT -group G -topic T -client-id ID [-strategy range|roundrobin]
-// [-protocol-name NAME] [-session-ms 6000] [-heartbeat-ms 200] [-commit-ms 200]
+// [-session-ms 6000] [-heartbeat-ms 200] [-commit-ms 200]
 package main
 
 import (
@@ -37,15 +37,6 @@ func emit(v map[string]interface{}) {
 	_ = out.Encode(v) // one write(2) per line: the reading test sees whole lines
 }
 
-// named gives a strategy another protocol name: sarama 1.22 offers one protocol (its strategy's name) and its
-// leader plans with the configured strategy whatever name the group chose.
-type named struct {
-	sarama.BalanceStrategy
-	name string
-}
-
-func (n named) Name() string { return n.name }
-
 type handler struct{ topic string }
 
 func (h handler) Setup(s sarama.ConsumerGroupSession) error {
@@ -74,7 +65,6 @@ func main() {
 	topic := flag.String("topic", "", "the one subscribed topic (required)")
 	clientID := flag.String("client-id", "sarama-member", "client id")
 	strategy := flag.String("strategy", "range", "sarama balance strategy: range or roundrobin (1.22 has no sticky)")
-	protocolName := flag.String("protocol-name", "", "protocol name to offer instead of the strategy's own")
 	sessionMs := flag.Int("session-ms", 6000, "session timeout (ms)")
 	heartbeatMs := flag.Int("heartbeat-ms", 200, "heartbeat interval (ms)")
 	commitMs := flag.Int("commit-ms", 200, "offset commit interval (ms)")
@@ -90,9 +80,6 @@ func main() {
 	if !ok {
 		fmt.Fprintf(os.Stderr, "sarama-member: unknown strategy %q\n", *strategy)
 		os.Exit(2)
-	}
-	if *protocolName != "" {
-		chosen = named{chosen, *protocolName}
 	}
 
 	config := sarama.NewConfig()
