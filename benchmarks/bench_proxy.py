@@ -198,7 +198,9 @@ def start_proxy(zk_hosts: str, data_dir: Path, node_id: int, checkout: Path | No
     )  # fmt: skip
     assert proxy.stdout is not None
     for line in proxy.stdout:
-        if "broker 111 behind" in line:
+        if (
+            "zkcoord proxy: broker 111 behind" in line
+        ):  # printed once start() is done (the log line comes earlier)
             break
     return proxy, port
 

@@ -42,7 +42,9 @@ class ProxyProcess:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.append(line)
-            if "broker 111 behind" in line:
+            if (
+                "zkcoord proxy: broker 111 behind" in line
+            ):  # printed once start() is done (the log line comes earlier)
                 self.ready.set()
 
     @property

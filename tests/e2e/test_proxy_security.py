@@ -112,7 +112,7 @@ def start_proxy(
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line)
-            if f"broker {BROKER_ID} behind" in line:
+            if f"zkcoord proxy: broker {BROKER_ID} behind" in line:  # printed once every port listens
                 ready.set()
 
     threading.Thread(target=pump, daemon=True).start()
