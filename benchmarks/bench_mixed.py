@@ -12,6 +12,7 @@ start the kafka-python members, wait until they hold every partition. Usage: `py
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -35,6 +36,7 @@ from zkcoord.zk.member import LegacyConsumer
 from zkcoord.zk.session import ensure_chroot
 
 SAMPLE_S = 0.02
+trace = logging.getLogger("bench_mixed")  # `--trace`: what each member gains and gives up, with timestamps
 # Member by member with eager kafka-python members (range) and with cooperative ones (cooperative-sticky); the
 # legacy members are zkcoord's in fast mode, whose hand-over is incremental.
 WAYS = ("member-by-member eager", "member-by-member cooperative")
@@ -61,10 +63,15 @@ class Holdings:
 
     def _run(self) -> None:
         last = time.monotonic()
+        unheld: set[int] = set()
         while not self._stop.wait(SAMPLE_S):
             now = time.monotonic()
-            self.unowned_s += (self.partitions - len(self.held())) * (now - last)
+            held = self.held()
+            self.unowned_s += (self.partitions - len(held)) * (now - last)
             last = now
+            if trace.isEnabledFor(logging.INFO) and set(range(self.partitions)) - held != unheld:
+                unheld = set(range(self.partitions)) - held
+                trace.info("unheld %s", sorted(unheld))
 
     def start(self) -> Holdings:
         self._thread.start()
@@ -131,6 +138,7 @@ class Classic(ConsumerRebalanceListener):  # type: ignore[misc]
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def on_partitions_revoked(self, revoked: Any) -> None:
+        trace.info("%s revoked %s", self.name, sorted(tp.partition for tp in revoked))
         with self.h.lock:
             if self.cooperative:
                 self.h.classic.setdefault(self.name, set()).difference_update(tp.partition for tp in revoked)
@@ -141,6 +149,7 @@ class Classic(ConsumerRebalanceListener):  # type: ignore[misc]
         self.on_partitions_revoked(lost)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
+        trace.info("%s assigned %s", self.name, sorted(tp.partition for tp in assigned))
         with self.h.lock:
             if self.cooperative:
                 self.h.classic.setdefault(self.name, set()).update(tp.partition for tp in assigned)
@@ -165,7 +174,8 @@ class Classic(ConsumerRebalanceListener):  # type: ignore[misc]
 
 def moved_per_change(members: int, partitions: int) -> list[int]:
     """Partitions whose owner changes at each membership change of one member-by-member migration, under range
-    over the combined sorted consumer ids (classic ids, `<group>_classic-<hex>`, sort before `<group>_l<i>`)."""
+    over the combined sorted consumer ids (classic ids, `<group>_classic-<seq><hash>`, sort in join order
+    before `<group>_l<i>`)."""
     from zkcoord.bridge.mixed_policy import consumer_id_for
     from zkcoord.legacy import assign
 
@@ -181,7 +191,7 @@ def moved_per_change(members: int, partitions: int) -> list[int]:
     for i in range(members):
         for change in ("join", "leave"):
             if change == "join":
-                current.append(consumer_id_for(group, f"c{i}"))
+                current.append(consumer_id_for(group, f"c{i}", [c for c in current if "_classic-" in c]))
             else:
                 current.remove(legacy[i])
             now = owners()
@@ -217,13 +227,16 @@ def run(zk_connect: str, node: NodeProcess, members: int, partitions: int, way: 
     try:
         if way != "barrier":
             for i, old in enumerate(legacy):
+                trace.info("step: c%d joins", i)
                 new = Classic(node.bootstrap, group, topic, f"c{i}", h, cooperative).start()
                 classic.append(new)
                 live.append(new)
                 wait_for(settled(h, live), 60, "the mixed group to settle", interval=0.02)
+                trace.info("step: settled; l%d leaves", i)
                 old.stop()
                 live.remove(old)
                 wait_for(settled(h, live), 60, "the mixed group to settle", interval=0.02)
+                trace.info("step: settled")
         else:
             for old in legacy:
                 old.stop()
@@ -262,13 +275,51 @@ def measure(zk_hosts: str, delay_ms: int, args: argparse.Namespace) -> dict[str,
     return results
 
 
+def traced(zk_hosts: str, delay_ms: int, args: argparse.Namespace, path: Path) -> None:
+    """One member-by-member cooperative run with every step logged (the bench's events, the legacy members',
+    kafka-python's coordinator and the node's log, merged by timestamp into `path`): where the time goes."""
+    handler = logging.FileHandler(path, mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    loggers = [logging.getLogger(n) for n in ("bench_mixed", "zkcoord", "kafka.coordinator")]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+    with tempfile.TemporaryDirectory() as data:
+        connect_string = ensure_chroot(zk_hosts, f"/bench-mixed-trace-{delay_ms}")
+        node = NodeProcess(
+            Path(data),
+            ("--zk", connect_string, "--node-id", "1", f"--num.partitions={args.partitions}",
+             "--group.min.session.timeout.ms=1000", f"--group.initial.rebalance.delay.ms={delay_ms}",
+             "--bridge-zk-offsets", "--bridge-zk-groups", "mixed-.*"),
+        )  # fmt: skip
+        node.start()
+        try:
+            way = WAYS[1] if args.trace_way == "cooperative" else WAYS[0]
+            print(f"traced {way}: {run(connect_string, node, args.members, args.partitions, way):.3f}")
+        finally:
+            node.stop()
+            for lg in loggers:
+                lg.removeHandler(handler)
+            handler.close()
+    lines = path.read_text().splitlines() + [f"{ln.rstrip()} [node]" for ln in node.output if ln[:2] == "20"]
+    path.write_text("\n".join(sorted(lines)) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--members", type=int, default=4)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-report", action="store_true", help="print only; do not write docs/benchmarks.md")
+    ap.add_argument(
+        "--trace", type=Path, help="one traced member-by-member run at initial delay 0 into this file"
+    )
+    ap.add_argument("--trace-way", choices=("cooperative", "eager"), default="cooperative")
     args = ap.parse_args(argv)
+    if args.trace is not None:
+        with ZooKeeper.start(1) as zk:
+            traced(zk.hosts, 0, args, args.trace)
+        return 0
     load_before = os.getloadavg()[0]
     by_delay: dict[int, dict[str, list[float]]] = {}
     with ZooKeeper.start(1) as zk:
