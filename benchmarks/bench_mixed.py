@@ -361,18 +361,28 @@ other engineers' test runs).
 
 **Member by member against the barrier, with Kafka's default initial rebalance delay: eager
 {ratios[3000][WAYS[0]]:.2f}×, cooperative {ratios[3000][WAYS[1]]:.2f}× (goal ≤ 0.05×); with no delay: eager
-{ratios[0][WAYS[0]]:.2f}×, cooperative {ratios[0][WAYS[1]]:.2f}× (goal ≤ 0.2×; 1.23× on 2026-11-24, when both sides
-were eager).** The barrier leaves every partition unowned from the legacy group's stop until the new group has
-formed (a new, Empty group waits the initial rebalance delay). Member by member the group is never Empty; each
-replacement is two membership changes (a join, a leave). Legacy members in fast mode keep the owner znodes of
-what stays; eager classic members still revoke everything before each JoinGroup and are unowned until the
-SyncGroup, while cooperative ones keep consuming what stays, so only the partitions that move are unowned. But
-a partition moving away from a cooperative member takes two rebalances (it is withheld and revoked in the first,
-handed over in the follow-up) where an eager member's takes one, and under range over sorted consumer ids most
-partitions move at each change here: {" ".join(map(str, moved))} of {args.partitions} at the successive joins and
-leaves (mean {statistics.mean(moved):.1f}), because every classic id sorts before the legacy ids and a join at the
-front shifts every range. So incremental hand-over saves little in this scenario; the cost of the second
-rebalance has not been broken down yet.
+{ratios[0][WAYS[0]]:.2f}×, cooperative {ratios[0][WAYS[1]]:.2f}× (goal ≤ 0.2×; 2.60× cooperative and 1.59× eager
+earlier on 2026-11-27, before classic ids sorted in join order).** The barrier leaves every partition unowned from
+the legacy group's stop until the new group has formed (a new, Empty group waits the initial rebalance delay).
+Member by member the group is never Empty; each replacement is two membership changes (a join, a leave). Legacy
+members in fast mode keep the owner znodes of what stays; eager classic members revoke everything before each
+JoinGroup and are unowned until the SyncGroup, cooperative ones keep consuming what stays.
+
+Where the time went (`python -m benchmarks.bench_mixed --trace FILE`: one cooperative run at delay 0 with every
+step logged, the bench's, the legacy members', kafka-python's coordinator and the node's, merged by timestamp;
+traced before the fix below, load average ~6): a partition moving between two legacy members was unowned
+20-130 ms (fast mode waits on the owner znode's deletion with a watch); from a legacy member to a classic one
+0.29-0.82 s (the bridge's ids watch makes the classic side rebalance: heartbeat, JoinGroup, SyncGroup). A
+partition moving between two cooperative members was unowned 0.41-0.96 s: it is withheld at the first SyncGroup, revoked
+by its owner (~0.05 s from the SyncGroup answer to the revoke, and the owner rejoins at once), and handed over
+by a follow-up rebalance, whose cost is the coordinator's join wait for the members that learn of it by heartbeat
+(~0.3 s at heartbeat.interval.ms 200) plus the hand-over at the SyncGroup (~0.08 s). Those moves dominated
+(7.6 of 13.6 partition-s in the traced run; one join shifted 8 partitions between classic members), and they came
+from the classic consumer ids, `<group>_classic-<sha256 of the member id>`: a newcomer whose hash sorted first
+shifted every classic member's range. Classic ids now carry a join sequence before the hash, so a newcomer sorts
+after the classic members already there; under range over the combined sorted ids the successive joins and
+leaves move {" ".join(map(str, moved))} of {args.partitions} partitions (mean {statistics.mean(moved):.1f}),
+and none between two classic members until the last join and leave (1 each).
 """
     print(body)
     if not args.no_report:
