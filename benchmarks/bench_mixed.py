@@ -6,7 +6,13 @@ node; N legacy members (zkcoord's, fast mode, range) of a P-partition topic, rep
 sampler reads every 20 ms what each member may consume from (legacy: `LegacyConsumer.owned()`; kafka-python: its
 rebalance callbacks) and integrates the partitions nobody holds. Member by member: start a kafka-python member,
 wait until every member holds its share, stop one legacy member, wait again; barrier: stop every legacy member,
-start the kafka-python members, wait until they hold every partition. Usage: `python -m benchmarks.bench_mixed`.
+start the kafka-python members, wait until they hold every partition. The same command also measures plain
+(not bridged) groups of kafka-python and librdkafka members replaced one by one, eager (range) against cooperative
+(cooperative-sticky), and writes both sections of docs/benchmarks.md.
+
+Usage: `python -m benchmarks.bench_mixed` (all of it, ~6 min); `--plain-only`; `--no-report` (print only);
+`--trace FILE` (one member-by-member cooperative run at initial delay 0, every step logged with timestamps:
+the bench's events, the legacy members', kafka-python's coordinator and the node's, merged into FILE).
 """
 
 from __future__ import annotations
@@ -253,6 +259,108 @@ def run(zk_connect: str, node: NodeProcess, members: int, partitions: int, way: 
     return total / members
 
 
+class Rdkafka:
+    """A librdkafka (confluent-kafka) member: eager (range) or cooperative (cooperative-sticky); its callbacks
+    tell what it may consume from, as kafka-python's do."""
+
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, name: str, h: Holdings, cooperative: bool = False
+    ) -> None:
+        from confluent_kafka import Consumer
+
+        self.name, self.h, self.cooperative = name, h, cooperative
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name, "auto.offset.reset": "earliest",
+             "enable.auto.commit": True, "auto.commit.interval.ms": 200, "session.timeout.ms": 6000,
+             "heartbeat.interval.ms": 200, "fetch.wait.max.ms": 100,
+             "partition.assignment.strategy": "cooperative-sticky" if cooperative else "range"}
+        )  # fmt: skip
+        self.consumer.subscribe(
+            [topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _assigned(self, _c: Any, parts: list[Any]) -> None:
+        with self.h.lock:
+            held = self.h.classic.setdefault(self.name, set()) if self.cooperative else set()
+            self.h.classic[self.name] = held | {p.partition for p in parts}
+
+    def _revoked(self, _c: Any, parts: list[Any]) -> None:
+        with self.h.lock:
+            self.h.classic.setdefault(self.name, set()).difference_update(p.partition for p in parts)
+
+    def start(self) -> Rdkafka:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.consumer.poll(0.1)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+        with self.h.lock:
+            self.h.classic.pop(self.name, None)
+
+
+PLAIN_WAYS = ("kafka-python eager", "kafka-python cooperative", "librdkafka eager", "librdkafka cooperative")
+
+
+def plain_run(node: NodeProcess, members: int, partitions: int, way: str) -> float:
+    """A plain broker-protocol group (not bridged) of `members` members, each replaced by a new one (start the
+    new member, wait until every member holds its share, stop the old one, wait again): partition-seconds
+    without an owner per replaced member."""
+    tag = uuid.uuid4().hex[:6]
+    topic, group = f"plain-{tag}", f"plain-bench-{tag}"
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap)
+    producer.send(topic, b"x").get(timeout=30)
+    producer.close()
+    kind: Any = Classic if way.startswith("kafka-python") else Rdkafka
+    cooperative = way.endswith("cooperative")
+    h = Holdings(partitions)
+    old = [kind(node.bootstrap, group, topic, f"o{i}", h, cooperative).start() for i in range(members)]
+    live: list[Any] = list(old)
+    try:
+        wait_for(settled(h, live), 60, "the group to settle", interval=0.02)
+        h.start()
+        for i, member in enumerate(old):
+            live.append(kind(node.bootstrap, group, topic, f"n{i}", h, cooperative).start())
+            wait_for(settled(h, live), 60, "the group to settle", interval=0.02)
+            member.stop()
+            live.remove(member)
+            wait_for(settled(h, live), 60, "the group to settle", interval=0.02)
+    finally:
+        total = h.stop()
+        for m in live:
+            m.stop()
+    return total / members
+
+
+def measure_plain(zk_hosts: str, args: argparse.Namespace) -> dict[str, list[float]]:
+    """Every plain way, `args.runs` times, against one node (initial rebalance delay 0: the group is never Empty
+    while it is measured)."""
+    results: dict[str, list[float]] = {way: [] for way in PLAIN_WAYS}
+    with tempfile.TemporaryDirectory() as data:
+        connect_string = ensure_chroot(zk_hosts, "/bench-plain")
+        node = NodeProcess(
+            Path(data),
+            ("--zk", connect_string, "--node-id", "1", f"--num.partitions={args.partitions}",
+             "--group.min.session.timeout.ms=1000", "--group.initial.rebalance.delay.ms=0"),
+        )  # fmt: skip
+        node.start()
+        try:
+            for _ in range(args.runs):
+                for way in results:
+                    results[way].append(plain_run(node, args.members, args.partitions, way))
+                    print("plain", way, f"{results[way][-1]:.3f}", file=sys.stderr)
+        finally:
+            node.stop()
+    return results
+
+
 def measure(zk_hosts: str, delay_ms: int, args: argparse.Namespace) -> dict[str, list[float]]:
     """Both ways, `args.runs` times each, against one node with `group.initial.rebalance.delay.ms=delay_ms`."""
     results: dict[str, list[float]] = {WAYS[0]: [], WAYS[1]: [], "barrier": []}
@@ -305,6 +413,38 @@ def traced(zk_hosts: str, delay_ms: int, args: argparse.Namespace, path: Path) -
     path.write_text("\n".join(sorted(lines)) + "\n")
 
 
+def plain_report(results: dict[str, list[float]], args: argparse.Namespace, load_before: float) -> None:
+    rows = "\n".join(
+        f"| {way} | {statistics.median(v):.3f} | {min(v):.3f} | {max(v):.3f} | {' '.join(f'{x:.2f}' for x in v)} |"
+        for way, v in results.items()
+    )
+    med = {way: statistics.median(v) for way, v in results.items()}
+    ratio = {
+        c: med[f"{c} cooperative"] / med[f"{c} eager"] if med[f"{c} eager"] else float("nan")
+        for c in ("kafka-python", "librdkafka")
+    }
+    body = f"""\
+A plain broker-protocol group (not bridged) of {args.members} members of one client on a {args.partitions}-partition
+topic, each member replaced by a new one in turn (start the new member, wait until every member holds its share,
+stop the old one, wait again), {args.runs} runs per way, one `zkcoord serve --zk` node,
+`group.initial.rebalance.delay.ms` 0 (the group is never Empty while measured). Eager: range (every member
+revokes everything before each JoinGroup); cooperative: cooperative-sticky (KIP-429: only what moves is
+revoked, in a first rebalance, and assigned in a follow-up). Figure = partition-seconds during which no member
+may consume a partition (sampled every {int(SAMPLE_S * 1000)} ms from the members' rebalance callbacks), per
+replaced member. Machine load average {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (2
+cores, shared with other engineers' test runs).
+
+| client and protocol | median (partition-s per member) | min | max | runs |
+|---|---:|---:|---:|---|
+{rows}
+
+**Cooperative against eager: kafka-python {ratio["kafka-python"]:.2f}×, librdkafka {ratio["librdkafka"]:.2f}×.**
+"""
+    print(body)
+    if not args.no_report:
+        write_section("plain groups: eager against cooperative", body)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--members", type=int, default=4)
@@ -315,6 +455,9 @@ def main(argv: list[str] | None = None) -> int:
         "--trace", type=Path, help="one traced member-by-member run at initial delay 0 into this file"
     )
     ap.add_argument("--trace-way", choices=("cooperative", "eager"), default="cooperative")
+    ap.add_argument(
+        "--plain-only", action="store_true", help="only the plain-group table (eager against cooperative)"
+    )
     args = ap.parse_args(argv)
     if args.trace is not None:
         with ZooKeeper.start(1) as zk:
@@ -322,7 +465,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     load_before = os.getloadavg()[0]
     by_delay: dict[int, dict[str, list[float]]] = {}
+    if args.plain_only:
+        with ZooKeeper.start(1) as zk:
+            plain_report(measure_plain(zk.hosts, args), args, load_before)
+        return 0
     with ZooKeeper.start(1) as zk:
+        plain = measure_plain(zk.hosts, args)
         for delay_ms in (
             3000,
             0,
@@ -387,6 +535,7 @@ and none between two classic members until the last join and leave (1 each).
     print(body)
     if not args.no_report:
         write_section("mixed groups", body)
+    plain_report(plain, args, load_before)
     return 0
 
 
