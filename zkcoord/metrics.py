@@ -17,35 +17,21 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
-# Kafka's API keys (the protocol's numbering) and names, for labels a person can read.
-API_NAMES: dict[int, str] = {
-    0: "Produce",
-    1: "Fetch",
-    2: "ListOffsets",
-    3: "Metadata",
-    8: "OffsetCommit",
-    9: "OffsetFetch",
-    10: "FindCoordinator",
-    11: "JoinGroup",
-    12: "Heartbeat",
-    13: "LeaveGroup",
-    14: "SyncGroup",
-    15: "DescribeGroups",
-    16: "ListGroups",
-    18: "ApiVersions",
-    19: "CreateTopics",
-    20: "DeleteTopics",
-    22: "InitProducerId",
-    42: "DeleteGroups",
-}
+from zkcoord.api_keys import API_NAMES
+
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 SESSION_STATES = ("CONNECTED", "SUSPENDED", "LOST")
 # Request latency: most answers take under a millisecond; JoinGroup and long-poll Fetch wait seconds.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
+# A plain dict of Kafka's API names (zkcoord.api_keys), read per request.
+_API_NAMES: dict[int, str] = dict(API_NAMES)
+
+
 def api_name(api_key: int) -> str:
-    return API_NAMES.get(api_key, str(api_key))
+    """The `api` label: Kafka's name of the API, or its number for one the table lacks."""
+    return _API_NAMES.get(api_key) or str(api_key)
 
 
 def _error_codes(response: Any) -> list[int]:

@@ -19,13 +19,15 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import IO, Any
 
 from zkcoord.security.client_config import read_command_config
 from zkcoord.zk.auth_flags import add_arguments as zk_security_arguments
 
 CONSUME_POLL_S = 0.2
+COOPERATIVE_STRATEGIES = frozenset({"cooperative-sticky"})  # KIP-429: revoke only what moves
 COMMIT_EVERY_S = 1.0
 
 
@@ -119,6 +121,12 @@ class Recorder:
             self.row("assignment", t, p, generation=self.rebalances)
         self.row("rebalance_end", generation=self.rebalances, detail={"owned": len(full)})
         self.in_rebalance = False
+
+    def settle(self) -> None:
+        """End a rebalance still open (a revocation that added nothing) with the ownership as it stands."""
+        with self._state:
+            if self.in_rebalance:
+                self._install((), incremental=True)
 
     def commits(self, positions: Mapping[tuple[str, int], int], how: str = "final") -> None:
         for (t, p), off in sorted(positions.items()):
@@ -277,6 +285,7 @@ def run_legacy(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
 def run_kafka_python(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
     from kafka import KafkaConsumer
     from kafka.consumer.subscription_state import ConsumerRebalanceListener
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
     from kafka.coordinator.assignors.range import RangePartitionAssignor
     from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
     from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
@@ -285,9 +294,13 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, flags: Flags) -> N
         "range": RangePartitionAssignor,
         "roundrobin": RoundRobinPartitionAssignor,
         "sticky": StickyPartitionAssignor,
+        "cooperative-sticky": CooperativeStickyAssignor,
     }
     if args.strategy not in assignors:
         raise SystemExit(f"member_proc: kafka-python has no {args.strategy!r} assignor")
+    # KIP-429: with a cooperative assignor kafka-python revokes only what moves and calls on_partitions_assigned
+    # with the added partitions only (kafka/coordinator/consumer.py, _on_join_complete_async).
+    incremental = args.strategy in COOPERATIVE_STRATEGIES
     consumer = KafkaConsumer(
         bootstrap_servers=args.bootstrap,
         group_id=args.group,
@@ -309,6 +322,8 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, flags: Flags) -> N
         **read_command_config(args.command_config),
     )
     _trace_sync_commits(consumer, rec)
+    if incremental:
+        _close_cooperative_rebalances(consumer, rec)
 
     class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
         def on_partitions_revoked(self, revoked: Any) -> None:
@@ -316,7 +331,7 @@ def run_kafka_python(args: argparse.Namespace, rec: Recorder, flags: Flags) -> N
             rec.release((tp.topic, tp.partition) for tp in revoked)
 
         def on_partitions_assigned(self, assigned: Any) -> None:
-            rec.install(((tp.topic, tp.partition) for tp in assigned), incremental=False)
+            rec.install(((tp.topic, tp.partition) for tp in assigned), incremental=incremental)
 
     consumer.subscribe(topics=list(args.topics), listener=Listener())
     # kafka-python 3.0.12 can lose a join for good when a rejoin asked for only by its metadata-snapshot check
@@ -354,49 +369,101 @@ def _trace_sync_commits(consumer: Any, rec: Recorder) -> None:
     coordinator.commit_offsets_sync = traced
 
 
-def run_confluent(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
-    from confluent_kafka import Consumer
+def _close_cooperative_rebalances(consumer: Any, rec: Recorder) -> None:
+    """A cooperative kafka-python member that only lost partitions gets no on_partitions_assigned (nothing was
+    added): end the rebalance its revocation opened when the join completes (a wrapper of this process's own
+    coordinator's join completion, as _trace_sync_commits wraps its commits)."""
+    coordinator = consumer._coordinator
+    complete = coordinator._on_join_complete_async
 
-    strategies = {"range": "range", "roundrobin": "roundrobin", "cooperative-sticky": "cooperative-sticky"}
+    async def traced(*args: Any, **kwargs: Any) -> Any:
+        out = await complete(*args, **kwargs)
+        rec.settle()
+        return out
+
+    coordinator._on_join_complete_async = traced
+
+
+# Strategy -> librdkafka partition.assignment.strategy, per group protocol (the consumer protocol's are the
+# coordinator's server-side assignors, group.remote.assignor).
+_CONFLUENT_STRATEGIES = {
+    "classic": {"range": "range", "roundrobin": "roundrobin", "cooperative-sticky": "cooperative-sticky"},
+    "consumer": {"uniform": "uniform", "range": "range"},
+}
+
+
+def confluent_config(args: argparse.Namespace, group_protocol: str) -> dict[str, Any]:
+    """The librdkafka configuration of a member speaking `group_protocol`: "classic" (the client's assignor,
+    its own session timeout and heartbeat) or "consumer" (KIP-848: the coordinator assigns with the server-side
+    assignor `--strategy`, and the session timeout and heartbeat interval are the coordinator's, group.consumer.*).
+    No callbacks; raises SystemExit for a strategy the protocol does not have."""
+    strategies = _CONFLUENT_STRATEGIES[group_protocol]
     if args.strategy not in strategies:
+        if group_protocol == "consumer":
+            raise SystemExit(f"member_proc: the consumer protocol has no {args.strategy!r} server assignor")
         raise SystemExit(f"member_proc: librdkafka has no eager {args.strategy!r} assignor")
-    incremental = args.strategy == "cooperative-sticky"
-    consumer = Consumer(
-        {
-            "bootstrap.servers": args.bootstrap,
-            "group.id": args.group,
-            "client.id": args.member,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": True,
-            "auto.commit.interval.ms": int(COMMIT_EVERY_S * 1000),
+    config: dict[str, Any] = {
+        "bootstrap.servers": args.bootstrap,
+        "group.id": args.group,
+        "client.id": args.member,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": True,
+        "auto.commit.interval.ms": int(COMMIT_EVERY_S * 1000),
+    }
+    if group_protocol == "consumer":
+        config |= {"group.protocol": "consumer", "group.remote.assignor": strategies[args.strategy]}
+    else:
+        config |= {
             "session.timeout.ms": args.session_timeout_ms,
             "heartbeat.interval.ms": max(100, args.session_timeout_ms // 4),
             "partition.assignment.strategy": strategies[args.strategy],
-            "topic.metadata.refresh.interval.ms": 1000,
-            # reconnect.backoff.max.ms stays at its default: unlike kafka-python, librdkafka kept reconnecting
-            # every ~50 ms through an 11 s coordinator outage and connected within ~50 ms of the node
-            # listening (a run with 1000 ms changed nothing). Its ~4 s to regain partitions after a restart is
-            # the reloaded group waiting for the old member ids (dropped by librdkafka's own session timeout)
-            # to expire; a group.instance.id would avoid that but also changes how a clean leave and a crash
-            # rebalance, so it is not set here (docs/comparison.md, mixed).
-            "on_commit": lambda err, partitions: _confluent_committed(rec, err, partitions),
-            **librdkafka_security(read_command_config(args.command_config)),
         }
-    )
+    # reconnect.backoff.max.ms stays at its default: unlike kafka-python, librdkafka kept reconnecting every
+    # ~50 ms through an 11 s coordinator outage and connected within ~50 ms of the node listening (a run with
+    # 1000 ms changed nothing). Its ~4 s to regain partitions after a restart is the reloaded group waiting for
+    # the old member ids (dropped by librdkafka's own session timeout) to expire; a group.instance.id would
+    # avoid that but also changes how a clean leave and a crash rebalance, so it is not set here
+    # (docs/comparison.md, mixed).
+    config["topic.metadata.refresh.interval.ms"] = 1000
+    return config | librdkafka_security(read_command_config(args.command_config))
 
-    def on_assign(_c: Any, partitions: Any) -> None:
+
+def run_confluent(args: argparse.Namespace, rec: Recorder, flags: Flags, *, group_protocol: str) -> None:
+    """A librdkafka member of the classic protocol (eager, or cooperative with cooperative-sticky: KIP-429,
+    revoking only what moves) or of the consumer protocol (KIP-848, always incremental)."""
+    from confluent_kafka import Consumer
+
+    config = confluent_config(args, group_protocol)
+    incremental = group_protocol == "consumer" or args.strategy in COOPERATIVE_STRATEGIES
+    consumer = Consumer(
+        {**config, "on_commit": lambda err, partitions: _confluent_committed(rec, err, partitions)}
+    )
+    # A cooperative classic member hands over incrementally in its own callbacks (incremental_assign/unassign);
+    # an eager member and a consumer-protocol member leave (un)assignment to the client, as before.
+    explicit = incremental and group_protocol == "classic"
+
+    def on_assign(c: Any, partitions: Any) -> None:
+        if explicit:
+            c.incremental_assign(partitions)
         rec.install(((tp.topic, tp.partition) for tp in partitions), incremental=incremental)
 
-    def on_revoke(_c: Any, partitions: Any) -> None:
+    def on_revoke(c: Any, partitions: Any) -> None:
         rec.rebalance_start("revoke")
         rec.release((tp.topic, tp.partition) for tp in partitions)
+        if explicit:
+            c.incremental_unassign(partitions)
 
-    def on_lost(_c: Any, partitions: Any) -> None:
+    def on_lost(c: Any, partitions: Any) -> None:
         rec.rebalance_start("lost")
         rec.release((tp.topic, tp.partition) for tp in partitions)
+        if explicit:
+            c.incremental_unassign(partitions)
 
     consumer.subscribe(list(args.topics), on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
-    rec.row("joined", detail={"client": "confluent-kafka"})
+    joined = {"client": "confluent-kafka"} | (
+        {"group.protocol": "consumer"} if group_protocol == "consumer" else {}
+    )
+    rec.row("joined", detail=joined)
     try:
         while not flags.stop.is_set():
             msg = consumer.poll(CONSUME_POLL_S)
@@ -404,7 +471,7 @@ def run_confluent(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None
                 continue
             rec.row("consume", msg.topic(), msg.partition(), offset=msg.offset())
     finally:
-        rec.shutdown()  # before close(): its LeaveGroup lets peers take the partitions at once
+        rec.shutdown()  # before close(): its LeaveGroup (leave heartbeat) lets peers take the partitions at once
         consumer.close()  # the final auto-commit is reported through on_commit
 
 
@@ -416,60 +483,17 @@ def _confluent_committed(rec: Recorder, err: Any, partitions: Any) -> None:
         )
 
 
-def run_confluent_consumer(args: argparse.Namespace, rec: Recorder, flags: Flags) -> None:
-    """librdkafka with the consumer rebalance protocol (KIP-848): the coordinator computes the assignment with the
-    server-side assignor `--strategy` (group.remote.assignor) and hands partitions over incrementally; the session
-    timeout and heartbeat interval are the coordinator's (group.consumer.*), not the client's."""
-    from confluent_kafka import Consumer
+Runner = Callable[[argparse.Namespace, Recorder, Flags], None]
 
-    if args.strategy not in ("uniform", "range"):
-        raise SystemExit(f"member_proc: the consumer protocol has no {args.strategy!r} server assignor")
-    consumer = Consumer(
-        {
-            "bootstrap.servers": args.bootstrap,
-            "group.id": args.group,
-            "client.id": args.member,
-            "group.protocol": "consumer",
-            "group.remote.assignor": args.strategy,
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": True,
-            "auto.commit.interval.ms": int(COMMIT_EVERY_S * 1000),
-            "topic.metadata.refresh.interval.ms": 1000,
-            "on_commit": lambda err, partitions: _confluent_committed(rec, err, partitions),
-            **librdkafka_security(read_command_config(args.command_config)),
-        }
-    )
-
-    def on_assign(_c: Any, partitions: Any) -> None:
-        rec.install(((tp.topic, tp.partition) for tp in partitions), incremental=True)
-
-    def on_revoke(_c: Any, partitions: Any) -> None:
-        rec.rebalance_start("revoke")
-        rec.release((tp.topic, tp.partition) for tp in partitions)
-
-    def on_lost(_c: Any, partitions: Any) -> None:
-        rec.rebalance_start("lost")
-        rec.release((tp.topic, tp.partition) for tp in partitions)
-
-    consumer.subscribe(list(args.topics), on_assign=on_assign, on_revoke=on_revoke, on_lost=on_lost)
-    rec.row("joined", detail={"client": "confluent-kafka", "group.protocol": "consumer"})
-    try:
-        while not flags.stop.is_set():
-            msg = consumer.poll(CONSUME_POLL_S)
-            if msg is None or msg.error() is not None:
-                continue
-            rec.row("consume", msg.topic(), msg.partition(), offset=msg.offset())
-    finally:
-        rec.shutdown()  # before close(): its leave heartbeat lets peers take the partitions at once
-        consumer.close()  # the final auto-commit is reported through on_commit
-
-
-RUNNERS = {
+# Protocol name (migration.compare.scenario.PROTOCOLS) -> the member that speaks it.
+RUNNERS: dict[str, Runner] = {
     "legacy-faithful": run_legacy,
     "legacy-fast": run_legacy,
     "classic-kafka-python": run_kafka_python,
-    "classic-confluent": run_confluent,
-    "consumer-confluent": run_confluent_consumer,
+    "classic-kafka-python-cooperative": run_kafka_python,
+    "classic-confluent": partial(run_confluent, group_protocol="classic"),
+    "classic-confluent-cooperative": partial(run_confluent, group_protocol="classic"),
+    "consumer-confluent": partial(run_confluent, group_protocol="consumer"),
 }
 
 

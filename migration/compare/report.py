@@ -65,6 +65,7 @@ class ReportResult:
     html: Path | None = None
     summary: list[dict[str, Any]] = field(default_factory=list)
     churn_events: dict[tuple[str, str], int] = field(default_factory=dict)  # (scenario, protocol) -> count
+    handovers: list[dict[str, Any]] = field(default_factory=list)  # per (scenario, protocol), per change
     generated: dict[str, Any] = field(
         default_factory=dict
     )  # when, by which version, on which machine and load
@@ -421,6 +422,15 @@ def _html_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, 
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+HANDOVER_COLUMNS = (
+    ("scenario", "scenario"),
+    ("protocol", "protocol"),
+    ("changes", "churn events"),
+    ("released_per_change", "released / change"),
+    ("released_kept_per_change", "released, holder stayed / change"),
+    ("unowned_s_per_change", "unowned partition-s / change"),
+)
+
 SUMMARY_COLUMNS = (
     ("scenario", "scenario"),
     ("protocol", "protocol"),
@@ -695,6 +705,11 @@ next to their counts. Rates are per minute of played time or per churn event, so
 compare. Duplicates: records a member consumed after its last commit, delivered again to the next owner of the
 partition after a rebalance (at-least-once); lost records are never acceptable.</p>
 {_html_table(rows, SUMMARY_COLUMNS)}
+<h2>Hand-overs per membership change</h2>
+<p class="sub">Per churn event, until the next one: partitions some member released, those released although
+the same member owned them again (an eager hand-over; an incremental one releases only what moves), and the
+partition-seconds without an owner. Means over every churn event of every run; docs/comparison.md.</p>
+{_html_table(result.handovers, HANDOVER_COLUMNS)}
 <h2>Plots</h2>
 {"".join(figures)}
 <h2>Runs</h2>
@@ -726,6 +741,13 @@ CAPTIONS: dict[str, tuple[str, str]] = {
         "Who owned each partition over time. Grey hatching: no owner (a gap: the partition is not consumed). "
         "Red cross-hatching: two or more owners at once (an overlap: records may be processed twice). "
         "Dotted lines: churn events.",
+    ),
+    "handovers": (
+        "Hand-overs per membership change",
+        "Per churn event (a join, leave, crash, replace, ...) until the next: partitions some member released; "
+        "of them, those the same member owned again (released although the holder stayed: an eager hand-over; "
+        "an incremental one, cooperative or legacy-fast, releases only what moves); and partition-seconds "
+        "without an owner. Means per event; lower is better.",
     ),
     "records": (
         "Duplicate and lost records",
@@ -844,6 +866,7 @@ def run_report(
             intervals = T.ownership_intervals(events, runs).cache()
             anomalies = T.ownership_anomalies(intervals, runs).cache()
             per_run = T.anomaly_totals(anomalies, runs)
+            changes = T.handovers_per_change(events, runs, anomalies).cache()
             stage("records and work per rebalance")
             delivery = T.record_delivery(events, runs).cache()
             ops = T.ops_per_episode(events, episodes)
@@ -860,6 +883,8 @@ def run_report(
                 "ownership_anomalies": anomalies.orderBy("run_id", "topic", "partition", "start_ms"),
                 "ownership_per_run": per_run.orderBy("run_id"),
                 "records": delivery.orderBy("run_id"),
+                "membership_changes": changes.orderBy("run_id", "seq"),
+                "handovers": T.handovers_by_protocol(changes),
             }
             collected: dict[str, list[dict[str, Any]]] = {}
             for name, df in tables.items():
@@ -867,6 +892,7 @@ def run_report(
                 result.tables[name] = path
                 collected[name] = rows
             result.summary = collected["summary"]
+            result.handovers = collected["handovers"]
             for r in collected["churn_to_stable"]:
                 key = (r["scenario"], r["protocol"])
                 result.churn_events[key] = result.churn_events.get(key, 0) + 1
@@ -924,6 +950,15 @@ def run_report(
                 "milliseconds (sum over partitions and runs)",
                 plots / "ownership.png",
             )
+            result.plots["handovers"] = plot_bars(
+                collected["handovers"],
+                [("released_per_change", "partitions released"),
+                 ("released_kept_per_change", "released though the holder stayed"),
+                 ("unowned_s_per_change", "unowned partition-seconds")],
+                "Hand-overs per membership change",
+                "mean per churn event (count / partition-seconds)",
+                plots / "handovers.png",
+            )  # fmt: skip
             stage("report.html")
             result.html = write_html(result, out, CAPTIONS)
             (out / "summary.json").write_text(

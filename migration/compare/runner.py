@@ -23,7 +23,6 @@ import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,8 +31,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from migration.compare import churn
+from migration.compare.analysis import in_trace_order, member_trace_rows, number_rounds, owner_overlaps
 from migration.compare.partitions import PartitionIncreaseError, increase_partitions
-from migration.compare.scenario import PROTOCOLS, ChurnEvent, ChurnKind, Family, ProtocolRun, Scenario
+from migration.compare.scenario import ChurnEvent, ChurnKind, Family, ProtocolRun, Scenario
 from migration.compare.trace import EventKind, RunMeta, TraceWriter
 from zkcoord.errors import ZkcoordError
 from zkcoord.legacy.codecs import BrokerRegistration, parse_endpoint
@@ -49,15 +50,11 @@ from zkcoord.zk.session import connect, ensure_chroot
 OWNER_SAMPLE_S = 0.25
 DRAIN_TIMEOUT_S = 20.0
 STOP_TIMEOUT_S = 15.0
-ZK_RESTART_AFTER_S = 2.0
 NODE_RESTART_TIMEOUT_S = 45.0
 NODE_ID = 1
 OWNERS_FILE = "zk_owners.parquet"
 MIXED = "mixed"  # the protocol label of a shared-group play
 MEMBERS_DIR = "members"
-
-# Member-process row kinds that map onto trace kinds; the others ("started", "joined", ...) stay in members/.
-_TRACE_KINDS = {k.value: k for k in EventKind}
 
 
 class RunnerError(ZkcoordError):
@@ -439,13 +436,15 @@ class _Play:
     def _live(self) -> list[MemberProc]:
         return [m for m in self.slots if m.ended_ms is None and m.alive]
 
-    def _target(self, ev: ChurnEvent) -> MemberProc | None:
-        live = self._live()
-        if not live:
-            return None
-        if ev.member is None:
-            return live[self.rng.randrange(len(live))]
-        return live[ev.member] if ev.member < len(live) else None
+    def _view(self) -> churn.PlayView:
+        return churn.PlayView(
+            shared=self.sc.shared,
+            family=self.proto.family,
+            node_started=self.node is not None,
+            zk_nodes=len(self.zk.nodes) if self.zk is not None else 0,
+            live=tuple(churn.Target(m.name, m.protocol) for m in self._live()),
+            session_timeout_ms=self.sc.session_timeout_ms,
+        )
 
     def _churn_row(self, ev: ChurnEvent, member: str | None, **detail: Any) -> None:
         self.runner_rows.append(
@@ -454,94 +453,79 @@ class _Play:
         )  # fmt: skip
 
     def _apply(self, ev: ChurnEvent, later: list[tuple[float, int, Callable[[], None]]]) -> bool:
-        k = ev.kind
-        if k is ChurnKind.JOIN:
-            run = self.sc.protocol(ev.protocol) if ev.protocol is not None else None
-            names = [self._spawn(run).name for _ in range(ev.count)]
-            self._churn_row(ev, names[0] if len(names) == 1 else None, members=names, applied=True)
-            return True
-        if k is ChurnKind.PARTITION_INCREASE:
-            assert ev.topic is not None and ev.partitions is not None
-            client = connect(self.zk_connect, auth=self.auth)
-            try:
-                before, _ = increase_partitions(client, self.kafka_topic[ev.topic], ev.partitions)
-            except PartitionIncreaseError as exc:
-                self._churn_row(ev, None, applied=False, partitions=ev.partitions, reason=str(exc))
+        """Carry out what the churn table decides for `ev` (migration.compare.churn); whether it was applied."""
+        return self._carry_out(ev, churn.plan(ev, self._view(), self.rng), later)
+
+    def _carry_out(
+        self, ev: ChurnEvent, action: churn.Action, later: list[tuple[float, int, Callable[[], None]]]
+    ) -> bool:
+        def at(delay_s: float, fn: Callable[[], None]) -> None:
+            heapq.heappush(later, (time.monotonic() + delay_s, len(later), fn))
+
+        match action:
+            case churn.Skip(reason):
+                self._churn_row(ev, None, applied=False, reason=reason)
                 return False
-            finally:
-                client.stop()
-                client.close()
-            with self._lock:
-                self.partitions[ev.topic] = ev.partitions
-            self._churn_row(ev, None, applied=True, partitions=ev.partitions, before=before,
-                            how="/brokers/topics replica assignment grown (kafka-topics --alter)")  # fmt: skip
-            return True
-        if k is ChurnKind.ZK_LEADER_KILL:
-            zk = self.zk
-            if zk is None or len(zk.nodes) < 2:
-                self._churn_row(ev, None, applied=False, reason="no local ZooKeeper ensemble to disturb")
-                return False
-            i = zk.leader()
-            zk.kill_node(i)
-            self._churn_row(ev, None, applied=True, node=i)
-            heapq.heappush(
-                later, (time.monotonic() + ZK_RESTART_AFTER_S, len(later), lambda: zk.restart_node(i))
-            )
-            return True
-        if k is ChurnKind.COORDINATOR_KILL:
-            node = self.node
-            if not self.sc.shared and self.proto.family is Family.LEGACY:
-                self._churn_row(ev, None, applied=False, reason="a legacy group has no coordinator")
-                return False
-            if node is None:
-                self._churn_row(
-                    ev, None, applied=False, reason="the node was given, not started by the runner"
-                )
-                return False
-            node.kill9()
-            self._churn_row(ev, None, applied=True, how="SIGKILL, restarted at once")
-            # Restarting takes seconds (a new process registering in ZooKeeper); the schedule goes on meanwhile.
-            self._background(lambda: self._restart_node(node), f"restart-node-{self.run_id}")
-            return True
-        target = self._target(ev)
-        if target is None:
-            self._churn_row(ev, None, applied=False, reason="no live member to target")
-            return False
-        if k is ChurnKind.REPLACE:
-            assert ev.protocol is not None
-            # Stop, then start: the successor joins only once its predecessor has left the group (a clean leave,
-            # SIGKILL after the stop timeout), as an operator's rolling restart does. Later events wait for it.
-            slot = self.slots.index(target)
-            t = time.monotonic()
-            target.stop("replace")
-            successor = self._spawn(self.sc.protocol(ev.protocol), slot=slot)
-            self._churn_row(ev, target.name, applied=True, old_protocol=target.protocol, new_protocol=ev.protocol,
-                            new_member=successor.name, stop_ms=int((time.monotonic() - t) * 1000))  # fmt: skip
-            return True
-        if k is ChurnKind.LEAVE:
-            self._churn_row(ev, target.name, applied=True)
-            threading.Thread(target=target.stop, args=("leave",), daemon=True).start()
-        elif k is ChurnKind.CRASH:
-            self._churn_row(ev, target.name, applied=True)
-            target.kill()
-        elif k is ChurnKind.PAUSE:
-            target.signal(signal.SIGSTOP)
-            self._churn_row(ev, target.name, applied=True, duration_s=ev.duration_s)
-            heapq.heappush(later, (time.monotonic() + ev.duration_s, len(later),
-                                   lambda: target.signal(signal.SIGCONT)))  # fmt: skip
-        elif k is ChurnKind.SESSION_EXPIRY:
-            if PROTOCOLS[target.protocol] is Family.LEGACY:
-                target.signal(signal.SIGUSR1)  # the member expires its own session on the server
-                self._churn_row(ev, target.name, applied=True, how="server-side session close")
-            else:  # classic and consumer: heartbeats stop for longer than the session timeout
-                stall = self.sc.session_timeout_ms / 1000.0 + 1.5
+            case churn.SpawnMembers(count, protocol):
+                run = self.sc.protocol(protocol) if protocol is not None else None
+                names = [self._spawn(run).name for _ in range(count)]
+                self._churn_row(ev, names[0] if len(names) == 1 else None, members=names, applied=True)
+            case churn.GrowTopic(topic, partitions):
+                client = connect(self.zk_connect, auth=self.auth)
+                try:
+                    before, _ = increase_partitions(client, self.kafka_topic[topic], partitions)
+                except PartitionIncreaseError as exc:
+                    self._churn_row(ev, None, applied=False, partitions=partitions, reason=str(exc))
+                    return False
+                finally:
+                    client.stop()
+                    client.close()
+                with self._lock:
+                    self.partitions[topic] = partitions
+                self._churn_row(ev, None, applied=True, partitions=partitions, before=before,
+                                how="/brokers/topics replica assignment grown (kafka-topics --alter)")  # fmt: skip
+            case churn.KillZkLeader(restart_after_s):
+                zk = self.zk
+                assert zk is not None
+                i = zk.leader()
+                zk.kill_node(i)
+                self._churn_row(ev, None, applied=True, node=i)
+                at(restart_after_s, lambda: zk.restart_node(i))
+            case churn.KillCoordinator():
+                node = self.node
+                assert node is not None
+                node.kill9()
+                self._churn_row(ev, None, applied=True, how="SIGKILL, restarted at once")
+                # Restarting takes seconds (a new process registering in ZooKeeper); the schedule goes on meanwhile.
+                self._background(lambda: self._restart_node(node), f"restart-node-{self.run_id}")
+            case churn.ReplaceMember(name, protocol):
+                # Stop, then start: the successor joins only once its predecessor has left the group (a clean
+                # leave, SIGKILL after the stop timeout), as an operator's rolling restart does. Later events wait.
+                target = self._member(name)
+                slot = self.slots.index(target)
+                t = time.monotonic()
+                target.stop("replace")
+                successor = self._spawn(self.sc.protocol(protocol), slot=slot)
+                self._churn_row(ev, name, applied=True, old_protocol=target.protocol, new_protocol=protocol,
+                                new_member=successor.name, stop_ms=int((time.monotonic() - t) * 1000))  # fmt: skip
+            case churn.LeaveMember(name):
+                self._churn_row(ev, name, applied=True)
+                threading.Thread(target=self._member(name).stop, args=("leave",), daemon=True).start()
+            case churn.CrashMember(name):
+                self._churn_row(ev, name, applied=True)
+                self._member(name).kill()
+            case churn.ExpireSession(name, detail):
+                self._member(name).signal(signal.SIGUSR1)  # the member expires its own session on the server
+                self._churn_row(ev, name, applied=True, **detail)
+            case churn.SuspendMember(name, resume_after_s, detail):
+                target = self._member(name)
                 target.signal(signal.SIGSTOP)
-                self._churn_row(
-                    ev, target.name, applied=True, how="stalled past session timeout", stall_s=stall
-                )
-                heapq.heappush(later, (time.monotonic() + stall, len(later),
-                                       lambda: target.signal(signal.SIGCONT)))  # fmt: skip
+                self._churn_row(ev, name, applied=True, **detail)
+                at(resume_after_s, lambda: target.signal(signal.SIGCONT))
         return True
+
+    def _member(self, name: str) -> MemberProc:
+        return next(m for m in self.members if m.name == name)
 
     # --- the play ------------------------------------------------------------------------------------------
 
@@ -626,7 +610,7 @@ class _Play:
                            "member_protocols": {m.name: m.protocol for m in self.members}}),
         )  # fmt: skip
         for r in rows:
-            writer.emit(r["ts_ms"], _TRACE_KINDS[r["kind"]], member=r["member"], topic=r["topic"],
+            writer.emit(r["ts_ms"], EventKind(r["kind"]), member=r["member"], topic=r["topic"],
                         partition=r["partition"], offset=r["offset"], generation=r["generation"],
                         detail=r["detail"])  # fmt: skip
         produced = {(t, p, o) for _, t, p, o in self.produced}
@@ -650,85 +634,14 @@ class _Play:
                           len(consumed_rows), lost, len(self.samples), overlaps, applied)  # fmt: skip
 
     def _merged_rows(self, ended_ms: int) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = list(self.runner_rows)
+        rows: list[Mapping[str, Any]] = list(self.runner_rows)
         rows += [{"ts_ms": ts, "kind": "produce", "member": None, "topic": t, "partition": p, "offset": o,
                   "generation": None, "detail": None} for ts, t, p, o in self.produced]  # fmt: skip
         for m in self.members:
-            owned: set[tuple[str, int]] = set()
-            for r in m.rows:
-                if r["kind"] not in _TRACE_KINDS:
-                    continue
-                rows.append(r)
-                tp = (r["topic"], r["partition"])
-                if r["kind"] == "own_start":
-                    owned.add(tp)
-                elif r["kind"] == "own_end":
-                    owned.discard(tp)
             # A killed member never reports its release: its ownership ends when it stopped working.
             end = m.ended_ms if m.ended_ms is not None else ended_ms
-            for t, p in sorted(owned):
-                rows.append({"ts_ms": end, "kind": "own_end", "member": m.name, "topic": t, "partition": p,
-                             "offset": None, "generation": None, "detail": {"reason": m.how or "end"}})  # fmt: skip
+            rows += member_trace_rows(m.name, m.rows, end, m.how or "end")
         return number_rounds(in_trace_order(rows))
-
-
-def in_trace_order(rows: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Rows by time, then member; rows of one member with the same ms keep the order the member wrote them in
-    (a rebalance_start and its rebalance_end often share a millisecond; sorting them by kind put the end first)."""
-    return sorted(rows, key=lambda r: (r["ts_ms"], r["member"] or ""))
-
-
-def number_rounds(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Replace each member's own rebalance counter by a group-wide round number: a round opens with a
-    rebalance_start when no member is mid-rebalance and holds every member rebalance begun until all have ended.
-    The member's counter is kept in detail.member_generation. Rows must be in time order."""
-    out: list[dict[str, Any]] = []
-    rounds: dict[tuple[str, int], int] = {}
-    open_members: set[str] = set()
-    current = 0
-    for r in rows:
-        r2 = dict(r)
-        member, gen = r.get("member"), r.get("generation")
-        if member is not None and gen is not None:
-            key = (member, int(gen))
-            if r["kind"] == "rebalance_start" and key not in rounds:
-                if not open_members:
-                    current += 1
-                open_members.add(member)
-                rounds[key] = current
-            if r["kind"] == "rebalance_end":
-                open_members.discard(member)
-            r2["generation"] = rounds.get(key, current)
-            r2["detail"] = {**(r.get("detail") or {}), "member_generation": int(gen)}
-        elif r["kind"] == "churn" and r["detail"].get("event") in ("crash", "leave") and member:
-            open_members.discard(member)
-        out.append(r2)
-    return out
-
-
-def owner_overlaps(samples: Sequence[tuple[int, str, int, str]]) -> int:
-    """Samples in which one partition had more than one distinct owner (a ZooKeeper owner znode is unique per
-    partition, so anything but 0 means the samples or the registry are broken)."""
-    owners: dict[tuple[int, str, int], set[str]] = defaultdict(set)
-    for ts, t, p, o in samples:
-        owners[(ts, t, p)].add(o)
-    return sum(1 for v in owners.values() if len(v) > 1)
-
-
-def interval_overlaps(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, int, str, str, int]]:
-    """Moments when two members both believed they owned one partition, from own_start/own_end rows in time
-    order: (topic, partition, holder, newcomer, ts_ms)."""
-    holders: dict[tuple[str, int], set[str]] = defaultdict(set)
-    found = []
-    for r in rows:
-        tp = (r["topic"], r["partition"])
-        if r["kind"] == "own_start":
-            for other in sorted(holders[tp] - {r["member"]}):
-                found.append((tp[0], tp[1], other, r["member"], r["ts_ms"]))
-            holders[tp].add(r["member"])
-        elif r["kind"] == "own_end":
-            holders[tp].discard(r["member"])
-    return found
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -32,11 +32,27 @@ class Family(Enum):
 # Protocol name -> family. Each protocol is one kind of member implementation.
 PROTOCOLS: dict[str, Family] = {
     "legacy-faithful": Family.LEGACY,
-    "legacy-fast": Family.LEGACY,
+    "legacy-fast": Family.LEGACY,  # incremental hand-over: keeps the owner znodes its new share leaves it
     "classic-kafka-python": Family.CLASSIC,
+    "classic-kafka-python-cooperative": Family.CLASSIC,  # KIP-429: CooperativeStickyAssignor
     "classic-confluent": Family.CLASSIC,
+    "classic-confluent-cooperative": Family.CLASSIC,  # KIP-429: cooperative-sticky, incremental_(un)assign
     "consumer-confluent": Family.CONSUMER,  # librdkafka, group.protocol=consumer
 }
+
+# Protocols whose members hand partitions over incrementally (revoke only what moves): their strategy is fixed.
+COOPERATIVE_PROTOCOLS: dict[str, str] = {
+    "classic-kafka-python-cooperative": "cooperative-sticky",
+    "classic-confluent-cooperative": "cooperative-sticky",
+}
+
+
+def strategies_for(protocol: str) -> tuple[str, ...]:
+    """The assignment strategies a protocol's members may use: a cooperative protocol's one, else its family's."""
+    if protocol in COOPERATIVE_PROTOCOLS:
+        return (COOPERATIVE_PROTOCOLS[protocol],)
+    return STRATEGIES[PROTOCOLS[protocol]]
+
 
 STRATEGIES: dict[Family, tuple[str, ...]] = {
     Family.LEGACY: ("range", "roundrobin"),
@@ -416,25 +432,33 @@ def parse_scenario(text: str, source: str = "<string>") -> Scenario:
                 "a shared group is bridged for legacy and classic members only, not consumer-protocol ones",
             )
         strategy = body["strategy"]
-        if not isinstance(strategy, str) or strategy not in STRATEGIES[family]:
+        allowed = strategies_for(pname)
+        if not isinstance(strategy, str) or strategy not in allowed:
+            whose = (
+                f"{pname}'s strategy"
+                if pname in COOPERATIVE_PROTOCOLS
+                else f"the {family.value} protocol's strategies"
+            )
             raise c.fail(
                 f"{path}.strategy",
-                f"expected one of: {', '.join(STRATEGIES[family])} (the {family.value} protocol's strategies); "
-                f"got {_describe(strategy)}",
+                f"expected one of: {', '.join(allowed)} ({whose}); got {_describe(strategy)}",
             )
-        if shared and strategy not in SHARED_STRATEGIES:
+        protocols.append(ProtocolRun(pname, members, strategy))
+        if not shared or pname in COOPERATIVE_PROTOCOLS:
+            continue  # a cooperative member of a shared group is answered the legacy members' algorithm
+        if strategy not in SHARED_STRATEGIES:
             raise c.fail(
                 f"{path}.strategy",
                 f"a shared group follows the legacy assignor: expected one of: {', '.join(SHARED_STRATEGIES)}; "
                 f"got {_describe(strategy)}",
             )
-        if shared and protocols and strategy != protocols[0].strategy:
+        first = next(p for p in protocols if p.protocol not in COOPERATIVE_PROTOCOLS)
+        if strategy != first.strategy:
             raise c.fail(
                 f"{path}.strategy",
                 f"every protocol of a shared group uses one strategy (the group's): "
-                f"protocols.{protocols[0].protocol} has {protocols[0].strategy!r}, this one {strategy!r}",
+                f"protocols.{first.protocol} has {first.strategy!r}, this one {strategy!r}",
             )
-        protocols.append(ProtocolRun(pname, members, strategy))
     if shared and not any(p.members for p in protocols):
         raise c.fail("protocols", "a shared group needs at least one member at the start")
 
@@ -599,7 +623,7 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(text, str(p))
 
 
-BUILTIN = ("demo", "mixed", "rolling-migration")
+BUILTIN = ("demo", "mixed", "rolling-migration", "rolling-migration-cooperative")
 
 
 def builtin_scenario(name: str = "demo") -> Scenario:

@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from migration.compare.scenario import STRATEGIES, ChurnKind, Family, Scenario
-from zkcoord.topic_partition import TopicPartition as GroundTP  # until this module's alias goes (#22)
+from zkcoord.topic_partition import TopicPartition
 
-TopicPartition = tuple[str, int]
 Assignment = dict[str, list[TopicPartition]]
 
 # (members in join order, topic -> partition count, owned: member -> partitions it owns now) -> new assignment.
@@ -81,10 +80,10 @@ def broker_assignor(strategy: str) -> Assignor:
             strategy,
             {m: topics for m in members},
             dict(partitions),
-            owned={m: [GroundTP(*tp) for tp in owned.get(m, ())] for m in members},
+            owned={m: list(owned.get(m, ())) for m in members},
             generations={m: 1 for m in members if owned.get(m)},
         )
-        return {m: sorted(result.get(m, [])) for m in members}
+        return {m: sorted(TopicPartition(*tp) for tp in result.get(m, [])) for m in members}
 
     return Assignor(Family.CLASSIC.value, strategy, strategy == "cooperative-sticky", fn)
 
@@ -128,7 +127,10 @@ def consumer_assignor(strategy: str) -> Assignor:
         result = consumer_assign(
             strategy, {m: frozenset(partitions) for m in members}, dict(partitions), current
         )
-        return {m: sorted((t, p) for t, ps in result.get(m, {}).items() for p in ps) for m in members}
+        return {
+            m: sorted(TopicPartition(t, p) for t, ps in result.get(m, {}).items() for p in ps)
+            for m in members
+        }
 
     return Assignor(Family.CONSUMER.value, strategy, True, fn)
 

@@ -55,20 +55,25 @@ def rebalance_episodes(events: DataFrame) -> DataFrame:
     )
 
 
-def churn_to_stable(events: DataFrame, runs: DataFrame) -> DataFrame:
-    """One row per churn event: stable_ms = the latest rebalance_end at or after the churn and before the next
-    churn event of the run (or the run's end); latency_ms = stable_ms - churn ts. Both null when no rebalance
-    ended in that window (the event did not disturb the group)."""
-    end = _effective_end(events, runs)
+def _churn_windows(events: DataFrame, runs: DataFrame) -> DataFrame:
+    """One row per churn event, numbered `seq` in the run's order, with its window [churn_ms, window_end_ms):
+    until the run's next churn event, or the run's end + 1."""
     w = Window.partitionBy("run_id").orderBy("churn_ms", "member", "detail")
-    churn = (
+    return (
         _kind(events, "churn")
         .select(*RUN_KEYS, F.col("ts_ms").alias("churn_ms"), "member", "detail")
         .withColumn("seq", F.row_number().over(w))
         .withColumn("next_ms", F.lead("churn_ms").over(w))
-        .join(end, "run_id", "left")
+        .join(_effective_end(events, runs), "run_id", "left")
         .withColumn("window_end_ms", F.coalesce("next_ms", F.col("end_ms") + F.lit(1)))
     )
+
+
+def churn_to_stable(events: DataFrame, runs: DataFrame) -> DataFrame:
+    """One row per churn event: stable_ms = the latest rebalance_end at or after the churn and before the next
+    churn event of the run (or the run's end); latency_ms = stable_ms - churn ts. Both null when no rebalance
+    ended in that window (the event did not disturb the group)."""
+    churn = _churn_windows(events, runs)
     ends = _kind(events, "rebalance_end").select(F.col("run_id").alias("e_run"), F.col("ts_ms").alias("e_ts"))
     cond = (
         (F.col("e_run") == F.col("run_id"))
@@ -250,6 +255,89 @@ def anomaly_totals(anomalies: DataFrame, runs: DataFrame) -> DataFrame:
         runs.select(*RUN_KEYS)
         .join(per_run, "run_id", "left")
         .select(*RUN_KEYS, *[F.coalesce(c, F.lit(0)).cast("long").alias(c) for c in cols])
+    )
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Hand-overs per membership change (eager against cooperative)
+
+
+def handovers_per_change(events: DataFrame, runs: DataFrame, anomalies: DataFrame) -> DataFrame:
+    """One row per churn event (a membership change or fault), over its window [churn_ms, the next churn event of
+    the run, or the run's stopping_ms / end): released = own_end rows (partitions some member stopped owning);
+    released_kept = those the same member owned again (own_start of the same partition) within the window, a
+    partition released although its holder stayed the same; unowned_ms = the duration of the gaps (no owner,
+    from `ownership_anomalies`) that began in the window. An incremental hand-over releases only what moves:
+    released_kept 0."""
+    window = (
+        _churn_windows(events, runs)
+        .join(runs.select("run_id", "stopping_ms"), "run_id", "left")
+        .withColumn("window_end_ms", F.least("window_end_ms", F.coalesce("stopping_ms", "window_end_ms")))
+        .select(*RUN_KEYS, "seq", "churn_ms", "member", "detail", "window_end_ms")
+    )
+    # Each own_end with the time its member next owned the partition (own_start and own_end alternate per member
+    # and partition; at one ms an own_end sorts before an own_start, a release and a reclaim).
+    w = Window.partitionBy("run_id", "member", *TP).orderBy("ts_ms", "kind")
+    ends = (
+        events.where(F.col("kind").isin("own_start", "own_end"))
+        .withColumn("next_kind", F.lead("kind").over(w))
+        .withColumn("next_ts", F.lead("ts_ms").over(w))
+        .where(F.col("kind") == "own_end")
+        .select(
+            F.col("run_id").alias("m_run"),
+            F.col("ts_ms").alias("ts"),
+            F.lit(1).alias("is_end"),
+            F.when(F.col("next_kind") == "own_start", F.col("next_ts")).alias("again_ms"),
+            F.lit(None).cast("long").alias("gap_ms"),
+        )
+    )
+    gaps = anomalies.where(F.col("kind") == "gap").select(
+        F.col("run_id").alias("m_run"),
+        F.col("start_ms").alias("ts"),
+        F.lit(0).alias("is_end"),
+        F.lit(None).cast("long").alias("again_ms"),
+        F.col("duration_ms").cast("long").alias("gap_ms"),
+    )
+    in_window = (
+        (F.col("m_run") == F.col("run_id"))
+        & (F.col("ts") >= F.col("churn_ms"))
+        & (F.col("ts") < F.col("window_end_ms"))
+    )
+    kept = (F.col("is_end") == 1) & (F.col("again_ms") < F.col("window_end_ms"))
+    return (
+        window.join(ends.unionByName(gaps), in_window, "left")
+        .groupBy(*RUN_KEYS, "seq", "churn_ms", "member", "detail")
+        .agg(
+            F.sum("is_end").alias("released"),
+            F.sum(F.when(kept, 1).otherwise(0)).alias("released_kept"),
+            F.sum("gap_ms").alias("unowned_ms"),
+        )
+        .select(
+            *RUN_KEYS,
+            "seq",
+            "churn_ms",
+            "member",
+            F.get_json_object("detail", "$.event").alias("event"),
+            *[
+                F.coalesce(c, F.lit(0)).cast("long").alias(c)
+                for c in ("released", "released_kept", "unowned_ms")
+            ],
+        )
+    )
+
+
+def handovers_by_protocol(changes: DataFrame) -> DataFrame:
+    """Per (scenario, protocol): changes = churn events, and the mean per change of released, released_kept
+    and unowned partition-seconds (`handovers_per_change`), side by side for every protocol."""
+    return (
+        changes.groupBy("scenario", "protocol")
+        .agg(
+            F.count(F.lit(1)).alias("changes"),
+            F.avg("released").alias("released_per_change"),
+            F.avg("released_kept").alias("released_kept_per_change"),
+            (F.avg("unowned_ms") / 1000.0).alias("unowned_s_per_change"),
+        )
+        .orderBy("scenario", "protocol")
     )
 
 

@@ -27,9 +27,9 @@ from zkcoord.errors import MalformedZnode, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import BrokerRegistration
 from zkcoord.server import kafka_protocol as kp
-from zkcoord.zk.controller import read_brokers
 from zkcoord.zk.handoff import Handoff, Phase, handoff_path, read_handoff, write_handoff
 from zkcoord.zk.registrations import read_children
+from zkcoord.zk.registry import read_broker_data
 
 PROXIES = "/zkcoord/proxies"
 STEP = "handoff"
@@ -88,7 +88,7 @@ def cluster_group(bootstrap: tuple[str, int], group: str, timeout_s: float = 10.
 
 def cluster_bootstrap(zk: Any) -> tuple[str, int]:
     """The first live broker's PLAINTEXT endpoint in /brokers/ids (read only)."""
-    for node, data in sorted(read_brokers(zk).items()):
+    for node, data in sorted(read_broker_data(zk).items()):
         try:
             endpoint = BrokerRegistration.decode(paths.broker_path(node), data).endpoint_for("PLAINTEXT")
         except MalformedZnode:

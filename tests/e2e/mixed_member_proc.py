@@ -1,5 +1,6 @@
 """A kafka-python group member in its own process, for crash tests (kill -9 leaves no LeaveGroup, no commit):
-prints `A p,p,...` on assignment, `R` on revocation and `M partition offset` per record, flushed at once.
+prints `A p,p,...` when it holds partitions after a rebalance callback, `R` when it holds none, and
+`M partition offset` per record, flushed at once. The member is the test kit's, as in the tests' own process.
 
 Usage: python mixed_member_proc.py BOOTSTRAP GROUP TOPIC CLIENT_ID STRATEGY SESSION_MS HEARTBEAT_MS COMMIT_MS
 """
@@ -7,50 +8,32 @@ Usage: python mixed_member_proc.py BOOTSTRAP GROUP TOPIC CLIENT_ID STRATEGY SESS
 from __future__ import annotations
 
 import sys
-from typing import Any
 
-from kafka import KafkaConsumer
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from zkcoord.testing.members import KafkaPythonMember
 
 
-class _Report(ConsumerRebalanceListener):  # type: ignore[misc]
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        print("R", flush=True)
-
-    def on_partitions_lost(self, lost: Any) -> None:
-        print("R", flush=True)
-
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        print("A " + ",".join(str(tp.partition) for tp in assigned), flush=True)
+def report(_name: str, held: frozenset[int]) -> None:
+    print("A " + ",".join(str(p) for p in sorted(held)) if held else "R", flush=True)
 
 
 def main(argv: list[str]) -> None:
-    from kafka.coordinator.assignors.range import RangePartitionAssignor
-    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-
     bootstrap, group, topic, name, strategy, session_ms, heartbeat_ms, commit_ms = argv
-    consumer = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        client_id=name,
-        auto_offset_reset="earliest",
-        enable_auto_commit=True,
-        auto_commit_interval_ms=int(commit_ms),
+    member = KafkaPythonMember(
+        bootstrap,
+        group,
+        topic,
+        name,
+        assignor=strategy,
         session_timeout_ms=int(session_ms),
         heartbeat_interval_ms=int(heartbeat_ms),
-        max_poll_interval_ms=20000,
-        fetch_max_wait_ms=100,
-        reconnect_backoff_max_ms=500,
-        partition_assignment_strategy=[
-            {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[strategy]
-        ],
+        auto_commit_interval_ms=int(commit_ms),
+        config={"max_poll_interval_ms": 20000, "reconnect_backoff_max_ms": 500},
+        sink=lambda p, o: print(f"M {p} {o}", flush=True),
+        on_change=report,
+        poll_timeout_s=1.0,
     )
-    consumer.subscribe([topic], listener=_Report())
-    consumer.topics()  # metadata before the first join (kafka-python 3.0.12's lost join: docs/cluster.md)
     while True:
-        for records in consumer.poll(timeout_ms=1000).values():
-            for r in records:
-                print(f"M {r.partition} {r.offset}", flush=True)
+        member.poll()
 
 
 if __name__ == "__main__":

@@ -11,18 +11,19 @@ partition increase after a coordinator restart (docs/cluster.md, "Restarting a n
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer
 from kafka.admin import NewTopic
 
 from migration.compare.partitions import increase_partitions
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
+from zkcoord.testing.members import KafkaPythonMember
+from zkcoord.testing.producers import PacedProducer
 from zkcoord.zk import registry
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -50,80 +51,19 @@ def node(zk_connect: str, tmp_path: Path) -> Iterator[NodeProcess]:
         proc.kill9()
 
 
-class Producer:
-    """Round-robin over the partitions the producer's own metadata shows, RATE_PER_S, through the outage."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.producer = KafkaProducer(
-            bootstrap_servers=bootstrap,
-            linger_ms=5,
-            acks=1,
-            retries=10,
-            request_timeout_ms=10000,
-            **CLIENT_FLAGS,
-        )
-        self.acked: set[tuple[int, int]] = set()
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="restart-producer", daemon=True)
-        self.thread.start()
-
-    def _ack(self, md: Any) -> None:
-        with self.lock:
-            self.acked.add((md.partition, md.offset))
-
-    def _run(self) -> None:
-        i = 0
-        while not self.stop.wait(1 / RATE_PER_S):
-            parts = sorted(self.producer.partitions_for(TOPIC) or ())
-            if parts:
-                self.producer.send(TOPIC, f"r{i}".encode(), partition=parts[i % len(parts)]).add_callback(
-                    self._ack
-                )
-                i += 1
-
-    def known_partitions(self) -> int:
-        return len(self.producer.partitions_for(TOPIC) or ())
-
-    def close(self) -> set[tuple[int, int]]:
-        self.stop.set()
-        self.thread.join(10)
-        self.producer.flush(30)
-        self.producer.close(5)
-        with self.lock:
-            return set(self.acked)
-
-
-class Member:
-    """One kafka-python group member, auto-committing every second; polled only from the test thread."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.consumed: list[tuple[int, int]] = []
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=GROUP,
-            enable_auto_commit=True,
-            auto_commit_interval_ms=1000,
-            auto_offset_reset="earliest",
-            session_timeout_ms=6000,
-            heartbeat_interval_ms=500,
-            request_timeout_ms=8000,
-            retry_backoff_ms=100,
-            **CLIENT_FLAGS,
-        )
-        # Subscribed once the topic is known: a kafka-python 3.0.12 join racing the topic's metadata can hang
-        # (docs/cluster.md, "The failover benchmark's first-join hang").
-        wait_for(lambda: bool(self.consumer.partitions_for_topic(TOPIC)), 15, "topic metadata")
-        self.consumer.subscribe([TOPIC])
-
-    def poll(self) -> None:
-        # 1 s polls: kafka-python 3.0.12 can lose a rejoin that outlives a short poll() when the topic grows
-        # during the join (docs/cluster.md, "The failover benchmark's first-join hang").
-        for tp, msgs in self.consumer.poll(timeout_ms=1000).items():
-            self.consumed.extend((tp.partition, m.offset) for m in msgs)
-
-    def positions(self) -> dict[int, int]:
-        return {tp.partition: self.consumer.position(tp) for tp in self.consumer.assignment()}
+def member_of(bootstrap: str) -> KafkaPythonMember:
+    """One kafka-python group member, auto-committing every second; polled only from the test thread (1 s polls:
+    kafka-python 3.0.12 can lose a rejoin that outlives a short poll() when the topic grows during the join,
+    docs/cluster.md, "The failover benchmark's first-join hang")."""
+    return KafkaPythonMember(
+        bootstrap,
+        GROUP,
+        TOPIC,
+        heartbeat_interval_ms=500,
+        auto_commit_interval_ms=1000,
+        config={"request_timeout_ms": 8000, "retry_backoff_ms": 100, **CLIENT_FLAGS},
+        poll_timeout_s=1.0,
+    )
 
 
 def _offset_fetch(bootstrap: str) -> dict[int, int] | None:
@@ -145,10 +85,17 @@ def test_restart_keeps_commits_and_serves_partition_increase(node: NodeProcess, 
     admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
     admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
     admin.close()
-    producer = Producer(node.bootstrap)
-    member: Member | None = None
+    # Round-robin over the partitions the producer's own metadata shows, RATE_PER_S, through the outage.
+    producer = PacedProducer(
+        node.bootstrap,
+        TOPIC,
+        per_second=RATE_PER_S,
+        round_robin=True,
+        config={"acks": 1, "retries": 10, "request_timeout_ms": 10000, **CLIENT_FLAGS},
+    ).start()
+    member: KafkaPythonMember | None = None
     try:
-        member = Member(node.bootstrap)
+        member = member_of(node.bootstrap)
 
         def consumed_everywhere() -> bool:
             member.poll()
@@ -190,7 +137,8 @@ def test_restart_keeps_commits_and_serves_partition_increase(node: NodeProcess, 
             return {p for p, _o in member.consumed} >= set(range(PARTITIONS, GROWN))
 
         wait_for(owns_new_partitions, 20, "the member consuming the new partitions")
-        acked = producer.close()
+        producer.stop()
+        acked = producer.acked
 
         def drained() -> bool:
             member.poll()
@@ -198,9 +146,7 @@ def test_restart_keeps_commits_and_serves_partition_increase(node: NodeProcess, 
 
         wait_for(drained, 20, "every acknowledged record consumed")
     finally:
-        producer.stop.set()
-        producer.thread.join(10)
-        producer.producer.close(1)  # already closed on success; stops its I/O thread on failure
+        producer.stop()  # already stopped on success; stops its threads on failure
         if member is not None:
             member.consumer.close(autocommit=False)
     # Resumed at the committed offsets: no record delivered twice, including across the restart.

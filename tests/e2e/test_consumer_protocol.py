@@ -8,7 +8,6 @@ group on the way."""
 
 from __future__ import annotations
 
-import contextlib
 import subprocess
 import sys
 import threading
@@ -20,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import ConsumerGroupType, KafkaException, Producer
+from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from migration.compare.partitions import increase_partitions
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
+from zkcoord.testing.producers import PacedProducer
 from zkcoord.zk.session import connect, ensure_chroot
 
 pytestmark = pytest.mark.e2e
@@ -129,64 +129,26 @@ class Member:
         self.reader.join(5)
 
 
-class PacedProducer:
-    """~200 records/s spread over the topic's current partitions; remembers what was acknowledged."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.topic = topic
-        self.partitions = 3
-        self.acked: set[tuple[int, int]] = set()
-        self.errors: list[str] = []
-        self._stop = threading.Event()
-        self._producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "linger.ms": 5,
-                "acks": "all",
-                "topic.metadata.refresh.interval.ms": 1000,
-            }
-        )
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _done(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self.errors.append(str(err))
-        else:
-            self.acked.add((msg.partition(), msg.offset()))
-
-    def _run(self) -> None:
-        i = 0
-        while not self._stop.wait(0.005):
-            # A new partition not yet in the producer's metadata raises: that record is not sent, not counted.
-            with contextlib.suppress(KafkaException):
-                self._producer.produce(
-                    self.topic, str(i).encode(), partition=i % self.partitions, on_delivery=self._done
-                )
-            self._producer.poll(0)
-            i += 1
-        self._producer.flush(20)
-
-    def start(self) -> PacedProducer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-
-
 def test_joins_leave_crash_and_partition_increase_lose_nothing_and_never_double_assign(node: Node) -> None:
     tag = uuid.uuid4().hex[:6]
     topic, group = f"kip848-{tag}", f"kip848-{tag}"
     observer = Observer()
     admin = AdminClient({"bootstrap.servers": node.proc.bootstrap})
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(20)
-    producer = PacedProducer(node.proc.bootstrap, topic).start()
+    # ~200 records/s round the partitions the producer's metadata shows (refreshed every second, so the new
+    # partitions get records after the increase); remembers what was acknowledged.
+    producer = PacedProducer(
+        node.proc.bootstrap,
+        topic,
+        per_second=200,
+        round_robin=True,
+        config={"acks": "all", "metadata_max_age_ms": 1000},
+    ).start()
     members: dict[str, Member] = {}
 
     try:
         _scenario(node, group, topic, admin, observer, producer, members)
-        assert producer.errors == []
+        assert producer.failed == []
         wait_for(lambda: producer.acked <= observer.consumed, 30, "every acknowledged record consumed")
         observer.holders()  # once more over every event, after the last
         assert len(producer.acked) > 500
@@ -240,7 +202,6 @@ def _scenario(
     finally:
         client.stop()
         client.close()
-    producer.partitions = 6
     settle({"m1", "m4"}, 6, "the six partitions assigned")
     wait_for(lambda: {p for p, _ in producer.acked} >= set(range(6)), 20, "records in the new partitions")
     producer.stop()

@@ -11,213 +11,37 @@ import subprocess
 import threading
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
-from kafka import KafkaConsumer
-from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
 
+from e2e.classic_groups import (
+    PARTITIONS,
+    Consumed,
+    Offsets,
+    new_topic,
+    produce,
+    wait_stable,
+)
 from e2e.conftest import ServerProcess
 from zkcoord.testing import wait_for
-from zkcoord.zk.session import SessionFault
+from zkcoord.testing.members import ClientMember, ConfluentMember, KafkaPythonMember
 
 pytestmark = pytest.mark.e2e
 
-PARTITIONS = 6
 RECORDS = 30_000
 # Fast liveness so rebalances take well under a second; the server allows session timeouts down to 1 s.
 SESSION_MS = 6000
 HEARTBEAT_MS = 300
 COMMIT_INTERVAL_MS = 200
-
-Offsets = set[tuple[int, int]]
-
-
-def new_topic(server: ServerProcess, prefix: str) -> str:
-    topic = f"{prefix}-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
-    finally:
-        admin.close()
-    return topic
+LIVENESS = {
+    "session_timeout_ms": SESSION_MS,
+    "heartbeat_interval_ms": HEARTBEAT_MS,
+    "auto_commit_interval_ms": COMMIT_INTERVAL_MS,
+}
 
 
-def produce(server: ServerProcess, topic: str, start: int, count: int) -> Offsets:
-    """Produce `count` records round-robin over the partitions; returns every acknowledged (partition, offset)."""
-    producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 5, "enable.idempotence": True})
-    acked: Offsets = set()
-    failed: list[str] = []
-
-    def on_delivery(err: Any, msg: Any) -> None:
-        if err is not None:
-            failed.append(str(err))
-        else:
-            acked.add((msg.partition(), msg.offset()))
-
-    for i in range(start, start + count):
-        while True:
-            try:
-                producer.produce(topic, value=b"r%d" % i, partition=i % PARTITIONS, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        producer.poll(0)
-    assert producer.flush(60) == 0
-    assert not failed, failed[:3]
-    assert len(acked) == count
-    return acked
-
-
-class Consumed:
-    """What a group's members received, shared by their threads."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.offsets: Offsets = set()
-        self.deliveries = 0
-
-    def add(self, partition: int, offset: int) -> None:
-        with self.lock:
-            self.offsets.add((partition, offset))
-            self.deliveries += 1
-
-    def covers(self, wanted: Offsets) -> bool:
-        with self.lock:
-            return wanted <= self.offsets
-
-
-class Member:
-    """One group member consuming in its own thread (or process); `stop()` closes it cleanly (commit + leave)."""
-
-    def start(self) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        raise NotImplementedError
-
-
-class KafkaPythonMember(Member):
-    def __init__(
-        self, server: ServerProcess, group: str, topic: str, sink: Consumed, strategy: str = ""
-    ) -> None:
-        self.sink = sink
-        self.halt = threading.Event()
-        self.errors: list[BaseException] = []
-        extra: dict[str, Any] = {}
-        if strategy:
-            from kafka.coordinator.assignors.range import RangePartitionAssignor
-            from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-
-            extra["partition_assignment_strategy"] = [
-                {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[strategy]
-            ]
-        self.client_id = f"kp-{uuid.uuid4().hex[:6]}"
-        self.consumer = KafkaConsumer(
-            topic,
-            bootstrap_servers=server.bootstrap,
-            group_id=group,
-            client_id=self.client_id,
-            auto_offset_reset="earliest",
-            enable_auto_commit=True,
-            auto_commit_interval_ms=COMMIT_INTERVAL_MS,
-            session_timeout_ms=SESSION_MS,
-            heartbeat_interval_ms=HEARTBEAT_MS,
-            fetch_max_wait_ms=100,
-            **extra,
-        )
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        # Metadata before the first join: kafka-python 3.0.12 otherwise rejoins at its first metadata update and
-        # can lose that join for good with 100 ms polls (docs/cluster.md, "The failover benchmark's first-join
-        # hang"); a member stuck so is timed out and the group does not settle.
-        self.consumer.topics()
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            while not self.halt.is_set():
-                for records in self.consumer.poll(timeout_ms=100).values():
-                    for r in records:
-                        self.sink.add(r.partition, r.offset)
-        except BaseException as exc:  # surfaced by stop()
-            self.errors.append(exc)
-
-    def assignment(self) -> set[int]:
-        return {tp.partition for tp in self.consumer.assignment()}
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.thread.join(30)
-        self.consumer.close()  # commits the consumed positions, then LeaveGroup
-        assert not self.thread.is_alive()
-        assert not self.errors, self.errors
-
-
-class ConfluentMember(Member):
-    def __init__(
-        self, server: ServerProcess, group: str, topic: str, sink: Consumed, strategy: str = "range"
-    ) -> None:
-        self.sink = sink
-        self.halt = threading.Event()
-        self.errors: list[str] = []
-        self.assigned: set[int] = set()
-        self.client_id = f"ck-{uuid.uuid4().hex[:6]}"
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": server.bootstrap,
-                "group.id": group,
-                "client.id": self.client_id,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": True,
-                "auto.commit.interval.ms": COMMIT_INTERVAL_MS,
-                "session.timeout.ms": SESSION_MS,
-                "heartbeat.interval.ms": HEARTBEAT_MS,
-                "partition.assignment.strategy": strategy,
-                "fetch.wait.max.ms": 100,
-            }
-        )
-        self.topic = topic
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        def on_assign(_c: Any, parts: list[Any]) -> None:
-            self.assigned = {p.partition for p in parts}
-
-        def on_revoke(_c: Any, _parts: list[Any]) -> None:
-            self.assigned = set()
-
-        self.consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.halt.is_set():
-            msg = self.consumer.poll(0.1)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if not err.retriable() and err.code() != -191:  # -191 = partition EOF
-                    self.errors.append(str(err))
-                continue
-            partition, offset = msg.partition(), msg.offset()
-            assert partition is not None and offset is not None
-            self.sink.add(partition, offset)
-
-    def assignment(self) -> set[int]:
-        return set(self.assigned)
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.thread.join(30)
-        self.consumer.close()  # commits stored offsets, then LeaveGroup
-        assert not self.thread.is_alive()
-        assert not self.errors, self.errors
-
-
-class KcatMember(Member):
+class KcatMember:
     """`kcat -G` as a subprocess printing "partition offset" per message; SIGTERM makes it commit and leave."""
 
     def __init__(self, server: ServerProcess, group: str, topic: str, sink: Consumed) -> None:
@@ -288,6 +112,11 @@ class KcatMember(Member):
         assert not self.bad_lines, self.bad_lines[:5]
 
 
+# A group member: the kit's kafka-python and confluent-kafka members consuming on their own thread, or kcat;
+# `stop()` closes it cleanly (commit + leave).
+Member = ClientMember | KcatMember
+
+
 class CommitWatcher:
     """Polls the group's committed offsets (OffsetFetch from a separate admin client) and keeps every change."""
 
@@ -337,42 +166,6 @@ class CommitWatcher:
         assert not self.errors, self.errors
         for p, seen in self.history.items():
             assert seen == sorted(seen), f"partition {p}: committed offset went backwards: {seen}"
-
-
-def wait_stable(
-    admin: KafkaAdminClient,
-    group: str,
-    members: int,
-    timeout: float = 60,
-    server: ServerProcess | None = None,
-) -> dict[str, Any]:
-    """Wait until the group is Stable with `members` members that between them own every partition once; on
-    timeout, fail with the group's last description and the coordinator's log of the group (from `server`)."""
-    found: dict[str, Any] = {}
-
-    def ready() -> bool:
-        nonlocal found
-        found = dict(admin.describe_groups([group])[group])
-        if found["group_state"] != "Stable" or len(found["members"]) != members:
-            return False
-        owned = assigned_partitions(found)
-        return sorted(p for ps in owned.values() for p in ps) == list(range(PARTITIONS))
-
-    try:
-        wait_for(ready, timeout, f"group {group} Stable with {members} members covering all partitions", 0.1)
-    except SessionFault as exc:
-        told = "".join(line for line in list(server.output) if group in line) if server is not None else ""
-        raise AssertionError(f"{exc}\nlast description: {found}\ncoordinator log:\n{told}") from exc
-    return found
-
-
-def assigned_partitions(group: dict[str, Any]) -> dict[str, list[int]]:
-    """member id -> partitions of its assignment (DescribeGroups, decoded by kafka-python's admin client)."""
-    out: dict[str, list[int]] = {}
-    for m in group["members"]:
-        parts = (m.get("member_assignment") or {}).get("assigned_partitions") or []
-        out[m["member_id"]] = sorted(p for t in parts for p in t["partitions"])
-    return out
 
 
 def diagnose(
@@ -462,11 +255,11 @@ def test_kafka_python_group(server: ServerProcess, caplog: pytest.LogCaptureFixt
     caplog.set_level(
         logging.INFO, logger="kafka.coordinator"
     )  # the members' view of each rebalance, on failure
-    run_group(server, "kp", lambda g, t, s: KafkaPythonMember(server, g, t, s))
+    run_group(server, "kp", lambda g, t, s: KafkaPythonMember(server.bootstrap, g, t, sink=s.add, **LIVENESS))
 
 
 def test_confluent_kafka_group(server: ServerProcess) -> None:
-    run_group(server, "ck", lambda g, t, s: ConfluentMember(server, g, t, s))
+    run_group(server, "ck", lambda g, t, s: ConfluentMember(server.bootstrap, g, t, sink=s.add, **LIVENESS))
 
 
 def test_kcat_group(server: ServerProcess) -> None:

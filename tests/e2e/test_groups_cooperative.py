@@ -6,175 +6,37 @@ catch: there every join revokes everything."""
 
 from __future__ import annotations
 
-import threading
+import functools
 import uuid
-from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
-from kafka import KafkaConsumer
-from kafka.admin import KafkaAdminClient, NewTopic
 
+from e2e.classic_groups import PARTITIONS, new_topic
 from e2e.conftest import ServerProcess
 from zkcoord.testing import wait_for
 from zkcoord.testing.handover import HandoverSampler
+from zkcoord.testing.members import ClientMember, ConfluentMember, KafkaPythonMember
 from zkcoord.topic_partition import TopicPartition
 
 pytestmark = pytest.mark.e2e
 
-PARTITIONS = 6
 SESSION_MS = 6000
 HEARTBEAT_MS = 300
 
 
-def new_topic(server: ServerProcess) -> str:
-    topic = f"coop-{uuid.uuid4().hex[:8]}"
-    admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
-    try:
-        admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
-    finally:
-        admin.close()
-    return topic
-
-
-class Member:
-    """A client member on its own poll thread; `holdings` follows its rebalance callbacks, `events` records
-    them in order as ("revoked" | "assigned" | "lost", partitions)."""
-
-    name: str
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.holdings: set[int] = set()
-        self.events: list[tuple[str, frozenset[int]]] = []
-        self.halt = threading.Event()
-        self.errors: list[BaseException | str] = []
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def record(self, kind: str, partitions: set[int]) -> None:
-        with self.lock:
-            self.events.append((kind, frozenset(partitions)))
-            if kind == "assigned":
-                self.holdings |= partitions
-            else:
-                self.holdings -= partitions
-
-    def held(self) -> frozenset[int]:
-        with self.lock:
-            return frozenset(self.holdings)
-
-    def revoked(self) -> set[int]:
-        with self.lock:
-            return {p for kind, ps in self.events if kind != "assigned" for p in ps}
-
-    def paused(self) -> set[int]:
-        """Partitions this member gave up and was then assigned again: a gap in its holding of a partition it
-        kept, read from its own callbacks (a sampler may miss one shorter than its interval)."""
-        with self.lock:
-            events = list(self.events)
-        return {
-            p
-            for i, (kind, ps) in enumerate(events)
-            if kind != "assigned"
-            for p in ps
-            if any(later == "assigned" and p in back for later, back in events[i + 1 :])
-        }
-
-    def _run(self) -> None:
-        raise NotImplementedError
-
-    def stop(self) -> None:
-        self.halt.set()
-        self.thread.join(30)
-        self.close()
-        assert not self.thread.is_alive()
-        assert not self.errors, self.errors
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-
-class KafkaPythonMember(Member):
-    def __init__(self, server: ServerProcess, group: str, topic: str, cooperative: bool) -> None:
-        super().__init__()
-        from kafka.consumer.subscription_state import ConsumerRebalanceListener
-        from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
-        from kafka.coordinator.assignors.range import RangePartitionAssignor
-
-        self.name = f"kp-{uuid.uuid4().hex[:6]}"
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=server.bootstrap,
-            group_id=group,
-            client_id=self.name,
-            auto_offset_reset="earliest",
-            session_timeout_ms=SESSION_MS,
-            heartbeat_interval_ms=HEARTBEAT_MS,
-            fetch_max_wait_ms=100,
-            partition_assignment_strategy=[
-                CooperativeStickyAssignor if cooperative else RangePartitionAssignor
-            ],
-        )
-        member = self
-
-        class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-            def on_partitions_revoked(self, revoked: Any) -> None:
-                member.record("revoked", {tp.partition for tp in revoked})
-
-            def on_partitions_assigned(self, assigned: Any) -> None:
-                member.record("assigned", {tp.partition for tp in assigned})
-
-            def on_partitions_lost(self, lost: Any) -> None:
-                member.record("lost", {tp.partition for tp in lost})
-
-        self.consumer.topics()  # metadata before the first join (see test_groups_clients.py)
-        self.consumer.subscribe([topic], listener=Listener())
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            while not self.halt.is_set():
-                self.consumer.poll(timeout_ms=100)
-        except BaseException as exc:
-            self.errors.append(exc)
-
-    def close(self) -> None:
-        self.consumer.close()
-
-
-class ConfluentMember(Member):
-    def __init__(self, server: ServerProcess, group: str, topic: str, cooperative: bool) -> None:
-        super().__init__()
-        self.name = f"ck-{uuid.uuid4().hex[:6]}"
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": server.bootstrap,
-                "group.id": group,
-                "client.id": self.name,
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": SESSION_MS,
-                "heartbeat.interval.ms": HEARTBEAT_MS,
-                "partition.assignment.strategy": "cooperative-sticky" if cooperative else "range",
-                "fetch.wait.max.ms": 100,
-            }
-        )
-        self.consumer.subscribe(
-            [topic],
-            on_assign=lambda _c, ps: self.record("assigned", {p.partition for p in ps}),
-            on_revoke=lambda _c, ps: self.record("revoked", {p.partition for p in ps}),
-            on_lost=lambda _c, ps: self.record("lost", {p.partition for p in ps}),
-        )
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.halt.is_set():
-            msg = self.consumer.poll(0.1)
-            if msg is not None and msg.error() is not None:
-                err = msg.error()
-                if not err.retriable() and err.code() != -191:  # -191 = partition EOF
-                    self.errors.append(str(err))
-
-    def close(self) -> None:
-        self.consumer.close()
+def joined(
+    kind: type[ClientMember], server: ServerProcess, group: str, topic: str, cooperative: bool
+) -> ClientMember:
+    """A member polling on its own thread; `held()` follows its rebalance callbacks, `events` records them."""
+    assignor = "cooperative-sticky" if cooperative else "range"
+    return kind(
+        server.bootstrap,
+        group,
+        topic,
+        assignor=assignor,
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=HEARTBEAT_MS,
+    ).start()
 
 
 CLIENTS = {"kafka-python": KafkaPythonMember, "librdkafka": ConfluentMember}
@@ -185,10 +47,10 @@ CLIENTS = {"kafka-python": KafkaPythonMember, "librdkafka": ConfluentMember}
 def test_a_join_and_a_leave_revoke_only_what_moves(
     server: ServerProcess, client: str, cooperative: bool
 ) -> None:
-    topic = new_topic(server)
+    topic = new_topic(server, "coop")
     group = f"g-{uuid.uuid4().hex[:8]}"
-    make = CLIENTS[client]
-    members: list[Member] = []
+    make = functools.partial(joined, CLIENTS[client])
+    members: list[ClientMember] = []
 
     def holdings() -> dict[str, frozenset[TopicPartition]]:
         return {m.name: frozenset(TopicPartition(topic, p) for p in m.held()) for m in list(members)}

@@ -10,18 +10,10 @@ from typing import Any
 import pytest
 from kafka.admin import KafkaAdminClient
 
+from e2e.classic_groups import PARTITIONS, Consumed, assigned_partitions, new_topic, produce, wait_stable
 from e2e.conftest import ServerProcess
-from e2e.test_groups_clients import (
-    PARTITIONS,
-    ConfluentMember,
-    Consumed,
-    KafkaPythonMember,
-    assigned_partitions,
-    new_topic,
-    produce,
-    wait_stable,
-)
 from zkcoord.testing import wait_for
+from zkcoord.testing.members import ConfluentMember, KafkaPythonMember
 
 pytestmark = pytest.mark.e2e
 
@@ -36,7 +28,9 @@ def test_mixed_group_shares_one_assignment(server: ServerProcess, strategy: str,
     kinds = [KafkaPythonMember, ConfluentMember]
     if leader == "confluent-kafka":
         kinds.reverse()
-    members: list[Any] = [kinds[i % 2](server, group, topic, sinks[i], strategy) for i in range(4)]
+    members: list[Any] = [
+        kinds[i % 2](server.bootstrap, group, topic, sink=sinks[i].add, assignor=strategy) for i in range(4)
+    ]
     admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
     started: list[Any] = []
     try:
@@ -59,7 +53,7 @@ def test_mixed_group_shares_one_assignment(server: ServerProcess, strategy: str,
         assert set(by_client) == {m.client_id for m in members}
         # each client applied what the leader (whichever kind it was) computed
         wait_for(
-            lambda: all(sorted(m.assignment()) == by_client[m.client_id] for m in members),
+            lambda: all(sorted(m.held()) == by_client[m.client_id] for m in members),
             30,
             "every client's own assignment equals the coordinator's record of it",
             0.05,

@@ -14,9 +14,10 @@ from confluent_kafka import TopicPartition as CTopicPartition
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
 from kafka.admin import KafkaAdminClient
 
+from e2e.classic_groups import PARTITIONS, Consumed, new_topic, produce
 from e2e.conftest import FAST_GROUP_FLAGS, ServerProcess
-from e2e.test_groups_clients import PARTITIONS, ConfluentMember, Consumed, new_topic, produce
 from zkcoord.testing import wait_for
+from zkcoord.testing.members import ConfluentMember
 
 pytestmark = pytest.mark.e2e
 
@@ -121,7 +122,7 @@ def test_kill9_restart_keeps_acknowledged_commits_and_records(node: ServerProces
     # a consumer group consumes everything and commits synchronously (acknowledged) before the crash
     member_group = f"members-{uuid.uuid4().hex[:6]}"
     sink = Consumed()
-    member = ConfluentMember(node, member_group, topic, sink)
+    member = ConfluentMember(node.bootstrap, member_group, topic, sink=sink.add)
     member.start()
     wait_for(lambda: sink.covers(produced), 60, "the group consumed the first 3000 records")
     member.stop()  # commits the final positions (acknowledged), then leaves
@@ -143,7 +144,7 @@ def test_kill9_restart_keeps_acknowledged_commits_and_records(node: ServerProces
     # the group resumes at its commits: only records produced after the restart are delivered
     more = produce(node, topic, 3000, 600)
     sink2 = Consumed()
-    resumed = ConfluentMember(node, member_group, topic, sink2)
+    resumed = ConfluentMember(node.bootstrap, member_group, topic, sink=sink2.add)
     resumed.start()
     try:
         wait_for(lambda: sink2.covers(more), 60, "the resumed group consumed the 600 new records")

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from zkcoord.errors import ZkcoordError
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
+from zkcoord.testing.producers import PacedProducer
 from zkcoord.zk.member import MemberStats, Message
 
 pytestmark = pytest.mark.e2e
@@ -83,47 +83,6 @@ class Member:
             self.proc.wait(10)
 
 
-class Producer:
-    """Produces `v<i>` values in small bursts from a thread until stopped (bounded in count), remembering
-    each acknowledged record's (partition, offset)."""
-
-    def __init__(self, bootstrap: str, limit: int = 4000) -> None:
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
-        self.limit = limit
-        self.acked: dict[bytes, tuple[int, int]] = {}
-        self.sent = 0
-        self.started = time.monotonic()
-        self.elapsed = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def burst(self, n: int) -> None:
-        futures = []
-        for _ in range(n):
-            value = b"v%d" % self.sent
-            self.sent += 1
-            futures.append((value, self.producer.send(TOPIC, value=value)))
-        self.producer.flush(30)
-        for value, fut in futures:
-            meta = fut.get(10)
-            self.acked[value] = (meta.partition, meta.offset)
-
-    def _run(self) -> None:
-        while not self._stop.is_set() and self.sent < self.limit:
-            self.burst(10)
-            self._stop.wait(0.05)
-
-    def start(self) -> None:
-        self.started = time.monotonic()
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        self.elapsed = time.monotonic() - self.started
-        self.producer.close(5)
-
-
 @pytest.fixture
 def node(zk_connect: str, tmp_path: Path) -> Iterator[NodeProcess]:
     proc = NodeProcess(
@@ -135,7 +94,7 @@ def node(zk_connect: str, tmp_path: Path) -> Iterator[NodeProcess]:
 
 
 def test_members_join_and_leave_while_producing(zk_connect: str, node: NodeProcess) -> None:
-    producer = Producer(node.bootstrap)
+    producer = PacedProducer(node.bootstrap, TOPIC, per_second=200, limit=4000, prefix=b"v")
     members: list[Member] = []
     try:
         producer.burst(200)  # creates the 6-partition topic (and its /brokers/topics znode) with a backlog
@@ -155,7 +114,7 @@ def test_members_join_and_leave_while_producing(zk_connect: str, node: NodeProce
             interval=0.1,
         )
         producer.stop()
-        produced = set(producer.acked)
+        produced = set(producer.acked_values)
         assert len(produced) == producer.sent
 
         def printed() -> Counter[bytes]:
@@ -303,7 +262,7 @@ def test_a_member_from_a_config_file_serves_its_metrics(
 
     from zkcoord.local.zookeeper import free_port
 
-    producer = Producer(node.bootstrap)
+    producer = PacedProducer(node.bootstrap, TOPIC, per_second=200, limit=4000, prefix=b"v")
     producer.burst(20)  # the 6-partition topic
     conf = tmp_path / "consumer.properties"
     port = free_port()
@@ -327,5 +286,5 @@ def test_a_member_from_a_config_file_serves_its_metrics(
             t.join(5)
     finally:
         member.kill()
-        producer.producer.close(5)  # bursts only: the background thread never ran
+        producer.stop()  # bursts only: the background thread never ran
     assert b"Processed a total of 25 messages (max-messages)" in member.stderr

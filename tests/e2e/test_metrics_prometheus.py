@@ -5,15 +5,15 @@ ZooKeeper session, requests by API and error code, latency histograms)."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from kafka import KafkaConsumer, KafkaProducer
+from kafka import KafkaProducer
 
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.local.zookeeper import ZooKeeper, free_port
+from zkcoord.testing.members import KafkaPythonMember
 from zkcoord.testing.prometheus import PrometheusServer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -57,45 +57,10 @@ def prometheus(tmp_path, node) -> Iterator[PrometheusServer]:
         server.stop()
 
 
-class Member:
-    """A kafka-python group member polling in its own thread (poll drives joins and heartbeats)."""
-
-    def __init__(self, bootstrap: str, group: str) -> None:
-        self.consumer = KafkaConsumer(
-            TOPIC,
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            session_timeout_ms=6000,
-            heartbeat_interval_ms=300,
-            fetch_max_wait_ms=100,
-        )
-        self.consumed = 0
-        self.halt = threading.Event()
-        self.commit_now = threading.Event()
-        self.committed = threading.Event()
-        self.errors: list[BaseException] = []
-        self.consumer.topics()  # metadata before the first join (kafka-python 3.0.12's lost join: docs/cluster.md)
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        try:
-            while not self.halt.is_set():
-                self.consumed += sum(len(v) for v in self.consumer.poll(timeout_ms=100).values())
-                if self.commit_now.is_set() and self.consumer.assignment():
-                    self.consumer.commit()  # kafka-python is not thread-safe: commit on the polling thread
-                    self.commit_now.clear()
-                    self.committed.set()
-        except BaseException as exc:
-            self.errors.append(exc)
-
-    def leave(self) -> None:
-        self.halt.set()
-        self.thread.join(30)
-        self.consumer.close(autocommit=False)  # sends LeaveGroup
-        assert not self.errors, self.errors
+def member(bootstrap: str, group: str) -> KafkaPythonMember:
+    """A kafka-python group member polling in its own thread (poll drives joins and heartbeats); it commits when
+    the test sets its `commit_now` (kafka-python is not thread-safe: commit on the polling thread)."""
+    return KafkaPythonMember(bootstrap, group, TOPIC, auto_commit_interval_ms=None).start()
 
 
 def produce(bootstrap: str, count: int) -> None:
@@ -118,14 +83,17 @@ def test_prometheus_sees_a_group_form_commit_and_lose_a_member(
     produce(proc.bootstrap, 20)
 
     group = f"g-{uuid.uuid4().hex[:6]}"
-    members = [Member(proc.bootstrap, group), Member(proc.bootstrap, group)]
+    members = [member(proc.bootstrap, group), member(proc.bootstrap, group)]
     try:
         # The group forms: one Stable group, a completed rebalance, JoinGroup and SyncGroup without error.
+        for api in (
+            "JoinGroup",
+            "SyncGroup",
+        ):  # both members (with no initial delay the first may form it alone)
+            prom.wait_for(f'zkcoord_group_responses_total{{api="{api}",error="0"}}', lambda v: (v or 0) >= 2)
         prom.wait_for('sum(zkcoord_groups{state="Stable"})', lambda v: v == 1)
         rebalances = prom.wait_for("zkcoord_group_rebalances_total", lambda v: v is not None and v >= 1)
         assert rebalances is not None
-        for api in ("JoinGroup", "SyncGroup"):
-            assert (prom.value(f'zkcoord_group_responses_total{{api="{api}",error="0"}}') or 0) >= 2
         assert (prom.value('sum(zkcoord_requests_total{api="Produce"})') or 0) >= 1
         assert (prom.value('sum(zkcoord_request_duration_seconds_count{api="Fetch"})') or 0) >= 1
         assert prom.value("zkcoord_offset_commits_total") == 0
@@ -153,12 +121,12 @@ def test_prometheus_sees_a_group_form_commit_and_lose_a_member(
         prom.wait_for("zkcoord_bridge_mirror_lag_partitions", lambda v: v == 0)
 
         # A member leaves: LeaveGroup answered, the group rebalances once more and is Stable with one member.
-        members.pop().leave()
+        members.pop().stop()  # sends LeaveGroup
         prom.wait_for('zkcoord_group_responses_total{api="LeaveGroup",error="0"}', lambda v: v == 1)
         prom.wait_for("zkcoord_group_rebalances_total", lambda v: v is not None and v > rebalances)
         prom.wait_for('sum(zkcoord_groups{state="Stable"})', lambda v: v == 1)
     finally:
         for m in members:
-            m.leave()
+            m.stop()
     # After the last member leaves, the group is Empty.
     prom.wait_for('sum(zkcoord_groups{state="Empty"})', lambda v: v == 1)

@@ -16,36 +16,45 @@ import threading
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaError
 
-from e2e.test_mixed_incremental import Holder, Legacy
-from e2e.test_mixed_migration import COMMIT_INTERVAL_MS, HEARTBEAT_MS, SESSION_MS, Cluster, Producer, cluster
+from e2e.conftest import BridgedCluster
+from e2e.wire_calls import call_once
+from zkcoord.bridge.member import member_offsets
 from zkcoord.testing import wait_for
 from zkcoord.testing.handover import HandoverSampler
+from zkcoord.testing.members import LegacyMember, legacy_config
+from zkcoord.testing.producers import PacedProducer
 from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk.session import SessionFault, connect
 
 pytestmark = pytest.mark.e2e
-__all__ = ["cluster"]  # the module's one bridged node (a fixture of its own in this module)
 
 PARTITIONS = 12
+SESSION_MS = 6000
+HEARTBEAT_MS = 200
+COMMIT_INTERVAL_MS = 200
 REPO = Path(__file__).resolve().parents[2]
 KAFKAJS_MEMBER = Path(__file__).parent / "clients" / "kafkajs_member.js"
 SARAMA_MEMBER = REPO / ".peers" / "sarama-member"
 NODE_MODULES = REPO / ".npm" / "node_modules"
 
 
-class Peer(Holder):
+class Peer:
     """A client member in its own process, read from its JSON lines: `assigned` sets what it holds, `revoked`
     and `closed` clear it, `record` adds a consumed (partition, offset); a record from a partition it does not
     hold at that moment is kept in `stray`."""
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
-        super().__init__()
         self.name = name
+        self.lock = threading.Lock()
+        self.held_now: set[int] = set()
+        self.consumed: set[tuple[int, int]] = set()
+        self.errors: list[Any] = []
         self.protocols: list[str] = []
         self.stray: list[tuple[int, int]] = []
         self.closed = threading.Event()
@@ -62,20 +71,24 @@ class Peer(Holder):
             event = line["event"]
             with self.lock:
                 if event == "assigned":
-                    self.held = set(line["partitions"])
+                    self.held_now = set(line["partitions"])
                     if "protocol" in line:
                         self.protocols.append(line["protocol"])
                 elif event in ("revoked", "closed"):
-                    self.held = set()
+                    self.held_now = set()
                 elif event == "record":
                     record = (line["partition"], line["offset"])
                     self.consumed.add(record)
-                    if record[0] not in self.held:
+                    if record[0] not in self.held_now:
                         self.stray.append(record)
                 elif event in ("crash", "error"):
                     self.errors.append(line)
             if event == "closed":
                 self.closed.set()
+
+    def held(self) -> frozenset[int]:
+        with self.lock:
+            return frozenset(self.held_now)
 
     def stop(self) -> None:
         """SIGTERM: the member leaves the group (LeaveGroup) and says `closed`; killed if it does not exit."""
@@ -90,14 +103,23 @@ class Peer(Holder):
             self.thread.join(10)
 
 
-def kafkajs(cluster: Cluster, group: str, topic: str, name: str) -> Peer:
+Member = LegacyMember | Peer
+
+
+def legacy(cluster: BridgedCluster, group: str, topic: str, name: str) -> LegacyMember:
+    config = legacy_config(cluster.zk_connect, group, name, auto_commit_interval_ms=COMMIT_INTERVAL_MS,
+                           zookeeper_session_timeout_ms=SESSION_MS)  # fmt: skip
+    return LegacyMember(config, {topic: 1}, offsets=member_offsets).start()
+
+
+def kafkajs(cluster: BridgedCluster, group: str, topic: str, name: str) -> Peer:
     assert (NODE_MODULES / "kafkajs").is_dir(), "kafkajs is missing: run scripts/setup.sh"
     argv = ["node", str(KAFKAJS_MEMBER), cluster.bootstrap, group, topic, name]
     argv += [str(SESSION_MS), str(HEARTBEAT_MS), str(COMMIT_INTERVAL_MS)]
     return Peer(name, argv, {"NODE_PATH": str(NODE_MODULES)})
 
 
-def sarama(cluster: Cluster, group: str, topic: str, name: str, protocol_name: str) -> Peer:
+def sarama(cluster: BridgedCluster, group: str, topic: str, name: str, protocol_name: str) -> Peer:
     assert SARAMA_MEMBER.is_file(), "the sarama member is not built: run scripts/setup.sh"
     argv = [str(SARAMA_MEMBER), "-bootstrap", cluster.bootstrap, "-group", group, "-topic", topic]
     argv += ["-client-id", name, "-strategy", "roundrobin", "-protocol-name", protocol_name]
@@ -105,7 +127,8 @@ def sarama(cluster: Cluster, group: str, topic: str, name: str, protocol_name: s
     return Peer(name, argv)
 
 
-def test_kafkajs_and_sarama_members_in_a_mixed_group(cluster: Cluster) -> None:
+def test_kafkajs_and_sarama_members_in_a_mixed_group(bridged_cluster: BridgedCluster) -> None:
+    cluster = bridged_cluster
     topic = f"jsgo-{uuid.uuid4().hex[:8]}"
     group = f"mixed-jsgo-{uuid.uuid4().hex[:6]}"
     admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
@@ -121,15 +144,15 @@ def test_kafkajs_and_sarama_members_in_a_mixed_group(cluster: Cluster) -> None:
     wait_for(coordinator_loaded, 30, "the group's coordinator elected and loaded", 0.05)
     admin.close()
     zk = connect(cluster.zk_connect)
-    members: list[Holder] = []
-    everyone: list[Holder] = []
-    producer = Producer(cluster.bootstrap, topic, per_second=200).start()
+    members: list[Member] = []
+    everyone: list[Member] = []
+    producer = PacedProducer(cluster.bootstrap, topic, per_second=200).start()
 
     def holdings() -> dict[str, frozenset[TopicPartition]]:
-        return {m.name: frozenset(TopicPartition(topic, p) for p in m.holdings()) for m in list(members)}
+        return {m.name: frozenset(TopicPartition(topic, p) for p in m.held()) for m in list(members)}
 
     def settled() -> bool:
-        held = [m.holdings() for m in members]
+        held = [m.held() for m in members]
         owners = sampler.samples[-1].owners if sampler.samples else {}
         return (
             sum(len(h) for h in held) == PARTITIONS
@@ -144,13 +167,13 @@ def test_kafkajs_and_sarama_members_in_a_mixed_group(cluster: Cluster) -> None:
         try:
             wait_for(settled, 45, what, 0.05)
         except SessionFault:
-            held = {m.name: sorted(m.holdings()) for m in members}
+            held = {m.name: sorted(m.held()) for m in members}
             errors = {m.name: m.errors[-3:] for m in members if m.errors}
             raise AssertionError(f"{what}: not settled; holdings {held}; errors {errors}") from None
         sampler.wait_samples(5, 10)
         assert sampler.held_twice() == [], what
 
-    def join(m: Holder) -> None:
+    def join(m: Member) -> None:
         members.append(m)
         everyone.append(m)
 
@@ -162,8 +185,8 @@ def test_kafkajs_and_sarama_members_in_a_mixed_group(cluster: Cluster) -> None:
     sampler = HandoverSampler(zk, group, {topic: PARTITIONS}, holdings=holdings)
     try:
         with sampler:
-            change("two legacy members", lambda: (join(Legacy(cluster, group, topic, "l1")),
-                                                   join(Legacy(cluster, group, topic, "l2"))))  # fmt: skip
+            change("two legacy members", lambda: (join(legacy(cluster, group, topic, "l1")),
+                                                   join(legacy(cluster, group, topic, "l2"))))  # fmt: skip
             change("kafkajs joins", lambda: join(kafkajs(cluster, group, topic, "js1")))
             # sarama 1.22 offers one protocol, its strategy's name; here it offers kafkajs's, because the group
             # still answers every member one protocol name (docs/migration.md, "Mechanism", Assignment).
@@ -171,7 +194,7 @@ def test_kafkajs_and_sarama_members_in_a_mixed_group(cluster: Cluster) -> None:
             change("a legacy member leaves", lambda: leave("l1"))
             change("the last legacy member leaves", lambda: leave("l2"))
             assert {m.name for m in members} == {"js1", "go1"}
-            assert all(len(m.holdings()) == PARTITIONS // 2 for m in members)  # the legacy algorithm: 6 and 6
+            assert all(len(m.held()) == PARTITIONS // 2 for m in members)  # the legacy algorithm: 6 and 6
             assert sampler.median_interval_s() <= 0.02
         producer.stop()
         acked = set(producer.acked)
@@ -198,13 +221,12 @@ def test_kafkajs_and_sarama_members_in_a_mixed_group(cluster: Cluster) -> None:
         )
 
 
-def test_a_refused_member_is_told_why_in_the_log(cluster: Cluster) -> None:
+def test_a_refused_member_is_told_why_in_the_log(bridged_cluster: BridgedCluster) -> None:
     """What a mixed group still refuses is answered INCONSISTENT_GROUP_PROTOCOL, and the coordinator's log line
     says why (the JoinGroup response has no message field)."""
     from kafka.protocol.consumer import JoinGroupRequest, JoinGroupResponse
 
-    from e2e.test_old_clients import _call
-
+    cluster = bridged_cluster
     group = f"mixed-refused-{uuid.uuid4().hex[:6]}"
     port = int(cluster.node.bootstrap.rsplit(":", 1)[1])
     offers = {
@@ -224,7 +246,7 @@ def test_a_refused_member_is_told_why_in_the_log(cluster: Cluster) -> None:
         )
 
         def answered(req: JoinGroupRequest = req) -> bool:
-            code = _call(port, req, JoinGroupResponse).error_code
+            code = call_once(port, req, JoinGroupResponse).error_code
             assert code in (23, 14, 15, 16), code  # 14, 15, 16: the group's coordinator is not ready yet
             return code == 23
 

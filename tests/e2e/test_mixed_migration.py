@@ -16,27 +16,26 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
-from kafka import KafkaConsumer, KafkaProducer
-from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka import KafkaProducer
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
+from e2e.conftest import BridgedCluster, bridged_node_flags
 from migration.compare.partitions import increase_partitions
 from zkcoord.bridge.broker_store import BrokerOffsetStore
 from zkcoord.bridge.member import member_offsets
 from zkcoord.bridge.membership import read_members
-from zkcoord.legacy.config import LegacyConsumerConfig
-from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
+from zkcoord.local.node import NodeProcess
 from zkcoord.placement.coordinator import OFFSETS_TOPIC, partition_for_group
 from zkcoord.testing import wait_for
+from zkcoord.testing.members import ConfluentMember, KafkaPythonMember, LegacyMember, legacy_config
+from zkcoord.testing.producers import PacedProducer
 from zkcoord.zk import registry
-from zkcoord.zk.member import LegacyConsumer
 from zkcoord.zk.session import connect, ensure_chroot, expire_session
 
 pytestmark = pytest.mark.e2e
@@ -46,38 +45,6 @@ SESSION_MS = 6000
 HEARTBEAT_MS = 200
 COMMIT_INTERVAL_MS = 200
 SAMPLE_S = 0.05
-
-
-@dataclass
-class Cluster:
-    zk_connect: str
-    nodes: list[NodeProcess]
-
-    @property
-    def node(self) -> NodeProcess:
-        return self.nodes[0]
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes if n.running)
-
-
-def node_flags(connect_string: str, node_id: int = 1, *extra: str) -> tuple[str, ...]:
-    return ("--zk", connect_string, "--node-id", str(node_id), f"--num.partitions={PARTITIONS}", *FAST_GROUP_FLAGS,
-            "--zookeeper.session.timeout.ms=4000", "--bridge-zk-offsets", "--bridge-zk-groups", "mixed-.*",
-            *extra)  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def cluster(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """One chroot and one bridged serve node for the module; each test uses its own topic and group."""
-    connect_string = ensure_chroot(zk_server.hosts, f"/zkcoord-tests/mixed-{uuid.uuid4().hex[:8]}")
-    node = NodeProcess(tmp_path_factory.mktemp("mixed-node"), node_flags(connect_string))
-    node.start()
-    try:
-        yield Cluster(connect_string, [node])
-    finally:
-        node.stop()
 
 
 # ----------------------------------------------------------------------------------------------- the ledger
@@ -104,6 +71,14 @@ class Ledger:
     def release(self, member: str) -> None:
         with self.lock:
             self.holding.setdefault(member, set()).clear()
+
+    def hold(self, member: str, parts: frozenset[int]) -> None:
+        """What a classic member holds after one of its rebalance callbacks (the kit members' `on_change`)."""
+        with self.lock:
+            self.holding[member] = set(parts)
+
+    def sink(self, member: str) -> Callable[[int, int], None]:
+        return lambda partition, offset: self.add(partition, offset, member)
 
     def add(self, partition: int, offset: int, member: str) -> None:
         with self.lock:
@@ -141,189 +116,57 @@ def double_held(snapshot: Mapping[str, set[int]]) -> list[int]:
 # ---------------------------------------------------------------------------------------------- the members
 
 
-class LegacyMember:
-    """A zkcoord legacy ZooKeeper member (fast or faithful) consuming in its own thread."""
-
-    kind = "legacy"
-
-    def __init__(
-        self, cluster: Cluster, group: str, topic: str, name: str, ledger: Ledger, mode: str, strategy: str
-    ):
-        self.name = name
-        self.ledger = ledger
-        config = LegacyConsumerConfig(
-            group_id=group,
-            zookeeper_connect=cluster.zk_connect,
-            consumer_id=name,
-            auto_offset_reset="smallest",
-            auto_commit_interval_ms=COMMIT_INTERVAL_MS,
-            rebalance_backoff_ms=200,
-            rebalance_max_retries=50,
-            socket_timeout_ms=3000,
-            zookeeper_session_timeout_ms=SESSION_MS,
-            mode=mode,  # type: ignore[arg-type]
-            partition_assignment_strategy=strategy,  # type: ignore[arg-type]
-        )
-        self.consumer = LegacyConsumer(config, {topic: 1}, offsets=member_offsets)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"legacy-{name}", daemon=True)
-
-    def start(self) -> LegacyMember:
-        self.consumer.start()
-        with self.ledger.lock:
-            self.ledger.views[self.name] = lambda: {tp.partition for tp in self.consumer.owned()}
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            msg = self.consumer.next_message(timeout=0.1)
-            if msg is not None:
-                self.ledger.add(msg.partition, msg.offset, self.name)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self.consumer.close()
-        with self.ledger.lock:
-            self.ledger.views.pop(self.name, None)
-
-    def stable(self) -> bool:
-        return self.consumer.is_stable()
+def legacy_member(
+    cluster: BridgedCluster, group: str, topic: str, name: str, ledger: Ledger, mode: str, strategy: str
+) -> LegacyMember:
+    """A zkcoord legacy ZooKeeper member (fast or faithful) consuming in its own thread once started; the ledger
+    reads what it believes it owns."""
+    config = legacy_config(
+        cluster.zk_connect,
+        group,
+        name,
+        auto_commit_interval_ms=COMMIT_INTERVAL_MS,
+        rebalance_backoff_ms=200,
+        rebalance_max_retries=50,
+        socket_timeout_ms=3000,
+        zookeeper_session_timeout_ms=SESSION_MS,
+        mode=mode,
+        partition_assignment_strategy=strategy,
+    )
+    member = LegacyMember(config, {topic: 1}, offsets=member_offsets, sink=ledger.sink(name))
+    with ledger.lock:
+        ledger.views[name] = lambda: set(member.held())
+    return member
 
 
-class KafkaPythonMember(ConsumerRebalanceListener):  # type: ignore[misc]
-    kind = "kafka-python"
-
-    def __init__(self, cluster: Cluster, group: str, topic: str, name: str, ledger: Ledger, strategy: str):
-        from kafka.coordinator.assignors.range import RangePartitionAssignor
-        from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-
-        self.name = name
-        self.ledger = ledger
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=cluster.bootstrap,
-            group_id=group,
-            client_id=name,
-            auto_offset_reset="earliest",
-            enable_auto_commit=True,
-            auto_commit_interval_ms=COMMIT_INTERVAL_MS,
-            session_timeout_ms=SESSION_MS,
-            heartbeat_interval_ms=HEARTBEAT_MS,
-            max_poll_interval_ms=20000,
-            fetch_max_wait_ms=100,
-            reconnect_backoff_max_ms=500,  # back within a session after a coordinator restart
-            partition_assignment_strategy=[
-                {"range": RangePartitionAssignor, "roundrobin": RoundRobinPartitionAssignor}[strategy]
-            ],
-        )
-        self.consumer.subscribe([topic], listener=self)
-        self.consumer.topics()  # metadata before the first join (kafka-python 3.0.12's lost join: docs/cluster.md)
-        self.assigned_once = threading.Event()
-        self._stop = threading.Event()
-        self.errors: list[BaseException] = []
-        self._thread = threading.Thread(target=self._run, name=f"kp-{name}", daemon=True)
-
-    def on_partitions_revoked(self, revoked: Any) -> None:
-        self.ledger.release(self.name)
-
-    def on_partitions_assigned(self, assigned: Any) -> None:
-        self.ledger.acquire(self.name, {tp.partition for tp in assigned})
-        self.assigned_once.set()
-
-    def on_partitions_lost(self, lost: Any) -> None:
-        self.ledger.release(self.name)
-
-    def start(self) -> KafkaPythonMember:
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                # kafka-python bounds its pre-rebalance commit by the poll's timeout: give it a second
-                for records in self.consumer.poll(timeout_ms=1000).values():
-                    for r in records:
-                        self.ledger.add(r.partition, r.offset, self.name)
-        except BaseException as exc:
-            self.errors.append(exc)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        self.consumer.close()  # commits (auto-commit), revokes, leaves
-        self.ledger.release(self.name)
-        assert not self.errors, self.errors
-
-    def stable(self) -> bool:
-        return self.assigned_once.is_set()
+def classic(ledger: Ledger, strategy: str) -> dict[str, Any]:
+    """What both kinds of broker-protocol member share here: the ledger, the liveness settings."""
+    return {
+        "assignor": strategy,
+        "session_timeout_ms": SESSION_MS,
+        "heartbeat_interval_ms": HEARTBEAT_MS,
+        "auto_commit_interval_ms": COMMIT_INTERVAL_MS,
+        "on_change": ledger.hold,
+    }
 
 
-class ConfluentMember:
-    kind = "confluent-kafka"
+def kafka_python_member(
+    cluster: BridgedCluster, group: str, topic: str, name: str, ledger: Ledger, strategy: str
+) -> KafkaPythonMember:
+    # back within a session after a coordinator restart; kafka-python bounds its pre-rebalance commit by the
+    # poll's timeout: give it a second
+    config = {"max_poll_interval_ms": 20000, "reconnect_backoff_max_ms": 500}
+    return KafkaPythonMember(cluster.bootstrap, group, topic, name, config=config, sink=ledger.sink(name),
+                             poll_timeout_s=1.0, **classic(ledger, strategy))  # fmt: skip
 
-    def __init__(self, cluster: Cluster, group: str, topic: str, name: str, ledger: Ledger, strategy: str):
-        self.name = name
-        self.ledger = ledger
-        self.topic = topic
-        self.consumer = Consumer(
-            {
-                "bootstrap.servers": cluster.bootstrap,
-                "group.id": group,
-                "client.id": name,
-                "auto.offset.reset": "earliest",
-                "enable.auto.commit": True,
-                "auto.commit.interval.ms": COMMIT_INTERVAL_MS,
-                "session.timeout.ms": SESSION_MS,
-                "heartbeat.interval.ms": HEARTBEAT_MS,
-                "max.poll.interval.ms": 20000,
-                "reconnect.backoff.max.ms": 500,
-                "partition.assignment.strategy": strategy,
-                "fetch.wait.max.ms": 100,
-            }
-        )
-        self.assigned_once = threading.Event()
-        self._stop = threading.Event()
-        self.errors: list[str] = []
-        self._thread = threading.Thread(target=self._run, name=f"ck-{name}", daemon=True)
 
-    def start(self) -> ConfluentMember:
-        def on_assign(consumer: Any, parts: list[Any]) -> None:
-            self.ledger.acquire(self.name, {p.partition for p in parts})
-            self.assigned_once.set()
-
-        def on_revoke(consumer: Any, parts: list[Any]) -> None:
-            with contextlib.suppress(Exception):
-                consumer.commit(
-                    asynchronous=False
-                )  # the stored positions, before another member starts there
-            self.ledger.release(self.name)
-
-        self.consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            msg = self.consumer.poll(0.1)
-            if msg is None:
-                continue
-            err = msg.error()
-            if err is not None:
-                if not err.retriable() and err.code() != -191:  # -191: partition EOF
-                    self.errors.append(str(err))
-                continue
-            self.ledger.add(msg.partition(), msg.offset(), self.name)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        self.consumer.close()
-        self.ledger.release(self.name)
-        assert not self.errors, self.errors
-
-    def stable(self) -> bool:
-        return self.assigned_once.is_set()
+def confluent_member(
+    cluster: BridgedCluster, group: str, topic: str, name: str, ledger: Ledger, strategy: str
+) -> ConfluentMember:
+    # commits the stored positions before another member starts there; a coordinator being killed may refuse it
+    config = {"max.poll.interval.ms": 20000, "reconnect.backoff.max.ms": 500}
+    return ConfluentMember(cluster.bootstrap, group, topic, name, config=config, sink=ledger.sink(name),
+                           commit_on_revoke=True, commit_errors_fatal=False, **classic(ledger, strategy))  # fmt: skip
 
 
 class CrashableMember:
@@ -331,7 +174,9 @@ class CrashableMember:
 
     kind = "kafka-python (process)"
 
-    def __init__(self, cluster: Cluster, group: str, topic: str, name: str, ledger: Ledger, strategy: str):
+    def __init__(
+        self, cluster: BridgedCluster, group: str, topic: str, name: str, ledger: Ledger, strategy: str
+    ):
         self.name = name
         self.ledger = ledger
         self.assigned_once = threading.Event()
@@ -376,39 +221,6 @@ class CrashableMember:
 # ------------------------------------------------------------------------------------ producer and observer
 
 
-class Producer:
-    """Paced background producer remembering every acknowledged (partition, offset)."""
-
-    def __init__(self, bootstrap: str, topic: str, per_second: float = 100.0) -> None:
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, retries=5)
-        self.topic = topic
-        self.per_second = per_second
-        self.acked: list[tuple[int, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
-
-    def _run(self) -> None:
-        start = time.monotonic()
-        i = 0
-        while not self._stop.is_set():
-            future = self.producer.send(self.topic, key=f"k{i}".encode(), value=f"r{i}".encode())
-            future.add_callback(lambda md: self.acked.append((md.partition, md.offset)))
-            i += 1
-            ahead = start + i / self.per_second - time.monotonic()
-            if ahead > 0:
-                self._stop.wait(ahead)  # pacing, not synchronisation
-        self.producer.flush(timeout=30)
-
-    def start(self) -> Producer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-        self.producer.close(timeout=5)
-
-
 @dataclass
 class Observed:
     samples: int = 0
@@ -424,7 +236,7 @@ class Observer:
     """Every 50 ms: the members' holdings (one instant, from the ledger); in a second thread, as often as they
     answer, the owner znodes and both offset stores (ZooKeeper, and the coordinator's OffsetFetch)."""
 
-    def __init__(self, cluster: Cluster, group: str, ledger: Ledger) -> None:
+    def __init__(self, cluster: BridgedCluster, group: str, ledger: Ledger) -> None:
         self.client = connect(cluster.zk_connect)
         self.broker = BrokerOffsetStore(cluster.bootstrap, group, request_timeout_ms=3000)
         self.group = group
@@ -492,7 +304,9 @@ class Observer:
         return self.seen
 
 
-def wait_settled(cluster: Cluster, group: str, members: list[Any], ledger: Ledger, partitions: int) -> None:
+def wait_settled(
+    cluster: BridgedCluster, group: str, members: list[Any], ledger: Ledger, partitions: int
+) -> None:
     """Every partition held by exactly one member (what they say), every owner znode present."""
     client = connect(cluster.zk_connect)
     try:
@@ -525,7 +339,7 @@ def wait_settled(cluster: Cluster, group: str, members: list[Any], ledger: Ledge
 
 @dataclass
 class Run:
-    cluster: Cluster
+    cluster: BridgedCluster
     group: str
     topic: str
     ledger: Ledger
@@ -603,27 +417,29 @@ def grow_topic(run: Run) -> None:
     run.partitions = PARTITIONS + 4
 
 
-def migrate_and_roll_back(cluster: Cluster, mode: str, strategy: str, fault: Fault | None = None) -> None:
+def migrate_and_roll_back(
+    cluster: BridgedCluster, mode: str, strategy: str, fault: Fault | None = None
+) -> None:
     tag = uuid.uuid4().hex[:6]
     topic, group = f"mixed-{tag}", f"mixed-{mode}-{strategy}-{tag}"
     ledger = Ledger()
-    producer = Producer(cluster.bootstrap, topic)
-    producer.producer.send(topic, b"first").get(timeout=30)  # creates the topic (12 partitions)
+    producer = PacedProducer(cluster.bootstrap, topic)
+    producer.client.send(topic, b"first").get(timeout=30)  # creates the topic (12 partitions)
     producer.start()
-    legacy = [LegacyMember(cluster, group, topic, f"l{i}", ledger, mode, strategy).start() for i in range(4)]
+    legacy = [legacy_member(cluster, group, topic, f"l{i}", ledger, mode, strategy).start() for i in range(4)]
     run = Run(cluster, group, topic, ledger, list(legacy))
     observer: Observer | None = None
     try:
         run.settle()
         observer = Observer(cluster, group, ledger).start()
-        kinds: list[Any] = [KafkaPythonMember, ConfluentMember] * 2
+        kinds: list[Any] = [kafka_python_member, confluent_member] * 2
         if fault is crash_classic_member:
             kinds[1] = CrashableMember  # the one that crashes in the mixed phase
         if fault is kill9_coordinator:
             # kafka-python 3.x sometimes does not find a restarted coordinator again (seen: > 60 s, while it
             # keeps believing it owns its partitions: the classic protocol's zombie window, see
             # docs/migration.md §10 Limits); librdkafka rejoins within its session, so it plays every role here.
-            kinds = [ConfluentMember] * 4
+            kinds = [confluent_member] * 4
         classic: list[Any] = []
         for i, old in enumerate(legacy):  # migrate: a broker-protocol member in, then the legacy one out
             new = kinds[i](cluster, group, topic, f"c{i}", ledger, strategy).start()
@@ -646,7 +462,7 @@ def migrate_and_roll_back(cluster: Cluster, mode: str, strategy: str, fault: Fau
         assert sorted(v.protocol for v in views) == ["classic"] * len(live)
         assert sorted(p.partition for v in views for p in v.owned) == list(range(run.partitions))
         for i, old in enumerate(live):  # roll back the same way
-            new = LegacyMember(cluster, group, topic, f"r{i}", ledger, mode, strategy).start()
+            new = legacy_member(cluster, group, topic, f"r{i}", ledger, mode, strategy).start()
             run.members.append(new)
             run.settle()
             old.stop()
@@ -690,8 +506,10 @@ def migrate_and_roll_back(cluster: Cluster, mode: str, strategy: str, fault: Fau
 
 
 @pytest.mark.parametrize(("mode", "strategy"), [("fast", "range"), ("faithful", "roundrobin")])
-def test_member_by_member_migration_and_rollback(cluster: Cluster, mode: str, strategy: str) -> None:
-    migrate_and_roll_back(cluster, mode, strategy)
+def test_member_by_member_migration_and_rollback(
+    bridged_cluster: BridgedCluster, mode: str, strategy: str
+) -> None:
+    migrate_and_roll_back(bridged_cluster, mode, strategy)
 
 
 @pytest.mark.parametrize(
@@ -705,9 +523,9 @@ def test_member_by_member_migration_and_rollback(cluster: Cluster, mode: str, st
     ids=["classic-crash", "legacy-session-expiry", "partition-increase", "coordinator-kill9"],
 )
 def test_migration_survives_a_fault_in_the_mixed_phase(
-    cluster: Cluster, fault: Fault, mode: str, strategy: str
+    bridged_cluster: BridgedCluster, fault: Fault, mode: str, strategy: str
 ) -> None:
-    migrate_and_roll_back(cluster, mode, strategy, fault)
+    migrate_and_roll_back(bridged_cluster, mode, strategy, fault)
 
 
 def test_migration_survives_a_zookeeper_leader_kill(zk_ensemble: Any, tmp_path: Path) -> None:
@@ -715,7 +533,7 @@ def test_migration_survives_a_zookeeper_leader_kill(zk_ensemble: Any, tmp_path: 
     fenced writes and the legacy members' claims resume; the killed server comes back for the next test."""
     connect_string = ensure_chroot(zk_ensemble.hosts, f"/zkcoord-tests/mixed-ens-{uuid.uuid4().hex[:8]}")
     node = NodeProcess(
-        tmp_path / "node", node_flags(connect_string, 1, "--zookeeper.session.timeout.ms=10000")
+        tmp_path / "node", bridged_node_flags(connect_string, 1, "--zookeeper.session.timeout.ms=10000")
     )
     node.start()
     try:
@@ -734,7 +552,7 @@ def test_migration_survives_a_zookeeper_leader_kill(zk_ensemble: Any, tmp_path: 
                         del legacy[name]
                 time.sleep(0.005)  # polling the members' own state, not synchronising with them
 
-        migrate_and_roll_back(Cluster(connect_string, [node]), "fast", "range", kill_leader)
+        migrate_and_roll_back(BridgedCluster(connect_string, [node]), "fast", "range", kill_leader)
     finally:
         node.stop()
 
@@ -747,7 +565,9 @@ def test_migration_survives_a_coordinator_failover_in_a_3_node_cluster(
     killed node restarts afterwards, so the records of the topic partitions it led are readable again."""
     connect_string = ensure_chroot(zk_server.hosts, f"/zkcoord-tests/mixed-3n-{uuid.uuid4().hex[:8]}")
     nodes = [
-        NodeProcess(tmp_path / f"node{i}", node_flags(connect_string, i, "--offsets.topic.num.partitions=3"))
+        NodeProcess(
+            tmp_path / f"node{i}", bridged_node_flags(connect_string, i, "--offsets.topic.num.partitions=3")
+        )
         for i in (1, 2, 3)
     ]
     client = connect(connect_string)
@@ -777,7 +597,7 @@ def test_migration_survives_a_coordinator_failover_in_a_3_node_cluster(
             )
             nodes[old - 1].start()
 
-        migrate_and_roll_back(Cluster(connect_string, nodes), "fast", "range", failover)
+        migrate_and_roll_back(BridgedCluster(connect_string, nodes), "fast", "range", failover)
     finally:
         client.stop()
         client.close()
@@ -785,19 +605,19 @@ def test_migration_survives_a_coordinator_failover_in_a_3_node_cluster(
             n.kill9()
 
 
-def test_hostile_znodes_in_a_mixed_group_are_their_own_problem(cluster: Cluster) -> None:
+def test_hostile_znodes_in_a_mixed_group_are_their_own_problem(bridged_cluster: BridgedCluster) -> None:
     """On the wire, with a real kafka-python member: a third party's malformed registration and one claiming
     2^31-1 streams do not stop it joining (it got a fatal INCONSISTENT_GROUP_PROTOCOL; the node spun in
     MemoryErrors); a fence with "epoch": null fails closed without generation churn (it caused ~100 generations
     a second) and its repair lets the group rebalance."""
     tag = uuid.uuid4().hex[:6]
     topic, group = f"mixed-hostile-{tag}", f"mixed-hostile-{tag}"
-    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap)
+    producer = KafkaProducer(bootstrap_servers=bridged_cluster.bootstrap)
     try:
         producer.send(topic, b"first").get(timeout=30)  # creates the topic (12 partitions)
     finally:
         producer.close(5)
-    zk = connect(cluster.zk_connect)
+    zk = connect(bridged_cluster.zk_connect)
     ledger = Ledger()
     member: KafkaPythonMember | None = None
     try:
@@ -805,7 +625,7 @@ def test_hostile_znodes_in_a_mixed_group_are_their_own_problem(cluster: Cluster)
         zk.create(f"{ids}/{group}_bad", b'{"version":1,"subscription":', makepath=True)
         huge = {"version": 1, "subscription": {topic: 2**31 - 1}, "pattern": "static", "timestamp": "1"}
         zk.create(f"{ids}/{group}_zz", json.dumps(huge).encode())
-        member = KafkaPythonMember(cluster, group, topic, "kp", ledger, "range").start()
+        member = kafka_python_member(bridged_cluster, group, topic, "kp", ledger, "range").start()
         # range, 12 partitions over 1 + 2^31-1 threads: the classic thread sorts first and gets partition 0 only
         wait_for(lambda: ledger.snapshot().get("kp") == {0}, 30, "the classic member's share")
 

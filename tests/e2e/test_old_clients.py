@@ -6,8 +6,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import socket
-import struct
 import subprocess
 import sys
 import uuid
@@ -32,6 +30,7 @@ from kafka.protocol.consumer import (
 from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from kazoo.client import KazooClient
 
+from e2e.wire_calls import call_once
 from zkcoord.errors import ErrorCode
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.records.batch import GZIP, build_batch
@@ -75,27 +74,6 @@ def cluster(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         root.close()
 
 
-def _call(port: int, request: Any, response_cls: Any) -> Any:
-    """One request over a fresh socket; the response decoded by the request's own response class."""
-    request.with_header(correlation_id=7, client_id="old-client")
-    with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
-        sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        frame = _read(sock, size)
-    response = response_cls.decode(frame, version=request.version, header=True)
-    assert response.header.correlation_id == 7
-    return response
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        assert chunk, "the server closed the connection"
-        buf += chunk
-    return buf
-
-
 def _commit_v0(port: int, group: str, offsets: dict[tuple[str, int], tuple[int, str]]) -> dict[Any, int]:
     T = OffsetCommitRequest.OffsetCommitRequestTopic
     P = T.OffsetCommitRequestPartition
@@ -115,7 +93,7 @@ def _commit_v0(port: int, group: str, offsets: dict[tuple[str, int], tuple[int, 
             for t in topics
         ],
     )
-    resp = _call(port, req, OffsetCommitResponse)
+    resp = call_once(port, req, OffsetCommitResponse)
     return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
 
 
@@ -127,7 +105,7 @@ def _fetch(port: int, group: str, tps: list[tuple[str, int]], version: int = 0) 
         group_id=group,
         topics=[T(name=t, partition_indexes=[p for tt, p in tps if tt == t]) for t in topics],
     )
-    resp = _call(port, req, OffsetFetchResponse)
+    resp = call_once(port, req, OffsetFetchResponse)
     return {
         (t.name, p.partition_index): (p.committed_offset, p.error_code)
         for t in resp.topics
@@ -425,7 +403,7 @@ def _produce(port: int, version: int, topic: str, records: bytes) -> tuple[int, 
         timeout_ms=10000,
         topic_data=[T(name=topic, partition_data=[P(index=0, records=records)])],
     )
-    resp = _call(port, req, ProduceResponse)
+    resp = call_once(port, req, ProduceResponse)
     p = resp.responses[0].partition_responses[0]
     return p.error_code, p.base_offset
 
@@ -448,7 +426,7 @@ def _fetch_records(
             )
         ],
     )
-    resp = _call(port, req, FetchResponse)
+    resp = call_once(port, req, FetchResponse)
     return {
         p.partition_index: (p.error_code, bytes(p.records or b""))
         for t in resp.responses
@@ -468,7 +446,7 @@ def _end_offset(port: int, topic: str) -> int:
             )
         ],
     )
-    p = _call(port, req, ListOffsetsResponse).topics[0].partitions[0]
+    p = call_once(port, req, ListOffsetsResponse).topics[0].partitions[0]
     assert p.error_code == 0
     return int(p.old_style_offsets[0])
 

@@ -6,11 +6,7 @@ One Tansu for the module (node id 111; each test its own topics and its own ZooK
 
 from __future__ import annotations
 
-import signal
 import socket
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,18 +14,21 @@ from typing import Any
 
 import pytest
 
+from e2e.proxies import (
+    ProxyProcess,
+    coordinator_proxy,
+    outside_zkcoord,
+    read_exactly,
+    tansu_group_members,
+    two_bridging_proxies,
+)
 from zkcoord.cli import main
 from zkcoord.cluster.node import ClusterConfig, ClusterNode, ForeignBrokersRegistered
 from zkcoord.local.zookeeper import free_port
+from zkcoord.testing.members import ConfluentMember, KafkaPythonMember, LegacyMember, legacy_config
 from zkcoord.testing.tansu import Tansu, register_in_zookeeper, snapshot
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tansu]:
-    with Tansu.start(tmp_path_factory.mktemp("tansu") / "tansu.log") as broker:
-        yield broker
 
 
 @pytest.fixture(scope="module")
@@ -91,58 +90,6 @@ def test_zkcoord_nodes_start_beside_each_other(zk: Any, zk_connect: str) -> None
 # -- the data plane ------------------------------------------------------------------------------------------------
 
 
-class ProxyProcess:
-    """`zkcoord proxy` as its own process (what an operator runs), stopped with SIGTERM, killed if it hangs."""
-
-    def __init__(self, zk_connect: str, data_dir: Path, *extra: str, node_id: int = 9000) -> None:
-        self.node_id = node_id
-        self.port = free_port()
-        self.broker_port = free_port()
-        self.other_port = free_port()  # pinned for broker 112, registered by a test while the proxy runs
-        self.data_dir = data_dir
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "zkcoord", "proxy", "--zk", zk_connect, "--listen", f"127.0.0.1:{self.port}",
-             "--node-id", str(node_id), "--data-dir", str(data_dir), "--broker-port", f"111={self.broker_port}",
-             "--broker-port", f"112={self.other_port}", *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        # Its output is read all along (a pipe left full would stop the proxy at its next log line).
-        self.lines: list[str] = []
-        self.ready = threading.Event()
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-        if not self.ready.wait(30):
-            self.kill9()
-            raise AssertionError(f"proxy did not start: {''.join(self.lines)}")
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line)
-            if "broker 111 behind" in line:
-                self.ready.set()
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def kill9(self) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-        self.reader.join(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.reader.join(10)
-
-
 @pytest.fixture
 def proxy(zk: Any, zk_connect: str, tansu: Tansu, topic: str, tmp_path: Path) -> Iterator[ProxyProcess]:
     with register_in_zookeeper(zk, tansu, {topic: 4}):
@@ -153,13 +100,6 @@ def proxy(zk: Any, zk_connect: str, tansu: Tansu, topic: str, tmp_path: Path) ->
         finally:
             proc.stop()
         assert outside_zkcoord(snapshot(zk)) == outside_zkcoord(before)
-
-
-def outside_zkcoord(tree: dict[str, tuple[bytes, int, int]]) -> dict[str, tuple[bytes, int, int]]:
-    """The tree outside /zkcoord (the root's child count moves when /zkcoord is first created)."""
-    kept = {p: v for p, v in tree.items() if p != "/zkcoord" and not p.startswith("/zkcoord/")}
-    kept["/"] = (*kept["/"][:2], 0)
-    return kept
 
 
 def test_kafka_python_and_librdkafka_produce_and_consume_through_the_proxy(
@@ -238,7 +178,7 @@ def test_a_broker_registered_while_the_proxy_runs_gets_its_port(
             wait_for(lambda: port_open(proxy.other_port), 10, "the proxy's port for broker 112")
             with socket.create_connection(("127.0.0.1", proxy.other_port), timeout=10) as sock:
                 sock.sendall(kp.encode_request(kp.API_VERSIONS, 0, 42, "test"))
-                frame = _read_exactly(sock, int.from_bytes(_read_exactly(sock, 4), "big"))
+                frame = read_exactly(sock, int.from_bytes(read_exactly(sock, 4), "big"))
             corr, resp = kp.decode_response(kp.API_VERSIONS, 0, frame)
             assert (corr, resp.error_code) == (42, 0)
             versions = {a.api_key: a.max_version for a in resp.api_keys}
@@ -266,11 +206,7 @@ def test_a_group_is_migrated_member_by_member_through_the_proxy(
     member joining through the proxy (confluent-kafka, then kafka-python), whose coordinator (not Tansu's: Tansu's
     group of that id never has a member) holds the group as a mixed group. At every poll no partition is held by
     two members; every record produced before, during and after is read; only /consumers and /zkcoord change."""
-    from confluent_kafka import Consumer
-    from kafka import KafkaConsumer, KafkaProducer
-
-    from zkcoord.legacy.config import LegacyConsumerConfig
-    from zkcoord.zk.member import LegacyConsumer
+    from kafka import KafkaProducer
 
     topic, group = "mixed-orders", "mixed-g1"
     tansu.create_topic(topic, 4)
@@ -290,43 +226,41 @@ def test_a_group_is_migrated_member_by_member_through_the_proxy(
             zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*", "--bridge-zk-offsets"
         )
 
-        def legacy_member(name: str, mode: str) -> LegacyConsumer:
-            return LegacyConsumer(
-                LegacyConsumerConfig(group_id=group, zookeeper_connect=zk_connect, consumer_id=name,
-                                     auto_offset_reset="smallest", rebalance_backoff_ms=200,
-                                     rebalance_max_retries=50, zookeeper_session_timeout_ms=6000,
-                                     auto_commit_interval_ms=200, mode=mode),  # type: ignore[arg-type]
-                {topic: 1},
-            )  # fmt: skip
+        def read(partition: int, offset: int) -> None:
+            got.add((partition, offset))
+
+        def legacy_member(name: str, mode: str) -> LegacyMember:
+            # a legacy member fetches in the calls it is given: 50 ms each
+            config = legacy_config(zk_connect, group, name, rebalance_backoff_ms=200, rebalance_max_retries=50,
+                                   mode=mode)  # fmt: skip
+            return LegacyMember(config, {topic: 1}, sink=read, poll_timeout_s=0.05)
 
         legacy = {
             "fast": legacy_member("legacy-fast", "fast"),
             "faithful": legacy_member("legacy-faithful", "faithful"),
         }
-        rk: Any = None
-        kp_member: KafkaConsumer | None = None
+        rk: ConfluentMember | None = None
+        kp_member: KafkaPythonMember | None = None
         got: set[tuple[int, int]] = set()
         overlaps: list[dict[str, set[int]]] = []
 
-        def held() -> dict[str, set[int]]:
-            out = {name: {tp.partition for tp in m.owned()} for name, m in legacy.items()}
+        def held() -> dict[
+            str, set[int]
+        ]:  # legacy: what each owns; broker-protocol: their rebalance callbacks
+            out = {name: set(m.held()) for name, m in legacy.items()}
             if rk is not None:
-                out["confluent-kafka"] = {tp.partition for tp in rk.assignment()}
+                out["confluent-kafka"] = set(rk.held())
             if kp_member is not None:
-                out["kafka-python"] = {tp.partition for tp in kp_member.assignment()}
+                out["kafka-python"] = set(kp_member.held())
             return out
 
-        def step() -> None:
-            for m in legacy.values():  # a legacy member fetches in the calls it is given: 50 ms each
-                while (msg := m.next_message(timeout=0.05)) is not None:
-                    got.add((msg.partition, msg.offset))
+        def step() -> None:  # every member is polled here, by the test's thread
+            for m in legacy.values():
+                m.poll()
             if rk is not None:
-                for msg in rk.consume(100, 0.05):
-                    if msg.error() is None:
-                        got.add((msg.partition(), msg.offset()))
+                rk.poll(0.05)
             if kp_member is not None:
-                for records in kp_member.poll(timeout_ms=50).values():
-                    got.update((r.partition, r.offset) for r in records)
+                kp_member.poll(0.05)
             now = held()
             if sum(len(v) for v in now.values()) != len(set().union(*now.values())):
                 overlaps.append(now)
@@ -345,22 +279,16 @@ def test_a_group_is_migrated_member_by_member_through_the_proxy(
         try:
             produce()
             for m in legacy.values():
-                m.start()
+                m.start(thread=False)
             run_until(everyone_holds, "two legacy members")
             # replace the faithful legacy member by a confluent-kafka member through the proxy
-            legacy.pop("faithful").close()
-            rk = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                           "session.timeout.ms": 6000, "heartbeat.interval.ms": 500,
-                           "partition.assignment.strategy": "range", "auto.commit.interval.ms": 200})  # fmt: skip
-            rk.subscribe([topic])
+            legacy.pop("faithful").stop()
+            rk = ConfluentMember(proxy.bootstrap, group, topic, heartbeat_interval_ms=500, sink=read)
             produce()
             run_until(everyone_holds, "legacy-fast and confluent-kafka")
             # then the fast one by a kafka-python member
-            legacy.pop("fast").close()
-            kp_member = KafkaConsumer(bootstrap_servers=proxy.bootstrap, group_id=group, auto_offset_reset="earliest",
-                                      session_timeout_ms=6000, heartbeat_interval_ms=500, fetch_max_wait_ms=100,
-                                      auto_commit_interval_ms=200)  # fmt: skip
-            kp_member.subscribe([topic])
+            legacy.pop("fast").stop()
+            kp_member = KafkaPythonMember(proxy.bootstrap, group, topic, heartbeat_interval_ms=500, sink=read)
             produce()
             run_until(everyone_holds, "confluent-kafka and kafka-python")
             produce()
@@ -372,7 +300,7 @@ def test_a_group_is_migrated_member_by_member_through_the_proxy(
             if rk is not None:
                 rk.close()
             for m in legacy.values():
-                m.close()
+                m.stop()
             producer.close()
             proxy.stop()
         assert overlaps == []
@@ -383,55 +311,7 @@ def test_a_group_is_migrated_member_by_member_through_the_proxy(
     assert [p for p in proxy.data_dir.rglob("*") if p.is_file()] == []  # no partition data, no records there
 
 
-def tansu_group_members(tansu: Tansu, group: str) -> int:
-    """Members of `group` in Tansu's own coordinator, by a raw DescribeGroups v0 (kafka-python's admin client
-    cannot parse Tansu's answer: reference page)."""
-    from zkcoord.server import kafka_protocol as kp
-
-    with socket.create_connection(("127.0.0.1", tansu.port), timeout=10) as sock:
-        sock.sendall(kp.encode_request(kp.DESCRIBE_GROUPS, 0, 1, "test", groups=[group]))
-        head = _read_exactly(sock, 4)
-        frame = _read_exactly(sock, int.from_bytes(head, "big"))
-    _, resp = kp.decode_response(kp.DESCRIBE_GROUPS, 0, frame)
-    (described,) = resp.groups
-    return len(described.members)
-
-
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
-
-
 # -- two proxy nodes, one killed -----------------------------------------------------------------------------------
-
-
-def coordinator_proxy(zk_connect: str, group: str, timeout: float = 30.0, expect: int | None = None) -> int:
-    """The proxy node leading `group`'s offsets partition in the proxies' own cluster (/zkcoord/proxy-cluster),
-    once there is one (and it is `expect`, if given)."""
-    from zkcoord.placement.coordinator import OFFSETS_TOPIC, partition_for_group
-    from zkcoord.testing import wait_for
-    from zkcoord.zk import registry
-    from zkcoord.zk.session import connect
-
-    client = connect(zk_connect + "/zkcoord/proxy-cluster")
-    try:
-        leader: list[int] = []
-
-        def led() -> bool:
-            state = registry.read_partition_state(client, OFFSETS_TOPIC, partition_for_group(group, 50))
-            leader[:] = [state.leader] if state is not None and state.leader >= 0 else []
-            return bool(leader) and expect in (None, leader[0])
-
-        wait_for(led, timeout, f"a proxy leading the offsets partition of {group}")
-        return leader[0]
-    finally:
-        client.stop()
-        client.close()
 
 
 def test_two_proxies_share_a_mixed_group_and_survive_a_kill_9_of_its_coordinator(
@@ -440,10 +320,7 @@ def test_two_proxies_share_a_mixed_group_and_survive_a_kill_9_of_its_coordinator
     """Two proxy nodes; the kafka-python member bootstraps on one, the group is coordinated by whichever leads its
     offsets partition, and that one is killed with -9 mid-group: the survivor loads the group from ZooKeeper and the
     member rejoins it. Never a partition held by both members; every record read; Tansu's group stays empty."""
-    from kafka import KafkaConsumer, KafkaProducer
-
-    from zkcoord.legacy.config import LegacyConsumerConfig
-    from zkcoord.zk.member import LegacyConsumer
+    from kafka import KafkaProducer
 
     topic, group = "failover-orders", "mixed-failover"
     tansu.create_topic(topic, 4)
@@ -460,33 +337,24 @@ def test_two_proxies_share_a_mixed_group_and_survive_a_kill_9_of_its_coordinator
             producer.flush(30)
             produced += per_phase
 
-        flags = (
-            "--bridge-zk-groups",
-            "mixed-.*",
-            "--bridge-zk-offsets",
-            "--zookeeper.session.timeout.ms",
-            "3000",
-        )
-        proxies = {
-            n: ProxyProcess(zk_connect, tmp_path / f"proxy-{n}", *flags, node_id=n) for n in (9000, 9001)
-        }
-        legacy = LegacyConsumer(
-            LegacyConsumerConfig(group_id=group, zookeeper_connect=zk_connect, consumer_id="legacy-1",
-                                 auto_offset_reset="smallest", rebalance_backoff_ms=200, rebalance_max_retries=50,
-                                 zookeeper_session_timeout_ms=6000, auto_commit_interval_ms=200, mode="fast"),
-            {topic: 1},
-        )  # fmt: skip
-        member: KafkaConsumer | None = None
+        proxies = two_bridging_proxies(zk_connect, tmp_path)
         got: set[tuple[int, int]] = set()
+
+        def read(partition: int, offset: int) -> None:
+            got.add((partition, offset))
+
+        config = legacy_config(
+            zk_connect, group, "legacy-1", rebalance_backoff_ms=200, rebalance_max_retries=50
+        )
+        legacy = LegacyMember(config, {topic: 1}, sink=read, poll_timeout_s=0.05)
+        member: KafkaPythonMember | None = None
         overlaps: list[tuple[set[int], set[int]]] = []
 
-        def step() -> None:
-            for records in member.poll(timeout_ms=50).values():  # type: ignore[union-attr]
-                got.update((r.partition, r.offset) for r in records)
-            while (msg := legacy.next_message(timeout=0.05)) is not None:
-                got.add((msg.partition, msg.offset))
-            mine = {tp.partition for tp in member.assignment()}  # type: ignore[union-attr]
-            theirs = {tp.partition for tp in legacy.owned()}
+        def step() -> None:  # both members are polled here, by the test's thread
+            member.poll(0.05)  # type: ignore[union-attr]
+            legacy.poll()
+            mine = set(member.held())  # type: ignore[union-attr]
+            theirs = set(legacy.held())
             if mine & theirs:
                 overlaps.append((mine, theirs))
 
@@ -498,16 +366,12 @@ def test_two_proxies_share_a_mixed_group_and_survive_a_kill_9_of_its_coordinator
 
         try:
             produce()
-            legacy.start()
+            legacy.start(thread=False)
             victim = coordinator_proxy(zk_connect, group)
             survivor = next(n for n in proxies if n != victim)
-            member = KafkaConsumer(bootstrap_servers=proxies[survivor].bootstrap, group_id=group,
-                                   auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500,
-                                   auto_commit_interval_ms=200, fetch_max_wait_ms=100, reconnect_backoff_max_ms=500)  # fmt: skip
-            member.subscribe([topic])
-            run_until(
-                lambda: member.assignment() and legacy.owned(), 60, "the group split between both members"
-            )
+            member = KafkaPythonMember(proxies[survivor].bootstrap, group, topic, heartbeat_interval_ms=500,
+                                       config={"reconnect_backoff_max_ms": 500}, sink=read)  # fmt: skip
+            run_until(lambda: member.held() and legacy.held(), 60, "the group split between both members")
             produce()
             run_until(lambda: len(got) == produced, 60, "every record before the kill")
             proxies[victim].kill9()
@@ -515,18 +379,16 @@ def test_two_proxies_share_a_mixed_group_and_survive_a_kill_9_of_its_coordinator
             run_until(lambda: len(got) == produced, 90, "every record after the coordinator's kill")
             # the survivor takes the partition once the victim's session expires, and the group forms there again
             coordinator_proxy(zk_connect, group, timeout=30, expect=survivor)
-            run_until(
-                lambda: member.assignment() and legacy.owned() and len(got) == produced, 60, "shared again"
-            )
+            run_until(lambda: member.held() and legacy.held() and len(got) == produced, 60, "shared again")
             produce()
             run_until(lambda: len(got) == produced, 60, "every record once the survivor coordinates")
             # kafka-python names its coordinator connection after the node id FindCoordinator gave it
-            assert str(survivor) in str(member._coordinator.coordinator_id)
+            assert str(survivor) in str(member.consumer._coordinator.coordinator_id)
             assert tansu_group_members(tansu, group) == 0
         finally:
             if member is not None:
                 member.close()
-            legacy.close()
+            legacy.stop()
             producer.close()
             for proxy in proxies.values():
                 proxy.stop()

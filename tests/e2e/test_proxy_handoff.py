@@ -12,26 +12,29 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from e2e.test_proxy import ProxyProcess, outside_zkcoord, tansu_group_members
+from e2e.proxies import (
+    ProxyProcess,
+    coordinator_proxy,
+    outside_zkcoord,
+    tansu_group_members,
+    two_bridging_proxies,
+)
 from zkcoord.cli import main
+from zkcoord.testing.members import ConfluentMember, KafkaPythonMember, LegacyMember, legacy_config
+from zkcoord.testing.producers import PacedProducer
 from zkcoord.testing.tansu import Tansu, register_in_zookeeper, snapshot
+from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk.handoff import HANDOFFS
 
 pytestmark = pytest.mark.timeout(180)
 
 COMMIT_INTERVAL_MS = 200
-
-
-@pytest.fixture(scope="module")
-def tansu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tansu]:
-    with Tansu.start(tmp_path_factory.mktemp("tansu") / "tansu.log") as broker:
-        yield broker
 
 
 def tansu_offsets(tansu: Tansu, group: str) -> dict[int, int]:
@@ -43,24 +46,37 @@ def tansu_offsets(tansu: Tansu, group: str) -> dict[int, int]:
     return {tp.partition: off for tp, off in read.offsets.items()}
 
 
+def interrupted_in_releasing(
+    zk: Any, zk_connect: str, proxy: ProxyProcess, group: str, offsets: dict[TopicPartition, int], state: Path
+) -> list[str]:
+    """What a hand-off that stopped after writing `releasing` leaves: `offsets` committed to the proxies'
+    coordinator (retried until the proxy's cluster has a coordinator for the group), the znode `releasing`.
+    Returns the command line that resumes it."""
+    from zkcoord.bridge.broker_store import BrokerOffsetStore
+    from zkcoord.testing import wait_for
+    from zkcoord.zk.handoff import Handoff, Phase, write_handoff
+
+    with BrokerOffsetStore(proxy.bootstrap, group) as store:
+        wait_for(
+            lambda: all(e is None for _, e in store.write_offsets(offsets).errors),
+            30,
+            "the proxies' coordinator accepting the group's commit",
+        )
+    write_handoff(zk, Handoff(group, Phase.RELEASING, int(time.time() * 1000), 0), -1)
+    return ["migrate", "handoff", "--zk", zk_connect, "--group", group, "--state-dir", str(state)]
+
+
 def test_handoff_is_refused_while_a_zookeeper_member_remains(
     zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path, capsys: Any
 ) -> None:
-    from zkcoord.legacy.config import LegacyConsumerConfig
     from zkcoord.testing import wait_for
-    from zkcoord.zk.member import LegacyConsumer
 
     topic, group = "handoff-refused", "mixed-refused"
     tansu.create_topic(topic, 2)
     with register_in_zookeeper(zk, tansu, {topic: 2}):
-        legacy = LegacyConsumer(
-            LegacyConsumerConfig(group_id=group, zookeeper_connect=zk_connect, consumer_id="legacy-1",
-                                 auto_offset_reset="smallest", zookeeper_session_timeout_ms=6000, mode="fast"),
-            {topic: 1},
-        )  # fmt: skip
-        legacy.start()
+        legacy = LegacyMember(legacy_config(zk_connect, group, "legacy-1"), {topic: 1}).start(thread=False)
         try:
-            wait_for(lambda: len(legacy.owned()) == 2, 30, "the legacy member owns both partitions")
+            wait_for(lambda: len(legacy.held()) == 2, 30, "the legacy member owns both partitions")
             before = snapshot(zk)
             code = main(["migrate", "handoff", "--zk", zk_connect, "--group", group,
                          "--state-dir", str(tmp_path / "state")])  # fmt: skip
@@ -70,7 +86,7 @@ def test_handoff_is_refused_while_a_zookeeper_member_remains(
             assert snapshot(zk) == before  # nothing written, no hand-off znode
             assert zk.exists(HANDOFFS) is None
         finally:
-            legacy.close()
+            legacy.stop()
 
 
 def test_plan_points_at_the_proxy_for_a_group_whose_data_is_on_foreign_brokers(
@@ -95,53 +111,6 @@ def test_plan_points_at_the_proxy_for_a_group_whose_data_is_on_foreign_brokers(
 # -- the whole walk: legacy group -> mixed through two proxies (one killed) -> Tansu's own coordinator --------------
 
 
-class PacedProducer:
-    """Writes to Tansu from its own thread, 2 records every 20 ms (100/s) round the partitions, until stopped; the
-    log end of each partition from the acknowledgements (Tansu's ListOffsets latest is unreliable)."""
-
-    def __init__(self, tansu: Tansu, topic: str, partitions: int) -> None:
-        from kafka import KafkaProducer
-
-        self.producer = KafkaProducer(bootstrap_servers=tansu.bootstrap, linger_ms=2)
-        self.topic, self.partitions = topic, partitions
-        self.log_end: dict[int, int] = {}
-        self.failed: list[BaseException] = []
-        self.sent = 0
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _acked(self, meta: Any) -> None:
-        with self._lock:
-            self.log_end[meta.partition] = max(self.log_end.get(meta.partition, 0), meta.offset + 1)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.02):
-            for _ in range(2):
-                fut = self.producer.send(
-                    self.topic, f"r{self.sent}".encode(), partition=self.sent % self.partitions
-                )
-                fut.add_callback(self._acked).add_errback(self.failed.append)
-                self.sent += 1
-
-    def ends(self) -> dict[int, int]:
-        with self._lock:
-            return dict(self.log_end)
-
-    def start(self) -> PacedProducer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self.producer.flush(30)
-
-    def close(self) -> None:
-        self.stop()
-        self.producer.close()
-
-
 def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
     zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path
 ) -> None:
@@ -153,39 +122,19 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
     znode names a legacy member. Every acknowledged record read; duplicates within the commit interval's bound;
     Tansu's group empty until the hand-off, then listing the four members with offsets at the log ends; the tree
     outside /consumers and /zkcoord unchanged; nothing stored under either proxy's data directory."""
-    from confluent_kafka import Consumer
-    from kafka import ConsumerRebalanceListener, KafkaConsumer
-
-    from e2e.test_proxy import coordinator_proxy
-    from zkcoord.legacy.config import LegacyConsumerConfig
-    from zkcoord.zk.member import LegacyConsumer
-
     topic, group, partitions = "walk-orders", "mixed-walk", 8
     tansu.create_topic(topic, partitions)
     with register_in_zookeeper(zk, tansu, {topic: partitions}):
         before = snapshot(zk)
-        flags = (
-            "--bridge-zk-groups",
-            "mixed-.*",
-            "--bridge-zk-offsets",
-            "--zookeeper.session.timeout.ms",
-            "3000",
-        )
-        proxies = {
-            n: ProxyProcess(zk_connect, tmp_path / f"proxy-{n}", *flags, node_id=n) for n in (9000, 9001)
-        }
+        proxies = two_bridging_proxies(zk_connect, tmp_path)
         victim = coordinator_proxy(zk_connect, group)
         survivor = next(n for n in proxies if n != victim)
         bootstrap = proxies[survivor].bootstrap
 
-        def legacy_member(name: str, mode: str) -> LegacyConsumer:
-            return LegacyConsumer(
-                LegacyConsumerConfig(group_id=group, zookeeper_connect=zk_connect, consumer_id=name,
-                                     auto_offset_reset="smallest", rebalance_backoff_ms=200,
-                                     rebalance_max_retries=50, zookeeper_session_timeout_ms=6000,
-                                     auto_commit_interval_ms=COMMIT_INTERVAL_MS, mode=mode),  # type: ignore[arg-type]
-                {topic: 1},
-            )  # fmt: skip
+        def legacy_member(name: str, mode: str) -> LegacyMember:
+            config = legacy_config(zk_connect, group, name, rebalance_backoff_ms=200, rebalance_max_retries=50,
+                                   auto_commit_interval_ms=COMMIT_INTERVAL_MS, mode=mode)  # fmt: skip
+            return LegacyMember(config, {topic: 1}, sink=lambda p, o: read(p, o, name), poll_timeout_s=0.005)
 
         legacy = {name: legacy_member(name, name.split("-")[0]) for name in
                   ("fast-1", "faithful-1", "fast-2", "faithful-2")}  # fmt: skip
@@ -199,11 +148,13 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
         got: dict[tuple[int, int], int] = {}
         phase = ["legacy"]
         again: dict[str, int] = {}  # records read again, by the phase of the walk they were read again in
-        producer = PacedProducer(tansu, topic, partitions)
+        # 100 records/s round the partitions; the log ends from the acknowledgements (Tansu's ListOffsets latest is
+        # unreliable)
+        producer = PacedProducer(tansu.bootstrap, topic, round_robin=True, config={"linger_ms": 2})
         stop = threading.Event()
 
         def holdings() -> dict[str, frozenset[int]]:
-            now = {name: frozenset(tp.partition for tp in m.owned()) for name, m in list(legacy.items())}
+            now = {name: m.held() for name, m in list(legacy.items())}
             now.update(callbacks)
             return now
 
@@ -227,32 +178,21 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
                         )
                 looks[0] += 1
 
-        def listener(name: str) -> Any:
-            class Listener(ConsumerRebalanceListener):  # type: ignore[misc]
-                def on_partitions_revoked(self, revoked: Any) -> None:
-                    callbacks[name] = frozenset()
-
-                def on_partitions_assigned(self, assigned: Any) -> None:
-                    callbacks[name] = frozenset(tp.partition for tp in assigned)
-
-            return Listener()
+        def held(name: str, partitions: frozenset[int]) -> None:  # the members' rebalance callbacks
+            callbacks[name] = partitions
 
         def kafka_python(name: str) -> None:
-            member = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-                                   session_timeout_ms=6000, heartbeat_interval_ms=300, fetch_max_wait_ms=100,
-                                   auto_commit_interval_ms=COMMIT_INTERVAL_MS, retry_backoff_ms=100,
-                                   reconnect_backoff_max_ms=500)  # fmt: skip
-            member.subscribe([topic], listener=listener(name))
-            classic[name] = member
+            classic[name] = KafkaPythonMember(
+                bootstrap, group, topic, name, heartbeat_interval_ms=300, auto_commit_interval_ms=COMMIT_INTERVAL_MS,
+                config={"retry_backoff_ms": 100, "reconnect_backoff_max_ms": 500},
+                sink=lambda p, o: read(p, o, name), on_change=held, poll_timeout_s=0.02,
+            )  # fmt: skip
 
         def librdkafka(name: str) -> None:
-            member = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                               "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
-                               "partition.assignment.strategy": "range",
-                               "auto.commit.interval.ms": COMMIT_INTERVAL_MS})  # fmt: skip
-            member.subscribe([topic], on_assign=lambda c, tps: callbacks.__setitem__(name, frozenset(t.partition for t in tps)),
-                             on_revoke=lambda c, tps: callbacks.__setitem__(name, frozenset()))  # fmt: skip
-            classic[name] = member
+            classic[name] = ConfluentMember(
+                bootstrap, group, topic, name, heartbeat_interval_ms=300, auto_commit_interval_ms=COMMIT_INTERVAL_MS,
+                sink=lambda p, o: read(p, o, name), on_change=held, poll_timeout_s=0.02,
+            )  # fmt: skip
 
         def read(partition: int, offset: int, who: str = "") -> None:
             n = got[(partition, offset)] = got.get((partition, offset), 0) + 1
@@ -260,19 +200,11 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
                 key = f"{phase[0]} {who} p{partition}"
                 again[key] = again.get(key, 0) + 1
 
-        def step() -> None:
-            for name, m in list(legacy.items()):
-                while (msg := m.next_message(timeout=0.005)) is not None:
-                    read(msg.partition, msg.offset, name)
-            for name, member in list(classic.items()):
-                if isinstance(member, KafkaConsumer):
-                    for records in member.poll(timeout_ms=20).values():
-                        for r in records:
-                            read(r.partition, r.offset, name)
-                else:
-                    for msg in member.consume(200, 0.02):
-                        if msg.error() is None:
-                            read(msg.partition(), msg.offset(), name)
+        def step() -> None:  # the members are polled here, by the test's thread
+            for m in list(legacy.values()):
+                m.poll()
+            for member in list(classic.values()):
+                member.poll()
 
         def run_until(done: Callable[[], bool], what: str, timeout: float = 60) -> None:
             deadline = time.monotonic() + timeout
@@ -300,13 +232,13 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
         try:
             producer.start()
             for m in legacy.values():
-                m.start()
+                m.start(thread=False)
             observer.start()
             run_until(settled(4), "four legacy members")
             for old, new, start in (("faithful-1", "confluent-kafka-1", librdkafka),
                                     ("fast-1", "kafka-python-1", kafka_python)):  # fmt: skip
                 phase[0] = f"{old} -> {new}"
-                legacy[old].close()
+                legacy[old].stop()
                 del legacy[old]
                 start(new)
                 run_until(settled(4), f"{old} replaced by {new}")
@@ -320,7 +252,7 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
             for old, new, start in (("faithful-2", "confluent-kafka-2", librdkafka),
                                     ("fast-2", "kafka-python-2", kafka_python)):  # fmt: skip
                 phase[0] = f"{old} -> {new} (after the kill)"
-                legacy[old].close()
+                legacy[old].stop()
                 del legacy[old]
                 start(new)
                 run_until(settled(4), f"{old} replaced by {new}")
@@ -352,8 +284,8 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
             for member in classic.values():
                 member.close()
             for m in legacy.values():
-                m.close()
-            producer.close()
+                m.stop()
+            producer.stop()
             for proxy in proxies.values():
                 proxy.stop()
         assert producer.failed == []
@@ -414,35 +346,18 @@ def test_handoff_resumes_from_its_znode_and_copies_the_offsets(
     """A run that stopped after writing `releasing` (what a crash there leaves) is resumed by the next run: the group's
     offsets committed to the proxies' coordinator are written to Tansu's and read back, the znode goes to
     `forwarding`; a third run finds the hand-off done and changes nothing."""
-    from zkcoord.bridge.broker_store import BrokerOffsetStore
-    from zkcoord.bridge.policy import TopicPartition
-    from zkcoord.testing import wait_for
-    from zkcoord.zk.handoff import Handoff, Phase, read_handoff, write_handoff
+    from zkcoord.zk.handoff import Phase, read_handoff
 
     topic, group = "resume-orders", "mixed-resume"
     tansu.create_topic(topic, 2)
     with register_in_zookeeper(zk, tansu, {topic: 2}):
         proxy = ProxyProcess(zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*")
         try:
-            with BrokerOffsetStore(proxy.bootstrap, group) as store:
-                # the commit is accepted once the proxy's cluster has a coordinator for the group (retriable before)
-                wait_for(
-                    lambda: all(e is None for _, e in store.write_offsets({TopicPartition(topic, 0): 5,
-                                                                          TopicPartition(topic, 1): 7}).errors),
-                    30, "the proxies' coordinator accepting the group's commit",
-                )  # fmt: skip
+            offsets = {TopicPartition(topic, 0): 5, TopicPartition(topic, 1): 7}
+            # the commit is accepted once the proxy's cluster has a coordinator for the group (retriable before);
+            # the offsets are not at Tansu's coordinator before the resumed run copies them
+            argv = interrupted_in_releasing(zk, zk_connect, proxy, group, offsets, tmp_path / "s")
             assert tansu_offsets(tansu, group) == {}
-            write_handoff(zk, Handoff(group, Phase.RELEASING, int(time.time() * 1000), 0), -1)
-            argv = [
-                "migrate",
-                "handoff",
-                "--zk",
-                zk_connect,
-                "--group",
-                group,
-                "--state-dir",
-                str(tmp_path / "s"),
-            ]
             assert main(argv) == 0
             out = capsys.readouterr().out
             assert "2 committed offset(s) written to the cluster's coordinator and read back equal" in out
@@ -463,43 +378,19 @@ def test_a_resumed_handoff_is_refused_when_a_zookeeper_member_started_during_rel
     """A legacy member that starts while the znode says `releasing` is invisible to DescribeGroups: the run
     re-reads the group's ZooKeeper members before copying offsets and refuses, writing nothing (no offset at
     Tansu, the znode still `releasing`); once the member is gone the same command resumes and completes."""
-    from zkcoord.bridge.broker_store import BrokerOffsetStore
-    from zkcoord.bridge.policy import TopicPartition
-    from zkcoord.legacy.config import LegacyConsumerConfig
     from zkcoord.testing import wait_for
-    from zkcoord.zk.handoff import Handoff, Phase, read_handoff, write_handoff
-    from zkcoord.zk.member import LegacyConsumer
+    from zkcoord.zk.handoff import Phase, read_handoff
 
     topic, group = "late-legacy", "mixed-late"
     tansu.create_topic(topic, 2)
     with register_in_zookeeper(zk, tansu, {topic: 2}):
         proxy = ProxyProcess(zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*")
         try:
-            with BrokerOffsetStore(proxy.bootstrap, group) as store:
-                wait_for(
-                    lambda: all(e is None for _, e in store.write_offsets({TopicPartition(topic, 0): 3,
-                                                                          TopicPartition(topic, 1): 4}).errors),
-                    30, "the proxies' coordinator accepting the group's commit",
-                )  # fmt: skip
-            write_handoff(zk, Handoff(group, Phase.RELEASING, int(time.time() * 1000), 0), -1)
-            legacy = LegacyConsumer(
-                LegacyConsumerConfig(group_id=group, zookeeper_connect=zk_connect, consumer_id="late-1",
-                                     auto_offset_reset="smallest", zookeeper_session_timeout_ms=6000, mode="fast"),
-                {topic: 1},
-            )  # fmt: skip
-            legacy.start()
-            argv = [
-                "migrate",
-                "handoff",
-                "--zk",
-                zk_connect,
-                "--group",
-                group,
-                "--state-dir",
-                str(tmp_path / "s"),
-            ]
+            offsets = {TopicPartition(topic, 0): 3, TopicPartition(topic, 1): 4}
+            argv = interrupted_in_releasing(zk, zk_connect, proxy, group, offsets, tmp_path / "s")
+            legacy = LegacyMember(legacy_config(zk_connect, group, "late-1"), {topic: 1}).start(thread=False)
             try:
-                wait_for(lambda: len(legacy.owned()) == 2, 30, "the late legacy member owns both partitions")
+                wait_for(lambda: len(legacy.held()) == 2, 30, "the late legacy member owns both partitions")
                 assert main(argv) == 2
                 err = capsys.readouterr().err
                 assert "1 ZooKeeper member(s) remain (mixed-late_late-1)" in err and "resume" in err
@@ -507,7 +398,7 @@ def test_a_resumed_handoff_is_refused_when_a_zookeeper_member_started_during_rel
                 handoff, _ = read_handoff(zk, group)
                 assert handoff is not None and handoff.phase is Phase.RELEASING
             finally:
-                legacy.close()
+                legacy.stop()
             assert main(argv) == 0  # the member is gone: the operator resumes
             assert tansu_offsets(tansu, group) == {0: 3, 1: 4}
             handoff, _ = read_handoff(zk, group)

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from migration.compare.runner import PlayResult, interval_overlaps, run_scenario
+from migration.compare.analysis import interval_overlaps
+from migration.compare.runner import PlayResult, run_scenario
 from migration.compare.scenario import parse_scenario
 from migration.compare.trace import read_events, read_meta
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from migration.compare.runner import PlayResult, interval_overlaps, run_scenario
+from migration.compare.analysis import interval_overlaps
+from migration.compare.runner import PlayResult, run_scenario
 from migration.compare.scenario import parse_scenario
 from migration.compare.trace import read_events, read_meta
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from migration.compare.runner import MIXED, PlayResult, in_trace_order, interval_overlaps, run_scenario
+from migration.compare.analysis import in_trace_order, interval_overlaps
+from migration.compare.runner import MIXED, PlayResult, run_scenario
 from migration.compare.scenario import builtin_scenario
 from migration.compare.trace import read_events, read_meta
 

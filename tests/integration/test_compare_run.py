@@ -10,15 +10,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from migration.compare.runner import (
-    OWNERS_FILE,
-    PlayResult,
-    in_trace_order,
-    interval_overlaps,
-    number_rounds,
-    owner_overlaps,
-    run_scenario,
-)
+from migration.compare.analysis import in_trace_order, interval_overlaps, number_rounds, owner_overlaps
+from migration.compare.runner import OWNERS_FILE, PlayResult, run_scenario
 from migration.compare.scenario import parse_scenario
 from migration.compare.trace import read_events, read_meta
 

@@ -8,6 +8,7 @@ import json
 import struct
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 from spark_traces import write_run
 
@@ -140,3 +141,16 @@ def test_cli_report_names_a_bad_trace_path(tmp_path, capsys):
     rc = main(["compare", "report", str(tmp_path / "nope"), "--out", str(tmp_path / "o"), "--no-progress"])
     assert rc == 2
     assert f"{tmp_path / 'nope'}: no such file or directory" in capsys.readouterr().err
+
+
+def test_hand_overs_per_membership_change_are_a_table_and_a_plot_per_protocol(report):
+    page = (report / "report.html").read_text(encoding="utf-8")
+    assert "<h2>Hand-overs per membership change</h2>" in page and "src='plots/handovers.png'" in page
+    width, height = png_size(report / "plots" / "handovers.png")
+    assert width >= 500 and height >= 300
+    rows = pq.read_table(report / "tables" / "handovers.parquet").to_pylist()
+    assert rows and {"released_per_change", "released_kept_per_change", "unowned_s_per_change"} <= set(
+        rows[0]
+    )
+    changes = pq.read_table(report / "tables" / "membership_changes.parquet").to_pylist()
+    assert sum(r["changes"] for r in rows) == len(changes) > 0

@@ -238,3 +238,53 @@ def test_orderly_shutdown_is_not_judged(spark):
     anomalies = T.ownership_anomalies(T.ownership_intervals(events, runs), runs)
     got = sorted((r.partition, r.kind, r.start_ms, r.end_ms, r.duration_ms) for r in anomalies.collect())
     assert got == [(0, "gap", 50, 60, 10), (2, "overlap", 55, 60, 5)]
+
+
+def test_handovers_per_change_on_the_shared_trace(frames):
+    events, runs = frames
+    anomalies = T.ownership_anomalies(T.ownership_intervals(events, runs), runs)
+    got = sorted(
+        (r.run_id, r.seq, r.event, r.released, r.released_kept, r.unowned_ms)
+        for r in T.handovers_per_change(events, runs, anomalies).collect()
+    )
+    # join @28, window [28,69): own_end at 40 (A t-0), 50 (A t-1), 60 (B t-1), 65 (C t-1), 50 (B t-2), 40 (C t-2);
+    # none owned again by its member before 69; gap t-1 from 65 (35 ms). crash @69, [69,90): B t-0 at 70, gap
+    # t-0 from 70 (10 ms). pause @90, [90,101): A t-2 at 100.
+    assert got == [("r1", 1, "join", 6, 0, 35), ("r1", 2, "crash", 1, 0, 10), ("r1", 3, "pause", 1, 0, 0)]
+
+
+def test_an_eager_hand_over_releases_what_its_holder_keeps_a_cooperative_one_does_not(spark):
+    eager, coop = ("e", "s", "eager"), ("c", "s", "coop")
+    rows = []
+    for run in (eager, coop):
+        rows += [
+            ev(run, 10, "churn", "B", detail='{"event":"join"}'),
+            ev(run, 30, "churn", "B", detail='{"event":"leave"}'),
+        ]
+        rows += own(run, "B", 1, 16, 30)
+    # eager: A releases t-0 and t-1 at 12, owns t-0 again at 15 (kept, gap 3 ms); B takes t-1 at 16 (gap 4 ms)
+    rows += own(eager, "A", 0, 0, 12) + own(eager, "A", 0, 15) + own(eager, "A", 1, 0, 12)
+    # cooperative: A keeps t-0 throughout and releases only t-1 at 12
+    rows += own(coop, "A", 0, 0) + own(coop, "A", 1, 0, 12)
+    events = spark.createDataFrame(rows, events_spark_schema())
+    runs = runs_frame(
+        spark,
+        [
+            RunMeta("e", "s", "eager", "range", 0, 40, True),
+            RunMeta("c", "s", "coop", "cooperative-sticky", 0, 40, True),
+        ],
+    )
+    anomalies = T.ownership_anomalies(T.ownership_intervals(events, runs), runs)
+    changes = T.handovers_per_change(events, runs, anomalies).cache()
+    got = sorted((r.run_id, r.event, r.released, r.released_kept, r.unowned_ms) for r in changes.collect())
+    # the leave at 30: B's own_end at 30 (t-1 then unowned until the run's end at 40: 10 ms)
+    assert got == [
+        ("c", "join", 1, 0, 4), ("c", "leave", 1, 0, 10),
+        ("e", "join", 2, 1, 7), ("e", "leave", 1, 0, 10),
+    ]  # fmt: skip
+    by = {r.protocol: r.asDict() for r in T.handovers_by_protocol(changes).collect()}
+    assert by["eager"] == {"scenario": "s", "protocol": "eager", "changes": 2, "released_per_change": 1.5,
+                           "released_kept_per_change": 0.5, "unowned_s_per_change": pytest.approx(0.0085)}  # fmt: skip
+    assert by["coop"]["released_kept_per_change"] == 0 and by["coop"][
+        "unowned_s_per_change"
+    ] == pytest.approx(0.007)

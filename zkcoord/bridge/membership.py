@@ -30,6 +30,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import TypeVar
 
 from zkcoord.bridge.mixed_policy import (
@@ -124,7 +125,7 @@ class MixedGroupBridge:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watched_bad: set[str] = set()  # malformed znodes with a pending exists-watch (one each)
         # group -> whether its last hand-over left a partition unheld (the service rebalances again soon)
-        self.incomplete: dict[str, bool] = {}
+        self._incomplete: dict[str, bool] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -144,6 +145,15 @@ class MixedGroupBridge:
 
     def bridges(self, group_id: str) -> bool:
         return self.pattern.fullmatch(group_id) is not None
+
+    @property
+    def incomplete(self) -> Mapping[str, bool]:
+        """Group -> whether its last hand-over left a partition unheld (read-only: only a hand-over sets it)."""
+        return MappingProxyType(self._incomplete)
+
+    def hand_over_incomplete(self, group: str) -> bool:
+        """Whether the group's last hand-over left a partition unheld: the service rebalances again soon."""
+        return self._incomplete.get(group, False)
 
     def _lock(self, group: str) -> asyncio.Lock:
         return self._locks.setdefault(group, asyncio.Lock())
@@ -400,7 +410,7 @@ class MixedGroupBridge:
         for m in classic:
             thread = thread_for(wanted[m.member_id])
             out[m.member_id] = encode_assignment(tp for tp in shares[m.member_id] if held.get(tp) == thread)
-        self.incomplete[group] = any(held.get(tp) != th for tp, th in target.items())
+        self._incomplete[group] = any(held.get(tp) != th for tp, th in target.items())
         return out
 
     def _consumer_ids(self, group: str, member_ids: Sequence[str]) -> dict[str, str]:
@@ -419,7 +429,7 @@ class MixedGroupBridge:
         from ZooKeeper, so nothing another coordinator took over is sent), nothing is written, and no rebalance
         is scheduled (a change to the bad znode triggers one)."""
         owners = zkm.read_owners(self._zk(), group)
-        self.incomplete[group] = False
+        self._incomplete[group] = False
         out: dict[str, bytes] = {}
         for m in classic:
             thread = thread_for(self._consumer_ids(group, [m.member_id])[m.member_id])
@@ -493,7 +503,7 @@ class MixedGroupBridge:
             "group=%s released %d partitions of %d departed classic members", group, len(victims), len(gone)
         )
 
-    async def legacy_owns(self, group: str, tps: Sequence[tuple[str, int]]) -> bool:
+    async def legacy_owns(self, group: str, tps: Sequence[TopicPartition]) -> bool:
         """True when every partition's owner znode is held by a legacy member (not one of ours)."""
 
         def check() -> bool:

@@ -175,6 +175,7 @@ class ZkOffsetBridge:
         self._writer: asyncio.Task[None] | None = None
         self._closing = False
         self._failing = False
+        self._in_flight = False  # a round is being written (its offsets are neither pending nor settled)
         self._backoff_ms = retry_backoff_ms
         self._close_rounds = 0
 
@@ -252,7 +253,7 @@ class ZkOffsetBridge:
     async def flush(self, timeout_s: float = 10.0) -> bool:
         """Wait until nothing is pending (tests); False on timeout."""
         deadline = asyncio.get_running_loop().time() + timeout_s
-        while self._pending or self._waiters:
+        while self._pending or self._waiters or self._in_flight:
             if asyncio.get_running_loop().time() > deadline:
                 return False
             self._wake.set()
@@ -269,7 +270,14 @@ class ZkOffsetBridge:
                 continue
             batch, self._pending = self._pending, {}
             waiters, self._waiters = self._waiters, []
-            results = await asyncio.to_thread(self._write_all, batch)
+            self._in_flight = (
+                True  # until a failed round's offsets are queued again: flush must not see "nothing"
+            )
+            try:
+                results = await asyncio.to_thread(self._write_all, batch)
+            except BaseException:
+                self._in_flight = False
+                raise
             failed_any = False
             for group, (outcome, error) in results.items():
                 if error is not None or outcome.errors:
@@ -280,6 +288,7 @@ class ZkOffsetBridge:
                     queued = self._pending.setdefault(group, {})
                     for tp, offset in retry.items():
                         queued[tp] = max(offset, queued.get(tp, offset))
+            self._in_flight = False
             self.stats.pending = sum(len(v) for v in self._pending.values())
             for fut, group, tps in waiters:
                 outcome, error = results[group]

@@ -484,7 +484,8 @@ def divergence_report(
     rows = []
     for tp in sorted(zk.keys() | br.keys()):
         agreement, lag = classify(zk.get(tp), br.get(tp))
-        rows.append(PartitionDivergence(tp, zk.get(tp), br.get(tp), agreement, lag))
+        # the row's tp is a TopicPartition even where a caller keyed its maps by plain pairs (equal keys)
+        rows.append(PartitionDivergence(TopicPartition(*tp), zk.get(tp), br.get(tp), agreement, lag))
     return tuple(rows)
 
 

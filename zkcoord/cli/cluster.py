@@ -47,10 +47,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def describe_cluster(client: Any, topics: list[str] | None = None) -> dict[str, Any]:
     """A plain dict of what the tree says (the CLI prints it; tests assert on it)."""
-    from zkcoord.zk.controller import read_brokers, read_controller, read_controller_epoch, read_topic_states
+    from zkcoord.zk.controller import read_topic_states
+    from zkcoord.zk.registry import read_broker_data, read_controller, read_controller_epoch
 
     nodes = []
-    for node_id, data in sorted(read_brokers(client).items()):
+    for node_id, data in sorted(read_broker_data(client).items()):
         try:
             reg = BrokerRegistration.decode(paths.broker_path(node_id), data)
             endpoint = reg.plaintext_endpoint()

@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         BUILTIN,
         MAX_SCENARIO_BYTES,
         MAX_YAML_DEPTH,
+        PROTOCOLS,
     )
 
     builtins = ", ".join(BUILTIN)
@@ -135,6 +136,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=examples(
             "zkcoord compare run demo --runs 3 --out traces",
             "zkcoord compare run mixed --protocol legacy-fast --zk 127.0.0.1:2181",
+            "zkcoord compare run mixed --protocol classic-kafka-python --protocol classic-kafka-python-cooperative",
+            "zkcoord compare run rolling-migration-cooperative --out traces",
         ),
     )
     run.add_argument("scenario", help=f"scenario YAML file or built-in name ({builtins})")
@@ -147,7 +150,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--bootstrap", default=None, metavar="HOST:PORT", help="use this zkcoord node (default: start one)"
     )
     run.add_argument("--protocol", action="append", dest="protocols", default=None,
-                     help="only this protocol (repeatable; default: every protocol of the scenario)")  # fmt: skip
+                     help=f"only this protocol (repeatable; default: every protocol of the scenario); protocols: "
+                          f"{', '.join(PROTOCOLS)}")  # fmt: skip
     run.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_command_config(run)  # for --bootstrap: the runner's clients and every member use it
     add_zk_security(run)  # for --zk: the runner, its members and the nodes it starts all log in with them

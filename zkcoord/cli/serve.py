@@ -25,7 +25,7 @@ from zkcoord.cli.options import add_config_option, examples
 from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.cluster.node import ClusterConfig, check_no_foreign_cluster
 from zkcoord.errors import ConfigError
-from zkcoord.group.config import GroupConfig
+from zkcoord.group.config import MIGRATION_POLICIES, GroupConfig
 from zkcoord.metrics import ServeMetrics
 from zkcoord.records.batch import AppendRules
 from zkcoord.server.app import Node
@@ -292,6 +292,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "for another with group.remote.assignor (default: "
         f"{','.join(group_defaults.group_consumer_assignors)}; e.g. --group.consumer.assignors=range,uniform)",
     )
+    parser.add_argument(
+        "--group.consumer.migration.policy",
+        dest="group_consumer_migration_policy",
+        default=None,
+        choices=MIGRATION_POLICIES,
+        help="online migration between the classic and the consumer protocol (KIP-848): upgrade converts a "
+        "classic group to a consumer group on its first consumer-protocol member, downgrade converts it back when "
+        "its last consumer-protocol member leaves, bidirectional does both, disabled neither (default: "
+        f"{group_defaults.group_consumer_migration_policy}; e.g. --group.consumer.migration.policy=upgrade)",
+    )
     from zkcoord.cluster.node import ClusterConfig
 
     cluster_fields = ClusterConfig.__dataclass_fields__
@@ -419,6 +429,8 @@ def run(args: argparse.Namespace) -> int:
             overrides["group_consumer_assignors"] = tuple(
                 a.strip() for a in args.group_consumer_assignors.split(",") if a.strip()
             )
+        if args.group_consumer_migration_policy is not None:
+            overrides["group_consumer_migration_policy"] = args.group_consumer_migration_policy
         group = GroupConfig(**overrides)
     except (TypeError, ValueError) as exc:
         raise ConfigError(str(exc)) from exc

@@ -11,8 +11,9 @@ Guarantees:
 * the node serves a group only while it leads the group's offsets partition and has finished loading that
   partition's records (`group_status`: NONE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR /
   COORDINATOR_NOT_AVAILABLE); on connection suspension or session loss it stops serving first, and a worker
-  pass that read ZooKeeper before that cannot switch serving back on (a connection generation, bumped by
-  the state listener and checked under the same lock, as in `zkcoord.zk.controller`);
+  pass that read ZooKeeper before that cannot switch serving back on (the lifecycle table
+  `zkcoord.cluster.node_state`, run by the worker the controller uses too, `zkcoord.zk.coalescing`: a
+  connection generation, bumped by the state listener and checked under the same lock);
 * records are written through `ZkRecordStore`, fenced by the partition state version, so a deposed leader
   cannot append, and the next leader loads everything that was acknowledged;
 * one partition's bad data is that partition's problem: a load that fails (a malformed batch znode, named with
@@ -22,18 +23,20 @@ Guarantees:
 
 The group service plugs in through two callbacks run on the node's worker thread: `on_become_leader(partition,
 store)` must load the partition's records (it may block; the partition answers COORDINATOR_LOAD_IN_PROGRESS
-meanwhile) and `on_resign(partition)` must drop the partition's groups.
+meanwhile) and `on_resign(partition)` must drop the partition's groups; `on_append(partition)` is given to each
+partition's store and runs on the appending thread after every committed append (it must only signal).
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 
+from zkcoord.cluster import node_state
+from zkcoord.cluster.node_state import NodeEvent, NodeState, NodeWork
 from zkcoord.errors import ConfigError, MalformedZnode
 from zkcoord.group.errors import ErrorCode
 from zkcoord.legacy import paths
@@ -49,15 +52,14 @@ from zkcoord.ratelog import RateLimitedLog
 from zkcoord.records.offsets_bulk import BulkDecoder
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
 from zkcoord.zk.cluster_owners import ForeignCluster, foreign_brokers, mark_node
+from zkcoord.zk.coalescing import CoalescingWorker
 from zkcoord.zk.controller import (
+    SESSION_CONNECTED,
     SESSION_LOST,
     SESSION_SUSPENDED,
     Controller,
-    NodeIdInUse,
     ZooKeeperError,
-    read_brokers,
     read_topic_states,
-    register_node,
 )
 from zkcoord.zk.record_store import (
     DEFAULT_COMPACT_AFTER_BATCHES,
@@ -65,10 +67,17 @@ from zkcoord.zk.record_store import (
     StoreFenced,
     ZkRecordStore,
 )
+from zkcoord.zk.registry import NodeIdInUse, read_broker_data, register_node
 from zkcoord.zk.session import Client, connect
 
 log = logging.getLogger(__name__)
 _say = RateLimitedLog(log)
+
+_CONNECTION_EVENTS: dict[object, NodeEvent] = {
+    SESSION_SUSPENDED: NodeEvent.SUSPENDED,
+    SESSION_LOST: NodeEvent.LOST,
+    SESSION_CONNECTED: NodeEvent.CONNECTED,
+}
 
 LOAD_RETRY_MIN_S = 1.0
 LOAD_RETRY_MAX_S = 30.0
@@ -191,23 +200,30 @@ class ClusterNode:
         *,
         on_become_leader: Callable[[int, ZkRecordStore], None] | None = None,
         on_resign: Callable[[int], None] | None = None,
+        on_append: Callable[[int], None] | None = None,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         client: Client | None = None,
     ) -> None:
         self.config = config
         self._on_become_leader = on_become_leader
         self._on_resign = on_resign
+        self._on_append = on_append
         self._clock_ms = clock_ms
         self._given_client = client
         self.client: Client | None = client
         self.controller: Controller | None = None
-        self._cond = threading.Condition()
-        self._gen = 0  # bumped under _cond by the state listener on every connection state change
-        self._dirty = True
-        self._reregister = False
-        self._closing = False
-        self._serving = False
-        self._thread: threading.Thread | None = None
+        # The lifecycle (zkcoord.cluster.node_state), its pending work and the connection generation live in
+        # the worker, under its lock (`_cond`, which also guards the load failures below).
+        self._worker: CoalescingWorker[NodeState, NodeEvent, NodeWork] = CoalescingWorker(
+            f"cluster-node-{config.node_id}",
+            node_state.transition,
+            NodeState.CREATED,
+            self._pass,
+            idle_event=NodeEvent.RESYNC,
+            idle_s=self._idle_wait_s,
+            initial_work=node_state.REFRESH,
+        )
+        self._cond = self._worker.cond
         # Read by request handlers on other threads; replaced whole, never mutated in place.
         self._brokers: dict[int, tuple[str, int]] = {}
         self._leaders: dict[int, Leadership] = {}
@@ -236,7 +252,7 @@ class ClusterNode:
         self.ensure_cluster_paths()
         self._register()
         self.client.add_listener(self._on_state)
-        self._serving = True
+        self._worker.feed(NodeEvent.START)
         self.controller = Controller(
             self.client,
             cfg.node_id,
@@ -244,16 +260,10 @@ class ClusterNode:
             clock_ms=self._clock_ms,
         )
         self.controller.start()
-        self._thread = threading.Thread(target=self._run, name=f"cluster-node-{cfg.node_id}", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def close(self) -> None:
-        self._serving = False
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        self._worker.close(NodeEvent.CLOSE)  # stops serving first, then waits for the pass in progress
         if self.controller is not None:
             self.controller.close()
         for partition in sorted(self._owned):
@@ -276,6 +286,10 @@ class ClusterNode:
     @property
     def node_id(self) -> int:
         return self.config.node_id
+
+    @property
+    def _serving(self) -> bool:
+        return node_state.serves(self._worker.state)
 
     def brokers(self) -> list[tuple[int, str, int]]:
         """Live nodes with an endpoint of this node's security protocol, by id."""
@@ -340,53 +354,34 @@ class ClusterNode:
     # -- kazoo callbacks (connection thread) -------------------------------------------------------------
 
     def _on_state(self, state: object) -> None:
-        with self._cond:
-            self._gen += 1
-            if state in (SESSION_SUSPENDED, SESSION_LOST):
-                self._serving = False
-            if state == SESSION_LOST:
-                self._reregister = True
-            self._dirty = True
-            self._cond.notify_all()
+        event = _CONNECTION_EVENTS.get(state)
+        if event is not None:  # a new generation: whatever a running pass read before this no longer counts
+            self._worker.feed_connection(event)
 
     def _on_watch(self, event: object) -> None:
         self._wake()
 
     def _wake(self) -> None:
-        with self._cond:
-            self._dirty = True
-            self._cond.notify_all()
+        self._worker.feed(NodeEvent.CHANGED)
 
     # -- worker ----------------------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while not (self._closing or self._dirty):
-                    if not self._cond.wait(timeout=self._idle_wait_s()):
-                        self._dirty = True  # periodic resync, or a failed load is due again
-                if self._closing:
-                    return
-                self._dirty = False
-                reregister, self._reregister = self._reregister, False
-                gen = self._gen
-            try:
-                assert self.client is not None
-                if not self.client.connected:
-                    with self._cond:  # the CONNECTED event wakes us again; keep what is owed
-                        self._reregister = self._reregister or reregister
-                    continue
-                if reregister:
-                    for partition in sorted(self._owned):
-                        self._resign(partition)
-                    self._register()
-                self._refresh(gen)
-            except (ZooKeeperError, MalformedZnode, NodeIdInUse) as exc:
-                log.warning("node=%d cluster refresh failed: %r; retrying", self.node_id, exc)
-                with self._cond:
-                    self._dirty = True
-                    self._reregister = self._reregister or reregister
-                    self._cond.wait(timeout=0.5)
+    def _pass(self, work: frozenset[NodeWork], gen: int) -> None:
+        assert self.client is not None
+        if not self.client.connected:
+            return  # the CONNECTED event wakes us again; an EXPIRED state keeps the registration owed
+        try:
+            if node_state.must_register(self._worker.state):
+                self._worker.feed(NodeEvent.REGISTER)
+                for partition in sorted(self._owned):
+                    self._resign(partition)
+                self._register()
+                self._worker.feed(NodeEvent.REGISTERED)
+            self._refresh(gen)
+        except (ZooKeeperError, MalformedZnode, NodeIdInUse) as exc:
+            log.warning("node=%d cluster refresh failed: %r; retrying", self.node_id, exc)
+            self._worker.feed(NodeEvent.FAILED)
+            self._worker.backoff(0.5)
 
     def _idle_wait_s(self) -> float:
         """Until the next periodic pass or the earliest failed-load retry (called under _cond)."""
@@ -411,16 +406,17 @@ class ClusterNode:
         (registration, partition states) is then current. Otherwise the listener's stop stands and the
         state change that bumped the generation has already scheduled another pass."""
         with self._cond:
-            connected = self.client is not None and self.client.connected
-            if gen == self._gen and connected and not self._closing:
-                self._serving = True
-            else:
-                self._dirty = True
+            self._worker.feed_if_current(
+                gen,
+                NodeEvent.RESUMED,
+                NodeEvent.RESUME_STALE,
+                lambda: self.client is not None and self.client.connected,
+            )
             return self._serving
 
     def _refresh(self, gen: int) -> None:
         brokers: dict[int, tuple[str, int]] = {}
-        for node, data in read_brokers(self.client, self._on_watch).items():
+        for node, data in read_broker_data(self.client, self._on_watch).items():
             try:
                 registration = BrokerRegistration.decode(paths.broker_path(node), data)
                 endpoint = registration.endpoint_for(self.config.security_protocol)
@@ -451,11 +447,11 @@ class ClusterNode:
                 compact_after_batches=self.config.offsets_compact_after_batches,
                 # every record checked as `decode_record` would, at the bulk decoder's fast-path cost
                 check_record=BulkDecoder().check,
+                on_append=None if self._on_append is None else partial(self._on_append, f.partition),
+                on_compaction_due=self._wake,
             )
             for f in fresh
         }
-        for store in stores.values():
-            store.on_compaction_due = self._wake
         self._owned = {**self._owned, **{p: (_Status.LOADING, st) for p, st in stores.items()}}
         for fence in fresh:
             self._load(fence.partition, stores[fence.partition])
@@ -485,8 +481,7 @@ class ClusterNode:
                 store.maybe_compact()
             except StoreFenced as exc:
                 log.info("node=%d compaction of partition %d fenced: %s", self.node_id, partition, exc)
-                with self._cond:
-                    self._dirty = True
+                self._worker.feed(NodeEvent.CHANGED)
 
     def _load(self, partition: int, store: ZkRecordStore) -> None:
         log.info(
@@ -554,8 +549,7 @@ class ClusterNode:
             failure = self._load_failures.get(partition)
             if failure is not None:
                 self._load_failures[partition] = LoadFailure(failure.reason, failure.attempts, 0.0)
-            self._dirty = True
-            self._cond.notify_all()
+            self._worker.feed(NodeEvent.CHANGED)
 
     def _resign(self, partition: int) -> None:
         owned = dict(self._owned)

@@ -7,6 +7,7 @@ handler module, so membership, offsets, admin and loading all build on it withou
 
 from __future__ import annotations
 
+from zkcoord.api_keys import ApiKey
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import (
     DeletableGroupResult,
@@ -47,9 +48,16 @@ COMPLETING = GroupState.COMPLETING_REBALANCE
 STABLE = GroupState.STABLE
 DEAD = GroupState.DEAD
 
-# API keys, for the per-API parts of the common status checks.
-OFFSET_COMMIT, OFFSET_FETCH, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP, SYNC_GROUP = 8, 9, 11, 12, 13, 14
-DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS = 15, 16, 42
+# API keys (zkcoord.api_keys), by the names the handlers pass to the common status checks.
+OFFSET_COMMIT = ApiKey.OFFSET_COMMIT
+OFFSET_FETCH = ApiKey.OFFSET_FETCH
+JOIN_GROUP = ApiKey.JOIN_GROUP
+HEARTBEAT = ApiKey.HEARTBEAT
+LEAVE_GROUP = ApiKey.LEAVE_GROUP
+SYNC_GROUP = ApiKey.SYNC_GROUP
+DESCRIBE_GROUPS = ApiKey.DESCRIBE_GROUPS
+LIST_GROUPS = ApiKey.LIST_GROUPS
+DELETE_GROUPS = ApiKey.DELETE_GROUPS
 _EMPTY_GROUP_ID_OK = frozenset({OFFSET_COMMIT, OFFSET_FETCH, DESCRIBE_GROUPS, DELETE_GROUPS})
 
 

@@ -10,6 +10,8 @@ from zkcoord.group.consumer_assignors import ASSIGNORS
 INT32_MAX = 2**31 - 1
 # A new member's JoinGroup may be parked this long before the member is dropped (Kafka's NewMemberJoinTimeoutMs).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000
+# group.consumer.migration.policy values (Kafka's ConsumerGroupMigrationPolicy), the default first.
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,7 @@ class GroupConfig:
     group_consumer_heartbeat_interval_ms: int = 5000
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     group_consumer_max_size: int = INT32_MAX
+    group_consumer_migration_policy: str = MIGRATION_POLICIES[0]
 
     def __post_init__(self) -> None:
         def need(ok: bool, what: str) -> None:
@@ -84,6 +87,19 @@ class GroupConfig:
             f"got {', '.join(self.group_consumer_assignors) or 'none'}",
         )
         need(self.group_consumer_max_size >= 1, "group.consumer.max.size must be >= 1")
+        need(
+            self.group_consumer_migration_policy in MIGRATION_POLICIES,
+            f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}, "
+            f"got {self.group_consumer_migration_policy!r}",
+        )
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.group_consumer_migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.group_consumer_migration_policy in ("bidirectional", "downgrade")
 
     @property
     def offsets_retention_ms(self) -> int:

@@ -558,10 +558,11 @@ def commit_error(
     member = group.members.get(member_id)
     if member is None:
         return E.UNKNOWN_MEMBER_ID
-    if api_version < 9:
+    classic = member.metadata.classic is not None  # a classic member hosted in the group (online migration)
+    if api_version < 9 and not classic:
         return E.UNSUPPORTED_VERSION  # a consumer-protocol member commits with v9+
     if member_epoch != member.member_epoch:
-        return E.STALE_MEMBER_EPOCH
+        return E.ILLEGAL_GENERATION if classic else E.STALE_MEMBER_EPOCH
     return None
 
 
@@ -574,5 +575,5 @@ def fetch_error(st: CoordinatorState, group_id: str, member_id: str | None, memb
     if member is None:
         return E.UNKNOWN_MEMBER_ID
     if member_epoch != member.member_epoch:
-        return E.STALE_MEMBER_EPOCH
+        return E.ILLEGAL_GENERATION if member.metadata.classic is not None else E.STALE_MEMBER_EPOCH
     return None

@@ -87,6 +87,8 @@ class ConsumerGroup:
     # derived
     owners: dict[tuple[str, int], str] = field(default_factory=dict)  # (topic id, partition) -> member id
     subscribers: Counter[str] = field(default_factory=Counter)  # topic name -> members subscribed
+    # live only (not persisted, not compared): classic members told to rejoin -> their JoinGroup deadline
+    join_deadlines: dict[str, int] = field(default_factory=dict, compare=False)
 
     def state_name(self) -> str:
         """Kafka's ConsumerGroupState as DescribeGroups/ConsumerGroupDescribe/ListGroups name it."""

@@ -25,6 +25,7 @@ The handlers live by concern, as Kafka splits them; callers import only this mod
 | `admin` | DescribeGroups, ListGroups, DeleteGroups |
 | `loading` | partition load (rebuild groups from the log) and unload |
 | `consumer` | the consumer protocol (KIP-848): ConsumerGroupHeartbeat/Describe, its timers and commit checks |
+| `consumer_classic` | online migration: the classic <-> consumer conversions, classic members in a consumer group |
 | `common` | the effect collector, the common status checks and their error responses, session deadlines |
 
 None of them imports this module; `on_timer` here only routes a fired timer to the module that armed it.
@@ -32,6 +33,7 @@ None of them imports this module; `on_timer` here only routes a fired timer to t
 
 from __future__ import annotations
 
+from zkcoord.group import consumer_classic, membership
 from zkcoord.group.admin import StatusCheck, handle_delete, handle_describe, handle_list
 from zkcoord.group.common import (
     DELETE_GROUPS,
@@ -46,16 +48,9 @@ from zkcoord.group.common import (
     error_response,
     group_status_error,
 )
-from zkcoord.group.consumer import on_consumer_timer
 from zkcoord.group.loading import load, load_raw, unload_groups
-from zkcoord.group.membership import (
-    handle_external_rebalance,
-    handle_heartbeat,
-    handle_join,
-    handle_leave,
-    handle_sync,
-    on_member_timer,
-)
+from zkcoord.group.membership import handle_external_rebalance, handle_join, on_member_timer
+from zkcoord.group.messages import HeartbeatRequest, LeaveGroupRequest, SyncGroupRequest
 from zkcoord.group.model import CoordinatorState
 from zkcoord.group.offsets import (
     delete_partition_offsets,
@@ -105,10 +100,34 @@ __all__ = [
 ]
 
 
+def handle_sync(st: CoordinatorState, req: SyncGroupRequest, now_ms: int, token: int) -> Result:
+    """SyncGroup: answered by the consumer group when the id is one (a classic member hosted in it)."""
+    if req.group_id in st.consumer_groups:
+        return consumer_classic.handle_sync(st, req, now_ms, token)
+    return membership.handle_sync(st, req, now_ms, token)
+
+
+def handle_heartbeat(st: CoordinatorState, req: HeartbeatRequest, now_ms: int, token: int) -> Result:
+    if req.group_id in st.consumer_groups:
+        return consumer_classic.handle_heartbeat(st, req, now_ms, token)
+    return membership.handle_heartbeat(st, req, now_ms, token)
+
+
+def handle_leave(st: CoordinatorState, req: LeaveGroupRequest, now_ms: int, token: int) -> Result:
+    if req.group_id in st.consumer_groups:
+        return consumer_classic.handle_leave(st, req, now_ms, token)
+    return membership.handle_leave(st, req, now_ms, token)
+
+
+_CONSUMER_TIMERS = frozenset(
+    {TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REBALANCE, TimerKind.CLASSIC_JOIN, TimerKind.CLASSIC_SYNC}
+)
+
+
 def on_timer(st: CoordinatorState, key: TimerKey, now_ms: int) -> Result:
     """A timer the edge armed has fired at `now_ms`. Stale firings (the thing it guarded moved on) do nothing."""
     if key.kind is TimerKind.RETENTION:
         return on_retention_timer(st, key, now_ms)
-    if key.kind in (TimerKind.CONSUMER_SESSION, TimerKind.CONSUMER_REBALANCE):
-        return on_consumer_timer(st, key, now_ms)
+    if key.kind in _CONSUMER_TIMERS:
+        return consumer_classic.on_timer(st, key, now_ms)
     return on_member_timer(st, key, now_ms)

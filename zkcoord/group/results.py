@@ -17,6 +17,8 @@ class TimerKind(Enum):
     RETENTION = "retention"  # the periodic offset-expiry pass (one for the coordinator)
     CONSUMER_SESSION = "consumer-session"  # a consumer-protocol member's session deadline (KIP-848)
     CONSUMER_REBALANCE = "consumer-rebalance"  # a consumer-protocol member's deadline to revoke partitions
+    CLASSIC_JOIN = "classic-join"  # a classic member hosted in a consumer group, told to rejoin, must by then
+    CLASSIC_SYNC = "classic-sync"  # ... and, once joined, must send SyncGroup by then
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from zkcoord.records.fields import RecordReader, compact_array_len, compact_nstring, topic_partitions
+from zkcoord.records.fields import RecordReader, compact_array_len, compact_nstring, topic_partitions, uvarint
 
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
@@ -65,6 +65,15 @@ class PartitionMetadataValue:
 
 
 @dataclass(frozen=True, slots=True)
+class ClassicMemberMetadata:
+    """A classic-protocol member hosted in a consumer group (online migration): tagged field 0 of the member's
+    metadata value. `protocols` are the JoinGroup's (name, metadata) in the member's preference order."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class MemberMetadataValue:
     instance_id: str | None
     rack_id: str | None
@@ -73,6 +82,7 @@ class MemberMetadataValue:
     subscribed_topic_names: tuple[str, ...]
     server_assignor: str | None
     rebalance_timeout_ms: int
+    classic: ClassicMemberMetadata | None = None  # None: the member speaks the consumer protocol
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +173,19 @@ def encode_consumer_value(value: ConsumerValue) -> bytes:
                 compact_nstring(value.server_assignor),
             )
         )
+        if (
+            value.classic is not None
+        ):  # tagged field 0, ClassicMemberMetadata, then the value has no other tag
+            c = value.classic
+            tagged = b"".join(
+                (
+                    _I32.pack(c.session_timeout_ms),
+                    compact_array_len(len(c.protocols)),
+                    *(compact_nstring(n) + uvarint(len(m) + 1) + m + b"\x00" for n, m in c.protocols),
+                    b"\x00",
+                )
+            )
+            return head + body + b"\x01\x00" + uvarint(len(tagged)) + tagged
     elif isinstance(value, TargetMemberValue):
         body = topic_partitions(value.partitions)
     else:
@@ -244,6 +267,34 @@ def _read_partitions(r: _Reader, field: str) -> Partitions:
     return tuple(out)
 
 
+def _read_member_tags(r: _Reader) -> ClassicMemberMetadata | None:
+    """The member metadata value's tagged fields: tag 0 is ClassicMemberMetadata (read whole, its size checked),
+    others are skipped."""
+    classic = None
+    for _ in range(r.uvarint("MemberMetadataValue tag count")):
+        tag = r.uvarint("MemberMetadataValue tag")
+        size = r.uvarint("MemberMetadataValue tag size")
+        if tag != 0:
+            r.take(size, "MemberMetadataValue tagged field")
+            continue
+        end = r.pos + size
+        timeout = r.int32("classic_member_metadata.session_timeout_ms")
+        protocols = []
+        for i in range(r.carray("classic_member_metadata.supported_protocols")):
+            name = r.cstring(f"classic_member_metadata.supported_protocols[{i}].name")
+            n = r.uvarint(f"classic_member_metadata.supported_protocols[{i}].metadata") - 1
+            if n < 0:
+                raise r.fail(f"classic_member_metadata.supported_protocols[{i}].metadata is null")
+            meta = r.take(n, f"classic_member_metadata.supported_protocols[{i}].metadata")
+            r.tags(f"classic_member_metadata.supported_protocols[{i}]")
+            protocols.append((name, meta))
+        r.tags("classic_member_metadata")
+        if r.pos != end:
+            raise r.fail(f"classic_member_metadata is {r.pos - end + size} bytes, its tag says {size}")
+        classic = ClassicMemberMetadata(timeout, tuple(protocols))
+    return classic
+
+
 def decode_consumer_value(key: ConsumerKey, data: bytes) -> ConsumerValue:
     kind = _VALUE_TYPES[key.version].__name__
     r = _Reader(data, f"{kind} (key version {key.version})")
@@ -280,7 +331,10 @@ def decode_consumer_value(key: ConsumerKey, data: bytes) -> ConsumerValue:
         r.cnstring("subscribed_topic_regex")
         timeout = r.int32("rebalance_timeout_ms")
         assignor = r.cnstring("server_assignor")
-        value = MemberMetadataValue(instance, rack, client_id, client_host, names, assignor, timeout)
+        classic = _read_member_tags(r)
+        value = MemberMetadataValue(instance, rack, client_id, client_host, names, assignor, timeout, classic)
+        r.done()
+        return value
     elif key.version == TARGET_ASSIGNMENT_MEMBER:
         value = TargetMemberValue(_read_partitions(r, "topic_partitions"))
     else:

@@ -21,12 +21,13 @@ from zkcoord.metrics import ServeMetrics
 from zkcoord.server.authorization import RequestAuthorizer
 from zkcoord.server.broker import Broker, NewData, Response, ServerConfig
 from zkcoord.server.cluster_routing import ClusterRouting
-from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetMirror
+from zkcoord.server.group_service import GroupService
 from zkcoord.server.kafka_protocol import RequestFrame
 from zkcoord.server.listener_security import ListenerSecurity
 from zkcoord.server.log import LogManager
 from zkcoord.server.meta import read_or_create_cluster_id
 from zkcoord.server.offsets_v0 import ZooKeeperOffsetsV0
+from zkcoord.server.seams import MembershipBridge, OffsetMirror
 from zkcoord.server.topic_ids import topic_lookup
 from zkcoord.server.wire import WireServer
 from zkcoord.storage import FileRecordStore

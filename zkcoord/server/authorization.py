@@ -3,7 +3,8 @@ broker and the group dispatcher ask "may this request do that to this resource" 
 
 Guarantees: each check reads the current ACL table once (an immutable snapshot) and decides with the pure
 `zkcoord.security.acl.authorize`; a request without a session (a listener that names none) is
-`User:ANONYMOUS`. Which operation each API needs is Kafka 2.x's `KafkaApis`: Produce Write on the topic, Fetch
+`User:ANONYMOUS`. Which operation each API needs is its row's `authorization` in `zkcoord.server.apis`, Kafka
+2.x's `KafkaApis`: Produce Write on the topic, Fetch
 Read, Metadata/ListOffsets Describe, CreateTopics (and auto-creation) Create on the cluster or the topic,
 FindCoordinator Describe on the group, JoinGroup/SyncGroup/Heartbeat/LeaveGroup Read on the group, OffsetCommit
 Read on the group and on each topic, OffsetFetch Describe on the group and each topic, DescribeGroups Describe,
@@ -33,6 +34,7 @@ from zkcoord.security.acl import (
     authorize_any,
     authorized_operations,
 )
+from zkcoord.server.apis import API_TABLE, group_operation
 from zkcoord.server.kafka_protocol import RequestFrame
 
 ANONYMOUS_SESSION = Session()
@@ -95,16 +97,13 @@ class RequestAuthorizer:
         )
 
 
-# The group operation each group request needs (KafkaApis' handle*Request).
+# The group operation each group request needs (KafkaApis' handle*Request), from the API table's rows.
 GROUP_OPERATION: dict[type[gm.GroupRequest], Operation] = {
-    gm.JoinGroupRequest: Operation.READ,
-    gm.SyncGroupRequest: Operation.READ,
-    gm.HeartbeatRequest: Operation.READ,
-    gm.LeaveGroupRequest: Operation.READ,
-    gm.OffsetCommitRequest: Operation.READ,
-    gm.OffsetFetchRequest: Operation.DESCRIBE,
-    gm.DescribeGroupsRequest: Operation.DESCRIBE,
-    gm.DeleteGroupsRequest: Operation.DELETE,
+    api.request: op
+    for api in API_TABLE.values()
+    if api.request is not None
+    and issubclass(api.request, gm.GroupRequest)
+    and (op := group_operation(api.request)) is not None
 }
 
 

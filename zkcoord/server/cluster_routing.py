@@ -67,11 +67,11 @@ from zkcoord.legacy import paths
 from zkcoord.placement.coordinator import OFFSETS_TOPIC
 from zkcoord.placement.leadership import NO_LEADER, single_replica_assignment
 from zkcoord.ratelog import RateLimitedLog
-from zkcoord.server.group_service import GroupService, MembershipBridge, OffsetMirror
+from zkcoord.server.group_service import GroupService
 from zkcoord.server.log import LEGAL_TOPIC, InvalidConfig, LogManager, OffsetsTopicLog
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
 from zkcoord.server.meta import new_cluster_id
-from zkcoord.server.seams import ClusterSide, GroupCoordinator
+from zkcoord.server.seams import ClusterSide, GroupCoordinator, MembershipBridge, OffsetMirror
 from zkcoord.server.topic_ids import topic_lookup
 from zkcoord.zk import registry
 from zkcoord.zk.controller import (
@@ -116,7 +116,9 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         self.group_config = group_config
         self.offset_mirror = offset_mirror  # shared by every service this node starts
         self.membership_bridge = membership_bridge  # likewise (mixed groups)
-        self.node = ClusterNode(config, on_become_leader=self._become_leader, on_resign=self._resign)
+        self.node = ClusterNode(
+            config, on_become_leader=self._become_leader, on_resign=self._resign, on_append=self._appended
+        )
         self.services: dict[int, GroupService] = {}
         self.offsets_logs: dict[int, OffsetsTopicLog] = {}
         self.on_new_data = on_new_data
@@ -190,12 +192,6 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         )
         await service.start()
         self.services[partition] = service
-        loop = asyncio.get_running_loop()
-
-        def wake() -> None:
-            loop.call_soon_threadsafe(self._new_data)
-
-        store.on_append = wake
         self.offsets_logs[partition] = OffsetsTopicLog(store)
         log.info("node=%d serving groups of offsets partition %d", self.config.node_id, partition)
 
@@ -208,6 +204,12 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         fut = asyncio.run_coroutine_threadsafe(self._stop_service(partition), loop)
         with contextlib.suppress(TimeoutError, RuntimeError):
             fut.result(CALLBACK_TIMEOUT_S)
+
+    def _appended(self, partition: int) -> None:
+        """A partition store committed an append (on the appending thread): wake the loop's Fetch waiters."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._new_data)
 
     def _new_data(self) -> None:
         if self.on_new_data is not None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
+from zkcoord.api_keys import ApiKey
 from zkcoord.group.consumer_messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
@@ -26,10 +27,8 @@ from zkcoord.group.consumer_messages import (
 )
 from zkcoord.records.fields import compact_nstring, topic_partitions, uvarint
 
-CONSUMER_GROUP_HEARTBEAT = 68
-CONSUMER_GROUP_DESCRIBE = 69
-WINDOWS = {CONSUMER_GROUP_HEARTBEAT: (0, 1), CONSUMER_GROUP_DESCRIBE: (0, 0)}
-NAMES = {CONSUMER_GROUP_HEARTBEAT: "ConsumerGroupHeartbeat", CONSUMER_GROUP_DESCRIBE: "ConsumerGroupDescribe"}
+CONSUMER_GROUP_HEARTBEAT = ApiKey.CONSUMER_GROUP_HEARTBEAT  # key, name and versions: zkcoord.api_keys
+CONSUMER_GROUP_DESCRIBE = ApiKey.CONSUMER_GROUP_DESCRIBE
 MAX_STRING = 32767
 MAX_TAGGED_FIELDS = 64  # as zkcoord.server.prescan.MAX_TAGGED_FIELDS
 
@@ -169,7 +168,7 @@ def decode_describe(buf: memoryview | bytes, pos: int, version: int) -> Consumer
     return ConsumerGroupDescribeRequest(version, groups, include != 0)
 
 
-DECODERS: dict[int, Callable[[memoryview | bytes, int, int], object]] = {
+DECODERS: dict[ApiKey, Callable[[memoryview | bytes, int, int], object]] = {
     CONSUMER_GROUP_HEARTBEAT: decode_heartbeat,
     CONSUMER_GROUP_DESCRIBE: decode_describe,
 }

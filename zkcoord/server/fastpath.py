@@ -19,9 +19,6 @@ from collections.abc import Sequence
 
 from zkcoord.group import messages as gm
 
-HEARTBEAT = 12
-OFFSET_COMMIT = 8
-
 HEARTBEAT_VERSIONS = range(0, 5)  # 4+ flexible
 OFFSET_COMMIT_VERSIONS = range(
     2, 10

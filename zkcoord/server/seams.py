@@ -1,5 +1,7 @@
-"""What the broker needs of its collaborators, as Protocols: a group coordinator (one node's `GroupService` or a
-cluster node's `ClusterRouting`) and the cluster side of a ZooKeeper-era node; mypy checks both implementations.
+"""What the server needs of its collaborators, as Protocols: the broker's group coordinator (one node's
+`GroupService` or a cluster node's `ClusterRouting`) and the cluster side of a ZooKeeper-era node; the group
+service's offset mirror and mixed-group bridge (both implemented in `zkcoord.bridge`, which the server does not
+import); mypy checks every implementation.
 
 Why Protocols and not base classes: the broker and the wire server are written against these few methods only,
 so a reader (and mypy) sees the whole contract here, and tests pass small fakes without inheriting anything.
@@ -7,7 +9,8 @@ so a reader (and mypy) sees the whole contract here, and tests pass small fakes 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from zkcoord.group.consumer_messages import (
@@ -38,6 +41,7 @@ from zkcoord.group.messages import (
 )
 from zkcoord.server.log import OffsetsTopicLog
 from zkcoord.server.messages import Coordinator, TopicMeta
+from zkcoord.topic_partition import TopicPartition
 
 
 class GroupCoordinator(Protocol):
@@ -133,3 +137,57 @@ class OffsetsV0(Protocol):
     async def offset_commit(self, req: OffsetCommitRequest) -> OffsetCommitResponse: ...
 
     async def offset_fetch(self, req: OffsetFetchRequest) -> OffsetFetchResponse: ...
+
+
+class OffsetMirror(Protocol):
+    """What a group service needs of an offset mirror (zkcoord.bridge.ZkOffsetBridge, `serve --bridge-zk-offsets`):
+    re-mirror loaded offsets, mirror an acknowledged commit, merge a fetch with the other store."""
+
+    def submit(self, group: str, offsets: Mapping[tuple[str, int], int]) -> asyncio.Future[bool]:
+        """Queue `offsets` (keyed as the coordinator's own offsets map is: plain (topic, partition) pairs, equal to
+        TopicPartition) for the other store; the future says whether they landed (or were already met)."""
+        ...
+
+    async def mirror_commit(self, req: OffsetCommitRequest, resp: OffsetCommitResponse) -> None: ...
+
+    async def fetch_merged(
+        self, req: OffsetFetchRequest, resp: OffsetFetchResponse
+    ) -> OffsetFetchResponse: ...
+
+
+class MembershipBridge(Protocol):
+    """What a group service needs of the mixed-group bridge (zkcoord.bridge.membership.MixedGroupBridge,
+    `serve --bridge-zk-groups`). Members are passed as (member id, client id, subscribed topics)."""
+
+    def bridges(self, group_id: str) -> bool: ...
+
+    def usable_protocols(self, protocol_type: str, protocols: Iterable[tuple[str, bytes]]) -> tuple[str, ...]:
+        """The names of the offered protocols a mixed group hosts (any ConsumerProtocol assignor name); raises
+        (with `code` INCONSISTENT_GROUP_PROTOCOL), saying why, for a member that offers none."""
+        ...
+
+    async def check_join(self, group: str, topics: Sequence[str], protocol: str) -> None: ...
+
+    def watch(self, group: str, topics: Sequence[str], on_change: Callable[[], None]) -> None:
+        """Call `on_change()` on the loop when the group's legacy members or its topics change; a later call
+        replaces the callback."""
+        ...
+
+    async def assign(
+        self,
+        group: str,
+        protocol: str,
+        members: Sequence[tuple[str, str, tuple[str, ...]]],
+        timeout_ms: int,
+        metadata: Mapping[str, bytes] | None = None,
+    ) -> dict[str, bytes]: ...
+
+    def hand_over_incomplete(self, group: str) -> bool:
+        """Whether the group's last hand-over left a partition unheld (a previous owner did not let go in time)."""
+        ...
+
+    async def preregister(self, group: str, member: tuple[str, str, tuple[str, ...]]) -> None: ...
+
+    async def members_changed(self, group: str, present: Iterable[str]) -> None: ...
+
+    async def legacy_owns(self, group: str, tps: Sequence[TopicPartition]) -> bool: ...

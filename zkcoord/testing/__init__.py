@@ -9,6 +9,8 @@
 
 Ensemble faults go through the `zk_ensemble` fixture: `kill_node(i)`, `restart_node(i)`, `leader()`. Beyond
 ZooKeeper: `spark_cluster` / `spark_connect` fixtures (SparkCluster, SparkConnectServer) and PrometheusServer.
+Clients for migration tests, imported from their modules (they load the Kafka clients): a paced producer
+(`zkcoord.testing.producers`), kafka-python, confluent-kafka and legacy members (`zkcoord.testing.members`).
 """
 
 from zkcoord.local.zookeeper import ZooKeeper, free_port

@@ -14,12 +14,12 @@ import json
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import NoNodeError
 
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import BrokerRegistration, ControllerInfo
-from zkcoord.zk.controller import NodeIdInUse
+from zkcoord.zk.registry import NodeIdInUse, claim_node_id
 
 MARKS_ROOT = "/zkcoord/brokers"
 
@@ -35,25 +35,8 @@ class MarkInUse(NodeIdInUse):
 def mark_node(client: KazooClient, node_id: int, kind: str = "serve") -> None:
     """Create this session's ephemeral mark for node `node_id` (before `/brokers/ids/N`, so a registration of a
     zkcoord node is never seen unmarked). A mark of our own session (a retried create) is success."""
-    path = mark_path(node_id)
     data = json.dumps({"version": 1, "node_id": node_id, "kind": kind}, sort_keys=True).encode()
-    for _ in range(3):
-        try:
-            client.create(path, data, ephemeral=True, makepath=True)
-            return
-        except NodeExistsError:
-            try:
-                _, stat = client.get(path)
-            except NoNodeError:
-                continue
-            owner = client.client_id[0] if client.client_id else None
-            if stat.ephemeralOwner == owner:
-                return
-            raise MarkInUse(
-                f"node id {node_id} is already registered by another live session: its mark {path} is held by "
-                f"0x{stat.ephemeralOwner:x}; pick another --node-id or stop that process"
-            ) from None
-    raise MarkInUse(f"could not mark node id {node_id} at {path}: it kept changing hands")
+    claim_node_id(client, node_id, mark_path(node_id), data, verb="mark", error=MarkInUse)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,16 +12,18 @@ Fencing: the epoch write leaves `/controller_epoch` at a znode version that only
 later controller write is one multi-op that starts with `check(/controller_epoch, version)`. A new controller
 must bump that version first, so from that moment the old controller's multis fail as a whole
 (`ControllerMoved`). In addition the controller stops acting before anything else when its connection is
-suspended or its session lost (the `active` flag is cleared in the kazoo state listener and checked before
-every write); after a reconnect on the same session it resumes only if the epoch znode is still its own.
+suspended or its session lost (the kazoo state listener feeds SUSPENDED / LOST to the lifecycle table,
+`zkcoord.zk.controller_state`, and the state is checked before every write); after a reconnect on the same
+session it resumes only if the epoch znode is still its own.
 
 Connection generations: the state listener bumps a generation counter on every connection state change, under
-the same lock that guards `active`. The worker notes the generation when a pass begins and may set `active`
-only under that lock, only while the generation is unchanged and the client connected. So a pass whose reads
+the same lock that guards the state (`zkcoord.zk.coalescing.CoalescingWorker`). The worker notes the generation
+when a pass begins and may feed WON / RESUMED (→ ACTIVE) only under that lock, only while the generation is
+unchanged and the client connected. So a pass whose reads
 were made before a suspension can never switch a node back on after the listener switched it off (a stale
 pass is retried in the new generation and re-verifies `/controller` and the epoch first).
 
-Duties (one worker thread, coalesced events, each pass idempotent): watch `/brokers/ids`, `/brokers/topics`
+Duties (one worker thread, coalesced work, each pass idempotent; the table decides which steps a pass runs): watch `/brokers/ids`, `/brokers/topics`
 (and each topic's assignment, for partition increases) and `/admin/delete_topics`; delete marked topics once
 every live node has acknowledged that its partition logs and group offsets of the topic are gone (its
 `/zkcoord/topic-deletions/T/<node id>`, Kafka's StopReplica(delete) round in znodes);
@@ -44,7 +46,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -68,7 +69,6 @@ from zkcoord.legacy.codecs import (
     ControllerInfo,
     PartitionState,
     TopicAssignment,
-    decode_controller_epoch,
     encode_controller_epoch,
 )
 from zkcoord.placement.coordinator import DEFAULT_OFFSETS_TOPIC_NUM_PARTITIONS, OFFSETS_TOPIC
@@ -81,9 +81,18 @@ from zkcoord.placement.leadership import (
     single_replica_assignment,
 )
 from zkcoord.topic_partition import TopicPartition
-from zkcoord.zk import registry
+from zkcoord.zk import controller_state, registry
+from zkcoord.zk.coalescing import CoalescingWorker
+from zkcoord.zk.controller_state import ControllerEvent, ControllerState, ControllerWork
+from zkcoord.zk.registry import read_controller_epoch
 
 log = logging.getLogger(__name__)
+
+_CONNECTION_EVENTS = {
+    KazooState.SUSPENDED: ControllerEvent.SUSPENDED,
+    KazooState.LOST: ControllerEvent.LOST,
+    KazooState.CONNECTED: ControllerEvent.CONNECTED,
+}
 
 INITIAL_CONTROLLER_EPOCH = 1
 # Keeps every multi far below jute.maxbuffer (1 MB): a partition-state op is ~150 bytes.
@@ -120,23 +129,6 @@ def fenced_commit(client: KazooClient, fence: ControllerFence, ops: Sequence[Cal
             f"controller epoch {fence.epoch} (znode version {fence.zk_version}) was superseded"
         )
     raise failures[0]
-
-
-def read_controller_epoch(client: KazooClient) -> tuple[int, int] | None:
-    """(epoch, znode version) of `/controller_epoch`, or None when absent."""
-    try:
-        data, stat = client.get(paths.CONTROLLER_EPOCH)
-    except NoNodeError:
-        return None
-    return decode_controller_epoch(paths.CONTROLLER_EPOCH, data), stat.version
-
-
-def read_controller(client: KazooClient) -> ControllerInfo | None:
-    try:
-        data, _ = client.get(paths.CONTROLLER)
-    except NoNodeError:
-        return None
-    return ControllerInfo.decode(paths.CONTROLLER, data)
 
 
 def increment_controller_epoch(client: KazooClient) -> ControllerFence:
@@ -181,7 +173,8 @@ class Controller:
     """Runs for one node: elects, and while elected reconciles partition leadership. Thread-safe start/close.
 
     `on_change(active, fence)` is called from the worker thread whenever the node becomes or stops being
-    controller. `clock_ms` stamps the `/controller` timestamp.
+    controller. `clock_ms` stamps the `/controller` timestamp. `before_activate(site)` (tests) runs on the
+    worker right before it tries to become active ("won", "resumed", "verified").
     """
 
     def __init__(
@@ -193,6 +186,7 @@ class Controller:
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
         on_change: Callable[[bool, ControllerFence | None], None] | None = None,
         resync_interval_s: float = 5.0,
+        before_activate: Callable[[str], None] | None = None,
     ) -> None:
         self.client = client
         self.node_id = node_id
@@ -200,18 +194,22 @@ class Controller:
         self._clock_ms = clock_ms
         self._on_change = on_change
         self._resync_interval_s = resync_interval_s
-        self._cond = threading.Condition()
-        # Bumped (under _cond) by the state listener on every connection state change; see the module doc.
-        self._gen = 0
-        self._want_elect = True
-        self._want_reconcile = False
-        self._want_verify = False
-        self._want_notify = False  # only to report a listener-side step-down through on_change promptly
-        self._closing = False
-        self._active = False
+        # The lifecycle (zkcoord.zk.controller_state), its pending work and the connection generation live in
+        # the worker, under its lock; the listener only feeds events (see the module doc).
+        self._worker: CoalescingWorker[ControllerState, ControllerEvent, ControllerWork] = CoalescingWorker(
+            f"controller-{node_id}",
+            controller_state.transition,
+            ControllerState.FOLLOWER,
+            self._pass,
+            idle_event=ControllerEvent.RESYNC,
+            idle_s=lambda: self._resync_interval_s,
+            initial_work=frozenset({ControllerWork.ELECT}),
+            on_exit=self._on_worker_exit,
+        )
+        # The last fence won: it counts only while the state holds one (HELD, ACTIVE).
         self._fence: ControllerFence | None = None
+        self._reported_active = False  # what on_change last said (worker thread only)
         self._session: int | None = None
-        self._thread: threading.Thread | None = None
         self.reconciles = 0
         self.elections_won = 0
         # Malformed znodes seen: path -> the modification zxid last reported (one log line per version).
@@ -220,160 +218,107 @@ class Controller:
         self.stale_activations = 0
         # Test seam: called on the worker thread with the activation site ("won", "resumed", "verified")
         # right before the worker tries to set `active`, so a test can force a state change in between.
-        self.before_activate: Callable[[str], None] | None = None
+        self._before_activate = before_activate
 
     # -- public --------------------------------------------------------------------------------------------
 
     @property
     def active(self) -> bool:
-        return self._active
+        return controller_state.acts(self._worker.state)
 
     @property
     def fence(self) -> ControllerFence | None:
-        return self._fence if self._active else None
+        return self._fence if self.active else None
 
     def start(self) -> None:
         self.client.add_listener(self._on_state)
-        self._thread = threading.Thread(target=self._run, name=f"controller-{self.node_id}", daemon=True)
-        self._thread.start()
+        self._worker.start()
 
     def close(self, resign: bool = True) -> None:
         """Stop the worker; with `resign`, delete our `/controller` so another node takes over at once."""
-        with self._cond:
-            was_active = self._active
-            self._active = False
-            self._closing = True
-            self._cond.notify_all()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
+        was_active = controller_state.acts(self._worker.close(ControllerEvent.CLOSE))
         self.client.remove_listener(self._on_state)
         if resign and was_active and self.client.connected:
             self._delete_own_controller_znode()
 
     def request_reconcile(self) -> None:
-        with self._cond:
-            self._want_reconcile = True
-            self._cond.notify_all()
+        self._worker.feed(ControllerEvent.TREE_CHANGED)
 
-    # -- kazoo callbacks (connection thread: set flags only, never call ZooKeeper) --------------------------
+    # -- kazoo callbacks (connection thread: feed events only, never call ZooKeeper) ------------------------
 
     def _on_state(self, state: KazooState) -> None:
-        with self._cond:
-            # A new generation: whatever a running pass read before this instant no longer counts.
-            self._gen += 1
-            if state in (KazooState.SUSPENDED, KazooState.LOST):
-                # Stop acting first: a suspended controller may already be deposed.
-                self._active = False
-                self._want_notify = True
-            if state == KazooState.LOST:
-                self._fence = None
-                self._want_elect = True
-            elif state == KazooState.CONNECTED:
-                self._want_verify = True
-            self._cond.notify_all()
+        event = _CONNECTION_EVENTS.get(state)
+        if event is not None:  # a new generation: whatever a running pass read before this no longer counts
+            self._worker.feed_connection(event)
 
     def _on_watch(self, event: Any) -> None:
-        with self._cond:
-            if event is not None and getattr(event, "path", None) == paths.CONTROLLER:
-                self._want_elect = True
-            else:
-                self._want_reconcile = True
-            self._cond.notify_all()
+        if event is not None and getattr(event, "path", None) == paths.CONTROLLER:
+            self._worker.feed(ControllerEvent.CONTROLLER_CHANGED)
+        else:
+            self._worker.feed(ControllerEvent.TREE_CHANGED)
 
     # -- worker ------------------------------------------------------------------------------------------
 
-    def _run(self) -> None:
-        was_active = False
-        while True:
-            with self._cond:
-                while not (
-                    self._closing
-                    or self._want_elect
-                    or self._want_reconcile
-                    or self._want_verify
-                    or self._want_notify
-                ):
-                    if not self._cond.wait(timeout=self._resync_interval_s):
-                        self._want_reconcile = True
-                        if not self._fence:
-                            self._want_elect = True
-                if self._closing:
-                    break
-                elect, reconcile, verify = self._want_elect, self._want_reconcile, self._want_verify
-                self._want_elect = self._want_reconcile = self._want_verify = self._want_notify = False
-                gen = self._gen
-                # A fence we hold without acting on it (a stale pass, an interrupted verify) is re-verified
-                # first; otherwise a controller could keep /controller while nobody acts as controller.
-                verify = verify or (self._fence is not None and not self._active)
-            try:
-                if verify:
-                    self._verify_after_reconnect(gen)
-                if elect or (verify and self._fence is None):
-                    self._elect(gen)
-                if self._active and (reconcile or elect or verify):
-                    self._reconcile()
-            except ControllerMoved as exc:
-                log.warning("node=%d stepping down: %s", self.node_id, exc)
-                self._step_down()
-            except KazooException as exc:
-                log.info("node=%d controller pass interrupted: %r; retrying", self.node_id, exc)
-                with self._cond:
-                    self._want_elect = self._want_elect or self._fence is None
-                    self._want_reconcile = True
-                    self._cond.wait(timeout=0.2)
-            except MalformedZnode as exc:
-                log.error(
-                    "node=%d controller pass hit a malformed znode (left intact): %s", self.node_id, exc
-                )
-                with self._cond:
-                    self._cond.wait(timeout=1.0)
-            except Exception:
-                log.exception("node=%d controller pass failed", self.node_id)
-                with self._cond:
-                    self._want_reconcile = True
-                    self._cond.wait(timeout=1.0)
-            if self._active != was_active:
-                was_active = self._active
-                if self._on_change is not None:
-                    self._on_change(was_active, self._fence if was_active else None)
-        if self._on_change is not None and was_active:
-            self._on_change(False, None)
+    def _held_fence(self) -> ControllerFence | None:
+        return self._fence if controller_state.holds_fence(self._worker.state) else None
 
-    def _step_down(self) -> None:
-        with self._cond:
-            self._active = False
-            self._fence = None
-            self._want_elect = True
+    def _pass(self, work: frozenset[ControllerWork], gen: int) -> None:
+        """One pass over the work taken (zkcoord.zk.controller_state decides the steps); each step idempotent."""
+        try:
+            verify = controller_state.must_verify(self._worker.state, work)
+            if verify:
+                self._verify_after_reconnect(gen)
+            if controller_state.must_elect(self._worker.state, work, verify):
+                self._elect(gen)
+            if controller_state.must_reconcile(self._worker.state, work, verify):
+                self._reconcile()
+        except ControllerMoved as exc:
+            log.warning("node=%d stepping down: %s", self.node_id, exc)
+            self._worker.feed(ControllerEvent.RESIGN)
+        except KazooException as exc:
+            log.info("node=%d controller pass interrupted: %r; retrying", self.node_id, exc)
+            self._worker.feed(ControllerEvent.INTERRUPTED)
+            self._worker.backoff(0.2)
+        except MalformedZnode as exc:
+            log.error("node=%d controller pass hit a malformed znode (left intact): %s", self.node_id, exc)
+            self._worker.backoff(1.0)
+        except Exception:
+            log.exception("node=%d controller pass failed", self.node_id)
+            self._worker.feed(ControllerEvent.FAILED)
+            self._worker.backoff(1.0)
+        active = self.active
+        if active != self._reported_active:
+            self._reported_active = active
+            if self._on_change is not None:
+                self._on_change(active, self._fence if active else None)
+
+    def _on_worker_exit(self) -> None:
+        if self._on_change is not None and self._reported_active:
+            self._on_change(False, None)
 
     def _activate(self, gen: int, fence: ControllerFence, site: str) -> bool:
         """Become active with `fence` only if the connection has not changed since the pass began (`gen`):
-        checked and set under the listener's lock, so the listener's step-down cannot be overwritten by a
+        checked and fed under the listener's lock, so the listener's step-down cannot be overwritten by a
         pass that read ZooKeeper before it. A refused activation keeps the fence and asks for a verify in
         the new generation (which drops the fence if the session or the epoch is no longer ours)."""
-        if self.before_activate is not None:
-            self.before_activate(site)
-        with self._cond:
-            if gen == self._gen and self.client.state == KazooState.CONNECTED and not self._closing:
-                self._fence = fence
-                self._active = True
-                return True
-            if self._fence is not None or site == "won":
-                self._fence = fence
-                self._want_verify = True
-            self.stale_activations += 1
-            self._cond.notify_all()
+        if self._before_activate is not None:
+            self._before_activate(site)
+        won = site == "won"
+        self._fence = fence
+        if self._worker.feed_if_current(
+            gen,
+            ControllerEvent.WON if won else ControllerEvent.RESUMED,
+            ControllerEvent.WON_STALE if won else ControllerEvent.RESUMED_STALE,
+            lambda: self.client.state == KazooState.CONNECTED,
+        ):
+            return True
+        self.stale_activations += 1
         log.info(
             "node=%d controller activation (%s) refused: the connection changed during the pass",
             self.node_id,
             site,
         )
         return False
-
-    def _deactivate(self, *, drop_fence: bool) -> None:
-        with self._cond:
-            self._active = False
-            if drop_fence:
-                self._fence = None
 
     def _session_id(self) -> int | None:
         cid = self.client.client_id
@@ -391,8 +336,7 @@ class Controller:
             try:
                 data, stat = self.client.get(paths.CONTROLLER, watch=self._on_watch)
             except NoNodeError:
-                with self._cond:
-                    self._want_elect = True
+                self._worker.feed(ControllerEvent.RETRY_ELECTION)
                 return
             if session is None or stat.ephemeralOwner != session:
                 try:
@@ -401,11 +345,11 @@ class Controller:
                     self._remove_malformed_controller(exc, stat.version)
                     return
                 log.debug("node=%d: controller is node %d", self.node_id, current.brokerid)
-                self._deactivate(drop_fence=True)
+                self._worker.feed(ControllerEvent.LOST_ELECTION)
                 return
             if not self._own_controller_data_is_ours(data, stat.version):
                 return
-            fence = self._fence
+            fence = self._held_fence()
             if fence is not None:  # our own znode and we already won: a spurious wake-up
                 self._activate(gen, fence, "resumed")
                 return
@@ -423,24 +367,20 @@ class Controller:
 
     def _verify_after_reconnect(self, gen: int) -> None:
         """Same session back after a disconnect: resume only if /controller and the epoch are still ours."""
-        fence = self._fence
+        fence = self._held_fence()
         if fence is not None and not self.client.connected:
             return  # kazoo reports no session id while connecting; the CONNECTED event asks again
         if fence is None or self._session != self._session_id():
-            self._deactivate(drop_fence=True)
+            self._worker.feed(ControllerEvent.SESSION_CHANGED)
             return
         try:
             _, stat = self.client.get(paths.CONTROLLER, watch=self._on_watch)
         except NoNodeError:
-            self._deactivate(drop_fence=True)
-            with self._cond:
-                self._want_elect = True
+            self._worker.feed(ControllerEvent.RESIGN)
             return
         current = read_controller_epoch(self.client)
         if stat.ephemeralOwner != self._session or current != (fence.epoch, fence.zk_version):
-            self._deactivate(drop_fence=True)
-            with self._cond:
-                self._want_elect = True
+            self._worker.feed(ControllerEvent.RESIGN)
             return
         self._activate(gen, fence, "verified")
 
@@ -449,11 +389,9 @@ class Controller:
         the malformed data we read goes, and its watch wakes every node into a new election."""
         log.error("node=%d /controller is malformed, deleting it to re-elect: %s", self.node_id, exc)
         self.malformed_seen[paths.CONTROLLER] = version
-        self._deactivate(drop_fence=True)
+        self._worker.feed(ControllerEvent.RESIGN)  # stop acting before the delete; the next pass elects
         with contextlib.suppress(NoNodeError, BadVersionError):
             self.client.delete(paths.CONTROLLER, version=version)
-        with self._cond:
-            self._want_elect = True
 
     def _own_controller_data_is_ours(self, data: bytes, version: int) -> bool:
         """Our own ephemeral /controller, but its data may have been rewritten (a `set` by a tool or an attacker;
@@ -470,11 +408,9 @@ class Controller:
             return True
         log.error("node=%d /controller (our own session's) now names node %d: resigning and re-electing",
                   self.node_id, named)  # fmt: skip
-        self._deactivate(drop_fence=True)
+        self._worker.feed(ControllerEvent.RESIGN)  # stop acting before the delete; the next pass elects
         with contextlib.suppress(NoNodeError, BadVersionError):
             self.client.delete(paths.CONTROLLER, version=version)
-        with self._cond:
-            self._want_elect = True
         return False
 
     def _report_malformed(self, path: str, zxid: int, exc: MalformedZnode) -> None:
@@ -491,11 +427,11 @@ class Controller:
     # -- reconciliation --------------------------------------------------------------------------------
 
     def _commit(self, ops: Sequence[Callable[[Any], None]]) -> None:
-        fence = self._fence
-        if not self._active or fence is None:
+        fence = self.fence
+        if fence is None:
             raise ControllerMoved(f"node {self.node_id} is no longer the active controller")
         for i in range(0, len(ops), MAX_OPS_PER_MULTI):
-            if not self._active:
+            if not self.active:
                 raise ControllerMoved(f"node {self.node_id} stopped being controller mid-write")
             fenced_commit(self.client, fence, ops[i : i + MAX_OPS_PER_MULTI])
 
@@ -503,19 +439,15 @@ class Controller:
         c = self.client
         w = self._on_watch
         live: list[int] = []
-        for name in c.get_children(paths.BROKER_IDS, watch=w):
-            if not name.isdigit():
-                continue
-            bpath = paths.broker_path(int(name))
+        # watch_each: a repaired registration wakes a pass
+        for node, (bdata, bstat) in registry.read_broker_znodes(c, w, watch_each=True).items():
+            bpath = paths.broker_path(node)
             try:
-                bdata, bstat = c.get(bpath, watch=w)  # a repaired registration wakes a pass
                 BrokerRegistration.decode(bpath, bdata)
-            except NoNodeError:
-                continue
             except MalformedZnode as exc:
                 self._report_malformed(bpath, bstat.mzxid, exc)
                 continue
-            live.append(int(name))
+            live.append(node)
         topics: dict[str, TopicAssignment] = {}
         states: dict[tuple[str, int], tuple[PartitionState, int]] = {}
         parents: set[str] = set()
@@ -636,7 +568,7 @@ class Controller:
                 self.request_reconcile()
 
     def _write_leaders(self, view: ClusterView) -> None:
-        fence = self._fence
+        fence = self._held_fence()
         if fence is None:
             raise ControllerMoved("no fence")
         specs = {
@@ -688,7 +620,7 @@ def _create_op(path: str, data: bytes) -> Callable[[Any], None]:
     return lambda tx: tx.create(path, data)
 
 
-# -- reads and registration shared with the cluster node (kept here so only zkcoord/zk imports kazoo) -----
+# -- reads shared with the cluster node (kept here so only zkcoord/zk imports kazoo; /brokers: zk/registry) --
 
 DELETION_ACKS_ROOT = "/zkcoord/topic-deletions"
 
@@ -730,47 +662,7 @@ def ack_topic_deletion(client: KazooClient, topic: str, node_id: int) -> None:
 ZooKeeperError = KazooException
 SESSION_SUSPENDED = KazooState.SUSPENDED
 SESSION_LOST = KazooState.LOST
-
-
-class NodeIdInUse(ZkcoordError):
-    """Another live process is registered with this node id."""
-
-
-def register_node(client: KazooClient, node_id: int, registration: bytes) -> None:
-    """Create `/brokers/ids/N` (ephemeral) as 0.9+ `ZKCheckedEphemeral`: NodeExists owned by our own session
-    (a retried create) is success; owned by another session ⇒ NodeIdInUse with a clear message."""
-    path = paths.broker_path(node_id)
-    for _ in range(3):
-        try:
-            client.create(path, registration, ephemeral=True, makepath=True)
-            return
-        except NodeExistsError:
-            try:
-                _, stat = client.get(path)
-            except NoNodeError:
-                continue  # the old owner just went away: create again
-            owner = client.client_id[0] if client.client_id else None
-            if stat.ephemeralOwner == owner:
-                return
-            raise NodeIdInUse(
-                f"node id {node_id} is already registered at {path} by another live session "
-                f"(0x{stat.ephemeralOwner:x}); pick another --node-id or stop that process"
-            ) from None
-    raise NodeIdInUse(f"could not register node id {node_id} at {path}: it kept changing hands")
-
-
-def read_brokers(client: KazooClient, watch: Callable[[Any], None] | None = None) -> dict[int, bytes]:
-    """Raw registration data of every live node (children of /brokers/ids that are ids)."""
-    out: dict[int, bytes] = {}
-    for name in client.get_children(paths.BROKER_IDS, watch=watch):
-        if not name.isdigit():
-            continue
-        try:
-            data, _ = client.get(paths.broker_path(int(name)))
-        except NoNodeError:
-            continue
-        out[int(name)] = data
-    return out
+SESSION_CONNECTED = KazooState.CONNECTED
 
 
 def read_topic_states(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import enum
 import json
 import logging
-import threading
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from zkcoord.errors import MalformedZnode
 from zkcoord.zk.offset_store import read_node, write_node
 from zkcoord.zk.session import Client
+from zkcoord.zk.watch import RearmedWatch, Watcher
 
 log = logging.getLogger(__name__)
 
@@ -92,60 +92,46 @@ def write_handoff(client: Any, handoff: Handoff, version: int) -> int:
 
 class HandoffWatch:
     """`phase(group)` from `/zkcoord/handoffs`, kept current by ZooKeeper watches (children and each child's data;
-    read again once a new session replaces an expired one). A malformed child is logged and ignored."""
+    read again once a new session replaces an expired one: `zkcoord.zk.watch.RearmedWatch`). A malformed child
+    is logged and ignored."""
 
     def __init__(self, client: Client) -> None:
         self.client = client
-        self.phases: dict[str, Phase] = {}  # replaced whole on every re-read: safe to read from any thread
-        self._lock = threading.Lock()
-        self._closed = False
-        self._lost = False
+        self._watch: RearmedWatch[dict[str, Phase]] = RearmedWatch(
+            client, self._read, {}, name=f"proxy: {HANDOFFS}", on_change=_log_phases
+        )
+
+    @property
+    def phases(self) -> dict[str, Phase]:
+        """Replaced whole on every re-read: safe to read from any thread."""
+        return self._watch.value
 
     def phase(self, group: str) -> Phase | None:
         return self.phases.get(group)
 
     def start(self) -> None:
-        self.client.add_listener(self._on_state)
-        self._read()
+        self._watch.start()
 
     def close(self) -> None:
-        self._closed = True
-        self.client.remove_listener(self._on_state)
+        self._watch.close()
 
-    def _on_state(self, state: str) -> None:
-        if state == "LOST":
-            self._lost = True
-        elif state == "CONNECTED" and self._lost and not self._closed:
-            self._lost = False
-            self.client.handler.spawn(self._on_watch, None)
+    def _read(self, watch: Watcher) -> dict[str, Phase]:
+        found: dict[str, Phase] = {}
+        if self.client.exists(HANDOFFS, watch=watch):
+            for name in self.client.get_children(HANDOFFS, watch=watch):
+                path = f"{HANDOFFS}/{name}"
+                try:
+                    data, _ = self.client.get(path, watch=watch)
+                    handoff = Handoff.decode(path, data)
+                except MalformedZnode as exc:
+                    log.warning("proxy: ignoring %s", exc)
+                    continue
+                except Exception as exc:  # NoNode: deleted between the listing and the read
+                    log.debug("proxy: %s: %r", path, exc)
+                    continue
+                found[handoff.group] = handoff.phase
+        return found
 
-    def _on_watch(self, event: Any) -> None:
-        if not self._closed:
-            try:
-                self._read()
-            except Exception as exc:  # the next change or reconnection reads again
-                log.warning("proxy: re-reading %s failed: %r", HANDOFFS, exc)
 
-    def _read(self) -> None:
-        with self._lock:
-            found: dict[str, Phase] = {}
-            if self.client.exists(HANDOFFS, watch=self._on_watch):
-                for name in self.client.get_children(HANDOFFS, watch=self._on_watch):
-                    path = f"{HANDOFFS}/{name}"
-                    try:
-                        data, _ = self.client.get(path, watch=self._on_watch)
-                        handoff = Handoff.decode(path, data)
-                    except MalformedZnode as exc:
-                        log.warning("proxy: ignoring %s", exc)
-                        continue
-                    except Exception as exc:  # NoNode: deleted between the listing and the read
-                        log.debug("proxy: %s: %r", path, exc)
-                        continue
-                    found[handoff.group] = handoff.phase
-            changed = found != self.phases
-            self.phases = found
-        if changed:
-            log.info(
-                "proxy: hand-offs %s",
-                ", ".join(f"{g}={p.value}" for g, p in sorted(found.items())) or "none",
-            )
+def _log_phases(found: dict[str, Phase]) -> None:
+    log.info("proxy: hand-offs %s", ", ".join(f"{g}={p.value}" for g, p in sorted(found.items())) or "none")

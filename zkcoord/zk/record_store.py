@@ -288,6 +288,8 @@ class ZkRecordStore:
         max_multi_bytes: int = DEFAULT_MAX_MULTI_BYTES,
         compact_after_batches: int = DEFAULT_COMPACT_AFTER_BATCHES,
         check_record: Callable[[bytes, bytes | None], object] | None = None,
+        on_append: Callable[[], None] | None = None,
+        on_compaction_due: Callable[[], None] | None = None,
     ) -> None:
         if max_batch_bytes > max_multi_bytes:
             raise ValueError("max_batch_bytes must not exceed max_multi_bytes")
@@ -306,7 +308,7 @@ class ZkRecordStore:
         self._index: tuple[IndexedBatch, ...] = ()
         self._log_end = 0
         self.indexed = False
-        self.on_append: Callable[[], None] | None = None  # called after each committed multi (any thread)
+        self.on_append = on_append  # called after each committed multi (any thread)
         self.compact_after_batches = compact_after_batches
         # Batch znodes as of the last load/commit; compaction is due at _compact_at (None until loaded:
         # only a leader that has read the partition schedules compaction).
@@ -316,7 +318,7 @@ class ZkRecordStore:
         self._loads = 0  # loads being read (under _lock): compaction waits for them
         # Called under the store's lock, on the appending thread, when an append made compaction due: it must
         # only signal (the node's worker then calls maybe_compact), never call back into the store.
-        self.on_compaction_due: Callable[[], None] | None = None
+        self.on_compaction_due = on_compaction_due
         self.client.ensure_path(self.path)
 
     def append(self, records: Iterable[Record]) -> None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import ZnodeStat
 
 from zkcoord.errors import MalformedZnode, ZkcoordError
 from zkcoord.legacy import paths
@@ -110,7 +112,38 @@ def ensure_cluster_paths(client: KazooClient, *, generation: str = "0.10.2") -> 
     return wanted
 
 
-# --- brokers ----------------------------------------------------------------------------------------------------
+# --- brokers: the one home of /brokers/ids reads and writes --------------------------------------------------
+
+
+class NodeIdInUse(ZkcoordError):
+    """Another live process is registered with this node id."""
+
+
+def create_checked_ephemeral(
+    client: KazooClient,
+    path: str,
+    data: bytes,
+    in_use: Callable[[int | None], Exception],
+    *,
+    attempts: int = 3,
+) -> None:
+    """0.9+ `ZKCheckedEphemeral`: create the ephemeral `path` (parents made as needed). NodeExists owned by our
+    own session (a retried create after a connection loss) is success. Raises `in_use(owner session)` when
+    another session holds it, `in_use(None)` when it kept changing hands."""
+    for _ in range(attempts):
+        try:
+            client.create(path, data, ephemeral=True, makepath=True)
+            return
+        except NodeExistsError:
+            try:
+                _, stat = client.get(path)
+            except NoNodeError:
+                continue  # the old owner just went away: create again
+            own_session = client.client_id[0] if client.client_id else None
+            if stat.ephemeralOwner == own_session:
+                return
+            raise in_use(int(stat.ephemeralOwner)) from None
+    raise in_use(None)
 
 
 def _broker_id(name: str) -> int:
@@ -120,7 +153,8 @@ def _broker_id(name: str) -> int:
 
 
 def read_brokers(client: KazooClient) -> dict[int, BrokerRegistration]:
-    """Every registered broker by id (ascending); none when `/brokers/ids` is missing."""
+    """Every registered broker by id (ascending), decoded; none when `/brokers/ids` is missing. Strict (tools):
+    a child that is no broker id or a registration that does not parse raises MalformedZnode."""
     out: dict[int, BrokerRegistration] = {}
     for broker_id in sorted(_broker_id(c) for c in children(client, paths.BROKER_IDS)):
         path = paths.broker_path(broker_id)
@@ -130,10 +164,61 @@ def read_brokers(client: KazooClient) -> dict[int, BrokerRegistration]:
     return out
 
 
+def read_broker_znodes(
+    client: KazooClient, watch: Callable[[Any], None] | None = None, *, watch_each: bool = False
+) -> dict[int, tuple[bytes, ZnodeStat]]:
+    """Raw data and stat of every live registration, for readers that decode each broker themselves and skip a
+    bad one (a node, the proxy, the controller): children that are not ids are left out, NoNodeError when
+    `/brokers/ids` is missing. `watch` is set on the listing, and with `watch_each` on every registration too."""
+    out: dict[int, tuple[bytes, ZnodeStat]] = {}
+    for name in client.get_children(paths.BROKER_IDS, watch=watch):
+        if not name.isdigit():
+            continue
+        try:
+            data, stat = client.get(paths.broker_path(int(name)), watch=watch if watch_each else None)
+        except NoNodeError:
+            continue
+        out[int(name)] = (data, stat)
+    return out
+
+
+def read_broker_data(client: KazooClient, watch: Callable[[Any], None] | None = None) -> dict[int, bytes]:
+    """`read_broker_znodes` without the stats: raw registration data of every live node, by id."""
+    return {node: data for node, (data, _) in read_broker_znodes(client, watch).items()}
+
+
 def read_broker(client: KazooClient, broker_id: int) -> BrokerRegistration | None:
     path = paths.broker_path(broker_id)
     data = _get(client, path)
     return None if data is None else BrokerRegistration.decode(path, data)
+
+
+def claim_node_id(
+    client: KazooClient,
+    node_id: int,
+    path: str,
+    data: bytes,
+    *,
+    verb: str = "register",
+    error: type[NodeIdInUse] = NodeIdInUse,
+) -> None:
+    """A zkcoord node's ephemeral, checked znode for its id (`/brokers/ids/N`, its mark): another session's
+    znode ⇒ `error` (NodeIdInUse) telling the operator what to do."""
+
+    def in_use(owner: int | None) -> Exception:
+        if owner is None:
+            return error(f"could not {verb} node id {node_id} at {path}: it kept changing hands")
+        return error(
+            f"node id {node_id} is already registered at {path} by another live session "
+            f"(0x{owner:x}); pick another --node-id or stop that process"
+        )
+
+    create_checked_ephemeral(client, path, data, in_use)
+
+
+def register_node(client: KazooClient, node_id: int, registration: bytes) -> None:
+    """A zkcoord node's `/brokers/ids/N` (ephemeral, checked): another session's znode ⇒ NodeIdInUse."""
+    claim_node_id(client, node_id, paths.broker_path(node_id), registration)
 
 
 def register_broker(
@@ -148,8 +233,9 @@ def register_broker(
     timestamp_ms: int,
     jmx_port: int = -1,
 ) -> BrokerRegistration:
-    """Create the ephemeral `/brokers/ids/N`. A node already there is accepted only if our own session made it
-    (a retried create after connection loss); otherwise `DuplicateBrokerId`."""
+    """Create the ephemeral `/brokers/ids/N` of a broker as Kafka writes it (tools, tests). A node already there
+    is accepted only if our own session made it (a retried create after connection loss); otherwise
+    `DuplicateBrokerId`."""
     registration = BrokerRegistration.create(
         host,
         port,
@@ -160,19 +246,12 @@ def register_broker(
         jmx_port=jmx_port,
     )
     path = paths.broker_path(broker_id)
-    try:
-        client.create(path, registration.encode(), ephemeral=True, makepath=True)
-        return registration
-    except NodeExistsError:
-        pass
-    try:
-        _, stat = client.get(path)
-    except NoNodeError:
-        client.create(path, registration.encode(), ephemeral=True, makepath=True)
-        return registration
-    own_session = client.client_id[0] if client.client_id else None
-    if stat.ephemeralOwner != own_session:
-        raise DuplicateBrokerId(path, stat.ephemeralOwner)
+    create_checked_ephemeral(
+        client,
+        path,
+        registration.encode(),
+        lambda owner: NodeExistsError(path) if owner is None else DuplicateBrokerId(path, owner),
+    )
     return registration
 
 

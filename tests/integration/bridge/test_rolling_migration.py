@@ -23,9 +23,10 @@ from zkcoord.errors import ConfigError
 from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
+from zkcoord.testing.members import LegacyMember
+from zkcoord.testing.producers import PacedProducer
 from zkcoord.topic_partition import TopicPartition as LegacyTP
 from zkcoord.zk import registry
-from zkcoord.zk.member import LegacyConsumer
 from zkcoord.zk.offset_store import WriteMode
 from zkcoord.zk.session import connect
 
@@ -68,67 +69,10 @@ def _config(
     )
 
 
-class _Member:
-    """A legacy member consuming in its own thread into a shared list of (partition, offset)."""
-
-    def __init__(self, config: LegacyConsumerConfig, seen: list[tuple[int, int]], topic: str = TOPIC) -> None:
-        self.consumer = LegacyConsumer(config, {topic: 1}, offsets=member_offsets)
-        self.seen = seen
-        self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=self._consume, name=f"member-{config.consumer_id}", daemon=True
-        )
-
-    def start(self) -> _Member:
-        self.consumer.start()
-        self._thread.start()
-        return self
-
-    def _consume(self) -> None:
-        while not self._stop.is_set():
-            msg = self.consumer.next_message(timeout=0.1)
-            if msg is not None:
-                self.seen.append((msg.partition, msg.offset))
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self.consumer.close()
-
-
-class _Producer:
-    """Bounded background producer: at most `limit` records, paced, remembering each acked (partition, offset)."""
-
-    def __init__(self, bootstrap: str, limit: int = 6000, per_second: float = 150.0) -> None:
-        from kafka import KafkaProducer
-
-        self.producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, retries=5)
-        self.acked: list[tuple[int, int]] = []
-        self.limit = limit
-        self.per_second = per_second
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="producer", daemon=True)
-
-    def _run(self) -> None:
-        start = time.monotonic()
-        for i in range(self.limit):
-            if self._stop.is_set():
-                break
-            future = self.producer.send(TOPIC, key=f"k{i}".encode(), value=f"r{i}".encode())
-            future.add_callback(lambda md: self.acked.append((md.partition, md.offset)))
-            ahead = start + (i + 1) / self.per_second - time.monotonic()
-            if ahead > 0:
-                self._stop.wait(ahead)  # pacing, not synchronisation
-        self.producer.flush(timeout=30)
-
-    def start(self) -> _Producer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-        self.producer.close(timeout=5)
+def _member(config: LegacyConsumerConfig, seen: list[tuple[int, int]], topic: str = TOPIC) -> LegacyMember:
+    """A legacy member consuming in its own thread (once started) into a shared list of (partition, offset)."""
+    sink = lambda p, o: seen.append((p, o))  # noqa: E731
+    return LegacyMember(config, {topic: 1}, offsets=member_offsets, sink=sink)
 
 
 class _Monitor:
@@ -173,7 +117,7 @@ class _Monitor:
         self.client.close()
 
 
-def _wait_settled(zk_connect: str, members: list[_Member], group: str, partitions: int) -> None:
+def _wait_settled(zk_connect: str, members: list[LegacyMember], group: str, partitions: int) -> None:
     client = connect(zk_connect)
     try:
 
@@ -209,16 +153,16 @@ def test_offset_storage_properties() -> None:
 
 def test_documented_rolling_migration_and_rollback(zk_connect: str, zk: Any, node: NodeProcess) -> None:
     seen: list[tuple[int, int]] = []
-    producer = _Producer(node.bootstrap).start()
+    producer = PacedProducer(node.bootstrap, TOPIC, per_second=150, limit=6000).start()
     wait_for(lambda: zk.exists(f"/brokers/topics/{TOPIC}") is not None, 30, "the topic in ZooKeeper")
     monitor = _Monitor(zk_connect, node.bootstrap, GROUP)
-    members: list[_Member] = []
+    members: list[LegacyMember] = []
     restarts = 0
     t0 = time.monotonic()
     try:
         # Phase A: a ZooKeeper-storage group.
         for i in range(4):
-            members.append(_Member(_config(zk_connect, GROUP, f"m{i}-A", "zookeeper", False), seen).start())
+            members.append(_member(_config(zk_connect, GROUP, f"m{i}-A", "zookeeper", False), seen).start())
         _wait_settled(zk_connect, members, GROUP, PARTITIONS)
         monitor.start()
         wait_for(lambda: len(registry.read_offsets(zk, GROUP)) == PARTITIONS, 30, "ZooKeeper offsets")
@@ -228,7 +172,7 @@ def test_documented_rolling_migration_and_rollback(zk_connect: str, zk: Any, nod
             nonlocal restarts
             for i in range(4):
                 members[i].stop()
-                members[i] = _Member(_config(zk_connect, GROUP, f"m{i}-{phase}", storage, dual), seen).start()
+                members[i] = _member(_config(zk_connect, GROUP, f"m{i}-{phase}", storage, dual), seen).start()
                 restarts += 1
                 _wait_settled(zk_connect, members, GROUP, PARTITIONS)
 
@@ -298,7 +242,7 @@ def test_dual_commit_with_the_broker_down_reports_it_and_the_next_commit_heals(
         producer.close(timeout=5)
     seen: dict[str, list[tuple[int, int]]] = {"broker-first": [], "zookeeper-first": []}
     members = {
-        order: _Member(
+        order: _member(
             _config(
                 zk_connect,
                 f"g-{order}",
@@ -321,7 +265,7 @@ def test_dual_commit_with_the_broker_down_reports_it_and_the_next_commit_heals(
 
     try:
         for order, m in members.items():
-            wait_for(lambda m=m: len(m.seen) >= 40, 30, f"{order}: all records consumed")  # type: ignore[misc]
+            wait_for(lambda o=order: len(seen[o]) >= 40, 30, f"{order}: all records consumed")  # type: ignore[misc]
             # Partition 0 holds the records; since 91eb077 the member also commits the reset position (0) of
             # the empty partitions it owns, so count only what this test is about.
             assert m.consumer.commit_offsets() >= 1

@@ -270,7 +270,11 @@ def test_a_pass_that_read_before_a_connection_change_cannot_activate(
     attempts: list[tuple[str, bool]] = []
     release = threading.Event()
 
+    armed = threading.Event()  # the hook is given at construction and acts only once the test arms it
+
     def before_activate(at: str) -> None:
+        if not armed.is_set():
+            return
         attempts.append((at, ctl.active))
         if len(attempts) == 1:
             changed.clear()  # the suspension that triggered this verify pass must not count
@@ -282,17 +286,23 @@ def test_a_pass_that_read_before_a_connection_change_cannot_activate(
         elif len(attempts) == 2:
             release.wait(10)  # hold the next attempt while the test looks at the stale pass's outcome
 
-    ctl = Controller(client, 1, offsets_topic_num_partitions=NUM_OFFSETS, resync_interval_s=1.0)
+    ctl = Controller(
+        client,
+        1,
+        offsets_topic_num_partitions=NUM_OFFSETS,
+        resync_interval_s=1.0,
+        before_activate=before_activate,
+    )
     try:
         if site == "won":
             client.add_listener(listener)
-            ctl.before_activate = before_activate
+            armed.set()
             ctl.start()
         else:
             ctl.start()
             wait_for(lambda: ctl.active and ctl.reconciles > 0, 10, "the first controller pass")
             client.add_listener(listener)
-            ctl.before_activate = before_activate
+            armed.set()
             # kazoo reconnects on the same session and the verify pass of the new generation activates;
             # the hook then changes the connection again under it
             cut_connection(client)

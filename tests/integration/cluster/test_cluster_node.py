@@ -15,8 +15,8 @@ from zkcoord.errors import ConfigError
 from zkcoord.group.errors import ErrorCode
 from zkcoord.records.offsets import OffsetCommitKey, OffsetCommitValue, encode_key, encode_offset_value
 from zkcoord.testing import expire_session, wait_for
-from zkcoord.zk.controller import NodeIdInUse
 from zkcoord.zk.record_store import StoreFenced, ZkRecordStore, encode_batch, records_path
+from zkcoord.zk.registry import NodeIdInUse
 
 pytestmark = pytest.mark.integration
 

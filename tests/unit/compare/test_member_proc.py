@@ -8,6 +8,8 @@ from collections import namedtuple
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from migration.compare.member_proc import (
     Recorder,
     describe_zk_request,
@@ -123,3 +125,42 @@ def test_a_fenced_legacy_member_ends_its_ownership_at_once():
     assert [r["kind"] for r in rows(buf)[n + 2 :]] == [
         "rebalance_start", "own_start", "assignment", "rebalance_end",
     ]  # fmt: skip
+
+
+# --- one librdkafka member shape, the group protocol a parameter; cooperative variants -----------------------
+
+
+def _confluent_args(strategy: str) -> Any:
+    from migration.compare.member_proc import parse_args
+
+    return parse_args(["--protocol", "classic-confluent", "--group", "g", "--member", "m0", "--topics", "t",
+                       "--bootstrap", "127.0.0.1:9092", "--trace-file", "/dev/null", "--strategy", strategy])  # fmt: skip
+
+
+def test_confluent_config_differs_by_group_protocol_only_where_the_protocol_does() -> None:
+    from migration.compare.member_proc import confluent_config
+
+    classic = confluent_config(_confluent_args("cooperative-sticky"), "classic")
+    consumer = confluent_config(_confluent_args("uniform"), "consumer")
+    assert classic["partition.assignment.strategy"] == "cooperative-sticky"
+    assert classic["session.timeout.ms"] == 6000 and "group.protocol" not in classic
+    assert consumer["group.protocol"] == "consumer" and consumer["group.remote.assignor"] == "uniform"
+    assert "session.timeout.ms" not in consumer and "partition.assignment.strategy" not in consumer
+    shared = {k for k in classic if k in consumer and classic[k] == consumer[k]}
+    assert {"group.id", "client.id", "enable.auto.commit", "topic.metadata.refresh.interval.ms"} <= shared
+
+
+def test_confluent_config_refuses_a_strategy_its_protocol_lacks() -> None:
+    from migration.compare.member_proc import confluent_config
+
+    with pytest.raises(SystemExit, match="no eager 'sticky'"):
+        confluent_config(_confluent_args("sticky"), "classic")
+    with pytest.raises(SystemExit, match="no 'range-ish' server assignor"):
+        confluent_config(_confluent_args("range-ish"), "consumer")
+
+
+def test_every_scenario_protocol_has_a_member() -> None:
+    from migration.compare.member_proc import RUNNERS
+    from migration.compare.scenario import PROTOCOLS
+
+    assert set(RUNNERS) == set(PROTOCOLS)

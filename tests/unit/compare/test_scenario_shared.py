@@ -125,3 +125,67 @@ def test_a_join_names_a_protocol_only_in_a_shared_group() -> None:
         ScenarioError, match=r"churn\[0\]\.protocol: a join names a protocol only in a `group: shared`"
     ):
         parse_scenario(text, "s.yaml")
+
+
+# --- cooperative protocols (#23) -------------------------------------------------------------------------------
+
+
+def test_cooperative_protocols_are_classic_and_fixed_to_cooperative_sticky() -> None:
+    from migration.compare.scenario import COOPERATIVE_PROTOCOLS, PROTOCOLS, Family, strategies_for
+
+    assert set(COOPERATIVE_PROTOCOLS) == {"classic-kafka-python-cooperative", "classic-confluent-cooperative"}
+    for name in COOPERATIVE_PROTOCOLS:
+        assert PROTOCOLS[name] is Family.CLASSIC
+        assert strategies_for(name) == ("cooperative-sticky",)
+    assert "range" in strategies_for("classic-kafka-python")
+
+
+def test_a_cooperative_protocol_with_an_eager_strategy_is_refused_with_line_and_path() -> None:
+    from migration.compare.scenario import ScenarioError, parse_scenario
+
+    text = """name: c
+duration_s: 5
+topics: [{name: t, partitions: 2}]
+producer: {rate_per_s: 1, duration_s: 1}
+protocols:
+  classic-kafka-python-cooperative: {members: 1, strategy: range}
+"""
+    with pytest.raises(ScenarioError) as err:
+        parse_scenario(text, "c.yaml")
+    assert err.value.line == 6 and err.value.path == "protocols.classic-kafka-python-cooperative.strategy"
+    assert "expected one of: cooperative-sticky (classic-kafka-python-cooperative's strategy)" in str(
+        err.value
+    )
+
+
+def test_a_shared_group_takes_cooperative_members_beside_its_legacy_strategy() -> None:
+    from migration.compare.scenario import builtin_scenario
+
+    sc = builtin_scenario("rolling-migration-cooperative")
+    assert sc.shared
+    assert {p.protocol: p.strategy for p in sc.protocols} == {
+        "legacy-fast": "range",
+        "classic-kafka-python-cooperative": "cooperative-sticky",
+        "classic-confluent-cooperative": "cooperative-sticky",
+    }
+    eager = builtin_scenario("rolling-migration")
+    assert [(e.at_s, e.member) for e in sc.churn] == [
+        (e.at_s, e.member) for e in eager.churn
+    ]  # same schedule
+
+
+def test_a_shared_group_still_refuses_two_eager_strategies() -> None:
+    from migration.compare.scenario import ScenarioError, parse_scenario
+
+    text = """name: c
+group: shared
+duration_s: 5
+topics: [{name: t, partitions: 2}]
+producer: {rate_per_s: 1, duration_s: 1}
+protocols:
+  classic-confluent-cooperative: {members: 1, strategy: cooperative-sticky}
+  legacy-fast: {members: 1, strategy: range}
+  classic-kafka-python: {members: 0, strategy: roundrobin}
+"""
+    with pytest.raises(ScenarioError, match=r"protocols\.legacy-fast has 'range', this one 'roundrobin'"):
+        parse_scenario(text, "c.yaml")

@@ -175,7 +175,7 @@ def test_commit_and_later_responses_wait_for_durability() -> None:
         commit = asyncio.create_task(svc.offset_commit(commit_req(-1, "", 5)))
         await until(lambda: bool(svc.state.view.offsets), "commit handled")
         fetch = asyncio.create_task(svc.offset_fetch(OffsetFetchRequest(7, "g", None)))
-        await until(lambda: svc._token >= 2, "fetch handled")
+        await until(lambda: svc.runtime._token >= 2, "fetch handled")
         for _ in range(50):
             await asyncio.sleep(0)
         assert not commit.done() and not fetch.done() and store.records == []

@@ -30,6 +30,9 @@ values = {
     cg.MEMBER_METADATA: st.builds(
         cg.MemberMetadataValue,
         st.none() | name, st.none() | name, name, name, st.lists(name, max_size=3).map(tuple), st.none() | name, i32,
+        st.none() | st.builds(
+            cg.ClassicMemberMetadata, i32, st.lists(st.tuples(name, st.binary(max_size=200)), max_size=3).map(tuple)
+        ),
     ),
     cg.TARGET_ASSIGNMENT_METADATA: st.builds(cg.TargetAssignmentEpochValue, i32),
     cg.TARGET_ASSIGNMENT_MEMBER: st.builds(cg.TargetMemberValue, parts),
@@ -72,6 +75,16 @@ def test_byte_layouts_follow_kafkas_schemas() -> None:
     member = cg.MemberMetadataValue(None, None, "c", "h", ("t",), "range", 1000)
     assert cg.encode_consumer_value(member) == (
         b"\x00\x00" + b"\x00\x00" + b"\x02c\x02h" + b"\x02\x02t" + b"\x00" + struct.pack(">i", 1000) + b"\x06range" + b"\x00"
+    )  # fmt: skip
+    # A classic member hosted in a consumer group: ClassicMemberMetadata is tagged field 0 (count, tag, size,
+    # then SessionTimeoutMs, SupportedProtocols [(Name, Metadata bytes, tags)], tags).
+    hosted = cg.MemberMetadataValue(
+        None, None, "c", "h", ("t",), None, 1000, cg.ClassicMemberMetadata(45000, (("range", b"\x00\x01"),))
+    )
+    classic = struct.pack(">i", 45000) + b"\x02" + b"\x06range" + b"\x03\x00\x01" + b"\x00" + b"\x00"
+    assert cg.encode_consumer_value(hosted) == (
+        b"\x00\x00" + b"\x00\x00" + b"\x02c\x02h" + b"\x02\x02t" + b"\x00" + struct.pack(">i", 1000) + b"\x00"
+        + b"\x01" + b"\x00" + bytes([len(classic)]) + classic
     )  # fmt: skip
 
 

@@ -26,7 +26,7 @@ i16 = st.integers(-(2**15), 2**15 - 1)
 def generic_only() -> Iterator[None]:
     """The adapter with its fast paths switched off: the reference every fast result must equal."""
     with (
-        mock.patch.object(kp, "_fast_request", lambda *_a: None),
+        mock.patch.object(kp.frames, "_fast_request", lambda *_a: None),
         mock.patch.object(fastpath, "offset_commit_response", lambda *_a: None),
     ):
         yield

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import os
 import struct
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,47 +14,19 @@ import pytest
 from zkcoord.records.batch import AppendRules, validate_for_append
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.app import Node
-from zkcoord.server.broker import ServerConfig
 from zkcoord.server.limits import ConnectionLimits, LogLimits
 from zkcoord.server.log import LogManager
-
-
-def _with_node(tmp_path: Path, scenario: Callable[[Node], Awaitable[None]], **config: object) -> None:
-    async def run() -> None:
-        node = Node(ServerConfig(port=0, data_dir=tmp_path, **config))  # type: ignore[arg-type]
-        await node.start()
-        try:
-            await scenario(node)
-        finally:
-            await node.close()
-
-    asyncio.run(run())
-
-
-async def _connect(node: Node) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    assert node.wire is not None
-    return await asyncio.open_connection("127.0.0.1", node.wire.port)
-
-
-async def _answer_or_close(reader: asyncio.StreamReader) -> bytes:
-    """The first response frame, or b"" when the server closed; fails after 10 s of silence."""
-    try:
-        head = await asyncio.wait_for(reader.readexactly(4), 10)
-    except asyncio.IncompleteReadError as exc:
-        assert exc.partial == b""
-        return b""
-    (size,) = struct.unpack(">i", head)
-    return await asyncio.wait_for(reader.readexactly(size), 10)
+from zkcoord.testing.nodes import answer_or_close, connect, run_with_node
 
 
 def test_offset_commit_whose_handler_fails_is_answered_or_closed(tmp_path: Path) -> None:
-    _with_node(tmp_path, _offset_commit_overflow)
+    run_with_node(tmp_path, _offset_commit_overflow)
 
 
 async def _offset_commit_overflow(node: Node) -> None:
     # Before: the handler raised (retention 2^63-1 overflows the stored expiry), OffsetCommit v2 has no top-level
     # error code, and the connection stayed open with no answer.
-    reader, writer = await _connect(node)
+    reader, writer = await connect(node)
     writer.write(
         kp.encode_request(
             kp.OFFSET_COMMIT,
@@ -68,27 +40,27 @@ async def _offset_commit_overflow(node: Node) -> None:
             topics=[("t", [(0, 5, "m")])],
         )
     )
-    got = await _answer_or_close(reader)
+    got = await answer_or_close(reader)
     if got:
         assert struct.unpack(">i", got[:4])[0] == 5
     writer.close()
     # The server still serves others.
-    reader2, writer2 = await _connect(node)
+    reader2, writer2 = await connect(node)
     writer2.write(kp.encode_request(kp.API_VERSIONS, 0, 9, None))
-    assert struct.unpack(">i", (await _answer_or_close(reader2))[:4])[0] == 9
+    assert struct.unpack(">i", (await answer_or_close(reader2))[:4])[0] == 9
     writer2.close()
 
 
 def test_null_array_in_delete_groups_closes_the_connection(tmp_path: Path) -> None:
-    _with_node(tmp_path, _delete_groups_null)
+    run_with_node(tmp_path, _delete_groups_null)
 
 
 async def _delete_groups_null(node: Node) -> None:
     # Before: the decoder let the null through and the handler raised on it.
-    reader, writer = await _connect(node)
+    reader, writer = await connect(node)
     body = struct.pack(">hhih", kp.DELETE_GROUPS, 2, 3, 1) + b"c" + b"\x00" + b"\x00" + b"\x00"
     writer.write(struct.pack(">i", len(body)) + body)
-    assert await _answer_or_close(reader) == b""
+    assert await answer_or_close(reader) == b""
     writer.close()
 
 
@@ -105,30 +77,30 @@ async def _closed_within(reader: asyncio.StreamReader, seconds: float) -> bool:
 def test_connection_caps_refuse_extra_connections(tmp_path: Path) -> None:
     async def scenario(node: Node) -> None:
         assert node.wire is not None
-        held = [await _connect(node) for _ in range(2)]
+        held = [await connect(node) for _ in range(2)]
         for r, w in held:  # the two allowed are served
             w.write(kp.encode_request(kp.API_VERSIONS, 0, 1, None))
-            assert await _answer_or_close(r)
-        r3, w3 = await _connect(node)
+            assert await answer_or_close(r)
+        r3, w3 = await connect(node)
         assert await _closed_within(r3, 10)
         assert node.wire.closed_by_limit["refused_per_ip"] == 1
         held[0][1].close()
         await _wait_until(lambda: len(node.wire._live) == 1)
-        r4, w4 = await _connect(node)  # a slot freed: served again
+        r4, w4 = await connect(node)  # a slot freed: served again
         w4.write(kp.encode_request(kp.API_VERSIONS, 0, 2, None))
-        assert await _answer_or_close(r4)
+        assert await answer_or_close(r4)
         for w in (held[1][1], w3, w4):
             w.close()
 
-    _with_node(tmp_path, scenario, connection_limits=ConnectionLimits(max_connections_per_ip=2))
+    run_with_node(tmp_path, scenario, connection_limits=ConnectionLimits(max_connections_per_ip=2))
 
 
 def test_idle_connections_and_slow_senders_are_closed(tmp_path: Path) -> None:
     # Before: 2,000 idle connections and 200 slow senders were kept for ever.
     async def scenario(node: Node) -> None:
         assert node.wire is not None
-        r_idle, w_idle = await _connect(node)
-        r_slow, w_slow = await _connect(node)
+        r_idle, w_idle = await connect(node)
+        r_slow, w_slow = await connect(node)
         w_slow.write(struct.pack(">i", 100) + b"\x00" * 10)  # a frame that never completes
         assert await _closed_within(r_idle, 10)
         assert await _closed_within(r_slow, 10)
@@ -137,14 +109,14 @@ def test_idle_connections_and_slow_senders_are_closed(tmp_path: Path) -> None:
             w.close()
 
     limits = ConnectionLimits(connections_max_idle_ms=400, request_read_timeout_ms=300)
-    _with_node(tmp_path, scenario, connection_limits=limits)
+    run_with_node(tmp_path, scenario, connection_limits=limits)
 
 
 def test_half_sent_frames_share_one_memory_budget(tmp_path: Path) -> None:
     # Before: 19 connections each holding a partial 100 MiB frame drove the node into MemoryError.
     async def scenario(node: Node) -> None:
         assert node.wire is not None
-        conns = [await _connect(node) for _ in range(4)]
+        conns = [await connect(node) for _ in range(4)]
         for _r, w in conns:
             w.write(struct.pack(">i", 60_000) + b"\x00" * 1000)
         await _wait_until(lambda: node.wire is not None and node.wire._queued_bytes > 0)
@@ -155,7 +127,7 @@ def test_half_sent_frames_share_one_memory_budget(tmp_path: Path) -> None:
         await _wait_until(lambda: node.wire is not None and node.wire._queued_bytes == 0)
 
     limits = ConnectionLimits(queued_max_request_bytes=100_000)
-    _with_node(tmp_path, scenario, connection_limits=limits, socket_request_max_bytes=65_536)
+    run_with_node(tmp_path, scenario, connection_limits=limits, socket_request_max_bytes=65_536)
 
 
 async def _wait_until(cond: Callable[[], bool], seconds: float = 10) -> None:
@@ -183,24 +155,24 @@ def test_partition_limits_per_topic_and_per_node(tmp_path: Path) -> None:
     # Before: CreateTopics accepted 2^31-1 partitions (and 20,000 exhausted the descriptors).
     async def scenario(node: Node) -> None:
         assert node.logs is not None
-        r, w = await _connect(node)
+        r, w = await connect(node)
         w.write(_create_topics("huge", 2**31 - 1))
-        resp = kp.decode_response(kp.CREATE_TOPICS, 4, await _answer_or_close(r))[1]
+        resp = kp.decode_response(kp.CREATE_TOPICS, 4, await answer_or_close(r))[1]
         assert resp.topics[0].error_code == 37 and "max.partitions.per.topic" in resp.topics[0].error_message
         w.write(_create_topics("fits", 40))
-        assert kp.decode_response(kp.CREATE_TOPICS, 4, await _answer_or_close(r))[1].topics[0].error_code == 0
+        assert kp.decode_response(kp.CREATE_TOPICS, 4, await answer_or_close(r))[1].topics[0].error_code == 0
         w.write(_create_topics("over", 20))
-        resp = kp.decode_response(kp.CREATE_TOPICS, 4, await _answer_or_close(r))[1]
+        resp = kp.decode_response(kp.CREATE_TOPICS, 4, await answer_or_close(r))[1]
         assert resp.topics[0].error_code == 37 and "max.broker.partitions" in resp.topics[0].error_message
         # Metadata auto-create at the node limit: the topic's error, the connection stays usable.
         w.write(kp.encode_request(kp.METADATA, 9, 8, "c", topics=[("auto",)], allow_auto_topic_creation=True))
-        md = kp.decode_response(kp.METADATA, 9, await _answer_or_close(r))[1]
+        md = kp.decode_response(kp.METADATA, 9, await answer_or_close(r))[1]
         assert [(t.name, t.error_code) for t in md.topics] == [("auto", 37)]
         assert sorted(node.logs.topics) == ["fits"]
         w.close()
 
     limits = LogLimits(max_partitions_per_topic=50, max_broker_partitions=50)
-    _with_node(tmp_path, scenario, log_limits=limits, num_partitions=20)
+    run_with_node(tmp_path, scenario, log_limits=limits, num_partitions=20)
 
 
 def _open_fds(under: Path) -> int:
@@ -252,8 +224,8 @@ def test_a_pipelining_connection_does_not_hold_up_another(tmp_path: Path) -> Non
     async def scenario(node: Node) -> None:
         assert node.wire is not None
         wire = node.wire
-        hog_r, hog_w = await _connect(node)
-        victim_r, victim_w = await _connect(node)
+        hog_r, hog_w = await connect(node)
+        victim_r, victim_w = await connect(node)
         one = kp.encode_request(kp.API_VERSIONS, 0, 1, None)
 
         async def drain_hog() -> int:
@@ -268,14 +240,14 @@ def test_a_pipelining_connection_does_not_hold_up_another(tmp_path: Path) -> Non
         hog_w.write(one * hog_requests)
         await _wait_until(lambda: wire.requests > 1)  # the hog is being served
         victim_w.write(kp.encode_request(kp.API_VERSIONS, 0, 99, None))
-        assert struct.unpack(">i", (await _answer_or_close(victim_r))[:4])[0] == 99
+        assert struct.unpack(">i", (await answer_or_close(victim_r))[:4])[0] == 99
         served_when_victim_answered = wire.requests
         assert await asyncio.wait_for(hog_reader, 60) == hog_requests
         assert served_when_victim_answered < hog_requests / 2, served_when_victim_answered
         hog_w.close()
         victim_w.close()
 
-    _with_node(tmp_path, scenario)
+    run_with_node(tmp_path, scenario)
 
 
 def _uv(n: int) -> bytes:
@@ -316,8 +288,8 @@ def test_megabytes_of_tagged_fields_do_not_hold_up_another_client(tmp_path: Path
         assert node.wire is not None
         wire = node.wire
         loop = asyncio.get_running_loop()
-        victim_r, victim_w = await _connect(node)
-        hostile_r, hostile_w = await _connect(node)
+        victim_r, victim_w = await connect(node)
+        hostile_r, hostile_w = await connect(node)
         before = wire.requests
         hostile_w.write(hostile_frame)
         worst, corr, read_it = 0.0, 0, False
@@ -327,7 +299,7 @@ def test_megabytes_of_tagged_fields_do_not_hold_up_another_client(tmp_path: Path
             corr += 1
             started = loop.time()
             victim_w.write(kp.encode_request(kp.API_VERSIONS, 0, corr, "victim"))
-            answer = await _answer_or_close(victim_r)
+            answer = await answer_or_close(victim_r)
             worst = max(worst, loop.time() - started)
             assert struct.unpack(">i", answer[:4])[0] == corr
             assert loop.time() - started < 30
@@ -337,7 +309,7 @@ def test_megabytes_of_tagged_fields_do_not_hold_up_another_client(tmp_path: Path
         for w in (victim_w, hostile_w):
             w.close()
 
-    _with_node(tmp_path, scenario)
+    run_with_node(tmp_path, scenario)
 
 
 # -- log rate limits -----------------------------------------------------------------------------------------
@@ -352,7 +324,7 @@ def test_repeated_connection_errors_are_rate_limited_and_counted(
     async def scenario(node: Node) -> None:
         assert node.wire is not None
         for _ in range(bad):
-            r, w = await _connect(node)
+            r, w = await connect(node)
             w.write(struct.pack(">i", 6) + b"\xff" * 6)
             assert await _closed_within(r, 10)
             w.close()
@@ -360,7 +332,7 @@ def test_repeated_connection_errors_are_rate_limited_and_counted(
         assert node.wire.log_suppressed["malformed"] >= bad - 20
 
     with caplog.at_level(logging.INFO, logger="zkcoord.server.wire"):
-        _with_node(tmp_path, scenario)
+        run_with_node(tmp_path, scenario)
     lines = [r for r in caplog.records if r.name == "zkcoord.server.wire"]
     assert 1 <= len(lines) <= 20, len(lines)
 
@@ -369,16 +341,16 @@ def test_answers_owed_before_a_bad_frame_are_sent_before_the_close(tmp_path: Pat
     # Kafka reads a connection's next request only after answering the previous one, so a bad frame never
     # costs the answers to the requests before it. Before: pending group answers were dropped at the close.
     async def scenario(node: Node) -> None:
-        r, w = await _connect(node)
+        r, w = await connect(node)
         beats = [
             kp.encode_request(kp.HEARTBEAT, 3, c, "c", group_id="g", generation_id=1, member_id="m")
             for c in range(1, 6)
         ]
         w.write(b"".join(beats) + struct.pack(">i", 6) + b"\xff" * 6)
         got = []
-        while (answer := await _answer_or_close(r)) != b"":
+        while (answer := await answer_or_close(r)) != b"":
             got.append(struct.unpack(">i", answer[:4])[0])
         assert got == [1, 2, 3, 4, 5]
         w.close()
 
-    _with_node(tmp_path, scenario)
+    run_with_node(tmp_path, scenario)

@@ -15,9 +15,9 @@ from kafka import KafkaAdminClient
 from zkcoord.security.sasl import PLAIN
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.app import Node
-from zkcoord.server.broker import ServerConfig
 from zkcoord.server.limits import ConnectionLimits
 from zkcoord.server.listener_security import ListenerSecurity, SaslConfig
+from zkcoord.testing.nodes import answer_or_close, connect, run_with_node
 
 USERS = {"alice": "alice-secret"}
 _SASL = ListenerSecurity(sasl=SaslConfig((PLAIN,), USERS))
@@ -26,31 +26,7 @@ _SASL = ListenerSecurity(sasl=SaslConfig((PLAIN,), USERS))
 def _with_sasl_node(
     tmp_path: Path, scenario: Callable[[Node], Awaitable[None]], limits: ConnectionLimits | None = None
 ) -> None:
-    async def run() -> None:
-        config = ServerConfig(port=0, data_dir=tmp_path, connection_limits=limits or ConnectionLimits())
-        node = Node(config, security=_SASL)
-        await node.start()
-        try:
-            await scenario(node)
-        finally:
-            await node.close()
-
-    asyncio.run(run())
-
-
-async def _connect(node: Node) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    assert node.wire is not None
-    return await asyncio.open_connection("127.0.0.1", node.wire.port)
-
-
-async def _answer_or_close(reader: asyncio.StreamReader) -> bytes:
-    """The next response frame, or b"" when the server closed."""
-    try:
-        head = await asyncio.wait_for(reader.readexactly(4), 10)
-    except (asyncio.IncompleteReadError, ConnectionError):
-        return b""
-    (size,) = struct.unpack(">i", head)
-    return await asyncio.wait_for(reader.readexactly(size), 10)
+    run_with_node(tmp_path, scenario, security=_SASL, connection_limits=limits or ConnectionLimits())
 
 
 def _handshake(correlation_id: int) -> bytes:
@@ -70,10 +46,10 @@ async def _hostile_login(node: Node, token_size: int, chunk: bytes) -> int:
     """SaslHandshake PLAIN, then a SaslAuthenticate of `token_size` bytes written in `chunk`s (one buffer reused,
     so the client side allocates nothing per chunk); returns how many token bytes the server took before it
     closed (everything when it never did)."""
-    reader, writer = await _connect(node)
+    reader, writer = await connect(node)
     try:
         writer.write(_handshake(1))
-        assert await _answer_or_close(reader), "SaslHandshake PLAIN is answered"
+        assert await answer_or_close(reader), "SaslHandshake PLAIN is answered"
         head, _size = _authenticate_frame(2, token_size)
         writer.write(head)
         sent = 0
@@ -107,14 +83,14 @@ def test_huge_frames_before_login_pin_no_memory_and_delay_no_one(tmp_path: Path)
             await _wait_until(lambda: wire.connections >= 6)
             # Another client meanwhile (all along, until every hostile login ended): ApiVersions, served before
             # login, answered within a second.
-            reader, writer = await _connect(node)
+            reader, writer = await connect(node)
             worst, corr, deadline = 0.0, 0, loop.time() + 60
             while corr < 5 or not all(t.done() for t in hostile):
                 assert loop.time() < deadline, "the hostile logins did not end within 60 s"
                 corr += 1
                 started = loop.time()
                 writer.write(kp.encode_request(kp.API_VERSIONS, 0, corr, "victim"))
-                answer = await _answer_or_close(reader)
+                answer = await answer_or_close(reader)
                 worst = max(worst, loop.time() - started)
                 assert struct.unpack(">i", answer[:4])[0] == corr
             writer.close()
@@ -139,26 +115,26 @@ def test_the_bound_is_kafkas_size_check_before_login_only(tmp_path: Path) -> Non
     async def scenario(node: Node) -> None:
         assert node.wire is not None
         # exactly the limit: read, answered SASL_AUTHENTICATION_FAILED
-        reader, writer = await _connect(node)
+        reader, writer = await connect(node)
         writer.write(_handshake(1))
-        assert await _answer_or_close(reader)
+        assert await answer_or_close(reader)
         overhead = _authenticate_frame(2, 0)[1]
         head, size = _authenticate_frame(2, limit - overhead)
         assert size == limit
         writer.write(head + b"u" * (limit - overhead))
-        answer = await _answer_or_close(reader)
+        answer = await answer_or_close(reader)
         assert answer, "a frame of exactly the limit is read and answered"
         _corr, resp = kp.decode_response(kp.SASL_AUTHENTICATE, 1, answer)
         assert resp.error_code == 58
         writer.close()
         # one byte more: closed on the size prefix, nothing answered
-        reader, writer = await _connect(node)
+        reader, writer = await connect(node)
         writer.write(_handshake(1))
-        assert await _answer_or_close(reader)
+        assert await answer_or_close(reader)
         head, size = _authenticate_frame(2, limit - overhead + 1)
         assert size == limit + 1
         writer.write(head)
-        assert await _answer_or_close(reader) == b""
+        assert await answer_or_close(reader) == b""
         assert node.wire.closed_by_limit["sasl_receive_size"] == 1
         writer.close()
 

@@ -177,3 +177,16 @@ def test_consumer_protocol_flags_reach_the_group_config_and_are_validated(
         main(["serve", "--data-dir", str(tmp_path), "--group.consumer.heartbeat.interval.ms", "45000"]) == 2
     )
     assert "below group.consumer.session.timeout.ms" in capsys.readouterr().err
+
+
+def test_migration_policy_flag_reaches_the_group_config_and_is_validated(
+    tmp_path: Path, seen: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["serve", "--data-dir", str(tmp_path)]) == 0
+    assert seen["node"].group_config.group_consumer_migration_policy == "bidirectional"  # Kafka's default
+    assert main(["serve", "--data-dir", str(tmp_path), "--group.consumer.migration.policy", "upgrade"]) == 0
+    g = seen["node"].group_config
+    assert (g.upgrade_enabled, g.downgrade_enabled) == (True, False)
+    with pytest.raises(SystemExit):
+        main(["serve", "--data-dir", str(tmp_path), "--group.consumer.migration.policy", "sideways"])
+    assert "invalid choice: 'sideways'" in capsys.readouterr().err

@@ -1,0 +1,251 @@
+"""The group service's mixed-group decisions (zkcoord.server.mixed_decisions), on classic groups the real handlers
+built (the pure test driver), and the typed answers of the coordinator runtime."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pytest
+
+from zkcoord.bridge.mixed_policy import MixedGroupRefused
+from zkcoord.group import handlers as h
+from zkcoord.group.config import GroupConfig
+from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from zkcoord.group.errors import ErrorCode
+from zkcoord.group.messages import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+    SyncGroupRequest,
+)
+from zkcoord.group.model import ClassicGroup, CoordinatorState
+from zkcoord.group.results import Cancel, Result, TimerKey
+from zkcoord.group.state import GroupState
+from zkcoord.records.offsets import OffsetCommitValue
+from zkcoord.server import mixed_decisions as md
+from zkcoord.server.coordinator_runtime import answer_as, refusal
+from zkcoord.topic_partition import TopicPartition
+
+
+def consumer_subscription(*topics: str) -> bytes:
+    """A ConsumerProtocolSubscription v0: version, topics, null user data."""
+    out = b"\x00\x00" + len(topics).to_bytes(4, "big")
+    for t in topics:
+        out += len(t).to_bytes(2, "big") + t.encode()
+    return out + b"\xff\xff\xff\xff"
+
+
+SUB = consumer_subscription("t")
+
+
+@dataclass
+class Driver:
+    """The pure handlers with a fixed clock: answers by token, timers fired on demand."""
+
+    st: CoordinatorState = field(
+        default_factory=lambda: CoordinatorState(GroupConfig(group_initial_rebalance_delay_ms=0))
+    )
+    now: int = 1_000_000
+    token: int = 0
+    answers: dict[int, object] = field(default_factory=dict)
+    timers: dict[TimerKey, int] = field(default_factory=dict)
+
+    def apply(self, result: Result) -> None:
+        self.answers.update(result.responses)
+        for op in result.timers:
+            if isinstance(op, Cancel):
+                self.timers.pop(op.key, None)
+            else:
+                self.timers[op.key] = op.deadline_ms
+
+    def fire_due(self) -> None:
+        while due := sorted((d, k.kind.value, k) for k, d in self.timers.items() if d <= self.now):
+            key = due[0][2]
+            del self.timers[key]
+            self.apply(h.on_timer(self.st, key, self.now))
+
+    def join(
+        self, member_id: str = "", *, client_id: str = "c", session: int = 10_000, rebalance: int = 30_000
+    ) -> int:
+        self.token += 1
+        req = JoinGroupRequest(5, "g", session, rebalance, member_id, None, "consumer", (("range", SUB),),
+                               client_id=client_id)  # fmt: skip
+        self.apply(h.handle_join(self.st, req, self.now, self.token, f"u{self.token}"))
+        return self.token
+
+    def jr(self, token: int) -> JoinGroupResponse:
+        answer = self.answers[token]
+        assert isinstance(answer, JoinGroupResponse), answer
+        return answer
+
+    def join_new(self, **kw: int | str) -> int:
+        """JoinGroup as a v4+ client does it: the MEMBER_ID_REQUIRED round trip, then the real join."""
+        first = self.jr(self.join(**kw))  # type: ignore[arg-type]
+        return self.join(first.member_id, **kw)  # type: ignore[arg-type]
+
+    def sync(self, member: str, generation: int, assignments: tuple[tuple[str, bytes], ...]) -> None:
+        self.token += 1
+        self.apply(h.handle_sync(self.st, SyncGroupRequest(5, "g", generation, member, None, None, None, assignments),
+                                 self.now, self.token))  # fmt: skip
+
+
+def joining(session: int = 10_000, rebalance: int = 30_000) -> tuple[Driver, str, str]:
+    """Two members joined with range, the join completed: (driver, leader, follower), group CompletingRebalance."""
+    d = Driver()
+    tokens = [d.join_new(client_id=f"c{i}", session=session, rebalance=rebalance) for i in range(2)]
+    d.fire_due()
+    leader = d.jr(tokens[0]).leader
+    ids = [d.jr(t).member_id for t in tokens]
+    assert d.st.groups["g"].state is GroupState.COMPLETING_REBALANCE
+    return d, leader, next(m for m in ids if m != leader)
+
+
+def sync_req(member: str, generation: int) -> SyncGroupRequest:
+    return SyncGroupRequest(5, "g", generation, member, None, None, None, ())
+
+
+def commit_req(generation: int, member: str) -> OffsetCommitRequest:
+    parts = (OffsetCommitRequestPartition(0, 5), OffsetCommitRequestPartition(1, 6))
+    return OffsetCommitRequest(7, "g", generation, member, (OffsetCommitRequestTopic("t", parts),))
+
+
+# ------------------------------------------------------------------------------------------------- JoinGroup
+
+
+def test_join_reads_the_topics_of_the_first_usable_protocol() -> None:
+    protocols = (("sticky", consumer_subscription("other")), ("range", SUB), ("roundrobin", b"\x00"))
+    assert md.join_topics(protocols, ("range", "roundrobin")) == ("t",)
+    assert md.join_topics(protocols, ("roundrobin",)) == ()  # malformed metadata: no topics, not an exception
+
+
+def test_join_keeps_the_usable_protocols_in_the_members_order() -> None:
+    req = JoinGroupRequest(5, "g", 10_000, 30_000, "", None, "consumer",
+                           (("roundrobin", b"a"), ("sticky", b"b"), ("range", b"c")))  # fmt: skip
+    assert md.kept_protocols(req, ("range", "roundrobin")) == (("roundrobin", b"a"), ("range", b"c"))
+
+
+def test_a_member_that_disagrees_is_refused_fatally_and_a_zookeeper_failure_retriably() -> None:
+    assert md.join_refusal(MixedGroupRefused("strategies differ")) is ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert md.join_refusal(ConnectionError("zookeeper away")) is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+
+def test_a_known_member_of_a_rebalancing_group_registers_early_and_nothing_else_does() -> None:
+    d = Driver()
+    first = d.jr(d.join()).member_id  # MEMBER_ID_REQUIRED: pending now
+    group = d.st.groups["g"]
+    assert first in group.pending_members and group.state is GroupState.EMPTY
+    assert not md.registers_early(group, first)  # an Empty group's first rebalance waits: not yet
+    d2, leader, _ = joining()
+    g2 = d2.st.groups["g"]
+    newcomer = d2.jr(d2.join()).member_id
+    assert newcomer in g2.pending_members and g2.state is not GroupState.EMPTY
+    assert md.registers_early(g2, newcomer)
+    assert not md.registers_early(g2, "")  # the first JoinGroup of a member: no id yet
+    assert not md.registers_early(g2, leader)  # a member, not a pending one
+    assert not md.registers_early(None, newcomer)
+    g2.initial_join = (3000, 3000)  # still inside group.initial.rebalance.delay.ms
+    assert not md.registers_early(g2, newcomer)
+
+
+# ------------------------------------------------------------------------------------------------- SyncGroup
+
+
+def test_only_the_leaders_sync_of_the_completing_generation_is_handed_over() -> None:
+    d, leader, follower = joining(session=10_000, rebalance=30_000)
+    group = d.st.groups["g"]
+    gen = group.generation
+    call = md.hand_over_call(group, sync_req(leader, gen))
+    assert call is not None
+    assert call.protocol == "range"
+    assert call.members == tuple((m.member_id, m.client_id, ("t",)) for m in group.members.values())
+    assert call.subscriptions == {leader: SUB, follower: SUB}
+    assert call.timeout_ms == 5_000  # half the shortest session, below the rebalance timeout
+    assert md.hand_over_call(group, sync_req(follower, gen)) is None
+    assert md.hand_over_call(group, sync_req(leader, gen - 1)) is None
+    assert md.hand_over_call(None, sync_req(leader, gen)) is None
+    d.sync(leader, gen, ((leader, b""), (follower, b"")))
+    assert group.state is GroupState.STABLE
+    assert md.hand_over_call(group, sync_req(leader, gen)) is None
+
+
+def test_the_hand_over_wait_is_half_the_shorter_timeout_and_at_least_its_floor() -> None:
+    d, leader, _ = joining(session=60_000, rebalance=8_000)
+    group = d.st.groups["g"]
+    call = md.hand_over_call(group, sync_req(leader, group.generation))
+    assert call is not None and call.timeout_ms == 4_000  # the rebalance timeout is the shorter here
+    d, leader, _ = joining(session=6_000, rebalance=900)  # half of 900 is below the floor
+    group = d.st.groups["g"]
+    call = md.hand_over_call(group, sync_req(leader, group.generation))
+    assert call is not None and call.timeout_ms == md.MIN_HAND_OVER_MS
+
+
+# ---------------------------------------------------------------------------------------------- OffsetCommit
+
+
+def test_only_a_memberless_generation_minus_one_commit_into_a_live_group_may_be_a_legacy_members() -> None:
+    d, leader, _ = joining()
+    group = d.st.groups["g"]
+    expected = (TopicPartition("t", 0), TopicPartition("t", 1))
+    assert md.legacy_commit_partitions(group, commit_req(-1, "")) == expected
+    assert md.legacy_commit_partitions(group, commit_req(group.generation, leader)) is None
+    assert md.legacy_commit_partitions(group, commit_req(-1, leader)) is None
+    assert md.legacy_commit_partitions(None, commit_req(-1, "")) is None
+    assert md.legacy_commit_partitions(ClassicGroup("g", 0), commit_req(-1, "")) is None  # Empty
+
+
+# ------------------------------------------------------------------------------------- what the bridge is told
+
+
+def test_the_bridge_is_told_members_and_pending_members_and_the_watched_topics() -> None:
+    d, leader, follower = joining()
+    group = d.st.groups["g"]
+    newcomer = d.jr(d.join()).member_id
+    assert md.present_members(group) == (leader, follower, newcomer)
+    assert md.present_members(None) == ()
+    assert md.watched_topics(group) == ["t"]
+    assert md.watched_topics(ClassicGroup("g", 0)) is None
+    assert md.watched_topics(None) is None
+
+
+def test_the_mirror_gets_real_offsets_in_partition_order_of_broker_managed_groups_only() -> None:
+    def value(offset: int) -> OffsetCommitValue:
+        return OffsetCommitValue(offset, -1, "", 0)
+
+    d, _, _ = joining()  # "g": a broker-managed group
+    d.st.groups["solo"] = ClassicGroup("solo", 0)  # a standalone committer: generation 0, no protocol type
+    d.st.view.offsets["solo"] = {TopicPartition("t", 0): value(3)}
+    d.st.view.offsets["g"] = {TopicPartition("t", 1): value(7), TopicPartition("t", 0): value(-1),
+                              TopicPartition("a", 4): value(2)}  # fmt: skip
+    d.st.view.offsets["gone"] = {TopicPartition("t", 0): value(1)}  # offsets, but no live group
+    assert md.remirrored_groups(d.st) == [("g", {TopicPartition("a", 4): 2, TopicPartition("t", 1): 7})]
+    assert list(md.committed_offsets(d.st.view.offsets["g"])) == [
+        TopicPartition("a", 4),
+        TopicPartition("t", 1),
+    ]
+
+
+def test_a_consumer_protocol_member_is_refused_from_a_mixed_group_saying_why() -> None:
+    resp = md.consumer_protocol_refusal("orders")
+    assert resp.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert resp.error_message is not None and "orders" in resp.error_message
+    assert "group.protocol=classic" in resp.error_message
+
+
+# ------------------------------------------------------------------------------------- the runtime's typing
+
+
+def test_answers_are_checked_against_the_type_their_request_is_answered_with() -> None:
+    hb = HeartbeatRequest(4, "g", 1, "m", None)
+    assert refusal(hb, HeartbeatResponse, ErrorCode.NOT_COORDINATOR) == HeartbeatResponse(
+        int(ErrorCode.NOT_COORDINATOR)
+    )
+    consumer = ConsumerGroupHeartbeatRequest(0, "g", "m", 1)
+    assert refusal(consumer, ConsumerGroupHeartbeatResponse, ErrorCode.NOT_COORDINATOR).error_code == int(
+        ErrorCode.NOT_COORDINATOR
+    )
+    with pytest.raises(TypeError, match="expected a JoinGroupResponse"):
+        answer_as(JoinGroupResponse, HeartbeatResponse(0))

@@ -1,0 +1,56 @@
+"""The consumer rebalance protocol (KIP-848) on the wire: ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe
+(69). kafka-python has no classes for them: the codec is hand-written in `zkcoord.server.consumer_protocol`, and
+these functions frame it like any other API (the codec table decodes the requests).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from typing import Any
+
+from zkcoord.api_keys import ApiKey
+from zkcoord.group import consumer_messages as gcm
+from zkcoord.server import consumer_protocol
+from zkcoord.server.kafka_protocol.frames import RequestFrame, frame_response
+
+CONSUMER_GROUP_HEARTBEAT = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
+CONSUMER_GROUP_DESCRIBE = int(ApiKey.CONSUMER_GROUP_DESCRIBE)
+
+
+def consumer_group_request(req: RequestFrame, client_host: str = "") -> Any:
+    """The zkcoord value of a ConsumerGroupHeartbeat/Describe frame; the heartbeat gets the header's client id and
+    the connection's host."""
+    body = req.body
+    if req.api_key == CONSUMER_GROUP_HEARTBEAT:
+        host = client_host or (req.session.host if req.session is not None else "")
+        return dataclasses.replace(body, client_id=req.client_id or "", client_host=host)
+    return body
+
+
+def consumer_group_response(req: RequestFrame, resp: Any) -> bytes:
+    if req.api_key == CONSUMER_GROUP_HEARTBEAT:
+        body = consumer_protocol.encode_heartbeat_response(resp, req.api_version)
+    else:
+        body = consumer_protocol.encode_describe_response(resp, req.api_version)
+    return frame_response(req.api_key, req.api_version, req.correlation_id, body)
+
+
+def encode_consumer_group_request(correlation_id: int, client_id: str | None, value: Any) -> bytes:
+    """A framed ConsumerGroupHeartbeat/Describe request (request header v2) for tests, benchmarks and the fuzzer."""
+    if isinstance(value, gcm.ConsumerGroupHeartbeatRequest):
+        key, body = CONSUMER_GROUP_HEARTBEAT, consumer_protocol.encode_heartbeat_request(value)
+    else:
+        key, body = CONSUMER_GROUP_DESCRIBE, consumer_protocol.encode_describe_request(value)
+    cid = (
+        b"\xff\xff" if client_id is None else struct.pack(">h", len(client_id.encode())) + client_id.encode()
+    )
+    head = struct.pack(">hhi", key, value.api_version, correlation_id) + cid + b"\x00"
+    return struct.pack(">i", len(head) + len(body)) + head + body
+
+
+def decode_consumer_group_response(api_key: int, api_version: int, frame: bytes) -> tuple[int, Any]:
+    """(correlation_id, response value) of a ConsumerGroupHeartbeat/Describe response frame without its size
+    prefix (tests): the inverse of `consumer_group_response`."""
+    correlation_id = struct.unpack_from(">i", frame, 0)[0]
+    return correlation_id, consumer_protocol.decode_response(api_key, api_version, frame[5:])
