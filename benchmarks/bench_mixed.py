@@ -6,12 +6,19 @@ node; N legacy members (zkcoord's, fast mode, range) of a P-partition topic, rep
 sampler reads every 20 ms what each member may consume from (legacy: `LegacyConsumer.owned()`; kafka-python: its
 rebalance callbacks) and integrates the partitions nobody holds. Member by member: start a kafka-python member,
 wait until every member holds its share, stop one legacy member, wait again; barrier: stop every legacy member,
-start the kafka-python members, wait until they hold every partition. Usage: `python -m benchmarks.bench_mixed`.
+start the kafka-python members, wait until they hold every partition. The same command also measures plain
+(not bridged) groups of kafka-python and librdkafka members replaced one by one, eager (range) against cooperative
+(cooperative-sticky), and writes both sections of docs/benchmarks.md.
+
+Usage: `python -m benchmarks.bench_mixed` (all of it, ~6 min); `--plain-only`; `--no-report` (print only);
+`--trace FILE` (one member-by-member cooperative run at initial delay 0, every step logged with timestamps:
+the bench's events, the legacy members', kafka-python's coordinator and the node's, merged into FILE).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import statistics
 import sys
@@ -35,6 +42,7 @@ from zkcoord.zk.member import LegacyConsumer
 from zkcoord.zk.session import ensure_chroot
 
 SAMPLE_S = 0.02
+trace = logging.getLogger("bench_mixed")  # `--trace`: what each member gains and gives up, with timestamps
 # Member by member with eager kafka-python members (range) and with cooperative ones (cooperative-sticky); the
 # legacy members are zkcoord's in fast mode, whose hand-over is incremental.
 WAYS = ("member-by-member eager", "member-by-member cooperative")
@@ -61,10 +69,15 @@ class Holdings:
 
     def _run(self) -> None:
         last = time.monotonic()
+        unheld: set[int] = set()
         while not self._stop.wait(SAMPLE_S):
             now = time.monotonic()
-            self.unowned_s += (self.partitions - len(self.held())) * (now - last)
+            held = self.held()
+            self.unowned_s += (self.partitions - len(held)) * (now - last)
             last = now
+            if trace.isEnabledFor(logging.INFO) and set(range(self.partitions)) - held != unheld:
+                unheld = set(range(self.partitions)) - held
+                trace.info("unheld %s", sorted(unheld))
 
     def start(self) -> Holdings:
         self._thread.start()
@@ -131,6 +144,7 @@ class Classic(ConsumerRebalanceListener):  # type: ignore[misc]
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def on_partitions_revoked(self, revoked: Any) -> None:
+        trace.info("%s revoked %s", self.name, sorted(tp.partition for tp in revoked))
         with self.h.lock:
             if self.cooperative:
                 self.h.classic.setdefault(self.name, set()).difference_update(tp.partition for tp in revoked)
@@ -141,6 +155,7 @@ class Classic(ConsumerRebalanceListener):  # type: ignore[misc]
         self.on_partitions_revoked(lost)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
+        trace.info("%s assigned %s", self.name, sorted(tp.partition for tp in assigned))
         with self.h.lock:
             if self.cooperative:
                 self.h.classic.setdefault(self.name, set()).update(tp.partition for tp in assigned)
@@ -165,7 +180,8 @@ class Classic(ConsumerRebalanceListener):  # type: ignore[misc]
 
 def moved_per_change(members: int, partitions: int) -> list[int]:
     """Partitions whose owner changes at each membership change of one member-by-member migration, under range
-    over the combined sorted consumer ids (classic ids, `<group>_classic-<hex>`, sort before `<group>_l<i>`)."""
+    over the combined sorted consumer ids (classic ids, `<group>_classic-<seq><hash>`, sort in join order
+    before `<group>_l<i>`)."""
     from zkcoord.bridge.mixed_policy import consumer_id_for
     from zkcoord.legacy import assign
 
@@ -181,7 +197,7 @@ def moved_per_change(members: int, partitions: int) -> list[int]:
     for i in range(members):
         for change in ("join", "leave"):
             if change == "join":
-                current.append(consumer_id_for(group, f"c{i}"))
+                current.append(consumer_id_for(group, f"c{i}", [c for c in current if "_classic-" in c]))
             else:
                 current.remove(legacy[i])
             now = owners()
@@ -217,13 +233,16 @@ def run(zk_connect: str, node: NodeProcess, members: int, partitions: int, way: 
     try:
         if way != "barrier":
             for i, old in enumerate(legacy):
+                trace.info("step: c%d joins", i)
                 new = Classic(node.bootstrap, group, topic, f"c{i}", h, cooperative).start()
                 classic.append(new)
                 live.append(new)
                 wait_for(settled(h, live), 60, "the mixed group to settle", interval=0.02)
+                trace.info("step: settled; l%d leaves", i)
                 old.stop()
                 live.remove(old)
                 wait_for(settled(h, live), 60, "the mixed group to settle", interval=0.02)
+                trace.info("step: settled")
         else:
             for old in legacy:
                 old.stop()
@@ -238,6 +257,108 @@ def run(zk_connect: str, node: NodeProcess, members: int, partitions: int, way: 
         for m in live:
             m.stop()
     return total / members
+
+
+class Rdkafka:
+    """A librdkafka (confluent-kafka) member: eager (range) or cooperative (cooperative-sticky); its callbacks
+    tell what it may consume from, as kafka-python's do."""
+
+    def __init__(
+        self, bootstrap: str, group: str, topic: str, name: str, h: Holdings, cooperative: bool = False
+    ) -> None:
+        from confluent_kafka import Consumer
+
+        self.name, self.h, self.cooperative = name, h, cooperative
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name, "auto.offset.reset": "earliest",
+             "enable.auto.commit": True, "auto.commit.interval.ms": 200, "session.timeout.ms": 6000,
+             "heartbeat.interval.ms": 200, "fetch.wait.max.ms": 100,
+             "partition.assignment.strategy": "cooperative-sticky" if cooperative else "range"}
+        )  # fmt: skip
+        self.consumer.subscribe(
+            [topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _assigned(self, _c: Any, parts: list[Any]) -> None:
+        with self.h.lock:
+            held = self.h.classic.setdefault(self.name, set()) if self.cooperative else set()
+            self.h.classic[self.name] = held | {p.partition for p in parts}
+
+    def _revoked(self, _c: Any, parts: list[Any]) -> None:
+        with self.h.lock:
+            self.h.classic.setdefault(self.name, set()).difference_update(p.partition for p in parts)
+
+    def start(self) -> Rdkafka:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.consumer.poll(0.1)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+        with self.h.lock:
+            self.h.classic.pop(self.name, None)
+
+
+PLAIN_WAYS = ("kafka-python eager", "kafka-python cooperative", "librdkafka eager", "librdkafka cooperative")
+
+
+def plain_run(node: NodeProcess, members: int, partitions: int, way: str) -> float:
+    """A plain broker-protocol group (not bridged) of `members` members, each replaced by a new one (start the
+    new member, wait until every member holds its share, stop the old one, wait again): partition-seconds
+    without an owner per replaced member."""
+    tag = uuid.uuid4().hex[:6]
+    topic, group = f"plain-{tag}", f"plain-bench-{tag}"
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap)
+    producer.send(topic, b"x").get(timeout=30)
+    producer.close()
+    kind: Any = Classic if way.startswith("kafka-python") else Rdkafka
+    cooperative = way.endswith("cooperative")
+    h = Holdings(partitions)
+    old = [kind(node.bootstrap, group, topic, f"o{i}", h, cooperative).start() for i in range(members)]
+    live: list[Any] = list(old)
+    try:
+        wait_for(settled(h, live), 60, "the group to settle", interval=0.02)
+        h.start()
+        for i, member in enumerate(old):
+            live.append(kind(node.bootstrap, group, topic, f"n{i}", h, cooperative).start())
+            wait_for(settled(h, live), 60, "the group to settle", interval=0.02)
+            member.stop()
+            live.remove(member)
+            wait_for(settled(h, live), 60, "the group to settle", interval=0.02)
+    finally:
+        total = h.stop()
+        for m in live:
+            m.stop()
+    return total / members
+
+
+def measure_plain(zk_hosts: str, args: argparse.Namespace) -> dict[str, list[float]]:
+    """Every plain way, `args.runs` times, against one node (initial rebalance delay 0: the group is never Empty
+    while it is measured)."""
+    results: dict[str, list[float]] = {way: [] for way in PLAIN_WAYS}
+    with tempfile.TemporaryDirectory() as data:
+        connect_string = ensure_chroot(zk_hosts, "/bench-plain")
+        node = NodeProcess(
+            Path(data),
+            ("--zk", connect_string, "--node-id", "1", f"--num.partitions={args.partitions}",
+             "--group.min.session.timeout.ms=1000", "--group.initial.rebalance.delay.ms=0"),
+        )  # fmt: skip
+        node.start()
+        try:
+            for _ in range(args.runs):
+                for way in results:
+                    results[way].append(plain_run(node, args.members, args.partitions, way))
+                    print("plain", way, f"{results[way][-1]:.3f}", file=sys.stderr)
+        finally:
+            node.stop()
+    return results
 
 
 def measure(zk_hosts: str, delay_ms: int, args: argparse.Namespace) -> dict[str, list[float]]:
@@ -262,16 +383,94 @@ def measure(zk_hosts: str, delay_ms: int, args: argparse.Namespace) -> dict[str,
     return results
 
 
+def traced(zk_hosts: str, delay_ms: int, args: argparse.Namespace, path: Path) -> None:
+    """One member-by-member cooperative run with every step logged (the bench's events, the legacy members',
+    kafka-python's coordinator and the node's log, merged by timestamp into `path`): where the time goes."""
+    handler = logging.FileHandler(path, mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    loggers = [logging.getLogger(n) for n in ("bench_mixed", "zkcoord", "kafka.coordinator")]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.INFO)
+    with tempfile.TemporaryDirectory() as data:
+        connect_string = ensure_chroot(zk_hosts, f"/bench-mixed-trace-{delay_ms}")
+        node = NodeProcess(
+            Path(data),
+            ("--zk", connect_string, "--node-id", "1", f"--num.partitions={args.partitions}",
+             "--group.min.session.timeout.ms=1000", f"--group.initial.rebalance.delay.ms={delay_ms}",
+             "--bridge-zk-offsets", "--bridge-zk-groups", "mixed-.*"),
+        )  # fmt: skip
+        node.start()
+        try:
+            way = WAYS[1] if args.trace_way == "cooperative" else WAYS[0]
+            print(f"traced {way}: {run(connect_string, node, args.members, args.partitions, way):.3f}")
+        finally:
+            node.stop()
+            for lg in loggers:
+                lg.removeHandler(handler)
+            handler.close()
+    lines = path.read_text().splitlines() + [f"{ln.rstrip()} [node]" for ln in node.output if ln[:2] == "20"]
+    path.write_text("\n".join(sorted(lines)) + "\n")
+
+
+def plain_report(results: dict[str, list[float]], args: argparse.Namespace, load_before: float) -> None:
+    rows = "\n".join(
+        f"| {way} | {statistics.median(v):.3f} | {min(v):.3f} | {max(v):.3f} | {' '.join(f'{x:.2f}' for x in v)} |"
+        for way, v in results.items()
+    )
+    med = {way: statistics.median(v) for way, v in results.items()}
+    ratio = {
+        c: med[f"{c} cooperative"] / med[f"{c} eager"] if med[f"{c} eager"] else float("nan")
+        for c in ("kafka-python", "librdkafka")
+    }
+    body = f"""\
+A plain broker-protocol group (not bridged) of {args.members} members of one client on a {args.partitions}-partition
+topic, each member replaced by a new one in turn (start the new member, wait until every member holds its share,
+stop the old one, wait again), {args.runs} runs per way, one `zkcoord serve --zk` node,
+`group.initial.rebalance.delay.ms` 0 (the group is never Empty while measured). Eager: range (every member
+revokes everything before each JoinGroup); cooperative: cooperative-sticky (KIP-429: only what moves is
+revoked, in a first rebalance, and assigned in a follow-up). Figure = partition-seconds during which no member
+may consume a partition (sampled every {int(SAMPLE_S * 1000)} ms from the members' rebalance callbacks), per
+replaced member. Machine load average {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (2
+cores, shared with other engineers' test runs).
+
+| client and protocol | median (partition-s per member) | min | max | runs |
+|---|---:|---:|---:|---|
+{rows}
+
+**Cooperative against eager: kafka-python {ratio["kafka-python"]:.2f}×, librdkafka {ratio["librdkafka"]:.2f}×.**
+"""
+    print(body)
+    if not args.no_report:
+        write_section("plain groups: eager against cooperative", body)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--members", type=int, default=4)
     ap.add_argument("--partitions", type=int, default=12)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--no-report", action="store_true", help="print only; do not write docs/benchmarks.md")
+    ap.add_argument(
+        "--trace", type=Path, help="one traced member-by-member run at initial delay 0 into this file"
+    )
+    ap.add_argument("--trace-way", choices=("cooperative", "eager"), default="cooperative")
+    ap.add_argument(
+        "--plain-only", action="store_true", help="only the plain-group table (eager against cooperative)"
+    )
     args = ap.parse_args(argv)
+    if args.trace is not None:
+        with ZooKeeper.start(1) as zk:
+            traced(zk.hosts, 0, args, args.trace)
+        return 0
     load_before = os.getloadavg()[0]
     by_delay: dict[int, dict[str, list[float]]] = {}
+    if args.plain_only:
+        with ZooKeeper.start(1) as zk:
+            plain_report(measure_plain(zk.hosts, args), args, load_before)
+        return 0
     with ZooKeeper.start(1) as zk:
+        plain = measure_plain(zk.hosts, args)
         for delay_ms in (
             3000,
             0,
@@ -310,22 +509,33 @@ other engineers' test runs).
 
 **Member by member against the barrier, with Kafka's default initial rebalance delay: eager
 {ratios[3000][WAYS[0]]:.2f}×, cooperative {ratios[3000][WAYS[1]]:.2f}× (goal ≤ 0.05×); with no delay: eager
-{ratios[0][WAYS[0]]:.2f}×, cooperative {ratios[0][WAYS[1]]:.2f}× (goal ≤ 0.2×; 1.23× on 2026-11-24, when both sides
-were eager).** The barrier leaves every partition unowned from the legacy group's stop until the new group has
-formed (a new, Empty group waits the initial rebalance delay). Member by member the group is never Empty; each
-replacement is two membership changes (a join, a leave). Legacy members in fast mode keep the owner znodes of
-what stays; eager classic members still revoke everything before each JoinGroup and are unowned until the
-SyncGroup, while cooperative ones keep consuming what stays, so only the partitions that move are unowned. But
-a partition moving away from a cooperative member takes two rebalances (it is withheld and revoked in the first,
-handed over in the follow-up) where an eager member's takes one, and under range over sorted consumer ids most
-partitions move at each change here: {" ".join(map(str, moved))} of {args.partitions} at the successive joins and
-leaves (mean {statistics.mean(moved):.1f}), because every classic id sorts before the legacy ids and a join at the
-front shifts every range. So incremental hand-over saves little in this scenario; the cost of the second
-rebalance has not been broken down yet.
+{ratios[0][WAYS[0]]:.2f}×, cooperative {ratios[0][WAYS[1]]:.2f}× (goal ≤ 0.2×; 2.60× cooperative and 1.59× eager
+earlier on 2026-11-27, before classic ids sorted in join order).** The barrier leaves every partition unowned from
+the legacy group's stop until the new group has formed (a new, Empty group waits the initial rebalance delay).
+Member by member the group is never Empty; each replacement is two membership changes (a join, a leave). Legacy
+members in fast mode keep the owner znodes of what stays; eager classic members revoke everything before each
+JoinGroup and are unowned until the SyncGroup, cooperative ones keep consuming what stays.
+
+Where the time went (`python -m benchmarks.bench_mixed --trace FILE`: one cooperative run at delay 0 with every
+step logged, the bench's, the legacy members', kafka-python's coordinator and the node's, merged by timestamp;
+traced before the fix below, load average ~6): a partition moving between two legacy members was unowned
+20-130 ms (fast mode waits on the owner znode's deletion with a watch); from a legacy member to a classic one
+0.29-0.82 s (the bridge's ids watch makes the classic side rebalance: heartbeat, JoinGroup, SyncGroup). A
+partition moving between two cooperative members was unowned 0.41-0.96 s: it is withheld at the first SyncGroup, revoked
+by its owner (~0.05 s from the SyncGroup answer to the revoke, and the owner rejoins at once), and handed over
+by a follow-up rebalance, whose cost is the coordinator's join wait for the members that learn of it by heartbeat
+(~0.3 s at heartbeat.interval.ms 200) plus the hand-over at the SyncGroup (~0.08 s). Those moves dominated
+(7.6 of 13.6 partition-s in the traced run; one join shifted 8 partitions between classic members), and they came
+from the classic consumer ids, `<group>_classic-<sha256 of the member id>`: a newcomer whose hash sorted first
+shifted every classic member's range. Classic ids now carry a join sequence before the hash, so a newcomer sorts
+after the classic members already there; under range over the combined sorted ids the successive joins and
+leaves move {" ".join(map(str, moved))} of {args.partitions} partitions (mean {statistics.mean(moved):.1f}),
+and none between two classic members until the last join and leave (1 each).
 """
     print(body)
     if not args.no_report:
         write_section("mixed groups", body)
+    plain_report(plain, args, load_before)
     return 0
 
 

@@ -329,7 +329,7 @@ class MixedGroupBridge:
         check_subscriptions(legacy, classic, protocol)
         parts = self._partitions(client, {t for m in classic for t in m.topics})
         registered = self._registered.setdefault(group, {})
-        wanted = {m.member_id: consumer_id_for(group, m.member_id) for m in classic}
+        wanted = self._consumer_ids(group, [m.member_id for m in classic])
         now_ms = int(time.time() * 1000)
         create = [
             (paths.id_path(group, cid), encode_classic_registration(m, now_ms))
@@ -341,7 +341,7 @@ class MixedGroupBridge:
         strategy = protocol
         if protocol not in LEGACY_STRATEGIES:
             strategy = legacy_strategy(protocol, legacy, parts, zkm.read_owners(client, group))
-        shares = plan_assignment(strategy, legacy, classic, group, parts)
+        shares = plan_assignment(strategy, legacy, classic, group, parts, wanted)
         for mid, tps in shares.items():
             for tp in tps:
                 target[tp] = thread_for(wanted[mid])
@@ -414,6 +414,17 @@ class MixedGroupBridge:
         self._incomplete[group] = any(held.get(tp) != th for tp, th in target.items())
         return out
 
+    def _consumer_ids(self, group: str, member_ids: Sequence[str]) -> dict[str, str]:
+        """Member id -> consumer id: the registered one, else a new one sorting after every classic id the
+        group has (`consumer_id_for`: join order, so a join moves no classic member's range)."""
+        registered = self._registered.get(group, {})
+        taken = list(registered.values())
+        out: dict[str, str] = {}
+        for mid in member_ids:
+            out[mid] = registered.get(mid) or consumer_id_for(group, mid, taken)
+            taken.append(out[mid])
+        return out
+
     def _frozen(self, group: str, classic: Sequence[ClassicMember]) -> dict[str, bytes]:
         """Fail closed: each member gets only the partitions whose owner znodes hold its thread right now (read
         from ZooKeeper, so nothing another coordinator took over is sent), nothing is written, and no rebalance
@@ -422,7 +433,7 @@ class MixedGroupBridge:
         self._incomplete[group] = False
         out: dict[str, bytes] = {}
         for m in classic:
-            thread = thread_for(consumer_id_for(group, m.member_id))
+            thread = thread_for(self._consumer_ids(group, [m.member_id])[m.member_id])
             out[m.member_id] = encode_assignment(tp for tp, th in sorted(owners.items()) if th == thread)
         return out
 
@@ -446,7 +457,7 @@ class MixedGroupBridge:
         registered = self._registered.setdefault(group, {})
         if member.member_id in registered:
             return
-        cid = consumer_id_for(group, member.member_id)
+        cid = self._consumer_ids(group, [member.member_id])[member.member_id]
         data = encode_classic_registration(member, int(time.time() * 1000))
         with contextlib.suppress(zkm.OwnerHeld):  # already there (adopted from a previous coordinator)
             zkm.fenced_write(self._zk(), group, fence, create=[(paths.id_path(group, cid), data)])

@@ -143,10 +143,25 @@ class ClassicMember:
     owned: tuple[TopicPartition, ...] = ()
 
 
-def consumer_id_for(group: str, member_id: str) -> str:
-    """The legacy consumer id of a classic member: `<group>_classic-<16 hex of sha256(member id)>`. A legal znode
-    name whatever the member id holds, and it sorts among legacy ids (`<group>_<host>-...`) like any other."""
-    return f"{group}_classic-{hashlib.sha256(member_id.encode()).hexdigest()[:16]}"
+def consumer_id_for(group: str, member_id: str, taken: Iterable[str] = ()) -> str:
+    """The legacy consumer id of a new classic member: `<group>_classic-<8 hex: join sequence><8 hex of
+    sha256(member id)>`, the sequence one more than the highest among `taken` (the group's classic ids already
+    registered; 0 when none). A legal znode name whatever the member id holds; it sorts among legacy ids
+    (`<group>_<host>-...`) like any other, and after every classic member registered before it, so a join does
+    not shift the ranges of the classic members already there (with hashed ids a newcomer sorting first moved
+    every classic member's partitions, each such move costing a KIP-429 member two rebalances). The id is
+    chosen once, at registration; the bridge keeps it for the member's life (and reads it back from its ids
+    znode's marker when it adopts the group).
+
+    >>> consumer_id_for("g", "m") < consumer_id_for("g", "a", [consumer_id_for("g", "m")])
+    True
+    """
+    sequence = 0
+    for cid in taken:
+        if is_classic_id(group, cid):
+            sequence = max(sequence, int(cid[-16:-8], 16) + 1)
+    sequence = min(sequence, 0xFFFFFFFF)  # 4 billion joins later, ties are ordered by the hash
+    return f"{group}_classic-{sequence:08x}{hashlib.sha256(member_id.encode()).hexdigest()[:8]}"
 
 
 def is_classic_id(group: str, consumer_id: str) -> bool:
@@ -326,15 +341,17 @@ def plan_assignment(
     classic: Sequence[ClassicMember],
     group: str,
     partitions: Mapping[str, Sequence[int]],
+    ids: Mapping[str, str] | None = None,
 ) -> dict[str, tuple[TopicPartition, ...]]:
     """Classic member id -> its partitions under the legacy algorithm over the combined member list (legacy
-    consumers with their stream counts, each classic member as one stream per topic)."""
+    consumers with their stream counts, each classic member as one stream per topic). `ids`: member id ->
+    its registered consumer id (`consumer_id_for(group, member id)` for a member missing there)."""
     consumers: dict[str, Mapping[str, int]] = {
         cid: bounded_counts(reg.topic_counts, partitions) for cid, reg in legacy.items()
     }
     by_consumer = {}
     for m in classic:
-        cid = consumer_id_for(group, m.member_id)
+        cid = (ids or {}).get(m.member_id) or consumer_id_for(group, m.member_id)
         consumers[cid] = {t: 1 for t in m.topics}
         by_consumer[thread_for(cid)] = m.member_id
     decision = assign(strategy, consumers, partitions)
