@@ -18,6 +18,7 @@ import pytest
 from kafka import KafkaProducer
 from kafka.protocol.consumer import OffsetCommitRequest, OffsetCommitResponse
 
+from e2e.wire_calls import read_exactly
 from zkcoord.errors import ErrorCode
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.local.zookeeper import ZooKeeper
@@ -64,19 +65,10 @@ def _commit(port: int, group: str, topic: str, offset: int) -> tuple[int, float]
     started = time.monotonic()
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.sendall(bytes(req.encode(header=True, framed=True)))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        frame = _read(sock, size)
+        size = struct.unpack(">i", read_exactly(sock, 4))[0]
+        frame = read_exactly(sock, size)
     resp: Any = OffsetCommitResponse.decode(frame, version=2, header=True)
     return int(resp.topics[0].partitions[0].error_code), time.monotonic() - started
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        assert chunk, "the server closed the connection"
-        buf += chunk
-    return buf
 
 
 def test_a_commit_zookeeper_cannot_store_in_time_gets_request_timed_out(

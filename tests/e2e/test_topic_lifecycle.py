@@ -4,13 +4,10 @@ starts empty), and a damaged partition log refusing to open while the other part
 from __future__ import annotations
 
 import contextlib
-import socket
-import struct
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -18,31 +15,13 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.errors import KafkaStorageError, UnknownTopicOrPartitionError
 from kafka.protocol.consumer import FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse
 
+from e2e.wire_calls import call_once
 from zkcoord.errors import ErrorCode
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.records.batch import split_batches
 from zkcoord.testing import wait_for
 
 pytestmark = pytest.mark.e2e
-
-
-def _call(port: int, request: Any, response_cls: Any) -> Any:
-    """One request over a fresh socket, decoded by the request's own response class."""
-    request.with_header(correlation_id=11, client_id="topic-lifecycle")
-    with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
-        sock.sendall(bytes(request.encode(header=True, framed=True)))
-        size = struct.unpack(">i", _read(sock, 4))[0]
-        frame = _read(sock, size)
-    return response_cls.decode(frame, version=request.version, header=True)
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        assert chunk, "the server closed the connection"
-        buf += chunk
-    return buf
 
 
 def _list_offset(port: int, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
@@ -55,7 +34,7 @@ def _list_offset(port: int, topic: str, partition: int, timestamp: int) -> tuple
             T(name=topic, partitions=[T.ListOffsetsPartition(partition_index=partition, timestamp=timestamp)])
         ],
     )
-    p = _call(port, req, ListOffsetsResponse).topics[0].partitions[0]
+    p = call_once(port, req, ListOffsetsResponse).topics[0].partitions[0]
     return int(p.error_code), int(p.offset)
 
 
@@ -211,7 +190,7 @@ def _fetch_error(port: int, topic: str, partition: int, offset: int) -> int:
             )
         ],
     )
-    return int(_call(port, req, FetchResponse).responses[0].partitions[0].error_code)
+    return int(call_once(port, req, FetchResponse).responses[0].partitions[0].error_code)
 
 
 def test_a_damaged_partition_refuses_to_open_and_the_others_serve(tmp_path: Path) -> None:
