@@ -17,6 +17,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.group import consumer, consumer_classic
@@ -27,7 +28,7 @@ from zkcoord.group.config import GroupConfig
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.model import CoordinatorState
 from zkcoord.server.coordinator_runtime import CoordinatorRuntime, refusal
-from zkcoord.server.mixed_decisions import consumer_protocol_refusal, remirrored_groups
+from zkcoord.server.mixed_decisions import remirrored_groups
 from zkcoord.server.mixed_groups import MixedGroups
 from zkcoord.server.seams import GroupCoordinator, MembershipBridge, OffsetMirror
 from zkcoord.storage.store import RecordStore
@@ -81,7 +82,9 @@ class GroupService(GroupCoordinator):
         self._mixed = (
             None
             if membership_bridge is None
-            else MixedGroups(self.runtime, membership_bridge, offset_mirror, self.request_rebalance)
+            else MixedGroups(
+                self.runtime, membership_bridge, offset_mirror, self.request_rebalance, topics=topics
+            )
         )
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -233,12 +236,17 @@ class GroupService(GroupCoordinator):
         handler = h.handle_offset_commit
         if consumer.is_consumer_group(self.state, req.group_id):
             handler = h.handle_consumer_group_commit
-        elif (
-            self._mixed is not None
-            and self._mixed.bridges(req.group_id)
-            and await self._mixed.legacy_member_commit(req)
-        ):
-            handler = h.handle_legacy_member_commit
+        elif self._mixed is not None and self._mixed.bridges(req.group_id):
+            consumer_member = self._mixed.consumer_commit(req.group_id, req.member_id, req.generation_id)
+            if consumer_member is not None and consumer_member is not ErrorCode.NONE:
+                return refusal(req, gm.OffsetCommitResponse, consumer_member)
+            if consumer_member is ErrorCode.NONE:
+                # A consumer-protocol member of the mixed group at its epoch: stored as a commit from outside
+                # the classic generation (the member's epoch is no classic generation).
+                req = replace(req, generation_id=-1, member_id="", group_instance_id=None)
+                handler = h.handle_legacy_member_commit
+            elif await self._mixed.legacy_member_commit(req):
+                handler = h.handle_legacy_member_commit
         # Kafka's offsets.commit.timeout.ms: the append (ZooKeeper in cluster mode) gets that long, then the
         # commit is answered REQUEST_TIMED_OUT; the write goes on and, if it lands, the offsets hold.
         resp = await self.runtime.run(
@@ -299,9 +307,10 @@ class GroupService(GroupCoordinator):
         err = self.runtime.status(CONSUMER_GROUP_HEARTBEAT, req.group_id) if req.group_id else None
         if err is not None:
             return cm.ConsumerGroupHeartbeatResponse(int(err))
-        if req.group_id and self._mixed is not None and self._mixed.bridges(req.group_id):
-            return consumer_protocol_refusal(req.group_id)
         new_id = self._new_uuid() if req.member_epoch == 0 and not req.member_id else ""
+        if req.group_id and self._mixed is not None and self._mixed.bridges(req.group_id):
+            # A consumer-protocol member of a mixed group: registered in ZooKeeper, its share from the bridge.
+            return await self._mixed.consumer_heartbeat(req, new_id)
         resp = await self.runtime.run(
             req,
             cm.ConsumerGroupHeartbeatResponse,
