@@ -262,28 +262,36 @@ def consumer_step(
     member: MixedConsumer, owned: frozenset[TopicPartition] | None, topics: tuple[str, ...] | None, full: bool
 ) -> ConsumerStep:
     """A served heartbeat of a known member. It is answered its held share (never a partition whose owner znode
-    is not held for it); the epoch moves when that changes. A partition it gave up that is no longer its own
-    (it was answered without it and now heartbeats without it) lets the fence move: a hand-over follows.
+    is not held for it); the epoch moves when that changes. A partition it gave up (it was answered without it,
+    and a later heartbeat no longer lists it) lets the fence move: a hand-over follows.
 
     >>> tp = TopicPartition("t", 0)
     >>> m = MixedConsumer("m", "c", ("t",), epoch=2, sent=frozenset({tp}), owned=frozenset({tp}))
     >>> s = consumer_step(m, None, None, False)
     >>> s.member.sent, s.member.epoch, s.send, s.hand_over
     (frozenset(), 3, True, False)
+    >>> consumer_step(s.member, frozenset({tp}), None, False).hand_over
+    False
     >>> consumer_step(s.member, frozenset(), None, False).hand_over
     True
     """
     now_owned = member.owned if owned is None else owned
-    released = (member.fenced() - now_owned) - member.share
     subscription_changed = topics is not None and tuple(sorted(set(topics))) != member.topics
     new_topics = tuple(sorted(set(topics))) if topics is not None else member.topics
     changed = member.share != member.sent
     epoch, previous = (member.epoch + 1, member.epoch) if changed else (member.epoch, member.previous_epoch)
-    # After an answer without a partition, the member keeps it in `owned` until it says otherwise.
+    # What this answer takes away counts as owned until a later heartbeat says otherwise: this heartbeat was
+    # sent before the member saw the answer (it may still be taking a partition it was sent before).
     new = replace(
-        member, topics=new_topics, epoch=epoch, previous_epoch=previous, sent=member.share, owned=now_owned
+        member,
+        topics=new_topics,
+        epoch=epoch,
+        previous_epoch=previous,
+        sent=member.share,
+        owned=now_owned | (member.sent - member.share),
     )
-    return ConsumerStep(new, changed or full, (bool(released) and owned is not None) or subscription_changed)
+    released = member.fenced() - new.fenced()
+    return ConsumerStep(new, changed or full, bool(released) or subscription_changed)
 
 
 def consumer_answer(
@@ -365,6 +373,14 @@ def consumer_commit_check(
     if epoch in (member.epoch, member.previous_epoch):
         return ErrorCode.NONE
     return ErrorCode.STALE_MEMBER_EPOCH
+
+
+def consumers_hand_over_alone(group: ClassicGroup | None, present: Iterable[str]) -> bool:
+    """After the classic member list changed: whether the consumer-protocol members among `present` need a
+    hand-over of their own (no classic member is left whose SyncGroup would hand over for them), so what the
+    departed classic members held reaches them."""
+    classic = set(present_members(group))
+    return not classic and any(mid not in classic for mid in present)
 
 
 def consumer_protocol_refusal(group_id: str) -> ConsumerGroupHeartbeatResponse:

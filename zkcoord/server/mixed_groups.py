@@ -162,6 +162,9 @@ class MixedGroups:
             try:
                 await mirror_settled(self._runtime, self._mirror, group_id, md.SETTLE_BEFORE_RELEASE_MS)
                 await bridge.members_changed(group_id, present)
+                if md.consumers_hand_over_alone(self._runtime.state.groups.get(group_id), present):
+                    # The last classic member is gone: what it held goes to the consumer-protocol members.
+                    self._rebalance(group_id)
             except Exception:
                 log.exception("group=%s: releasing departed members' znodes failed", group_id)
                 self._reported.pop(group_id, None)  # the next event retries
