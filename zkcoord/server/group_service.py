@@ -8,7 +8,9 @@ coordinator's own store. A `MembershipBridge` (zkcoord.bridge.membership.MixedGr
 --bridge-zk-groups`) makes the groups it matches mixed groups, through `MixedGroups` (`mixed_groups.py`, whose
 decisions are the pure `mixed_decisions.py`): JoinGroup keeps only legacy-compatible protocols, the leader's
 SyncGroup assignment is replaced by the bridge's (held in ZooKeeper first), member departures release owner znodes,
-legacy membership changes start a rebalance, and legacy members' generation -1 commits are stored.
+legacy membership changes start a rebalance, and legacy members' generation -1 commits are stored; there a
+ConsumerGroupHeartbeat is a consumer-protocol member of the mixed group (registered in ZooKeeper, its share from
+the same hand-over), and its commits at its member epoch are stored.
 """
 
 from __future__ import annotations
