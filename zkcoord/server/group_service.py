@@ -124,6 +124,8 @@ class GroupService(GroupCoordinator):
 
     async def close(self) -> None:
         """Stop serving: parked requests are answered NOT_COORDINATOR (as on partition unload); pending writes finish."""
+        if self._mixed is not None:
+            self._mixed.close()
         await self.runtime.close()
 
     def unload_groups(self) -> None:

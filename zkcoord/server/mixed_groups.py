@@ -219,6 +219,13 @@ class MixedGroups:
         finally:
             self._handing.pop(group_id, None)
 
+    def close(self) -> None:
+        """Stop: no consumer member's session timer fires after the service stopped serving (a hand-over under
+        way finishes, bounded by its wait)."""
+        for handle in self._sessions.values():
+            handle.cancel()
+        self._sessions.clear()
+
     def _arm_session(self, group_id: str, member_id: str) -> None:
         key = (group_id, member_id)
         old = self._sessions.pop(key, None)
