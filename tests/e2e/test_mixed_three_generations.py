@@ -1,7 +1,8 @@
 """Three generations in one mixed group (issue 24) against real ZooKeeper and one bridged `zkcoord serve --zk`: a
 `zkcoord legacy consume` process (a 0.8-era ZooKeeper member), a kafka-python classic member and confluent-kafka
 `group.protocol=consumer` members (KIP-848, each in its own process) share one group under a paced producer; then
-the legacy and the classic member are replaced one by one by consumer-protocol members. An observer samples every
+the legacy and the classic member are replaced one by one by consumer-protocol members, and one of those crashes
+(kill -9: its partitions move when its session expires). An observer samples every
 10 ms the owner znodes and what every broker-protocol member holds (kafka-python's callbacks, the consumer-protocol
 processes' printed callbacks): no partition is held by two members at once (a legacy member holds what its owner
 znodes say: it fetches only partitions whose znode it created), and every acknowledged record is consumed."""
@@ -231,6 +232,14 @@ def test_legacy_classic_and_consumer_protocol_members_in_one_group_then_consumer
             change("a third consumer-protocol member joined", 0)
             classic.pop("k1").stop()
             change("the classic member left: consumer-protocol members only", 0)
+            # A consumer-protocol member crashes (kill -9: no leave): its partitions move once its session
+            # (group.consumer.session.timeout.ms, 6 s) expires, not before.
+            n3 = procs.pop("n3")
+            n3.kill()
+            with state.lock:
+                state.held.pop("n3", None)  # a dead process holds nothing
+            gone.append(n3)
+            change("a consumer-protocol member crashed", 0)
             assert sampler.median_interval_s() <= 0.02
         producer.stop()
         assert producer.failed == []
@@ -240,7 +249,7 @@ def test_legacy_classic_and_consumer_protocol_members_in_one_group_then_consumer
             out = set(state.consumed)
             for m in everyone:
                 out.update(m.consumed)
-            for p in gone:
+            for p in gone:  # the legacy member's printed values (the crashed member's lines are in `state`)
                 out.update(by_value[v.encode()] for v in list(p.lines) if v.encode() in by_value)
             return out
 
