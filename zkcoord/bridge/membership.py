@@ -291,15 +291,26 @@ class MixedGroupBridge:
         members: Sequence[tuple[str, str, tuple[str, ...]]],
         timeout_ms: int,
         metadata: Mapping[str, bytes] | None = None,
+        owned: Mapping[str, Sequence[TopicPartition]] | None = None,
     ) -> dict[str, bytes]:
         """The leader's SyncGroup: register the generation's members, hand partitions over, and return each
         member's assignment (ConsumerProtocolAssignment bytes) of exactly the partitions held for it.
         `metadata`: member id -> the subscription of each KIP-429 member (the group service hands on only those of
-        members answered a cooperative name), whose owned partitions its hand-over keeps."""
+        members answered a cooperative name), whose owned partitions its hand-over keeps.
+        `owned`: member id -> what it may still consume whatever the protocol (a consumer-protocol member,
+        KIP-848): its owner znodes are kept and those partitions withheld from others until it gives them up."""
         async with self._lock(group):
             subscriptions = metadata or {}
+            still = owned or {}
             classic = tuple(
-                ClassicMember(mid, client, topics, self._still_owned(subscriptions.get(mid)))
+                ClassicMember(
+                    mid,
+                    client,
+                    topics,
+                    tuple(still[mid])
+                    if mid in still
+                    else self._still_owned(subscriptions.get(mid)),
+                )
                 for mid, client, topics in members
             )
             return await asyncio.to_thread(

@@ -9,7 +9,9 @@ coordinator's own store. A `MembershipBridge` (zkcoord.bridge.membership.MixedGr
 decisions are the pure `mixed_decisions.py`): JoinGroup keeps only legacy-compatible protocols and each member
 is answered (JoinGroup, SyncGroup) in a protocol name of its own, the leader's
 SyncGroup assignment is replaced by the bridge's (held in ZooKeeper first), member departures release owner znodes,
-legacy membership changes start a rebalance, and legacy members' generation -1 commits are stored.
+legacy membership changes start a rebalance, and legacy members' generation -1 commits are stored; there a
+ConsumerGroupHeartbeat is a consumer-protocol member of the mixed group (registered in ZooKeeper, its share from
+the same hand-over), and its commits at its member epoch are stored.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.group import consumer, consumer_classic
@@ -28,7 +31,7 @@ from zkcoord.group.config import GroupConfig
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.model import CoordinatorState
 from zkcoord.server.coordinator_runtime import CoordinatorRuntime, refusal
-from zkcoord.server.mixed_decisions import consumer_protocol_refusal, remirrored_groups
+from zkcoord.server.mixed_decisions import remirrored_groups
 from zkcoord.server.mixed_groups import MixedGroups
 from zkcoord.server.seams import GroupCoordinator, MembershipBridge, OffsetMirror
 from zkcoord.storage.store import RecordStore
@@ -82,7 +85,9 @@ class GroupService(GroupCoordinator):
         self._mixed = (
             None
             if membership_bridge is None
-            else MixedGroups(self.runtime, membership_bridge, offset_mirror, self.request_rebalance)
+            else MixedGroups(
+                self.runtime, membership_bridge, offset_mirror, self.request_rebalance, topics=topics
+            )
         )
 
     # ------------------------------------------------------------------------------------------ lifecycle
@@ -120,6 +125,8 @@ class GroupService(GroupCoordinator):
 
     async def close(self) -> None:
         """Stop serving: parked requests are answered NOT_COORDINATOR (as on partition unload); pending writes finish."""
+        if self._mixed is not None:
+            self._mixed.close()
         await self.runtime.close()
 
     def unload_groups(self) -> None:
@@ -239,12 +246,17 @@ class GroupService(GroupCoordinator):
         handler = h.handle_offset_commit
         if consumer.is_consumer_group(self.state, req.group_id):
             handler = h.handle_consumer_group_commit
-        elif (
-            self._mixed is not None
-            and self._mixed.bridges(req.group_id)
-            and await self._mixed.legacy_member_commit(req)
-        ):
-            handler = h.handle_legacy_member_commit
+        elif self._mixed is not None and self._mixed.bridges(req.group_id):
+            consumer_member = self._mixed.consumer_commit(req.group_id, req.member_id, req.generation_id)
+            if consumer_member is not None and consumer_member is not ErrorCode.NONE:
+                return refusal(req, gm.OffsetCommitResponse, consumer_member)
+            if consumer_member is ErrorCode.NONE:
+                # A consumer-protocol member of the mixed group at its epoch: stored as a commit from outside
+                # the classic generation (the member's epoch is no classic generation).
+                req = replace(req, generation_id=-1, member_id="", group_instance_id=None)
+                handler = h.handle_legacy_member_commit
+            elif await self._mixed.legacy_member_commit(req):
+                handler = h.handle_legacy_member_commit
         # Kafka's offsets.commit.timeout.ms: the append (ZooKeeper in cluster mode) gets that long, then the
         # commit is answered REQUEST_TIMED_OUT; the write goes on and, if it lands, the offsets hold.
         resp = await self.runtime.run(
@@ -305,9 +317,10 @@ class GroupService(GroupCoordinator):
         err = self.runtime.status(CONSUMER_GROUP_HEARTBEAT, req.group_id) if req.group_id else None
         if err is not None:
             return cm.ConsumerGroupHeartbeatResponse(int(err))
-        if req.group_id and self._mixed is not None and self._mixed.bridges(req.group_id):
-            return consumer_protocol_refusal(req.group_id)
         new_id = self._new_uuid() if req.member_epoch == 0 and not req.member_id else ""
+        if req.group_id and self._mixed is not None and self._mixed.bridges(req.group_id):
+            # A consumer-protocol member of a mixed group: registered in ZooKeeper, its share from the bridge.
+            return await self._mixed.consumer_heartbeat(req, new_id)
         resp = await self.runtime.run(
             req,
             cm.ConsumerGroupHeartbeatResponse,

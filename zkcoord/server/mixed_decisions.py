@@ -13,11 +13,11 @@ the server owns; the bridge's own decisions (names, assignment, hand-over plan) 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Final
 
-from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatResponse
+from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
 from zkcoord.group.model import ClassicGroup, CoordinatorState, subscription_topics
@@ -232,8 +232,234 @@ def remirrored_groups(state: CoordinatorState) -> list[tuple[str, dict[OffsetKey
     return out
 
 
+# ------------------------------------------------------------------ consumer-protocol members (KIP-848)
+#
+# A consumer-protocol member of a mixed group is registered under /consumers/G/ids like a classic member and gets
+# its share of the legacy algorithm over the combined membership at each hand-over (the bridge's `assign`, which
+# holds an owner znode before a partition is counted as the member's). It is sent only what is held for it; a
+# partition leaving it stays fenced by its owner znode until it heartbeats without it.
+
+# The protocol name a hand-over of consumer members only passes: none of the legacy names, so the bridge follows
+# the legacy members' own algorithm (range unless their owner znodes show roundrobin).
+CONSUMER_HAND_OVER: Final = "consumer"
+# How long such a hand-over waits for previous owners (consumer members keep heartbeating meanwhile).
+CONSUMER_HAND_OVER_MS: Final = 5000
+
+# Topic name -> (topic id hex, partition count), None when the topic does not exist (the service's lookup).
+TopicIds = Callable[[str], "tuple[str, int] | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class MixedConsumer:
+    """A consumer-protocol member of a mixed group as the edge keeps it: `sent` is the assignment it was last
+    answered (it may consume those from then on), `owned` what it last said it owns, `share` what the last
+    hand-over held for it."""
+
+    member_id: str
+    client_id: str
+    topics: tuple[str, ...]
+    epoch: int = 1
+    previous_epoch: int = 0
+    sent: frozenset[TopicPartition] = frozenset()
+    owned: frozenset[TopicPartition] = frozenset()
+    share: frozenset[TopicPartition] = frozenset()
+
+    def fenced(self) -> frozenset[TopicPartition]:
+        """What the member may still be consuming: a partition is released for another holder only once it is
+        in neither (it was answered without it and has since heartbeated without it)."""
+        return self.sent | self.owned
+
+
+def _error(code: ErrorCode, message: str) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse(int(code), message)
+
+
+def consumer_heartbeat_refusal(
+    members: Mapping[str, MixedConsumer], req: ConsumerGroupHeartbeatRequest
+) -> ConsumerGroupHeartbeatResponse | None:
+    """The error answer to a consumer-protocol member's heartbeat into a mixed group, or None when it is served:
+    Kafka's request checks (INVALID_REQUEST), a member id this coordinator does not know (UNKNOWN_MEMBER_ID: it
+    rejoins with epoch 0), and an epoch that is neither its current nor its previous one (FENCED_MEMBER_EPOCH)."""
+    if req.subscribed_topic_regex:
+        return _error(ErrorCode.INVALID_REQUEST, "SubscribedTopicRegex is not supported in mixed groups.")
+    if req.member_epoch == 0:
+        if req.subscribed_topic_names is None:
+            return _error(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+        if req.api_version >= 1 and not req.member_id:
+            return _error(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
+        if req.topic_partitions:
+            return _error(ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
+        return None
+    if req.member_epoch < -2:
+        return _error(ErrorCode.INVALID_REQUEST, f"MemberEpoch is invalid: {req.member_epoch}.")
+    member = members.get(req.member_id)
+    if member is None:
+        return _error(
+            ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {req.group_id}."
+        )
+    if req.member_epoch > 0 and req.member_epoch not in (member.epoch, member.previous_epoch):
+        return _error(
+            ErrorCode.FENCED_MEMBER_EPOCH,
+            f"The member epoch {req.member_epoch} is not the group's {member.epoch} for this member. "
+            "The member must abandon all its partitions and rejoin.",
+        )
+    return None
+
+
+def reported_owned(
+    req: ConsumerGroupHeartbeatRequest, topics: Iterable[str], lookup: TopicIds
+) -> frozenset[TopicPartition] | None:
+    """The partitions a heartbeat says its member owns, by name (None: not sent, unchanged). A topic id that none
+    of the member's topics has (deleted, recreated) names nothing it can hold here."""
+    if req.topic_partitions is None:
+        return None
+    names = {}
+    for name in topics:
+        found = lookup(name)
+        if found is not None:
+            names[found[0]] = name
+    return frozenset(
+        TopicPartition(names[tid], p) for tid, ps in req.topic_partitions if tid in names for p in ps
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerStep:
+    """One heartbeat's outcome: the member's new state, whether its assignment is sent, and whether a hand-over
+    must run (it released a partition another member waits for, or its subscription changed)."""
+
+    member: MixedConsumer
+    send: bool
+    hand_over: bool
+
+
+def consumer_step(
+    member: MixedConsumer, owned: frozenset[TopicPartition] | None, topics: tuple[str, ...] | None, full: bool
+) -> ConsumerStep:
+    """A served heartbeat of a known member. It is answered its held share (never a partition whose owner znode
+    is not held for it); the epoch moves when that changes. A partition it gave up (it was answered without it,
+    and a later heartbeat no longer lists it) lets the fence move: a hand-over follows.
+
+    >>> tp = TopicPartition("t", 0)
+    >>> m = MixedConsumer("m", "c", ("t",), epoch=2, sent=frozenset({tp}), owned=frozenset({tp}))
+    >>> s = consumer_step(m, None, None, False)
+    >>> s.member.sent, s.member.epoch, s.send, s.hand_over
+    (frozenset(), 3, True, False)
+    >>> consumer_step(s.member, frozenset({tp}), None, False).hand_over
+    False
+    >>> consumer_step(s.member, frozenset(), None, False).hand_over
+    True
+    """
+    now_owned = member.owned if owned is None else owned
+    subscription_changed = topics is not None and tuple(sorted(set(topics))) != member.topics
+    new_topics = tuple(sorted(set(topics))) if topics is not None else member.topics
+    changed = member.share != member.sent
+    epoch, previous = (member.epoch + 1, member.epoch) if changed else (member.epoch, member.previous_epoch)
+    # What this answer takes away counts as owned until a later heartbeat says otherwise: this heartbeat was
+    # sent before the member saw the answer (it may still be taking a partition it was sent before).
+    new = replace(
+        member,
+        topics=new_topics,
+        epoch=epoch,
+        previous_epoch=previous,
+        sent=member.share,
+        owned=now_owned | (member.sent - member.share),
+    )
+    released = member.fenced() - new.fenced()
+    return ConsumerStep(new, changed or full, bool(released) or subscription_changed)
+
+
+def consumer_answer(
+    member: MixedConsumer, send: bool, lookup: TopicIds, interval_ms: int
+) -> ConsumerGroupHeartbeatResponse:
+    """The heartbeat's answer: epoch, interval and, when sent, the assignment by topic id (a partition of a topic
+    the lookup no longer knows is left out: the member cannot fetch it anyway)."""
+    assignment = None
+    if send:
+        by_topic: dict[str, list[int]] = {}
+        for tp in sorted(member.sent):
+            found = lookup(tp.topic)
+            if found is not None:
+                by_topic.setdefault(found[0], []).append(tp.partition)
+        assignment = tuple((tid, tuple(ps)) for tid, ps in sorted(by_topic.items()))
+    return ConsumerGroupHeartbeatResponse(0, None, member.member_id, member.epoch, interval_ms, assignment)
+
+
+def shares_from(
+    members: Mapping[str, MixedConsumer], assigned: Mapping[str, Mapping[str, tuple[int, ...]]]
+) -> dict[str, MixedConsumer]:
+    """The consumer members after a hand-over: each one's share is what the bridge held for it (a member that
+    left meanwhile stays gone; one the hand-over did not include keeps its previous share)."""
+    out = {}
+    for mid, m in members.items():
+        got = assigned.get(mid)
+        if got is None:
+            out[mid] = m
+            continue
+        out[mid] = replace(m, share=frozenset(TopicPartition(t, p) for t, ps in got.items() for p in ps))
+    return out
+
+
+def bridge_members(
+    members: Mapping[str, MixedConsumer],
+) -> tuple[tuple[BridgeMember, ...], dict[str, tuple[TopicPartition, ...]]]:
+    """The consumer members as the bridge's hand-over takes them, and what each may still be consuming (their
+    owner znodes are kept and their partitions withheld from others until they give them up)."""
+    ordered = sorted(members.values(), key=lambda m: m.member_id)
+    return (
+        tuple((m.member_id, m.client_id, m.topics) for m in ordered),
+        {m.member_id: tuple(sorted(m.fenced())) for m in ordered},
+    )
+
+
+def rejoined(
+    old: MixedConsumer | None, member_id: str, client_id: str, topics: tuple[str, ...]
+) -> MixedConsumer:
+    """A member joining (epoch 0): new, or rejoining after giving everything up (the client drops its partitions
+    before it rejoins), when it keeps its share (held for it) but owns and was sent nothing; its epoch moves on.
+
+    >>> tp = TopicPartition("t", 0)
+    >>> m = rejoined(MixedConsumer("m", "c", ("t",), 4, 3, frozenset({tp}), frozenset({tp}), frozenset({tp})), "m", "c", ("t",))
+    >>> m.epoch, m.sent, m.owned, m.share == frozenset({tp})
+    (5, frozenset(), frozenset(), True)
+    """
+    if old is None:
+        return MixedConsumer(member_id, client_id, topics)
+    return replace(
+        old,
+        client_id=client_id,
+        topics=topics,
+        epoch=old.epoch + 1,
+        previous_epoch=old.epoch,
+        sent=frozenset(),
+        owned=frozenset(),
+    )
+
+
+def consumer_commit_check(
+    members: Mapping[str, MixedConsumer], member_id: str, epoch: int
+) -> ErrorCode | None:
+    """A commit into a mixed group: None when `member_id` is no consumer-protocol member of it (the classic checks
+    apply); NONE when it is one committing with its current or previous epoch (a commit in flight while its
+    answer moved the epoch); STALE_MEMBER_EPOCH otherwise."""
+    member = members.get(member_id) if member_id else None
+    if member is None:
+        return None
+    if epoch in (member.epoch, member.previous_epoch):
+        return ErrorCode.NONE
+    return ErrorCode.STALE_MEMBER_EPOCH
+
+
+def consumers_hand_over_alone(group: ClassicGroup | None, present: Iterable[str]) -> bool:
+    """After the classic member list changed: whether the consumer-protocol members among `present` need a
+    hand-over of their own (no classic member is left whose SyncGroup would hand over for them), so what the
+    departed classic members held reaches them."""
+    classic = set(present_members(group))
+    return not classic and any(mid not in classic for mid in present)
+
+
 def consumer_protocol_refusal(group_id: str) -> ConsumerGroupHeartbeatResponse:
-    """A KIP-848 member's heartbeat to a mixed group: not served (the legacy tree has no place for its epochs)."""
+    """A KIP-848 member's heartbeat to a mixed group whose edge cannot serve it (no topic lookup)."""
     return ConsumerGroupHeartbeatResponse(
         int(ErrorCode.UNSUPPORTED_VERSION),
         f"group {group_id} is a mixed group (--bridge-zk-groups): consumer-protocol members are not "

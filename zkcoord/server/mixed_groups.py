@@ -6,7 +6,10 @@ under the names the classic core's one-name rule then applies to (`core_protocol
 a name of its own (JoinGroup, SyncGroup v5+: `answered_name`); the leader's SyncGroup assignment is replaced by the bridge's (held in ZooKeeper first, cooperative members' partitions
 withheld until they revoke, and a follow-up rebalance when a previous owner did not let go in time); member
 departures release owner znodes; legacy membership changes start a rebalance; legacy members' generation -1
-commits are stored. Every decision is a pure function in `mixed_decisions`; this class only awaits the bridge.
+commits are stored. Consumer-protocol members (KIP-848) are registered in ZooKeeper like classic members and
+take their share from the same hand-over (the classic leader's SyncGroup when the group has classic members, a
+hand-over of their own otherwise); each is sent only what is held for it. Every decision is a pure function in
+`mixed_decisions`; this class only awaits the bridge.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
+from zkcoord.group.consumer_classic import parse_assignment
+from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import (
     JoinGroupRequest,
@@ -56,11 +61,16 @@ class MixedGroups:
         bridge: MembershipBridge,
         mirror: OffsetMirror | None,
         rebalance: Callable[[str], None],
+        topics: md.TopicIds | None = None,
     ) -> None:
         self._runtime = runtime
         self._bridge = bridge
         self._mirror = mirror
-        self._rebalance = rebalance
+        self._classic_rebalance = rebalance
+        self._topics = topics
+        self._consumers: dict[str, dict[str, md.MixedConsumer]] = {}  # group -> consumer-protocol members
+        self._sessions: dict[tuple[str, str], asyncio.TimerHandle] = {}
+        self._handing: dict[str, bool] = {}  # group -> a hand-over of its own runs (True: run it once more)
         self._reported: dict[str, tuple[str, ...]] = {}  # bridged group -> members last told to the bridge
         # bridged group -> member id -> the protocol name it was last answered in (present members only)
         self._answered: dict[str, dict[str, str]] = {}
@@ -126,8 +136,14 @@ class MixedGroups:
             return req
         try:
             await mirror_settled(self._runtime, self._mirror, req.group_id, call.timeout_ms)
+            extra, owned = md.bridge_members(self._consumers.get(req.group_id, {}))
             assignments = await self._bridge.assign(
-                req.group_id, call.protocol, call.members, call.timeout_ms, call.subscriptions
+                req.group_id,
+                call.protocol,
+                call.members + extra,
+                call.timeout_ms,
+                call.subscriptions,
+                owned=owned,
             )
         except Exception as exc:
             log.error(
@@ -138,7 +154,13 @@ class MixedGroups:
         if self._bridge.hand_over_incomplete(req.group_id):
             # A previous owner did not let go in time: try again once its owner znode can be taken.
             asyncio.get_running_loop().call_later(md.FOLLOW_UP_REBALANCE_S, self._rebalance, req.group_id)
-        return replace(req, assignments=tuple(assignments.items()))
+        consumers = self._consumers.get(req.group_id, {})
+        self._consumers[req.group_id] = md.shares_from(
+            consumers, {mid: parse_assignment(a) for mid, a in assignments.items() if mid in consumers}
+        )
+        return replace(
+            req, assignments=tuple((mid, a) for mid, a in assignments.items() if mid not in consumers)
+        )
 
     def synced(self, req: SyncGroupRequest, resp: SyncGroupResponse) -> SyncGroupResponse:
         """The core's answer to `req` (as the member sent it), in the name the member was answered in."""
@@ -164,7 +186,7 @@ class MixedGroups:
         if not group_id or not self._bridge.bridges(group_id):
             return
         group = self._runtime.state.groups.get(group_id)
-        present = md.present_members(group)
+        present = (*md.present_members(group), *sorted(self._consumers.get(group_id, {})))
         if self._reported.get(group_id) == present:
             return
         topics = md.watched_topics(group)
@@ -180,6 +202,9 @@ class MixedGroups:
             try:
                 await mirror_settled(self._runtime, self._mirror, group_id, md.SETTLE_BEFORE_RELEASE_MS)
                 await bridge.members_changed(group_id, present)
+                if md.consumers_hand_over_alone(self._runtime.state.groups.get(group_id), present):
+                    # The last classic member is gone: what it held goes to the consumer-protocol members.
+                    self._rebalance(group_id)
             except Exception:
                 log.exception("group=%s: releasing departed members' znodes failed", group_id)
                 self._reported.pop(group_id, None)  # the next event retries
@@ -187,3 +212,137 @@ class MixedGroups:
         task = asyncio.ensure_future(report())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    # ----------------------------------------------------------------- consumer-protocol members (KIP-848)
+
+    def _rebalance(self, group_id: str) -> None:
+        """The group's membership or topics changed: the classic members rebalance (their leader's SyncGroup hands
+        over for everyone); without classic members the consumer-protocol members get a hand-over of their own."""
+        self._classic_rebalance(group_id)
+        group = self._runtime.state.groups.get(group_id)
+        if group is not None and (group.members or group.pending_members):
+            return
+        if group_id in self._handing:
+            self._handing[group_id] = True
+            return
+        self._handing[group_id] = False
+        task = asyncio.ensure_future(self._hand_over(group_id))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _hand_over(self, group_id: str) -> None:
+        try:
+            while True:
+                group = self._runtime.state.groups.get(group_id)
+                if group is not None and (group.members or group.pending_members):
+                    return  # the classic members' next SyncGroup hands over for everyone
+                members, owned = md.bridge_members(self._consumers.get(group_id, {}))
+                protocol = (group.protocol_name if group is not None else None) or md.CONSUMER_HAND_OVER
+                try:
+                    await mirror_settled(self._runtime, self._mirror, group_id, md.CONSUMER_HAND_OVER_MS)
+                    assignments = await self._bridge.assign(
+                        group_id, protocol, members, md.CONSUMER_HAND_OVER_MS, None, owned=owned
+                    )
+                except Exception as exc:
+                    log.error("group=%s consumer members' hand-over failed: %s; retrying", group_id, exc)
+                    asyncio.get_running_loop().call_later(md.FOLLOW_UP_REBALANCE_S, self._rebalance, group_id)
+                    return
+                self._consumers[group_id] = md.shares_from(
+                    self._consumers.get(group_id, {}),
+                    {mid: parse_assignment(a) for mid, a in assignments.items()},
+                )
+                if self._bridge.hand_over_incomplete(group_id):
+                    asyncio.get_running_loop().call_later(md.FOLLOW_UP_REBALANCE_S, self._rebalance, group_id)
+                if not self._handing.get(group_id):
+                    return
+                self._handing[group_id] = False
+        finally:
+            self._handing.pop(group_id, None)
+
+    def close(self) -> None:
+        """Stop: no consumer member's session timer fires after the service stopped serving (a hand-over under
+        way finishes, bounded by its wait)."""
+        for handle in self._sessions.values():
+            handle.cancel()
+        self._sessions.clear()
+
+    def _arm_session(self, group_id: str, member_id: str) -> None:
+        key = (group_id, member_id)
+        old = self._sessions.pop(key, None)
+        if old is not None:
+            old.cancel()
+        timeout_s = self._runtime.config.group_consumer_session_timeout_ms / 1000
+        self._sessions[key] = asyncio.get_running_loop().call_later(
+            timeout_s, self._expired, group_id, member_id
+        )
+
+    def _expired(self, group_id: str, member_id: str) -> None:
+        self._sessions.pop((group_id, member_id), None)
+        if self._consumers.get(group_id, {}).pop(member_id, None) is not None:
+            log.info("group=%s consumer member %s: session expired; its partitions go", group_id, member_id)
+            self._rebalance(group_id)
+
+    def _leave(self, group_id: str, member_id: str) -> None:
+        handle = self._sessions.pop((group_id, member_id), None)
+        if handle is not None:
+            handle.cancel()
+        self._consumers.get(group_id, {}).pop(member_id, None)
+        self._rebalance(group_id)
+
+    async def consumer_heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest, new_member_id: str
+    ) -> ConsumerGroupHeartbeatResponse:
+        """A consumer-protocol member's heartbeat into a mixed group: joins register it in ZooKeeper (the legacy
+        members count it), leaves release its partitions at the next hand-over, every answer carries exactly the
+        partitions whose owner znodes are held for it."""
+        if self._topics is None:
+            return md.consumer_protocol_refusal(req.group_id)
+        lookup = self._topics
+        group_id = req.group_id
+        members = self._consumers.setdefault(group_id, {})
+        refused = md.consumer_heartbeat_refusal(members, req)
+        if refused is not None:
+            return refused
+        interval = self._runtime.config.group_consumer_heartbeat_interval_ms
+        if req.member_epoch < 0:
+            self._leave(group_id, req.member_id)
+            return ConsumerGroupHeartbeatResponse(0, None, req.member_id, req.member_epoch, 0)
+        if req.member_epoch == 0:
+            member_id = req.member_id or new_member_id
+            topics = tuple(sorted(set(req.subscribed_topic_names or ())))
+            try:
+                await self._bridge.check_join(group_id, topics, md.CONSUMER_HAND_OVER)
+            except Exception as exc:
+                code = md.join_refusal(exc)
+                log.error("group=%s consumer member %r refused from the mixed group (%s): %s",
+                          group_id, member_id, code.name, exc)  # fmt: skip
+                return ConsumerGroupHeartbeatResponse(int(code), str(exc))
+            old = members.get(member_id)
+            joined = md.rejoined(old, member_id, req.client_id, topics)
+            members[member_id] = joined
+            try:
+                await self._bridge.preregister(group_id, (member_id, req.client_id, topics))
+            except Exception as exc:
+                log.warning("group=%s member %s: early registration failed (%s)", group_id, member_id, exc)
+            self._bridge.watch(group_id, topics, lambda: self._rebalance(group_id))
+            self._arm_session(group_id, member_id)
+            self._rebalance(group_id)
+            return md.consumer_answer(joined, True, lookup, interval)
+        member = members[req.member_id]
+        owned = md.reported_owned(req, member.topics, lookup)
+        full = (
+            req.rebalance_timeout_ms != -1
+            and req.subscribed_topic_names is not None
+            and req.topic_partitions is not None
+        )
+        step = md.consumer_step(member, owned, req.subscribed_topic_names, full)
+        members[req.member_id] = step.member
+        self._arm_session(group_id, req.member_id)
+        if step.hand_over:
+            self._rebalance(group_id)
+        return md.consumer_answer(step.member, step.send, lookup, interval)
+
+    def consumer_commit(self, group_id: str, member_id: str, epoch: int) -> ErrorCode | None:
+        """For a commit into a mixed group: None when it is not a consumer-protocol member's; else NONE when the
+        member may commit (its current or previous epoch) or STALE_MEMBER_EPOCH."""
+        return md.consumer_commit_check(self._consumers.get(group_id, {}), member_id, epoch)

@@ -180,7 +180,10 @@ class MembershipBridge(Protocol):
         members: Sequence[tuple[str, str, tuple[str, ...]]],
         timeout_ms: int,
         metadata: Mapping[str, bytes] | None = None,
-    ) -> dict[str, bytes]: ...
+        owned: Mapping[str, Sequence[TopicPartition]] | None = None,
+    ) -> dict[str, bytes]:
+        """`owned`: member id -> partitions it may still consume (a consumer-protocol member): kept fenced."""
+        ...
 
     def hand_over_incomplete(self, group: str) -> bool:
         """Whether the group's last hand-over left a partition unheld (a previous owner did not let go in time)."""

@@ -70,6 +70,12 @@ class PacedProducer:
         with self._lock:
             return frozenset(self._acked.values())
 
+    def acked_records(self) -> dict[tuple[int, int], bytes]:
+        """Every acknowledged record's (partition, offset) -> value (a consumer that prints values only is
+        checked against it)."""
+        with self._lock:
+            return dict(self._acked)
+
     def ends(self) -> dict[int, int]:
         """Per partition, the log end the acknowledgements prove (last acknowledged offset + 1)."""
         out: dict[int, int] = {}

@@ -1,0 +1,269 @@
+"""Three generations in one mixed group (issue 24) against real ZooKeeper and one bridged `zkcoord serve --zk`: a
+`zkcoord legacy consume` process (a 0.8-era ZooKeeper member), a kafka-python classic member and confluent-kafka
+`group.protocol=consumer` members (KIP-848, each in its own process) share one group under a paced producer; then
+the legacy and the classic member are replaced one by one by consumer-protocol members, and one of those crashes
+(kill -9: its partitions move when its session expires). An observer samples every
+10 ms the owner znodes and what every broker-protocol member holds (kafka-python's callbacks, the consumer-protocol
+processes' printed callbacks): no partition is held by two members at once (a legacy member holds what its owner
+znodes say: it fetches only partitions whose znode it created), and every acknowledged record is consumed."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from e2e.conftest import bridged_node_flags
+from zkcoord.bridge.mixed_policy import is_classic_id
+from zkcoord.legacy.ids import consumer_of_thread
+from zkcoord.local.node import NodeProcess
+from zkcoord.testing import wait_for
+from zkcoord.testing.handover import HandoverSampler, Sample
+from zkcoord.testing.members import KafkaPythonMember
+from zkcoord.testing.producers import PacedProducer
+from zkcoord.topic_partition import TopicPartition
+from zkcoord.zk.session import SessionFault, connect, ensure_chroot
+
+pytestmark = pytest.mark.e2e
+
+CONSUMER = Path(__file__).with_name("consumer_protocol_member_proc.py")
+PARTITIONS = 6
+COMMIT_INTERVAL_MS = 200
+
+
+@pytest.fixture(scope="module")
+def cluster(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(ZooKeeper connect string, bootstrap) of one bridged node with fast consumer-protocol heartbeats."""
+    connect_string = ensure_chroot(zk_server.hosts, f"/zkcoord-tests/mixed3-{uuid.uuid4().hex[:8]}")
+    flags = bridged_node_flags(
+        connect_string,
+        1,
+        "--group.consumer.session.timeout.ms=6000",
+        "--group.consumer.heartbeat.interval.ms=250",
+    )
+    node = NodeProcess(tmp_path_factory.mktemp("mixed3-node"), flags)
+    node.start()
+    try:
+        yield connect_string, node.bootstrap
+    finally:
+        node.stop()
+
+
+class Process:
+    """A member process; `lines` collects its stdout, a pump thread applies `on_line` to each."""
+
+    def __init__(self, cmd: list[str], name: str, on_line: Any = None) -> None:
+        self.name = name
+        self.lines: list[str] = []
+        self._on_line = on_line
+        self.proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True,
+        )  # fmt: skip
+        self._pump = threading.Thread(target=self._read, daemon=True)
+        self._pump.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for text in self.proc.stdout:
+            line = text.rstrip("\n")
+            self.lines.append(line)
+            if self._on_line is not None:
+                self._on_line(self.name, line)
+
+    def leave(self) -> int:
+        """SIGTERM: a graceful close (revocation, commit, leave); killed after 20 s at the latest."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            rc = self.proc.wait(10)
+        self._pump.join(5)
+        return rc
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+class Holdings:
+    """What each broker-protocol member holds now, and every record it was handed, under one lock."""
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.lock = threading.Lock()
+        self.held: dict[str, frozenset[TopicPartition]] = {}
+        self.consumed: set[tuple[int, int]] = set()
+
+    def line(self, member: str, text: str) -> None:
+        """A consumer-protocol process's line: `A ns p,..` assigned, `R ns p,..` revoked, `M ns p offset`."""
+        kind, _ns, *rest = text.split(" ", 2)
+        with self.lock:
+            if kind == "M":
+                p, o = rest[0].split()
+                self.consumed.add((int(p), int(o)))
+                return
+            parts = {TopicPartition(self.topic, int(p)) for p in (rest[0] if rest else "").split(",") if p}
+            mine = self.held.get(member, frozenset())
+            self.held[member] = mine | parts if kind == "A" else mine - parts
+
+    def snapshot(self, classic: dict[str, KafkaPythonMember]) -> dict[str, frozenset[TopicPartition]]:
+        out = {
+            m.name: frozenset(TopicPartition(self.topic, p) for p in m.held()) for m in list(classic.values())
+        }
+        with self.lock:
+            out.update(self.held)
+        return out
+
+
+def legacy_owned(sample: Sample, group: str) -> frozenset[TopicPartition]:
+    """The partitions whose owner znode a legacy (ZooKeeper) member holds in this sample."""
+    return frozenset(
+        tp for tp, (th, _) in sample.owners.items() if not is_classic_id(group, consumer_of_thread(th))
+    )
+
+
+def overlaps(samples: list[Sample], group: str) -> list[tuple[float, TopicPartition, tuple[str, ...]]]:
+    """Every (time, partition, holders) where two members held one partition: two broker-protocol members, or
+    one of them and a legacy member (by its owner znode)."""
+    out = []
+    for s in samples:
+        holders: dict[TopicPartition, list[str]] = {tp: ["legacy"] for tp in legacy_owned(s, group)}
+        for m, tps in s.holdings.items():
+            for tp in tps:
+                holders.setdefault(tp, []).append(m)
+        out.extend((s.at, tp, tuple(ms)) for tp, ms in sorted(holders.items()) if len(ms) > 1)
+    return out
+
+
+def test_legacy_classic_and_consumer_protocol_members_in_one_group_then_consumer_only(
+    cluster: tuple[str, str],
+) -> None:
+    zk_connect, bootstrap = cluster
+    tag = uuid.uuid4().hex[:6]
+    topic, group = f"three-{tag}", f"mixed-three-{tag}"
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
+    admin.close()
+    zk = connect(zk_connect)
+    state = Holdings(topic)
+    classic: dict[str, KafkaPythonMember] = {}
+    everyone: list[KafkaPythonMember] = []
+    procs: dict[str, Process] = {}
+    gone: list[Process] = []
+    producer = PacedProducer(bootstrap, topic, per_second=200, round_robin=True).start()
+
+    def legacy(name: str) -> None:
+        cmd = [sys.executable, "-m", "zkcoord", "legacy", "consume", "--zk", zk_connect, "--group", group,
+               "--topic", topic, "--from-beginning", "--property", f"auto.commit.interval.ms={COMMIT_INTERVAL_MS}",
+               "--property", "zookeeper.session.timeout.ms=6000"]  # fmt: skip
+        procs[name] = Process(cmd, name)
+
+    def consumer(name: str) -> None:
+        procs[name] = Process(
+            [sys.executable, str(CONSUMER), bootstrap, group, topic, name], name, state.line
+        )
+
+    def kafka_python(name: str) -> None:
+        member = KafkaPythonMember(bootstrap, group, topic, name, config={"metadata_max_age_ms": 1000},
+                                   poll_timeout_s=0.2)  # fmt: skip
+        classic[name] = member.start()
+        everyone.append(member)
+
+    def settled(legacy_members: int) -> bool:
+        """Every partition held exactly once (legacy by owner znode), every live member holding one."""
+        if not sampler.samples:
+            return False
+        last = sampler.samples[-1]
+        legacy_held = legacy_owned(last, group)
+        live = {m: tps for m, tps in last.holdings.items() if m in classic or m in procs}
+        held = [tps for m, tps in live.items()]
+        brokers_members = len(classic) + sum(1 for n in procs if n.startswith("n"))
+        return (
+            len(legacy_held) + sum(len(h) for h in held) == PARTITIONS
+            and set().union(legacy_held, *held) == {TopicPartition(topic, p) for p in range(PARTITIONS)}
+            and sum(1 for h in held if h) == brokers_members
+            and len({consumer_of_thread(th) for tp, (th, _) in last.owners.items() if tp in legacy_held})
+            == legacy_members
+        )
+
+    def change(what: str, legacy_members: int) -> None:
+        try:
+            wait_for(lambda: settled(legacy_members), 45, what, 0.05)
+        except SessionFault:
+            last = sampler.samples[-1]
+            owners = {tp.partition: th for tp, (th, _czxid) in sorted(last.owners.items())}
+            held = {m: sorted(tp.partition for tp in tps) for m, tps in last.holdings.items()}
+            raise AssertionError(f"{what}: not settled; owners {owners}; holdings {held}") from None
+        sampler.wait_samples(5, 10)
+        assert overlaps(sampler.samples, group) == [], what
+
+    sampler = HandoverSampler(zk, group, {topic: PARTITIONS}, holdings=lambda: state.snapshot(classic))
+    try:
+        with sampler:
+            wait_for(lambda: len(producer.acked) > 20, 20, "the producer's first acknowledgements")
+            legacy("l1")
+            change("the legacy member holds every partition", 1)
+            kafka_python("k1")
+            change("a kafka-python classic member joined the legacy member", 1)
+            consumer("n1")
+            change("a consumer-protocol member joined: three generations in one group", 1)
+            # Migrated to consumer-protocol members only, one member at a time.
+            consumer("n2")
+            change("a second consumer-protocol member joined", 1)
+            l1 = procs.pop("l1")
+            assert l1.leave() == 0
+            gone.append(l1)
+            change("the legacy member left", 0)
+            consumer("n3")
+            change("a third consumer-protocol member joined", 0)
+            classic.pop("k1").stop()
+            change("the classic member left: consumer-protocol members only", 0)
+            # A consumer-protocol member crashes (kill -9: no leave): its partitions move once its session
+            # (group.consumer.session.timeout.ms, 6 s) expires, not before.
+            n3 = procs.pop("n3")
+            n3.kill()
+            with state.lock:
+                state.held.pop("n3", None)  # a dead process holds nothing
+            gone.append(n3)
+            change("a consumer-protocol member crashed", 0)
+            assert sampler.median_interval_s() <= 0.02
+        producer.stop()
+        assert producer.failed == []
+        by_value = {v: po for po, v in producer.acked_records().items()}
+
+        def consumed() -> set[tuple[int, int]]:
+            out = set(state.consumed)
+            for m in everyone:
+                out.update(m.consumed)
+            for p in gone:  # the legacy member's printed values (the crashed member's lines are in `state`)
+                out.update(by_value[v.encode()] for v in list(p.lines) if v.encode() in by_value)
+            return out
+
+        acked = producer.acked
+        wait_for(lambda: acked <= consumed(), 30, "every acknowledged record consumed", 0.1)
+        assert len(acked) > 500
+        assert overlaps(sampler.samples, group) == []
+    finally:
+        producer.stop()
+        for m in classic.values():
+            m.stop()
+        for p in procs.values():
+            p.kill()
+        for p in gone:
+            p.kill()
+        zk.stop()
+        zk.close()

@@ -1,0 +1,162 @@
+"""The pure decisions for consumer-protocol (KIP-848) members of mixed groups (zkcoord.server.mixed_decisions):
+heartbeat refusals, owned partitions by topic id, one heartbeat's step (what is sent, when the fence may move),
+shares after a hand-over, what the bridge is handed, rejoins and commits."""
+
+from __future__ import annotations
+
+from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatRequest
+from zkcoord.group.errors import ErrorCode
+from zkcoord.server import mixed_decisions as md
+from zkcoord.topic_partition import TopicPartition
+
+T_ID = "0" * 31 + "1"
+TOPICS = {"t": (T_ID, 4)}
+
+
+def tp(p: int) -> TopicPartition:
+    return TopicPartition("t", p)
+
+
+def tps(*ps: int) -> frozenset[TopicPartition]:
+    return frozenset(tp(p) for p in ps)
+
+
+def hb(member_id: str = "m", epoch: int = 1, **kw: object) -> ConsumerGroupHeartbeatRequest:
+    return ConsumerGroupHeartbeatRequest(1, "g", member_id, epoch, **kw)  # type: ignore[arg-type]
+
+
+def member(epoch: int = 3, sent: frozenset[TopicPartition] = frozenset(), owned: frozenset[TopicPartition] = frozenset(),
+           share: frozenset[TopicPartition] = frozenset()) -> md.MixedConsumer:  # fmt: skip
+    return md.MixedConsumer("m", "client", ("t",), epoch, epoch - 1, sent, owned, share)
+
+
+# ---------------------------------------------------------------------------------------------- refusals
+
+
+def test_a_join_is_served_and_a_malformed_one_is_refused_saying_why() -> None:
+    assert (
+        md.consumer_heartbeat_refusal({}, hb(epoch=0, subscribed_topic_names=("t",), topic_partitions=()))
+        is None
+    )
+    no_topics = md.consumer_heartbeat_refusal({}, hb(epoch=0))
+    assert no_topics is not None and no_topics.error_code == ErrorCode.INVALID_REQUEST
+    assert "SubscribedTopicNames" in (no_topics.error_message or "")
+    owning = md.consumer_heartbeat_refusal(
+        {}, hb(epoch=0, subscribed_topic_names=("t",), topic_partitions=((T_ID, (0,)),))
+    )
+    assert owning is not None and owning.error_code == ErrorCode.INVALID_REQUEST
+    regex = md.consumer_heartbeat_refusal(
+        {}, hb(epoch=0, subscribed_topic_names=("t",), subscribed_topic_regex="t.*")
+    )
+    assert regex is not None and regex.error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_an_unknown_member_rejoins_and_a_foreign_epoch_is_fenced() -> None:
+    unknown = md.consumer_heartbeat_refusal({}, hb(epoch=3))
+    assert unknown is not None and unknown.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    members = {"m": member(epoch=3)}
+    assert md.consumer_heartbeat_refusal(members, hb(epoch=3)) is None
+    assert md.consumer_heartbeat_refusal(members, hb(epoch=2)) is None  # the previous one: an answer was lost
+    fenced = md.consumer_heartbeat_refusal(members, hb(epoch=5))
+    assert fenced is not None and fenced.error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    assert md.consumer_heartbeat_refusal(members, hb(epoch=-1)) is None  # a leave
+    invalid = md.consumer_heartbeat_refusal(members, hb(epoch=-3))
+    assert invalid is not None and invalid.error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_owned_partitions_are_read_by_topic_id_and_unknown_ids_name_nothing() -> None:
+    lookup = TOPICS.get
+    req = hb(topic_partitions=((T_ID, (0, 2)), ("f" * 32, (1,))))
+    assert md.reported_owned(req, ("t",), lookup) == tps(0, 2)
+    assert md.reported_owned(hb(), ("t",), lookup) is None  # not sent: unchanged
+
+
+# ------------------------------------------------------------------------------------------ one heartbeat
+
+
+def test_a_member_is_sent_only_its_held_share_and_the_epoch_moves_with_it() -> None:
+    step = md.consumer_step(member(sent=tps(0), owned=tps(0), share=tps(0, 1)), tps(0), None, False)
+    assert step.member.sent == tps(0, 1) and step.send
+    assert (step.member.epoch, step.member.previous_epoch) == (4, 3)
+    assert not step.hand_over
+    same = md.consumer_step(step.member, tps(0, 1), None, False)
+    assert not same.send and same.member.epoch == 4 and not same.hand_over
+    answer = md.consumer_answer(step.member, True, TOPICS.get, 250)
+    assert answer.assignment == ((T_ID, (0, 1)),) and answer.member_epoch == 4
+    assert md.consumer_answer(same.member, False, TOPICS.get, 250).assignment is None
+
+
+def test_a_partition_leaving_a_member_stays_fenced_until_it_heartbeats_without_it() -> None:
+    # The hand-over gave partition 1 to someone else: the member is answered without it first ...
+    revoking = md.consumer_step(member(sent=tps(0, 1), owned=tps(0, 1), share=tps(0)), None, None, False)
+    assert revoking.member.sent == tps(0) and revoking.send and not revoking.hand_over
+    assert revoking.member.fenced() == tps(0, 1)  # ... and still may consume it: its znode is kept
+    still = md.consumer_step(revoking.member, tps(0, 1), None, False)
+    assert not still.hand_over and still.member.fenced() == tps(0, 1)
+    released = md.consumer_step(still.member, tps(0), None, False)
+    assert released.hand_over and released.member.fenced() == tps(0)  # now the fence may move
+
+
+def test_a_heartbeat_sent_before_the_answer_that_took_a_partition_does_not_release_it() -> None:
+    # Sent {0, 1}, the member has taken only 0 so far; the hand-over now gives 1 elsewhere.
+    racing = md.consumer_step(member(sent=tps(0, 1), owned=tps(0), share=tps(0)), tps(0), None, False)
+    assert racing.member.fenced() == tps(0, 1) and not racing.hand_over  # it may take 1 before it reads this
+    after = md.consumer_step(racing.member, tps(0), None, False)
+    assert after.member.fenced() == tps(0) and after.hand_over
+
+
+def test_a_full_request_is_answered_with_the_assignment_and_a_new_subscription_hands_over() -> None:
+    m = member(sent=tps(0), owned=tps(0), share=tps(0))
+    assert md.consumer_step(m, tps(0), None, True).send
+    moved = md.consumer_step(m, tps(0), ("u", "t", "t"), False)
+    assert moved.hand_over and moved.member.topics == ("t", "u")
+
+
+# ------------------------------------------------------------------------------------ hand-over, rejoin, commit
+
+
+def test_shares_follow_the_hand_over_and_the_bridge_is_handed_what_each_may_consume() -> None:
+    a = member(sent=tps(0), owned=tps(0, 1))
+    members = {"m": a, "x": md.MixedConsumer("x", "cx", ("t",))}
+    shared = md.shares_from(members, {"m": {"t": (0, 3)}})
+    assert shared["m"].share == tps(0, 3) and shared["x"] == members["x"]
+    listed, owned = md.bridge_members(shared)
+    assert listed == (("m", "client", ("t",)), ("x", "cx", ("t",)))
+    assert owned == {"m": (tp(0), tp(1)), "x": ()}
+    # Sent but not yet reported as owned: the member may be consuming it already.
+    _, sent_only = md.bridge_members({"m": member(sent=tps(2))})
+    assert sent_only == {"m": (tp(2),)}
+
+
+def test_a_rejoining_member_owns_nothing_and_moves_its_epoch() -> None:
+    new = md.rejoined(None, "m", "c", ("t",))
+    assert (new.epoch, new.sent, new.owned) == (1, frozenset(), frozenset())
+    back = md.rejoined(member(epoch=3, sent=tps(0), owned=tps(0), share=tps(0)), "m", "c2", ("t",))
+    assert (back.epoch, back.previous_epoch, back.sent, back.owned, back.client_id) == (
+        4,
+        3,
+        frozenset(),
+        frozenset(),
+        "c2",
+    )
+
+
+def test_commits_of_consumer_members_are_checked_by_epoch() -> None:
+    members = {"m": member(epoch=3)}
+    assert md.consumer_commit_check(members, "k1", 7) is None  # a classic member's: classic checks apply
+    assert md.consumer_commit_check(members, "", -1) is None
+    assert md.consumer_commit_check(members, "m", 3) is ErrorCode.NONE
+    assert md.consumer_commit_check(members, "m", 2) is ErrorCode.NONE
+    assert md.consumer_commit_check(members, "m", 1) is ErrorCode.STALE_MEMBER_EPOCH
+
+
+def test_consumer_members_hand_over_alone_once_no_classic_member_is_left() -> None:
+    from zkcoord.group.model import ClassicGroup
+
+    empty = ClassicGroup("g", 0)
+    assert md.consumers_hand_over_alone(empty, ("m",))
+    assert md.consumers_hand_over_alone(None, ("m",))
+    assert not md.consumers_hand_over_alone(empty, ())  # nobody to hand to
+    with_classic = ClassicGroup("g", 0)
+    with_classic.pending_members["k"] = 0
+    assert not md.consumers_hand_over_alone(with_classic, ("k", "m"))  # k's SyncGroup hands over
