@@ -8,6 +8,8 @@ One Tansu for the module (node id 111; each test its own topic, group and ZooKee
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import threading
@@ -441,12 +443,24 @@ def test_releasing_makes_a_cooperative_librdkafka_member_drop_its_partitions(
             proxy.stop()
 
 
+def kafka_node(*args: str) -> bytes:
+    """tests/e2e/clients/kafka_node_client.js with kafka-node 2.6 from .npm (scripts/setup.sh): its stdout."""
+    modules = Path(__file__).resolve().parents[2] / ".npm" / "node_modules"
+    assert (modules / "kafka-node").is_dir(), "kafka-node is missing: run scripts/setup.sh"
+    client = Path(__file__).parent / "clients" / "kafka_node_client.js"
+    env = {**os.environ, "NODE_PATH": str(modules)}
+    done = subprocess.run(["node", str(client), *args], capture_output=True, timeout=90, env=env)
+    assert done.returncode == 0, (done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+    return done.stdout
+
+
 def test_v0_offsets_of_a_group_the_proxy_coordinates_are_the_zookeeper_offsets(
     zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path
 ) -> None:
-    """OffsetCommit/OffsetFetch v0 (kafka-node's HighLevelConsumer, 0.8.1-era clients) of a group the proxy
-    coordinates read and write `/consumers/G/offsets/T/P`, as Kafka 0.8.2-2.x brokers and `serve --zk` do (a legacy
-    member of the mixed group sees them); v1 stays with the coordinator."""
+    """OffsetCommit/OffsetFetch v0 (kafka-python's v0 classes and kafka-node 2.6's Offset API, as its
+    HighLevelConsumer uses it) of a group the proxy coordinates read and write `/consumers/G/offsets/T/P`, where the
+    group's ZooKeeper members commit, as Kafka 0.8.2-2.x brokers and `serve --zk` do; v1 stays with the
+    coordinator."""
     from kafka.protocol.consumer import (
         OffsetCommitRequest,
         OffsetCommitResponse,
@@ -494,6 +508,11 @@ def test_v0_offsets_of_a_group_the_proxy_coordinates_are_the_zookeeper_offsets(
             zk.set(path, b"47")  # what a legacy member of the mixed group commits
             assert fetch(0) == (47, 0)
             assert commit(0, 5) == 0 and zk.get(path)[0] == b"5"  # overwritten, never compared (Kafka's v0)
+            # kafka-node 2.6's Offset API (what its HighLevelConsumer commits and reads), through the proxy
+            node = ["commit", proxy.bootstrap, topic, group, "40"]
+            assert json.loads(kafka_node(*node)) == {topic: {"partition": 0, "errorCode": 0}}
+            assert zk.get(path)[0] == b"40"
+            assert json.loads(kafka_node("fetchcommit", proxy.bootstrap, topic, group)) == {topic: {"0": 40}}
             # a partition the cluster does not know: UNKNOWN_TOPIC_OR_PARTITION, nothing written
             assert commit_other(0, "v0-orders", 9) == 3 and commit_other(0, "no-such-topic", 0) == 3
             assert zk.exists(f"/consumers/{group}/offsets/{topic}/9") is None
@@ -504,6 +523,6 @@ def test_v0_offsets_of_a_group_the_proxy_coordinates_are_the_zookeeper_offsets(
             )
             assert fetch(1) == (-1, 0)
             assert commit(1, 50) == 0
-            assert fetch(1) == (50, 0) and zk.get(path)[0] == b"5" and fetch(0) == (5, 0)
+            assert fetch(1) == (50, 0) and zk.get(path)[0] == b"40" and fetch(0) == (40, 0)
         finally:
             proxy.stop()
