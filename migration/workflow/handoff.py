@@ -12,9 +12,10 @@ Run again after any failure: each step starts from what the znode and the two co
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import re
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from zkcoord.bridge.policy import TopicPartition
 from zkcoord.errors import MalformedZnode, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import BrokerRegistration
+from zkcoord.proxy.upstream import PLAINTEXT, UpstreamLoginFailed, UpstreamSecurity
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.zk.handoff import Handoff, Phase, handoff_path, read_handoff, write_handoff
 from zkcoord.zk.registrations import read_children
@@ -34,6 +36,7 @@ from zkcoord.zk.registry import read_broker_data
 PROXIES = "/zkcoord/proxies"
 STEP = "handoff"
 MAX_FRAME = 64 * 1024 * 1024  # a DescribeGroups or FindCoordinator answer; anything larger is refused
+CORRELATION_ID = 7  # one request per connection
 
 
 class HandoffRefused(ZkcoordError):
@@ -47,36 +50,64 @@ class HandoffOutcome:
     lines: list[str] = field(default_factory=list)
 
 
-# -- the wire: a raw FindCoordinator v0 / DescribeGroups v0 (Tansu answers these; its DescribeGroups with
-#    authorized operations does not parse in kafka-python's admin client) -----------------------------------------
+# -- the wire: a FindCoordinator v0 / DescribeGroups v0 of our own (Tansu answers these; its DescribeGroups with
+#    authorized operations does not parse in kafka-python's admin client), over the connection --command-config
+#    asks for: TLS and a PLAIN or SCRAM login as the proxy makes them upstream (zkcoord.proxy.upstream) -------------
 
 
-def _ask(address: tuple[str, int], api_key: int, timeout_s: float, **fields: Any) -> Any:
-    with socket.create_connection(address, timeout=timeout_s) as sock:
-        sock.sendall(kp.encode_request(api_key, 0, 1, "zkcoord-migrate", **fields))
-        size = int.from_bytes(_read(sock, 4), "big", signed=True)
+def _ask(
+    address: tuple[str, int],
+    api_key: int,
+    timeout_s: float,
+    security: UpstreamSecurity = PLAINTEXT,
+    **fields: Any,
+) -> Any:
+    """One request and its answer on a new connection (TLS and SASL login as `security` says); ConnectionError
+    naming the address for anything that goes wrong, within `timeout_s` in all."""
+    host, port = address
+    try:
+        return asyncio.run(asyncio.wait_for(_exchange(address, api_key, security, fields), timeout_s))
+    except TimeoutError:
+        raise ConnectionError(
+            f"{host}:{port} gave no {security.protocol} answer within {timeout_s:g} s"
+        ) from None
+    except (OSError, EOFError, UpstreamLoginFailed) as exc:  # asyncio.IncompleteReadError is an EOFError
+        raise ConnectionError(
+            f"{host}:{port} over {security.protocol}: {exc or type(exc).__name__}"
+        ) from None
+
+
+async def _exchange(address: tuple[str, int], api_key: int, security: UpstreamSecurity, fields: Any) -> Any:
+    reader, writer = await security.connect(*address)
+    try:
+        writer.write(kp.encode_request(api_key, 0, CORRELATION_ID, "zkcoord-migrate", **fields))
+        size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
         if not 4 <= size <= MAX_FRAME:
-            raise ConnectionError(f"{address[0]}:{address[1]} answered a frame of {size} bytes")
-        _, resp = kp.decode_response(api_key, 0, _read(sock, size))
-    return resp
+            raise ConnectionError(f"answered a frame of {size} bytes")
+        frame = await reader.readexactly(size)
+        try:
+            correlation_id, resp = kp.decode_response(api_key, 0, frame)
+        except (
+            Exception
+        ) as exc:  # kafka-python's decoder: struct errors, ValueError... for a malformed answer
+            raise ConnectionError(f"answered a frame that does not decode: {exc!r}") from None
+        if correlation_id != CORRELATION_ID:
+            raise ConnectionError(f"answered correlation id {correlation_id}, not {CORRELATION_ID}")
+        return resp
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):  # the TLS close_notify, within the caller's deadline
+            await writer.wait_closed()
 
 
-def _read(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed mid-answer")
-        buf += chunk
-    return bytes(buf)
-
-
-def cluster_group(bootstrap: tuple[str, int], group: str, timeout_s: float = 10.0) -> tuple[str, list[str]]:
+def cluster_group(
+    bootstrap: tuple[str, int], group: str, timeout_s: float = 10.0, security: UpstreamSecurity = PLAINTEXT
+) -> tuple[str, list[str]]:
     """(state, member ids) of `group` in the coordinator the cluster names for it."""
-    found = _ask(bootstrap, kp.FIND_COORDINATOR, timeout_s, key=group)
+    found = _ask(bootstrap, kp.FIND_COORDINATOR, timeout_s, security, key=group)
     if found.error_code != 0:
         raise ConnectionError(f"FindCoordinator for {group}: error {found.error_code}")
-    described = _ask((found.host, found.port), kp.DESCRIBE_GROUPS, timeout_s, groups=[group])
+    described = _ask((found.host, found.port), kp.DESCRIBE_GROUPS, timeout_s, security, groups=[group])
     (one,) = described.groups
     if one.error_code != 0:
         raise ConnectionError(f"DescribeGroups {group}: error {one.error_code}")
@@ -86,16 +117,20 @@ def cluster_group(bootstrap: tuple[str, int], group: str, timeout_s: float = 10.
 # -- where the two coordinators are ---------------------------------------------------------------------------------
 
 
-def cluster_bootstrap(zk: Any) -> tuple[str, int]:
-    """The first live broker's PLAINTEXT endpoint in /brokers/ids (read only)."""
+def cluster_bootstrap(zk: Any, protocol: str = "PLAINTEXT") -> tuple[str, int]:
+    """The first live broker's endpoint of `protocol` (--command-config's security.protocol) in /brokers/ids (read
+    only)."""
     for node, data in sorted(read_broker_data(zk).items()):
         try:
-            endpoint = BrokerRegistration.decode(paths.broker_path(node), data).endpoint_for("PLAINTEXT")
+            endpoint = BrokerRegistration.decode(paths.broker_path(node), data).endpoint_for(protocol)
         except MalformedZnode:
             continue
         if endpoint is not None:
             return endpoint
-    raise HandoffRefused("no broker with a PLAINTEXT endpoint in /brokers/ids: give --bootstrap HOST:PORT")
+    raise HandoffRefused(
+        f"no broker with a {protocol} endpoint in /brokers/ids: give --bootstrap HOST:PORT, or --command-config "
+        "FILE with the security.protocol of the brokers' listener"
+    )
 
 
 def proxy_bootstraps(zk: Any, group: str | None = None) -> list[str]:
@@ -120,7 +155,8 @@ def proxy_bootstraps(zk: Any, group: str | None = None) -> list[str]:
 
 class Handoffs:
     """`run(group)` for `migrate handoff`. `store_for(bootstrap, group)` returns a BrokerOffsetStore-like object
-    (read_offsets, write_offsets, describe, close)."""
+    (read_offsets, write_offsets, describe, close) connected as --command-config says; `security` is that same
+    file's TLS and SASL login for the FindCoordinator/DescribeGroups asked of the cluster here."""
 
     def __init__(
         self,
@@ -131,8 +167,12 @@ class Handoffs:
         timeout_s: float = 120.0,
         poll_s: float = 0.1,
         clock_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+        security: UpstreamSecurity = PLAINTEXT,
+        request_timeout_s: float = 10.0,
     ) -> None:
         self.zk = zk
+        self.security = security
+        self.request_timeout_s = request_timeout_s
         self.journal = journal
         self.store_for = store_for
         self.bootstrap = bootstrap
@@ -158,7 +198,18 @@ class Handoffs:
         if self.bootstrap:
             host, _, port = self.bootstrap.rpartition(":")
             return host, int(port)
-        return cluster_bootstrap(self.zk)
+        return cluster_bootstrap(self.zk, self.security.protocol)
+
+    def _cluster_group(self, group: str) -> tuple[str, list[str]]:
+        """cluster_group through --bootstrap (or /brokers/ids), a failure named as a refusal of this run."""
+        bootstrap = self._cluster()
+        try:
+            return cluster_group(bootstrap, group, self.request_timeout_s, self.security)
+        except ConnectionError as exc:
+            raise HandoffRefused(
+                f"asking the cluster's coordinator about {group} (bootstrap {bootstrap[0]}:{bootstrap[1]}) "
+                f"failed: {exc}{_secured_hint(self.security)}; run again"
+            ) from None
 
     def _wait(self, what: str, done: Callable[[], bool]) -> None:
         deadline = time.monotonic() + self.timeout_s
@@ -175,7 +226,7 @@ class Handoffs:
         if handoff is None:
             self._refuse_legacy(group)
             members = len(self._proxy_members(group))
-            state, cluster_members = cluster_group(self._cluster(), group)
+            state, cluster_members = self._cluster_group(group)
             if cluster_members:
                 raise HandoffRefused(
                     f"the cluster's own group {group} already has {len(cluster_members)} member(s) "
@@ -215,7 +266,7 @@ class Handoffs:
         seen: list[tuple[str, list[str]]] = []
 
         def joined() -> bool:
-            seen[:] = [cluster_group(self._cluster(), group)]
+            seen[:] = [self._cluster_group(group)]
             state, ids = seen[0]
             return len(ids) >= want and (want == 0 or state == "Stable")
 
@@ -268,7 +319,8 @@ class Handoffs:
             raise
         except Exception as exc:  # the client library's own errors: named, and the run can be repeated
             raise HandoffRefused(
-                f"DescribeGroups {group} through the proxies failed: {exc!r}; run again"
+                f"DescribeGroups {group} through the proxies ({', '.join(proxy_bootstraps(self.zk, group))}) "
+                f"failed: {exc!r}{_secured_hint(self.security)}; run again"
             ) from None
 
     def _copy_offsets(self, group: str) -> dict[TopicPartition, int]:
@@ -296,3 +348,13 @@ class Handoffs:
             return offsets
         finally:
             target.close()
+
+
+def _secured_hint(security: UpstreamSecurity) -> str:
+    """What to check when a connection fails: the listener's security against --command-config's."""
+    if security.protocol == "PLAINTEXT":
+        return (
+            " (connected in PLAINTEXT: a TLS or SASL listener needs --command-config FILE with its "
+            "security.protocol and credentials)"
+        )
+    return f" (connected with --command-config's security.protocol={security.protocol})"

@@ -8,6 +8,8 @@ One Tansu for the module (node id 111; each test its own topic, group and ZooKee
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import threading
@@ -438,4 +440,89 @@ def test_releasing_makes_a_cooperative_librdkafka_member_drop_its_partitions(
             poll_until("the cooperative member to hold nothing", lambda: member.assignment() == [])
         finally:
             member.close()
+            proxy.stop()
+
+
+def kafka_node(*args: str) -> bytes:
+    """tests/e2e/clients/kafka_node_client.js with kafka-node 2.6 from .npm (scripts/setup.sh): its stdout."""
+    modules = Path(__file__).resolve().parents[2] / ".npm" / "node_modules"
+    assert (modules / "kafka-node").is_dir(), "kafka-node is missing: run scripts/setup.sh"
+    client = Path(__file__).parent / "clients" / "kafka_node_client.js"
+    env = {**os.environ, "NODE_PATH": str(modules)}
+    done = subprocess.run(["node", str(client), *args], capture_output=True, timeout=90, env=env)
+    assert done.returncode == 0, (done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+    return done.stdout
+
+
+def test_v0_offsets_of_a_group_the_proxy_coordinates_are_the_zookeeper_offsets(
+    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path
+) -> None:
+    """OffsetCommit/OffsetFetch v0 (kafka-python's v0 classes and kafka-node 2.6's Offset API, as its
+    HighLevelConsumer uses it) of a group the proxy coordinates read and write `/consumers/G/offsets/T/P`, where the
+    group's ZooKeeper members commit, as Kafka 0.8.2-2.x brokers and `serve --zk` do; v1 stays with the
+    coordinator."""
+    from kafka.protocol.consumer import (
+        OffsetCommitRequest,
+        OffsetCommitResponse,
+        OffsetFetchRequest,
+        OffsetFetchResponse,
+    )
+
+    from e2e.wire_calls import call_once
+    from zkcoord.testing import wait_for
+
+    topic, group = "v0-orders", "mixed-v0"
+    path = f"/consumers/{group}/offsets/{topic}/0"
+    tansu.create_topic(topic, 2)
+    with register_in_zookeeper(zk, tansu, {topic: 2}):
+        proxy = ProxyProcess(zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*")
+        try:
+
+            def commit_other(version: int, name: str, partition: int, offset: int = 1) -> int:
+                C = OffsetCommitRequest.OffsetCommitRequestTopic
+                P = C.OffsetCommitRequestPartition
+                fields: dict[str, Any] = (
+                    {} if version == 0 else {"generation_id_or_member_epoch": -1, "member_id": ""}
+                )
+                req = OffsetCommitRequest(version=version, group_id=group, **fields, topics=[
+                    C(name=name, partitions=[P(partition_index=partition, committed_offset=offset,
+                                               committed_metadata="")])])  # fmt: skip
+                resp = call_once(proxy.port, req, OffsetCommitResponse)
+                return int(resp.topics[0].partitions[0].error_code)
+
+            def commit(version: int, offset: int) -> int:
+                return commit_other(version, topic, 0, offset)
+
+            def fetch(version: int) -> tuple[int, int]:
+                T = OffsetFetchRequest.OffsetFetchRequestTopic
+                req = OffsetFetchRequest(
+                    version=version, group_id=group, topics=[T(name=topic, partition_indexes=[0])]
+                )
+                p = call_once(proxy.port, req, OffsetFetchResponse).topics[0].partitions[0]
+                return int(p.committed_offset), int(p.error_code)
+
+            # v0 needs no coordinator (Kafka's brokers answer it at once): answered from ZooKeeper straight away
+            assert commit(0, 42) == 0
+            assert zk.get(path)[0] == b"42"  # the decimal offset, as Kafka writes it
+            assert fetch(0) == (42, 0)
+            zk.set(path, b"47")  # what a legacy member of the mixed group commits
+            assert fetch(0) == (47, 0)
+            assert commit(0, 5) == 0 and zk.get(path)[0] == b"5"  # overwritten, never compared (Kafka's v0)
+            # kafka-node 2.6's Offset API (what its HighLevelConsumer commits and reads), through the proxy
+            node = ["commit", proxy.bootstrap, topic, group, "40"]
+            assert json.loads(kafka_node(*node)) == {topic: {"partition": 0, "errorCode": 0}}
+            assert zk.get(path)[0] == b"40"
+            assert json.loads(kafka_node("fetchcommit", proxy.bootstrap, topic, group)) == {topic: {"0": 40}}
+            # a partition the cluster does not know: UNKNOWN_TOPIC_OR_PARTITION, nothing written
+            assert commit_other(0, "v0-orders", 9) == 3 and commit_other(0, "no-such-topic", 0) == 3
+            assert zk.exists(f"/consumers/{group}/offsets/{topic}/9") is None
+            assert zk.exists(f"/consumers/{group}/offsets/no-such-topic") is None
+            # v1 is the coordinator's, as on Kafka's brokers: once it has loaded, a v1 commit does not touch the znode
+            wait_for(
+                lambda: fetch(1)[1] not in (14, 15, 16), 60, "the proxies' coordinator to load the group"
+            )
+            assert fetch(1) == (-1, 0)
+            assert commit(1, 50) == 0
+            assert fetch(1) == (50, 0) and zk.get(path)[0] == b"40" and fetch(0) == (40, 0)
+        finally:
             proxy.stop()

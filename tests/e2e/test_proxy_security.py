@@ -459,3 +459,119 @@ def test_a_proxy_logging_in_upstream_with_plain_carries_a_plaintext_client(
         assert not any("login failed" in line for line in lines), lines
     finally:
         stop(proc)
+
+
+def _group_store(config: dict[str, Any], group: str) -> Any:
+    """zkcoord's admin view of `group` at the coordinator `config`'s bootstrap names (the proxy or the broker)."""
+    from zkcoord.bridge.broker_store import BrokerOffsetStore
+
+    security = {k: v for k, v in config.items() if k != "bootstrap_servers"}
+    return BrokerOffsetStore(config["bootstrap_servers"], group, security=security)
+
+
+def _committed(config: dict[str, Any], group: str) -> dict[int, int]:
+    """The group's committed offsets, by partition."""
+    with _group_store(config, group) as store:
+        read = store.read_offsets()
+    assert read.request_error is None and not read.errors, read
+    return {tp.partition: offset for tp, offset in read.offsets.items()}
+
+
+def _broker_members(stack: Stack, group: str) -> list[str]:
+    """The client ids of the members of the broker's own group `group` (asked straight, not through the proxy)."""
+    with _group_store(stack.upstream_kafka_python(), group) as store:
+        return sorted(m["client_id"] for m in store.describe()["members"])
+
+
+def test_migrate_handoff_against_the_secured_proxy_takes_command_config(stack: Stack, tmp_path: Path) -> None:
+    """`migrate handoff` for a one-member group the SASL_SSL proxy coordinates. Without --command-config it stops
+    within its request timeout with a message naming the proxy and --command-config, and writes nothing; with one
+    (PLAIN over TLS as alice, whom both the proxy and the broker accept) the member, a kafka-python consumer through
+    the proxy, ends up in the broker's own group, which has its committed offsets, and goes on consuming there."""
+    from kafka import KafkaProducer
+
+    from zkcoord.cli import main
+    from zkcoord.testing.members import KafkaPythonMember
+    from zkcoord.zk.handoff import handoff_path
+    from zkcoord.zk.session import wait_for
+
+    topic, group = _name("handoff-sec"), _name("proxied-handoff")
+
+    def produce(count: int, prefix: bytes) -> None:
+        producer = KafkaProducer(**stack.kafka_python())
+        try:
+            for i in range(count):
+                meta = producer.send(topic, prefix + b"%d" % i, partition=i % 2).get(30)
+                ends[meta.partition] = max(ends.get(meta.partition, 0), meta.offset + 1)
+        finally:
+            producer.close()
+
+    ends: dict[int, int] = {}
+    produce(20, b"before-")
+    register_topic(stack, topic)
+    client = stack.kafka_python("PLAIN")
+    member = KafkaPythonMember(client.pop("bootstrap_servers"), group, topic, config=client).start()
+    try:
+        wait_for(
+            lambda: len(member.consumed) >= 20, 60, "the member reading the 20 records through the proxy"
+        )
+        wait_for(
+            lambda: _committed(stack.kafka_python(), group) == ends, 30, "its offsets committed at the proxy"
+        )
+        assert coordinator_of(member.consumer) == f"coordinator-{PROXY_ID}"
+        assert group not in upstream_groups(stack)  # the broker's coordinator has never seen the group
+
+        argv = ["migrate", "handoff", "--zk", stack.zk_connect, "--group", group, "--state-dir", str(tmp_path / "s"),
+                "--request-timeout-ms", "3000", "--timeout-ms", "60000"]  # fmt: skip
+        out = io.StringIO()
+        started = time.monotonic()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            status = main(argv)
+        assert status == 2, out.getvalue()
+        assert time.monotonic() - started < 30
+        message = out.getvalue()
+        stopped = f"group {group}: hand-off stopped: DescribeGroups {group} through the proxies"
+        assert f"{stopped} (127.0.0.1:{stack.proxy_port}) failed: " in message, message
+        assert "connected in PLAINTEXT: a TLS or SASL listener needs --command-config FILE" in message, (
+            message
+        )
+        assert "Traceback" not in message
+        zk = connect(stack.zk_connect)
+        try:
+            assert (
+                zk.exists(handoff_path(group)) is None
+            )  # nothing written: the members keep the proxy's group
+        finally:
+            zk.stop()
+            zk.close()
+        assert not (tmp_path / "s").exists() or not list((tmp_path / "s").iterdir())
+
+        properties = tmp_path / "client.properties"
+        properties.write_text(
+            "security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+            f'username="{ALICE}" password="{ALICE_PASSWORD}";\nssl.truststore.location={stack.ca}\n'
+        )
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+            status = main([*argv, "--command-config", str(properties)])
+        assert status == 0, out.getvalue()
+        assert (
+            f"{len(ends)} committed offset(s) written to the cluster's coordinator and read back equal"
+            in out.getvalue()
+        )
+        assert "handed off: the cluster's coordinator has it (Stable, 1 member(s))" in out.getvalue()
+        assert _broker_members(stack, group) == [member.client_id]
+        assert _committed(stack.upstream_kafka_python(), group) == ends
+        # on at the broker's coordinator (through the proxy): what is produced now is read and committed there
+        produce(10, b"after-")
+        wait_for(lambda: len(member.consumed) >= 30, 60, "the member reading the 10 new records")
+        wait_for(
+            lambda: _committed(stack.upstream_kafka_python(), group) == ends, 30, "their offsets committed"
+        )
+        assert coordinator_of(member.consumer) == f"coordinator-{BROKER_ID}"
+        assert sorted(member.consumed) == sorted(
+            set(member.consumed)
+        )  # nothing read twice: no offset was lost
+    finally:
+        member.stop()

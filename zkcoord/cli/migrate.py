@@ -126,10 +126,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "(FindCoordinator included) to the cluster, so the members rejoin there. Exits 0 once they have; "
         "journaled under --state-dir and resumable (run it again). Refused while ZooKeeper members remain. The "
         "forwarding switch is the point of no return; the way back is the barrier way (docs/proxy.md 'Hand-off'). "
-        "--bootstrap names a broker of the cluster (default: the first PLAINTEXT endpoint in /brokers/ids).",
+        "--bootstrap names a broker of the cluster (default: the first endpoint in /brokers/ids of --command-config's "
+        "security.protocol, PLAINTEXT without one). --command-config FILE secures every connection it opens, to the "
+        "proxy nodes' listeners and to the cluster's brokers alike (TLS; SASL PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512): "
+        "one principal both accept.",
         epilog=examples(
             "zkcoord migrate handoff --zk 127.0.0.1:2181 --group orders",
             "zkcoord migrate handoff --zk 127.0.0.1:2181 --group orders --timeout-ms 600000",
+            "zkcoord migrate handoff --zk 127.0.0.1:2181 --group orders --command-config client.properties",
         ),
     )
     common(p)
@@ -458,14 +462,18 @@ def _run_handoff(args: argparse.Namespace) -> int:
     from migration.workflow.runner import Journal
     from zkcoord.bridge.broker_store import BrokerOffsetStore
 
+    security = command_config(args)  # a bad file is refused here, before anything is read or written
+    login = _handoff_login(args, security)
+
     def store_for(bootstrap: str, group: str) -> BrokerOffsetStore:
         timeout = args.request_timeout_ms
         return BrokerOffsetStore(bootstrap, group, request_timeout_ms=timeout, bootstrap_timeout_ms=timeout,
-                                 security=command_config(args))  # fmt: skip
+                                 security=security)  # fmt: skip
 
     worst = 0
     with _zookeeper(args) as zk:
-        handoffs = Handoffs(zk, Journal(args.state_dir), store_for, args.bootstrap, args.timeout_ms / 1000)
+        handoffs = Handoffs(zk, Journal(args.state_dir), store_for, args.bootstrap, args.timeout_ms / 1000,
+                            security=login, request_timeout_s=args.request_timeout_ms / 1000)  # fmt: skip
         try:
             for group in _groups(args):
                 try:
@@ -478,6 +486,22 @@ def _run_handoff(args: argparse.Namespace) -> int:
         finally:
             handoffs.close()
     return worst
+
+
+def _handoff_login(args: argparse.Namespace, security: dict[str, Any]) -> Any:
+    """--command-config as the TLS context and SASL login of the hand-off's own FindCoordinator/DescribeGroups
+    requests to the cluster (zkcoord.proxy.upstream: PLAIN and SCRAM, as the proxy logs in upstream)."""
+    from zkcoord.proxy.upstream import PLAINTEXT, SASL_MECHANISMS, from_kafka_python
+
+    if not args.command_config:
+        return PLAINTEXT
+    source = f"--command-config {args.command_config}"
+    mechanism = security.get("sasl_mechanism", "GSSAPI")  # Kafka's default mechanism
+    if str(security.get("security_protocol", "")).startswith("SASL_") and mechanism not in SASL_MECHANISMS:
+        raise ConfigError(
+            f"{source}: sasl.mechanism={mechanism}: migrate handoff logs in with {', '.join(SASL_MECHANISMS)} only"
+        )
+    return from_kafka_python(security, source)
 
 
 def _run_export(args: argparse.Namespace) -> int:

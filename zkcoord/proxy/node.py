@@ -11,7 +11,7 @@ names the proxy node that leads its offsets partition.
 
 Guarantees: it never writes the cluster's znodes (`/brokers`, `/controller`, `/controller_epoch`, `/admin`,
 `/config`, `/cluster`): it reads `/brokers/ids`, and writes only under `/zkcoord` (its announcement, the proxy
-cluster) and what the mixed-group and offset bridges write (`/consumers/G/...`); no client is ever told a real
+cluster) and what the mixed-group and offset bridges and OffsetCommit v0 write (`/consumers/G/...`); no client is ever told a real
 broker's address (an answer whose addresses cannot be mapped closes the connection); it stores no partition data.
 """
 
@@ -30,10 +30,12 @@ from zkcoord.bridge.membership import MixedGroupBridge
 from zkcoord.bridge.mirror import ZkOffsetBridge
 from zkcoord.bridge.zk_store import ZkOffsetBridgeStore
 from zkcoord.cluster.node import ClusterConfig
-from zkcoord.errors import ConfigError
+from zkcoord.errors import ConfigError, MalformedZnode
 from zkcoord.group import messages as gm
 from zkcoord.group.config import GroupConfig
 from zkcoord.group.errors import ErrorCode
+from zkcoord.legacy import paths
+from zkcoord.legacy.codecs import TopicAssignment
 from zkcoord.proxy.brokers import Brokers, BrokerWatch
 from zkcoord.proxy.forward import Link, listen
 from zkcoord.proxy.ports import PortMap
@@ -41,13 +43,15 @@ from zkcoord.proxy.upstream import PLAINTEXT, UpstreamSecurity
 from zkcoord.security.acl import Operation, Session
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server import messages as dm
-from zkcoord.server.authorization import RequestAuthorizer
+from zkcoord.server.authorization import RequestAuthorizer, authorized_group_call
 from zkcoord.server.cluster_routing import ClusterRouting
 from zkcoord.server.groups import GroupDispatch
 from zkcoord.server.listener_security import ListenerSecurity
 from zkcoord.server.log import LogManager
+from zkcoord.server.offsets_v0 import ZooKeeperOffsetsV0
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
 from zkcoord.zk.handoff import HandoffWatch, Phase
+from zkcoord.zk.offset_store import read_node
 from zkcoord.zk.registrations import announce
 from zkcoord.zk.session import Client, connect, ensure_chroot
 
@@ -334,6 +338,8 @@ class ProxyNode:
                 ),
             )
         assert self._dispatch is not None
+        if req.api_version == 0 and req.api_key in (kp.OFFSET_COMMIT, kp.OFFSET_FETCH):
+            return self._offsets_v0(req)
         if self.handoffs is not None and req.api_key in (kp.JOIN_GROUP, kp.HEARTBEAT):
             (group_id,) = kp.group_ids(req)
             if self.handoffs.phase(group_id) is Phase.RELEASING and (
@@ -341,6 +347,38 @@ class ProxyNode:
             ):  # a principal without Read on the group gets the dispatcher's refusal, and releases nobody
                 return self._release(req, group_id)
         return self._dispatch.dispatch(req)
+
+    async def _offsets_v0(self, req: kp.RequestFrame) -> bytes:
+        """OffsetCommit/OffsetFetch v0 read and write `/consumers/G/offsets/T/P`, never the coordinator, as Kafka
+        0.8.2-2.x brokers and `serve --zk` do (zkcoord.server.offsets_v0): so a legacy member of the mixed group and
+        a kafka-node HighLevelConsumer see each other's offsets. The authorizer judges it as any other version."""
+        v0 = ZooKeeperOffsetsV0(lambda: self.client, self._partition_known,
+                                self.config.group_config.offset_metadata_max_bytes)  # fmt: skip
+
+        async def call(r: gm.GroupRequest) -> gm.GroupResponse:
+            if isinstance(r, gm.OffsetCommitRequest):
+                return await v0.offset_commit(r)
+            assert isinstance(r, gm.OffsetFetchRequest)
+            return await v0.offset_fetch(r)
+
+        r = kp.group_requests(req)[0]
+        authz = self.config.authorizer
+        if authz is not None:
+            return kp.group_response(req, [await authorized_group_call(authz, req, r, call)])
+        return kp.group_response(req, [await call(r)])
+
+    def _partition_known(self, topic: str, partition: int) -> bool:
+        """A partition of the cluster's `/brokers/topics/T` (Kafka's metadata cache); in ZooKeeperOffsetsV0's
+        worker thread. A topic znode that does not decode knows no partition."""
+        client = self.client
+        if client is None:
+            return False
+        try:
+            path = paths.topic_path(topic)
+            data, _ = read_node(client, path)
+            return data is not None and partition in TopicAssignment.decode(path, data).partition_ids
+        except (paths.InvalidName, MalformedZnode):
+            return False
 
     def _release(self, req: kp.RequestFrame, group_id: str) -> bytes | Awaitable[bytes | None] | None:
         """A group being handed off: a member's heartbeat starts a rebalance (answered REBALANCE_IN_PROGRESS, so an
