@@ -307,9 +307,7 @@ class MixedGroupBridge:
                     mid,
                     client,
                     topics,
-                    tuple(still[mid])
-                    if mid in still
-                    else self._still_owned(subscriptions.get(mid)),
+                    tuple(still[mid]) if mid in still else self._still_owned(subscriptions.get(mid)),
                 )
                 for mid, client, topics in members
             )
