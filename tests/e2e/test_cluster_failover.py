@@ -146,6 +146,21 @@ def _ck_consumer(bootstrap: str, group: str) -> Any:
 class KpGroup:
     def __init__(self, bootstrap: str, group: str) -> None:
         self.consumer = _kp_consumer(bootstrap, group)
+        # kafka-python (3.0.12) joins before its first Metadata answer: the leader assigns nothing ("No partition
+        # metadata for topic events"), then its metadata snapshot changes and it rejoins without setting
+        # rejoin_needed; when poll()'s timer runs out while that second JoinGroup/SyncGroup is in flight, need_rejoin()
+        # is already False (the new assignment snapshot equals the metadata one), the join's completion is never
+        # awaited, heartbeats stay disabled and the member expires with nothing assigned (seen under load: gen 2
+        # synced, then "removed: session timeout expired" 6 s later). The nodes answered Metadata correctly (all 6
+        # partitions); the client only has to know them before its first poll joins the group.
+        wait_for(
+            lambda: (
+                TOPIC in self.consumer.topics()
+                and self.consumer.partitions_for_topic(TOPIC) == set(range(PARTITIONS))
+            ),
+            30,
+            f"{group}'s kafka-python consumer knows {TOPIC}'s partitions before joining",
+        )
         self.seen: dict[int, set[bytes]] = {}
 
     def step(self) -> None:

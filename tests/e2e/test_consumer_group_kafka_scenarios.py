@@ -344,19 +344,25 @@ def wait_heartbeating(
     node: Node, group: str, member: str, owned: Assigned, until: Any
 ) -> tuple[Any, int, Assigned]:
     """Heartbeat `member` (owning `owned`) at a quarter of the interval until `until(describe)` holds (deadline
-    20 s): the last describe, the member's epoch and the last assignment it was sent."""
+    20 s): a describe taken after that heartbeat, the member's epoch and the last assignment it was sent.
+
+    The condition is read BEFORE the heartbeat: sent on the same connection after the describe's answer, the
+    heartbeat is processed in the state that satisfied `until` or a later one (a member removed on
+    its session timeout only bumps the group epoch; the next heartbeat computes the new target assignment, as in
+    Kafka). Describing after the heartbeat instead raced a timer firing in between: the group read at epoch 3
+    while the heartbeat had been answered at epoch 2."""
     deadline = time.monotonic() + 20
     epoch, last = 0, dict(owned)
     while True:
+        before = node.wire.describe(group)
         step = Step(member, epoch or 2, owned=owned)
         resp = node.wire.heartbeat(request(step, group, node.ids))
         assert resp.error_code == 0, resp
         epoch = resp.member_epoch
         last = by_name(resp.assignment, node.names) or last
-        described = node.wire.describe(group)
-        if until(described):
-            return described, epoch, last
-        assert time.monotonic() < deadline, described
+        if until(before):
+            return node.wire.describe(group), epoch, last
+        assert time.monotonic() < deadline, before
         time.sleep(INTERVAL_MS / 1000 / 4)  # the member's heartbeat pace, not a synchronisation
 
 
