@@ -74,8 +74,8 @@ def test_demo_passes_and_prints_the_report_and_a_summary(demo) -> None:
         assert cells[0] == protocol
         assert cells[-1] == "0" and cells[-3] == "0", row  # lost, overlaps
         assert int(cells[1]) >= 1, row  # rebalances
-    # Its two-minute budget is a benchmark figure (docs/benchmarks.md), not a timed assertion: under load this
-    # failed at 227 s while correct; a hang is still caught by the run's 300 s timeout.
+    # Its two-minute budget (README) is measured, not asserted: under load a timed check failed at 227 s while
+    # the demo was correct (93 s in a quiet CI run); a hang is still caught by the run's 300 s timeout.
     assert re.search(r"done in \d+ s", text)
 
 
