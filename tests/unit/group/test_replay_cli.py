@@ -98,7 +98,7 @@ def test_replay_refuses_a_damaged_log_with_the_report_serve_gives(
 
 
 def test_replay_shows_consumer_protocol_groups(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from .test_consumer_groups import T1, World
+    from .consumer_world import T1, World
 
     w = World()
     w.hb("a", 0)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import threading
-from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from zkcoord.group.config import GroupConfig
@@ -18,50 +16,19 @@ from zkcoord.group.messages import (
     LeaveGroupMember,
     LeaveGroupRequest,
     ListGroupsRequest,
-    OffsetCommitRequest,
-    OffsetCommitRequestPartition,
-    OffsetCommitRequestTopic,
     OffsetFetchRequest,
     SyncGroupRequest,
 )
 from zkcoord.server.group_service import GroupService
 from zkcoord.storage import FileRecordStore, MemoryRecordStore
-from zkcoord.storage.store import RawRecord
 
-PROTOCOLS = (("range", b"sub"),)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.t = 1_700_000_000.0
-
-    def __call__(self) -> float:
-        return self.t
-
-
-async def until(predicate: Callable[[], bool], what: str, steps: int = 1000) -> None:
-    for _ in range(steps):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def join_req(member_id: str = "", client_id: str = "c", version: int = 5) -> JoinGroupRequest:
-    return JoinGroupRequest(
-        version, "g", 10_000, 20_000, member_id, None, "consumer", PROTOCOLS, client_id=client_id
-    )
+from .service_helpers import PROTOCOLS, FakeClock, GatedStore, commit_req, join_req, until
 
 
 async def join(svc: GroupService, client_id: str) -> JoinGroupResponse:
     first = await svc.join_group(join_req(client_id=client_id))
     assert first.error_code == E.MEMBER_ID_REQUIRED
     return await svc.join_group(join_req(first.member_id))
-
-
-def commit_req(gen: int, member: str, offset: int) -> OffsetCommitRequest:
-    part = OffsetCommitRequestPartition(0, offset, 3, "meta")
-    return OffsetCommitRequest(8, "g", gen, member, (OffsetCommitRequestTopic("t", (part,)),))
 
 
 def test_three_join_one_leaves_rebalance_completes_and_commits_survive_restart(tmp_path: Path) -> None:
@@ -146,25 +113,6 @@ def test_three_join_one_leaves_rebalance_completes_and_commits_survive_restart(t
         store2.close()
 
     asyncio.run(scenario())
-
-
-class GatedStore(MemoryRecordStore):
-    """Appends block until the test opens the gate (from another thread: appends run in a worker thread)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = threading.Event()
-        self.fail = False
-
-    def append(self, records: Sequence[RawRecord]) -> None:
-        if not self.gate.wait(timeout=10):
-            raise TimeoutError("gate never opened")
-        if self.fail:
-            raise OSError("disk full")
-        super().append(records)
-
-    def load(self) -> Iterator[RawRecord]:
-        return super().load()
 
 
 def test_commit_and_later_responses_wait_for_durability() -> None:

@@ -11,7 +11,7 @@ from zkcoord.group.messages import HeartbeatRequest, HeartbeatResponse, SyncGrou
 from zkcoord.server.group_service import GroupService
 from zkcoord.storage import MemoryRecordStore
 
-from .test_service import FakeClock, GatedStore, commit_req, join_req, until
+from .service_helpers import FakeClock, GatedStore, commit_req, join_req, until
 
 
 async def _stable_member(svc: GroupService, clock: FakeClock) -> tuple[str, int]:
