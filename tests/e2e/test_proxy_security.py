@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,15 +97,32 @@ def _scram_user(zk_connect: str, user: str, password: str, mechanism: str, d: Pa
              "--mechanism", mechanism)  # fmt: skip
 
 
+class Lines(list[str]):
+    """A process's output lines as read so far; `wait_for` blocks until one satisfies a check."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._added = threading.Condition()
+
+    def append(self, line: str) -> None:
+        with self._added:
+            super().append(line)
+            self._added.notify_all()
+
+    def wait_for(self, check: Callable[[str], bool], timeout: float) -> bool:
+        with self._added:
+            return self._added.wait_for(lambda: any(check(line) for line in self), timeout)
+
+
 def start_proxy(
     zk_connect: str, d: Path, port: int, broker_port: int, *extra: str
-) -> tuple[subprocess.Popen[str], list[str]]:
+) -> tuple[subprocess.Popen[str], Lines]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "zkcoord", "-v", "proxy", "--zk", zk_connect, "--node-id", str(PROXY_ID),
          "--data-dir", str(d / f"proxy-{port}"), "--broker-port", f"{BROKER_ID}={broker_port}", *extra],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
-    lines: list[str] = []
+    lines = Lines()
     ready = threading.Event()
 
     def pump() -> None:  # read all along: a full pipe would stop the proxy at its next log line
@@ -413,9 +430,7 @@ def test_the_proxy_with_a_wrong_upstream_password_forwards_nothing(stack: Stack,
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
             s.sendall(_api_versions_v0())
             assert s.recv(4096) == b""  # closed, unanswered: the broker refused the proxy's login
-        deadline = time.monotonic() + 10
-        while not any("error 58" in line for line in lines) and time.monotonic() < deadline:
-            time.sleep(0.05)  # waiting on the proxy's log line itself, bounded
+        lines.wait_for(lambda line: "error 58" in line, 10)
         assert any(
             f"broker 127.0.0.1:{stack.broker.port}" in line and "error 58" in line for line in lines
         ), lines

@@ -81,6 +81,7 @@ class HandoverSampler:
         self._interval = interval_s
         self._max = max_samples
         self.samples: list[Sample] = []
+        self._sampled = threading.Condition()  # notified after each sample
         self.errors = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -105,12 +106,10 @@ class HandoverSampler:
 
     def wait_samples(self, n: int, timeout: float) -> None:
         """Block until `n` more samples were taken (so a change that just converged has been seen)."""
-        target = len(self.samples) + n
-        deadline = time.monotonic() + timeout
-        while len(self.samples) < target:
-            if time.monotonic() > deadline:
+        with self._sampled:
+            target = len(self.samples) + n
+            if not self._sampled.wait_for(lambda: len(self.samples) >= target, timeout):
                 raise TimeoutError(f"the sampler took no {n} samples within {timeout} s")
-            time.sleep(self._interval)
 
     def _run(self) -> None:
         while not self._stop.is_set() and len(self.samples) < self._max:
@@ -128,7 +127,9 @@ class HandoverSampler:
                 for m, tps in holdings.items()
                 if m in holdings_before
             }
-            self.samples.append(Sample(started, owners, both))
+            with self._sampled:
+                self.samples.append(Sample(started, owners, both))
+                self._sampled.notify_all()
             self._stop.wait(max(0.0, self._interval - (time.monotonic() - started)))
 
     def _read_owners(self) -> dict[TopicPartition, tuple[str, int]]:
