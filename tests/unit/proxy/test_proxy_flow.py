@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
+from collections.abc import AsyncIterator
 from typing import Any
 
 from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
@@ -123,13 +124,12 @@ def describe(corr: int, *groups: str) -> bytes:
     return kp.encode_consumer_group_request(corr, "c", gcm.ConsumerGroupDescribeRequest(0, groups))
 
 
-def test_consumer_protocol_requests_for_a_proxy_group_are_refused_not_forwarded() -> None:
-    """ConsumerGroupHeartbeat/Describe naming a group the proxy coordinates are answered by the proxy with
-    GROUP_ID_NOT_FOUND (it is a classic group there); other groups' requests still reach the broker."""
-    asyncio.run(_refused())
-
-
-async def _refused() -> None:
+@contextlib.asynccontextmanager
+async def _proxy_in_front_of_a_recorder() -> AsyncIterator[
+    tuple[asyncio.Queue[bytes], asyncio.StreamReader, asyncio.StreamWriter]
+]:
+    """A broker that records every frame it receives, the proxy (coordinating the group "mixed") in front of it,
+    and a client connection to the proxy: (frames the broker got, the client's reader, its writer)."""
     upstream_got: asyncio.Queue[bytes] = asyncio.Queue()
 
     async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -140,7 +140,6 @@ async def _refused() -> None:
 
     upstream = await asyncio.start_server(broker, "127.0.0.1", 0)
     up_port = upstream.sockets[0].getsockname()[1]
-
     links: set[asyncio.Task[None]] = set()
     proxy = await forward.listen(
         "127.0.0.1",
@@ -150,6 +149,20 @@ async def _refused() -> None:
     )
     try:
         reader, client = await asyncio.open_connection("127.0.0.1", proxy.sockets[0].getsockname()[1])
+        yield upstream_got, reader, client
+    finally:
+        for server in (proxy, upstream):
+            server.close()
+
+
+def test_consumer_protocol_requests_for_a_proxy_group_are_refused_not_forwarded() -> None:
+    """ConsumerGroupHeartbeat/Describe naming a group the proxy coordinates are answered by the proxy with
+    GROUP_ID_NOT_FOUND (it is a classic group there); other groups' requests still reach the broker."""
+    asyncio.run(_refused())
+
+
+async def _refused() -> None:
+    async with _proxy_in_front_of_a_recorder() as (upstream_got, reader, client):
         client.write(heartbeat(1, "mixed") + describe(2, "mixed", "other") + heartbeat(3, "other"))
         async with asyncio.timeout(30):
             answers = []
@@ -167,9 +180,6 @@ async def _refused() -> None:
             ("mixed", kp.ErrorCode.GROUP_ID_NOT_FOUND), ("other", kp.ErrorCode.NOT_COORDINATOR)]  # fmt: skip
         assert kp.peek_header(forwarded) == (kp.CONSUMER_GROUP_HEARTBEAT, 0, 3)  # the first the broker saw
         client.close()
-    finally:
-        for server in (proxy, upstream):
-            server.close()
 
 
 def test_txn_offset_commit_and_offset_delete_for_a_proxy_group_are_refused_not_forwarded() -> None:
@@ -199,26 +209,7 @@ def offset_delete(corr: int, group: str) -> bytes:
 
 
 async def _offset_writes_refused() -> None:
-    upstream_got: asyncio.Queue[bytes] = asyncio.Queue()
-
-    async def broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
-            while True:
-                (size,) = struct.unpack(">i", await reader.readexactly(4))
-                upstream_got.put_nowait(await reader.readexactly(size))
-
-    upstream = await asyncio.start_server(broker, "127.0.0.1", 0)
-    up_port = upstream.sockets[0].getsockname()[1]
-
-    links: set[asyncio.Task[None]] = set()
-    proxy = await forward.listen(
-        "127.0.0.1",
-        0,
-        lambda t: forward.Link(("127.0.0.1", up_port), lambda n, h, p: (h, p), {}, _Mixed(), 1 << 20),
-        links,
-    )
-    try:
-        reader, client = await asyncio.open_connection("127.0.0.1", proxy.sockets[0].getsockname()[1])
+    async with _proxy_in_front_of_a_recorder() as (upstream_got, reader, client):
         client.write(
             txn_commit(1, "mixed")
             + offset_delete(2, "mixed")
@@ -243,6 +234,3 @@ async def _offset_writes_refused() -> None:
             (kp.OFFSET_DELETE, 0, 4),
         ]
         client.close()
-    finally:
-        for server in (proxy, upstream):
-            server.close()
