@@ -101,15 +101,7 @@ def test_mixed_group_of_fast_legacy_and_cooperative_members(bridged_cluster: Bri
     def settled() -> bool:
         if any(m.revoking for m in members):
             return False  # a hand-over is under way: the group has not settled, whatever it holds
-        held = [m.held() for m in members]
-        owners = sampler.samples[-1].owners if sampler.samples else {}
-        return (
-            sum(len(h) for h in held) == partitions
-            and set().union(*held) == set(range(partitions))
-            and all(held)
-            and len(owners) == partitions
-            and len({th.rsplit("-", 1)[0] for th, _czxid in owners.values()}) == len(members)
-        )
+        return sampler.settled([m.held() for m in members], partitions)
 
     def change(what: str, step: Callable[[], None]) -> None:
         step()

@@ -181,15 +181,7 @@ def test_kafkajs_and_sarama_members_in_a_mixed_group(bridged_cluster: BridgedClu
         return {m.name: frozenset(TopicPartition(topic, p) for p in m.held()) for m in list(members)}
 
     def settled() -> bool:
-        held = [m.held() for m in members]
-        owners = sampler.samples[-1].owners if sampler.samples else {}
-        return (
-            sum(len(h) for h in held) == PARTITIONS
-            and set().union(*held) == set(range(PARTITIONS))
-            and all(held)
-            and len(owners) == PARTITIONS
-            and len({th.rsplit("-", 1)[0] for th, _czxid in owners.values()}) == len(members)
-        )
+        return sampler.settled([m.held() for m in members], PARTITIONS)
 
     def change(what: str, step: Callable[[], None]) -> None:
         step()

@@ -217,6 +217,19 @@ class HandoverSampler:
                     last_held[(m, tp)] = s.at
         return out
 
+    def settled(self, held: list[frozenset[int]], partitions: int) -> bool:
+        """Whether a one-topic group has settled: `held` (each member's partitions, from its own view) covers every
+        one of `partitions` exactly once with no member empty, and the last sample's owner znodes cover them all,
+        written by as many consumers (thread names up to their last `-`) as there are members."""
+        owners = self.samples[-1].owners if self.samples else {}
+        return (
+            sum(len(h) for h in held) == partitions
+            and set().union(*held) == set(range(partitions))
+            and all(held)
+            and len(owners) == partitions
+            and len({th.rsplit("-", 1)[0] for th, _czxid in owners.values()}) == len(held)
+        )
+
     def held_twice(self) -> list[tuple[float, TopicPartition, tuple[str, ...]]]:
         out: list[tuple[float, TopicPartition, tuple[str, ...]]] = []
         for s in self.samples:
