@@ -14,7 +14,6 @@ import sys
 import threading
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from e2e.member_lines import Observer
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
 from zkcoord.testing.producers import PacedProducer
@@ -45,43 +45,6 @@ def bootstrap(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
         yield proc.bootstrap
     finally:
         proc.stop()
-
-
-@dataclass
-class Observer:
-    """Every member's callback lines, timestamped by the member itself (CLOCK_MONOTONIC, one clock per machine)."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    events: list[tuple[int, str, str, tuple[int, ...]]] = field(
-        default_factory=list
-    )  # (ns, member, A|R, parts)
-    consumed: set[tuple[int, int]] = field(default_factory=set)
-
-    def line(self, member: str, text: str) -> None:
-        kind, ns, *rest = text.split(" ", 2)
-        with self.lock:
-            if kind == "M":
-                p, o = rest[0].split()
-                self.consumed.add((int(p), int(o)))
-            elif kind in ("A", "R"):
-                parts = tuple(int(p) for p in rest[0].split(",") if p) if rest else ()
-                self.events.append((int(ns), member, kind, parts))
-
-    def holders(self) -> dict[str, set[int]]:
-        """Who holds what now, every event replayed in time order; raises on a partition held twice."""
-        with self.lock:
-            events = sorted(self.events)
-        held: dict[str, set[int]] = {}
-        for ns, member, kind, parts in events:
-            mine = held.setdefault(member, set())
-            if kind == "A":
-                for p in parts:
-                    other = next((m for m, ps in held.items() if m != member and p in ps), None)
-                    assert other is None, f"partition {p} given to {member} at {ns} while {other} held it"
-                    mine.add(p)
-            else:
-                mine.difference_update(parts)
-        return held
 
 
 class Member:

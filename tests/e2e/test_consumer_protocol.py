@@ -11,10 +11,9 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import pytest
 from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from e2e.member_lines import Observer
 from migration.compare.partitions import increase_partitions
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
@@ -51,49 +51,6 @@ def node(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
         yield Node(connect_string, proc)
     finally:
         proc.stop()
-
-
-@dataclass
-class Observer:
-    """Every member's lines, timestamped by the member itself; kills timestamped by the test."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    events: list[tuple[int, str, str, tuple[int, ...]]] = field(
-        default_factory=list
-    )  # (ns, member, A|R|K, parts)
-    consumed: set[tuple[int, int]] = field(default_factory=set)
-
-    def line(self, member: str, text: str) -> None:
-        kind, ns, *rest = text.split(" ", 2)
-        with self.lock:
-            if kind == "M":
-                p, o = rest[0].split()
-                self.consumed.add((int(p), int(o)))
-            elif kind in ("A", "R"):
-                parts = tuple(int(p) for p in rest[0].split(",") if p) if rest else ()
-                self.events.append((int(ns), member, kind, parts))
-
-    def killed(self, member: str) -> None:
-        with self.lock:
-            self.events.append((time.monotonic_ns(), member, "K", ()))
-
-    def holders(self) -> dict[str, set[int]]:
-        """Who holds what now, replaying every event in time order; raises on a partition held twice."""
-        with self.lock:
-            events = sorted(self.events)
-        held: dict[str, set[int]] = {}
-        for ns, member, kind, parts in events:
-            mine = held.setdefault(member, set())
-            if kind == "A":
-                for p in parts:
-                    other = next((m for m, ps in held.items() if m != member and p in ps), None)
-                    assert other is None, f"partition {p} given to {member} at {ns} while {other} held it"
-                    mine.add(p)
-            elif kind == "R":
-                mine.difference_update(parts)
-            else:
-                mine.clear()  # a killed process holds nothing
-        return held
 
 
 class Member:
