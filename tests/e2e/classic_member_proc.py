@@ -47,6 +47,7 @@ def main(argv: list[str]) -> None:
         partition_assignment_strategy=[RangePartitionAssignor],
     )
     consumer.subscribe([topic], listener=_Listener())
+    consumer.topics()  # metadata before the first join (kafka-python 3.0.12's lost join: docs/cluster.md)
     while not stopping:
         for tp, records in consumer.poll(timeout_ms=100).items():
             for r in records:

@@ -69,6 +69,7 @@ def _read_in_group(bootstrap: str, topic: str, expected: int) -> list[tuple[int,
     try:
         wait_for(lambda: bool(consumer.partitions_for_topic(topic)), 30, "topic metadata")
         consumer.subscribe([topic])
+        consumer.topics()  # metadata before the first join (kafka-python 3.0.12's lost join: docs/cluster.md)
         got: list[tuple[int, int, bytes]] = []
         deadline = time.monotonic() + 45
         while len(got) < expected and time.monotonic() < deadline:

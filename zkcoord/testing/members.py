@@ -280,8 +280,8 @@ class ClientMember:
 class KafkaPythonMember(ClientMember):
     """A kafka-python `KafkaConsumer` in a group. Set `commit_now` to have the poll thread commit synchronously
     (kafka-python is not thread-safe); it sets `committed` when done. The topic is in the client's metadata
-    before it subscribes: kafka-python 3.0.12 otherwise rejoins at its first metadata update and can lose that
-    join for good (docs/cluster.md)."""
+    before it subscribes, and it asks for metadata again right after: kafka-python 3.0.12 otherwise rejoins at its
+    first metadata update and can lose that join for good (docs/cluster.md)."""
 
     prefix = "kp"
     metadata_timeout_s = 15.0
@@ -316,6 +316,10 @@ class KafkaPythonMember(ClientMember):
 
     def _subscribe(self) -> None:
         self.consumer.subscribe([self.topic], listener=_listener(self))
+        # A blocking metadata round trip after subscribing: its listener fills the coordinator's metadata
+        # snapshot with the topic's partitions before the first join, so no snapshot-driven rejoin follows that
+        # kafka-python 3.0.12 can lose for good with short polls (docs/cluster.md, "first-join hang").
+        self.consumer.topics()
 
     def _poll(self, timeout_s: float) -> None:
         for records in self.consumer.poll(timeout_ms=int(1000 * timeout_s)).values():

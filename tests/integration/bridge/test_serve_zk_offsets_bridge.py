@@ -114,6 +114,7 @@ def _subscribe(consumer: Any, topics: list[str]) -> None:
     for topic in topics:
         wait_for(partial(_has_partitions, consumer, topic), 30, f"metadata of {topic}")
     consumer.subscribe(topics)
+    consumer.topics()  # fills the join's metadata snapshot (kafka-python 3.0.12's lost join: docs/cluster.md)
 
 
 def _assigned(consumer: Any) -> bool:
