@@ -51,6 +51,7 @@ from zkcoord.bridge.mixed_policy import (
     legacy_registrations,
     legacy_strategy,
     member_views,
+    parse_registration,
     plan_assignment,
     plan_hand_over,
     thread_for,
@@ -512,6 +513,36 @@ class MixedGroupBridge:
         log.info(
             "group=%s released %d partitions of %d departed classic members", group, len(victims), len(gone)
         )
+
+    async def adopted_members(
+        self, group: str
+    ) -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]]:
+        """Adopt the group (as any write would) and return every broker-protocol member registered for it, by
+        member id: (client id, subscribed topics, the partitions its owner znodes hold). A restarted or moved
+        coordinator reads here the consumer-protocol members (KIP-848) it has no records of, whose owner znodes it
+        must keep until they are heard from or their session passes. A malformed fence adopts nothing (it fails
+        closed: nothing is released either) and the members are read as they are."""
+
+        def read() -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]]:
+            client = self._zk()
+            with contextlib.suppress(MalformedZnode):
+                self._adopt(group)
+            ids = zkm.read_ids(client, group)
+            owners = zkm.read_owners(client, group)
+            out = {}
+            for cid, data in sorted(ids.items()):
+                marker = classic_marker(data)
+                if marker is None:
+                    continue
+                parsed = parse_registration(paths.id_path(group, cid), data)
+                topics = () if isinstance(parsed, Malformed) else tuple(sorted(parsed.topic_counts))
+                thread = thread_for(cid)
+                held = tuple(sorted(tp for tp, th in owners.items() if th == thread))
+                out[marker.get("member_id", cid)] = (marker.get("client_id", ""), topics, held)
+            return out
+
+        async with self._lock(group):
+            return await asyncio.to_thread(self._refenced, group, read)
 
     async def legacy_owns(self, group: str, tps: Sequence[TopicPartition]) -> bool:
         """True when every partition's owner znode is held by a legacy member (not one of ours)."""

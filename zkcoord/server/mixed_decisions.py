@@ -263,6 +263,9 @@ class MixedConsumer:
     sent: frozenset[TopicPartition] = frozenset()
     owned: frozenset[TopicPartition] = frozenset()
     share: frozenset[TopicPartition] = frozenset()
+    # Restored after a load from its registration and owner znodes (no records hold consumer members): its epoch
+    # is unknown until it heartbeats, and everything its owner znodes hold counts as sent and owned until then.
+    restored: bool = False
 
     def fenced(self) -> frozenset[TopicPartition]:
         """What the member may still be consuming: a partition is released for another holder only once it is
@@ -297,7 +300,11 @@ def consumer_heartbeat_refusal(
         return _error(
             ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {req.group_id}."
         )
-    if req.member_epoch > 0 and req.member_epoch not in (member.epoch, member.previous_epoch):
+    if (
+        req.member_epoch > 0
+        and not member.restored
+        and req.member_epoch not in (member.epoch, member.previous_epoch)
+    ):
         return _error(
             ErrorCode.FENCED_MEMBER_EPOCH,
             f"The member epoch {req.member_epoch} is not the group's {member.epoch} for this member. "
@@ -427,6 +434,7 @@ def rejoined(
         return MixedConsumer(member_id, client_id, topics)
     return replace(
         old,
+        restored=False,
         client_id=client_id,
         topics=topics,
         epoch=old.epoch + 1,
@@ -445,9 +453,51 @@ def consumer_commit_check(
     member = members.get(member_id) if member_id else None
     if member is None:
         return None
-    if epoch in (member.epoch, member.previous_epoch):
+    if epoch in (member.epoch, member.previous_epoch) or (member.restored and epoch > 0):
         return ErrorCode.NONE
     return ErrorCode.STALE_MEMBER_EPOCH
+
+
+# A registered member as the bridge reads it back: (client id, subscribed topics, partitions its znodes hold).
+AdoptedMember = tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]
+
+
+def restored_consumers(
+    classic: Iterable[str], known: Mapping[str, MixedConsumer], adopted: Mapping[str, AdoptedMember]
+) -> dict[str, MixedConsumer]:
+    """After a load (a restart, a coordinator move): the registered members that are neither classic members of
+    the loaded group nor consumer members this service knows. No record holds consumer-protocol members, so
+    these may be consuming what their owner znodes hold: each is kept as a member (present to the bridge, its
+    znodes fenced: everything held counts as sent and owned) until it heartbeats (it resumes at once, see
+    `resumed`), leaves or its session passes. A classic member that left just before the crash looks the same;
+    its partitions then wait one consumer session.
+
+    >>> tp = TopicPartition("t", 0)
+    >>> r = restored_consumers(["k"], {}, {"k": ("c", ("t",), ()), "n": ("c", ("t",), (tp,))})
+    >>> sorted(r), r["n"].fenced() == frozenset({tp}), r["n"].restored
+    (['n'], True, True)
+    """
+    skip = set(classic) | set(known)
+    out = {}
+    for mid, (client_id, topics, held) in sorted(adopted.items()):
+        if mid in skip:
+            continue
+        tps = frozenset(held)
+        out[mid] = MixedConsumer(mid, client_id, topics, 0, 0, tps, tps, tps, restored=True)
+    return out
+
+
+def resumed(member: MixedConsumer, epoch: int) -> MixedConsumer:
+    """A restored member's first heartbeat (epoch > 0): it is a member again at the epoch after the one it
+    sent, answered everything held for it (what it owns is among that: a partition leaves a member's znodes
+    only after it gave it up), and its commits at the epoch it sent are accepted.
+
+    >>> tp = TopicPartition("t", 0)
+    >>> m = resumed(restored_consumers([], {}, {"n": ("c", ("t",), (tp,))})["n"], 7)
+    >>> m.epoch, m.previous_epoch, m.restored, m.sent == frozenset({tp})
+    (8, 7, False, True)
+    """
+    return replace(member, epoch=epoch + 1, previous_epoch=epoch, restored=False, sent=member.share)
 
 
 def consumers_hand_over_alone(group: ClassicGroup | None, present: Iterable[str]) -> bool:
