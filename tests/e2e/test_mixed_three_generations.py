@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from e2e.conftest import bridged_node_flags
@@ -187,9 +189,9 @@ class ThreeGenerations:
             self.state.line,
         )
 
-    def kafka_python(self, name: str) -> None:
+    def kafka_python(self, name: str, **config: Any) -> None:
         member = KafkaPythonMember(self.bootstrap, self.group, self.topic, name,
-                                   config={"metadata_max_age_ms": 1000}, poll_timeout_s=0.2)  # fmt: skip
+                                   config={"metadata_max_age_ms": 1000, **config}, poll_timeout_s=0.2)  # fmt: skip
         self.classic[name] = member.start()
         self.everyone.append(member)
 
@@ -305,7 +307,10 @@ def test_coordinator_killed_and_restarted_under_three_generations(cluster: tuple
             wait_for(lambda: len(run.producer.acked) > 20, 20, "the producer's first acknowledgements")
             run.legacy("l1")
             run.change("the legacy member holds every partition", 1)
-            run.kafka_python("k1")
+            # A session that outlasts the node's absence (its ZooKeeper session's end, then a start): kafka-python
+            # may take several seconds to find the restarted coordinator, and a classic member removed by its
+            # session timeout meanwhile still consumes (the classic protocol's own zombie window, not this test's).
+            run.kafka_python("k1", session_timeout_ms=30000)
             run.change("a kafka-python classic member joined the legacy member", 1)
             run.consumer("n1")
             run.change("three generations in one group", 1)
@@ -313,7 +318,9 @@ def test_coordinator_killed_and_restarted_under_three_generations(cluster: tuple
             wait_for(lambda: before <= run.consumed(), 20, "the records before the crash consumed", 0.1)
             node.kill9()
             # Its ZooKeeper session ends (4 s) before a node of the same id may register again.
-            wait_for(lambda: run.zk.exists("/zkcoord/brokers/1") is None, 15, "the killed node's session ended")
+            wait_for(
+                lambda: run.zk.exists("/zkcoord/brokers/1") is None, 15, "the killed node's session ended"
+            )
             node.start()
             # Every member is back at work: records acknowledged by the new coordinator are consumed.
             wait_for(
@@ -327,5 +334,72 @@ def test_coordinator_killed_and_restarted_under_three_generations(cluster: tuple
         acked = run.producer.acked
         wait_for(lambda: acked <= run.consumed(), 30, "every acknowledged record consumed", 0.1)
         assert overlaps(run.sampler.samples, run.group) == []
+    finally:
+        run.close()
+
+
+def test_consumer_group_describe_of_a_mixed_group(cluster: tuple[str, NodeProcess]) -> None:
+    """confluent-kafka's AdminClient describes a mixed group by ConsumerGroupDescribe (librdkafka falls back to
+    DescribeGroups only on GROUP_ID_NOT_FOUND, the answer before): the legacy, the classic and the
+    consumer-protocol member, each with what it holds. DescribeGroups and ListGroups stay the classic group's."""
+    zk_connect, node = cluster
+    run = ThreeGenerations(zk_connect, node.bootstrap)
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    try:
+        with run.sampler:
+            wait_for(lambda: len(run.producer.acked) > 20, 20, "the producer's first acknowledgements")
+            run.legacy("l1")
+            run.change("the legacy member holds every partition", 1)
+            run.kafka_python("k1")
+            run.change("a kafka-python classic member joined the legacy member", 1)
+            run.consumer("n1")
+            run.change("three generations in one group", 1)
+            last = run.sampler.samples[-1]
+            (legacy_id,) = {
+                consumer_of_thread(th)
+                for tp, (th, _) in last.owners.items()
+                if tp in legacy_owned(last, run.group)
+            }
+            expected = {
+                legacy_id: sorted(tp.partition for tp in legacy_owned(last, run.group)),
+                **{m: sorted(tp.partition for tp in tps) for m, tps in last.holdings.items() if tps},
+            }
+
+            def described() -> Any:
+                return admin.describe_consumer_groups([run.group])[run.group].result(20)
+
+            def shown(d: Any) -> dict[str, list[int]]:
+                return {
+                    m.client_id: sorted(tp.partition for tp in m.assignment.topic_partitions)
+                    for m in d.members
+                }
+
+            wait_for(
+                lambda: shown(described()) == expected, 20, f"ConsumerGroupDescribe showing {expected}", 0.2
+            )
+            d = described()
+            assert d.type == ConsumerGroupType.CONSUMER
+            assert d.state == ConsumerGroupState.STABLE
+            assert d.partition_assignor == "range"
+            for m in d.members:  # every member's target is what it holds: nothing is moving
+                assert m.target_assignment is not None
+                assert (
+                    sorted(tp.partition for tp in m.target_assignment.topic_partitions)
+                    == expected[m.client_id]
+                )
+            # DescribeGroups (kafka-python's admin) and ListGroups stay those of the classic group.
+            kp = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+            try:
+                info = dict(kp.describe_groups([run.group])[run.group])
+            finally:
+                kp.close()
+            assert (info["group_state"], info["protocol_type"], info["protocol_data"]) == (
+                "Stable",
+                "consumer",
+                "range",
+            )
+            assert [m["client_id"] for m in info["members"]] == ["k1"]
+            listed = admin.list_consumer_groups().result(20).valid
+            assert [g.type for g in listed if g.group_id == run.group] == [ConsumerGroupType.CLASSIC]
     finally:
         run.close()

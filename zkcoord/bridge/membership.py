@@ -34,6 +34,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from zkcoord.bridge.mixed_policy import (
+    CLASSIC,
     LEGACY_STRATEGIES,
     ClassicMember,
     Malformed,
@@ -543,6 +544,30 @@ class MixedGroupBridge:
 
         async with self._lock(group):
             return await asyncio.to_thread(self._refenced, group, read)
+
+    async def legacy_members(
+        self, group: str
+    ) -> dict[str, tuple[tuple[str, ...], tuple[TopicPartition, ...]]]:
+        """The group's legacy (ZooKeeper) members by consumer id: (subscribed topics, the partitions their owner
+        znodes hold), for ConsumerGroupDescribe. An owner znode whose consumer is not registered (a member
+        mid-exit, a stale znode) is listed too, with no topics, so nothing owned is hidden. Read only."""
+
+        def read() -> dict[str, tuple[tuple[str, ...], tuple[TopicPartition, ...]]]:
+            client = self._zk()
+            ids = zkm.read_ids(client, group)
+            legacy = self._legacy(group, ids)
+            out = {}
+            for view in member_views(ids, zkm.read_owners(client, group)):
+                if view.protocol == CLASSIC:
+                    continue
+                reg = legacy.get(view.consumer_id)
+                out[view.consumer_id] = (
+                    tuple(sorted(reg.topic_counts)) if reg is not None else (),
+                    view.owned,
+                )
+            return out
+
+        return await asyncio.to_thread(read)
 
     async def legacy_owns(self, group: str, tps: Sequence[TopicPartition]) -> bool:
         """True when every partition's owner znode is held by a legacy member (not one of ours)."""

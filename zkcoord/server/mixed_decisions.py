@@ -17,7 +17,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from zkcoord.group.consumer_classic import parse_assignment
+from zkcoord.group.consumer_messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
+    DescribedTopicPartitions,
+)
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
 from zkcoord.group.model import ClassicGroup, CoordinatorState, subscription_topics
@@ -498,6 +505,93 @@ def resumed(member: MixedConsumer, epoch: int) -> MixedConsumer:
     (8, 7, False, True)
     """
     return replace(member, epoch=epoch + 1, previous_epoch=epoch, restored=False, sent=member.share)
+
+
+# A legacy member as ConsumerGroupDescribe shows it has no epoch (ZooKeeper members have none).
+LEGACY_MEMBER_EPOCH: Final = -1
+
+
+def _described(
+    partitions: Iterable[TopicPartition], lookup: TopicIds
+) -> tuple[DescribedTopicPartitions, ...]:
+    """Partitions by topic id and name (a topic the lookup no longer knows is left out)."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    out = []
+    for topic, ps in sorted(by_topic.items()):
+        found = lookup(topic)
+        if found is not None:
+            out.append(DescribedTopicPartitions(found[0], topic, tuple(sorted(ps))))
+    return tuple(out)
+
+
+def describe_mixed(
+    group_id: str,
+    group: ClassicGroup | None,
+    consumers: Mapping[str, MixedConsumer],
+    legacy: Mapping[str, tuple[tuple[str, ...], tuple[TopicPartition, ...]]],
+    lookup: TopicIds,
+) -> DescribedConsumerGroup:
+    """ConsumerGroupDescribe of a mixed group: every member of the three kinds, as Kafka describes the classic
+    members of a consumer group (member epoch = the generation, assignment = what it was sent). A consumer-protocol
+    member's assignment is what it was answered, its target what the last hand-over held for it; a legacy member
+    (member and client id: its consumer id) has epoch -1 and its owner znodes as assignment and target. The group
+    epoch and assignment epoch are the classic generation; the state is Empty without members, Reconciling
+    while the classic side rebalances or a consumer member has not been answered its share, Stable otherwise;
+    the assignor is the classic group's protocol (`zkcoord-legacy` when it has none)."""
+    members: list[DescribedConsumerMember] = []
+    generation = group.generation if group is not None else 0
+    protocol = group.protocol_name if group is not None else None
+    for m in sorted(group.members.values(), key=lambda m: m.member_id) if group is not None else ():
+        topics = tuple(sorted(subscription_topics(m.metadata(protocol)) or ())) if protocol else ()
+        got = parse_assignment(m.assignment) if m.assignment else {}
+        held = _described((TopicPartition(t, p) for t, ps in got.items() for p in ps), lookup)
+        members.append(
+            DescribedConsumerMember(
+                m.member_id,
+                m.group_instance_id,
+                None,
+                generation,
+                m.client_id,
+                m.client_host,
+                topics,
+                held,
+                held,
+            )
+        )
+    for c in sorted(consumers.values(), key=lambda c: c.member_id):
+        members.append(
+            DescribedConsumerMember(
+                c.member_id,
+                None,
+                None,
+                c.epoch,
+                c.client_id,
+                "",
+                c.topics,
+                _described(c.sent, lookup),
+                _described(c.share, lookup),
+            )
+        )
+    for cid, (topics, owned) in sorted(legacy.items()):
+        held = _described(owned, lookup)
+        members.append(
+            DescribedConsumerMember(cid, None, None, LEGACY_MEMBER_EPOCH, cid, "", topics, held, held)
+        )
+    rebalancing = group is not None and group.state in (
+        GroupState.PREPARING_REBALANCE,
+        GroupState.COMPLETING_REBALANCE,
+    )
+    if not members:
+        state = "Empty"
+    elif rebalancing or any(c.sent != c.share for c in consumers.values()):
+        state = "Reconciling"
+    else:
+        state = "Stable"
+    return DescribedConsumerGroup(
+        0, group_id, None, state, generation, generation, protocol or FOLLOW_PROTOCOL, tuple(members)
+    )
 
 
 def consumers_hand_over_alone(group: ClassicGroup | None, present: Iterable[str]) -> bool:

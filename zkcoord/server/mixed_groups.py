@@ -21,7 +21,11 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from zkcoord.group.consumer_classic import parse_assignment
-from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from zkcoord.group.consumer_messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    DescribedConsumerGroup,
+)
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import (
     JoinGroupRequest,
@@ -391,6 +395,22 @@ class MixedGroups:
         if step.hand_over:
             self._rebalance(group_id)
         return md.consumer_answer(step.member, step.send, lookup, interval)
+
+    async def describe(self, group_id: str) -> DescribedConsumerGroup:
+        """ConsumerGroupDescribe of a mixed group: its classic, consumer-protocol and legacy members
+        (`md.describe_mixed`); COORDINATOR_NOT_AVAILABLE (retriable) when ZooKeeper cannot be read."""
+        if self._topics is None:
+            return DescribedConsumerGroup(
+                int(ErrorCode.GROUP_ID_NOT_FOUND), group_id, "Group is a mixed group."
+            )
+        try:
+            await self._restored(group_id)
+            legacy = await self._bridge.legacy_members(group_id)
+        except Exception as exc:
+            log.warning("group=%s ConsumerGroupDescribe: ZooKeeper not readable (%s)", group_id, exc)
+            return DescribedConsumerGroup(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), group_id, str(exc))
+        group = self._runtime.state.groups.get(group_id)
+        return md.describe_mixed(group_id, group, self._consumers.get(group_id, {}), legacy, self._topics)
 
     def consumer_commit(self, group_id: str, member_id: str, epoch: int) -> ErrorCode | None:
         """For a commit into a mixed group: None when it is not a consumer-protocol member's; else NONE when the

@@ -200,4 +200,10 @@ class MembershipBridge(Protocol):
         partitions their owner znodes hold)."""
         ...
 
+    async def legacy_members(
+        self, group: str
+    ) -> dict[str, tuple[tuple[str, ...], tuple[TopicPartition, ...]]]:
+        """The group's legacy members by consumer id: (topics, partitions their owner znodes hold)."""
+        ...
+
     async def legacy_owns(self, group: str, tps: Sequence[TopicPartition]) -> bool: ...
