@@ -472,22 +472,23 @@ AdoptedMember = tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]
 def restored_consumers(
     classic: Iterable[str], known: Mapping[str, MixedConsumer], adopted: Mapping[str, AdoptedMember]
 ) -> dict[str, MixedConsumer]:
-    """After a load (a restart, a coordinator move): the registered members that are neither classic members of
-    the loaded group nor consumer members this service knows. No record holds consumer-protocol members, so
-    these may be consuming what their owner znodes hold: each is kept as a member (present to the bridge, its
-    znodes fenced: everything held counts as sent and owned) until it heartbeats (it resumes at once, see
-    `resumed`), leaves or its session passes. A classic member that left just before the crash looks the same;
-    its partitions then wait one consumer session.
+    """After a load (a restart, a coordinator move): the registered members holding owner znodes that are
+    neither classic members of the loaded group nor consumer members this service knows. No record holds
+    consumer-protocol members, so these may be consuming what their owner znodes hold: each is kept as a member
+    (present to the bridge, its znodes fenced: everything held counts as sent and owned) until it heartbeats (it
+    resumes at once, see `resumed`), leaves or its session passes. A classic member that left just before the
+    crash looks the same; its partitions then wait one consumer session. A member holding nothing risks no
+    double consumption and is released as before (it rejoins if it is alive).
 
     >>> tp = TopicPartition("t", 0)
-    >>> r = restored_consumers(["k"], {}, {"k": ("c", ("t",), ()), "n": ("c", ("t",), (tp,))})
+    >>> r = restored_consumers(["k"], {}, {"k": ("c", ("t",), (tp,)), "n": ("c", ("t",), (tp,)), "e": ("c", ("t",), ())})
     >>> sorted(r), r["n"].fenced() == frozenset({tp}), r["n"].restored
     (['n'], True, True)
     """
     skip = set(classic) | set(known)
     out = {}
     for mid, (client_id, topics, held) in sorted(adopted.items()):
-        if mid in skip:
+        if mid in skip or not held:
             continue
         tps = frozenset(held)
         out[mid] = MixedConsumer(mid, client_id, topics, 0, 0, tps, tps, tps, restored=True)

@@ -173,7 +173,8 @@ def test_registered_members_the_load_does_not_know_are_restored_fenced() -> None
     adopted = {
         "k": ("kc", ("t",), (tp(0),)),  # a classic member of the loaded group: its records hold it
         "n": ("nc", ("t",), (tp(1), tp(2))),  # a consumer-protocol member: no record holds it
-        "old": ("oc", ("t",), ()),  # one this service already knows (it joined meanwhile)
+        "old": ("oc", ("t",), (tp(3),)),  # one this service already knows (it joined meanwhile)
+        "idle": ("ic", ("t",), ()),  # holding nothing, nothing to fence: released as before, rejoins if alive
     }
     restored = md.restored_consumers(["k"], {"old": member()}, adopted)
     assert sorted(restored) == ["n"]
