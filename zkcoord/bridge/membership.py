@@ -516,18 +516,20 @@ class MixedGroupBridge:
         )
 
     async def adopted_members(
-        self, group: str
+        self, group: str, adopt: bool = True
     ) -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]]:
-        """Adopt the group (as any write would) and return every broker-protocol member registered for it, by
-        member id: (client id, subscribed topics, the partitions its owner znodes hold). A restarted or moved
-        coordinator reads here the consumer-protocol members (KIP-848) it has no records of, whose owner znodes it
-        must keep until they are heard from or their session passes. A malformed fence adopts nothing (it fails
-        closed: nothing is released either) and the members are read as they are."""
+        """Adopt the group (as any write would; not with `adopt=False`: a plain read) and return every
+        broker-protocol member registered for it, by member id: (client id, subscribed topics, the partitions its
+        owner znodes hold). A restarted or moved coordinator reads here the consumer-protocol members (KIP-848) it
+        has no records of, whose owner znodes it must keep until they are heard from or their session passes. A
+        malformed fence adopts nothing (it fails closed: nothing is released either) and the members are read as
+        they are."""
 
         def read() -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]]:
             client = self._zk()
-            with contextlib.suppress(MalformedZnode):
-                self._adopt(group)
+            if adopt:
+                with contextlib.suppress(MalformedZnode):
+                    self._adopt(group)
             ids = zkm.read_ids(client, group)
             owners = zkm.read_owners(client, group)
             out = {}

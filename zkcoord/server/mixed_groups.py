@@ -404,13 +404,23 @@ class MixedGroups:
                 int(ErrorCode.GROUP_ID_NOT_FOUND), group_id, "Group is a mixed group."
             )
         try:
-            await self._restored(group_id)
+            if group_id not in self._restoring:
+                # A describe writes nothing: the group is adopted (its fence bumped) only when ZooKeeper holds
+                # members of ours to restore, as their next heartbeat would.
+                ours = await self._bridge.adopted_members(group_id, adopt=False)
+                if any(held for _client, _topics, held in ours.values()):
+                    await self._restored(group_id)
             legacy = await self._bridge.legacy_members(group_id)
         except Exception as exc:
             log.warning("group=%s ConsumerGroupDescribe: ZooKeeper not readable (%s)", group_id, exc)
             return DescribedConsumerGroup(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), group_id, str(exc))
         group = self._runtime.state.groups.get(group_id)
-        return md.describe_mixed(group_id, group, self._consumers.get(group_id, {}), legacy, self._topics)
+        consumers = self._consumers.get(group_id, {})
+        if group is None and not consumers and not legacy:
+            return DescribedConsumerGroup(
+                int(ErrorCode.GROUP_ID_NOT_FOUND), group_id, f"Group {group_id} not found."
+            )
+        return md.describe_mixed(group_id, group, consumers, legacy, self._topics)
 
     def consumer_commit(self, group_id: str, member_id: str, epoch: int) -> ErrorCode | None:
         """For a commit into a mixed group: None when it is not a consumer-protocol member's; else NONE when the
