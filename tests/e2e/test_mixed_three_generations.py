@@ -399,6 +399,12 @@ def test_consumer_group_describe_of_a_mixed_group(cluster: tuple[str, NodeProces
                 "range",
             )
             assert [m["client_id"] for m in info["members"]] == ["k1"]
+            # A bridged id nobody uses is not found (librdkafka then falls back to DescribeGroups: Dead, no
+            # members), and describing it writes nothing: no fence znode appears.
+            nobody = f"{run.group}-nobody"
+            assert admin.describe_consumer_groups([nobody])[nobody].result(20).members == []
+            assert run.zk.exists(f"/zkcoord/mixed-groups/{nobody}") is None
+            assert run.zk.exists(f"/zkcoord/mixed-groups/{run.group}") is not None
             listed = admin.list_consumer_groups().result(20).valid
             assert [g.type for g in listed if g.group_id == run.group] == [ConsumerGroupType.CLASSIC]
     finally:

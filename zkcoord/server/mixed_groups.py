@@ -81,6 +81,7 @@ class MixedGroups:
         self._tasks: set[asyncio.Future[None]] = set()
         # bridged group -> its consumer members restored from ZooKeeper after this service loaded (once each)
         self._restoring: dict[str, asyncio.Future[None]] = {}
+        self._closed = False
 
     def bridges(self, group_id: str) -> bool:
         return self._bridge.bridges(group_id)
@@ -244,6 +245,8 @@ class MixedGroups:
 
     async def _restore(self, group_id: str) -> None:
         adopted = await self._bridge.adopted_members(group_id)
+        if self._closed:
+            return  # the service stopped serving meanwhile: the next coordinator restores them
         members = self._consumers.setdefault(group_id, {})
         group = self._runtime.state.groups.get(group_id)
         restored = md.restored_consumers(md.present_members(group), members, adopted)
@@ -305,7 +308,8 @@ class MixedGroups:
 
     def close(self) -> None:
         """Stop: no consumer member's session timer fires after the service stopped serving (a hand-over under
-        way finishes, bounded by its wait)."""
+        way finishes, bounded by its wait), and no restore under way arms one."""
+        self._closed = True
         for handle in self._sessions.values():
             handle.cancel()
         self._sessions.clear()
