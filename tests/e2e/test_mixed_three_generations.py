@@ -329,6 +329,10 @@ def test_coordinator_killed_and_restarted_under_three_generations(cluster: tuple
             after = run.producer.acked
             wait_for(lambda: after <= run.consumed(), 30, "the records after the restart consumed", 0.1)
             run.change("the group after the coordinator's restart", 1)
+            # n1 has no record: the new coordinator restored it from ZooKeeper, then its heartbeat resumed it.
+            told = [line for line in list(node.output) if run.group in line]
+            assert any("restored from ZooKeeper" in line for line in told)
+            assert any("resumed at epoch" in line for line in told)
             assert run.sampler.median_interval_s() <= 0.02
         run.producer.stop()
         acked = run.producer.acked
