@@ -235,16 +235,20 @@ class ThreeGenerations:
         return out
 
     def close(self) -> None:
-        self.producer.stop()
-        self.sampler.stop()
-        for m in self.classic.values():
-            m.stop()
-        for p in self.procs.values():
-            p.kill()
-        for p in self.gone:
-            p.kill()
-        self.zk.stop()
-        self.zk.close()
+        """Member processes first: nothing may outlive the test, whatever a later step raises (a producer
+        stopped while its node is down)."""
+        try:
+            for p in [*self.procs.values(), *self.gone]:
+                p.kill()
+            for m in self.classic.values():
+                m.stop()
+        finally:
+            try:
+                self.producer.stop()
+                self.sampler.stop()
+            finally:
+                self.zk.stop()
+                self.zk.close()
 
 
 def test_legacy_classic_and_consumer_protocol_members_in_one_group_then_consumer_only(
