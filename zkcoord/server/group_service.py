@@ -342,8 +342,18 @@ class GroupService(GroupCoordinator):
         def status(gid: str) -> ErrorCode | None:
             return self.runtime.status(CONSUMER_GROUP_DESCRIBE, gid)
 
-        return await self.runtime.run(
+        resp = await self.runtime.run(
             req,
             cm.ConsumerGroupDescribeResponse,
             lambda now, token: consumer.handle_consumer_describe(self.state, req, now, token, status),
         )
+        mixed = self._mixed
+        if mixed is None:
+            return resp
+        # A mixed group is a classic group in the records (or none: consumer-protocol and legacy members only),
+        # which the handler finds no consumer group for: its three kinds of members come from the edge.
+        groups = []
+        for g in resp.groups:
+            ours = mixed.bridges(g.group_id) and g.error_code in (0, ErrorCode.GROUP_ID_NOT_FOUND)
+            groups.append(await mixed.describe(g.group_id) if ours else g)
+        return replace(resp, groups=tuple(groups))

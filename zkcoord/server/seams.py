@@ -193,4 +193,17 @@ class MembershipBridge(Protocol):
 
     async def members_changed(self, group: str, present: Iterable[str]) -> None: ...
 
+    async def adopted_members(
+        self, group: str, adopt: bool = True
+    ) -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]]:
+        """Adopt the group (unless `adopt` is False) and return its registered broker-protocol members by member
+        id: (client id, topics, partitions their owner znodes hold)."""
+        ...
+
+    async def legacy_members(
+        self, group: str
+    ) -> dict[str, tuple[tuple[str, ...], tuple[TopicPartition, ...]]]:
+        """The group's legacy members by consumer id: (topics, partitions their owner znodes hold)."""
+        ...
+
     async def legacy_owns(self, group: str, tps: Sequence[TopicPartition]) -> bool: ...
