@@ -38,8 +38,8 @@ pytestmark = pytest.mark.timeout(180)
 
 COMMIT_INTERVAL_MS = 200
 # The librdkafka members' session.timeout.ms: above the proxies' takeover after a kill -9 (the dead node's ZooKeeper
-# session, 3000 ms asked, 4000 granted by a server with tickTime 2000 and expired on a tick: 5.0-5.3 s after the kill
-# here, then ~0.3 s to elect, move and load, then up to 1 s to librdkafka's next FindCoordinator), as its default
+# session, 3000 ms asked, 4000 granted by a server with tickTime 2000 and expired on a tick: 4.0-5.9 s after the kill
+# here, then 0.3-0.4 s to elect, move and load, then up to 1 s to librdkafka's next FindCoordinator), as its default
 # (45 s) is. librdkafka drops its assignment as lost, uncommitted, when no heartbeat succeeded for a session timeout
 # (SESSTMOUT, "revoking assignment and rejoining group"): with the kit's 6 s it did so in the outage, 75 records of
 # each of its partitions were read again, and its old member id held the next rebalance one more session timeout.
