@@ -10,9 +10,9 @@ is answered UNKNOWN_TOPIC_ID. Where it is stored:
   PartitionMetadataFile format (`version: 0` / `topic_id: <Uuid.toString>`). A single node (no ZooKeeper) is its
   own controller: a topic whose logs predate ids gets one at start. A file that does not parse leaves the topic
   without an id (never replaced: the operator looks at it) and is logged;
-* proxy mode never writes the cluster's znodes: an id is the one in the cluster's topic znode, else one derived
-  from the name (`derived_topic_id`, uuid5 in a fixed namespace: stable, but the same for a re-created topic,
-  which is why it is only the proxy's fallback for topics of brokers older than 2.8).
+* proxy mode writes none of the cluster's znodes and needs no ids of its own: Metadata goes to the cluster's
+  brokers, which answer their ids (Kafka 2.8+: the topic znode's; older brokers: none), and the consumer-protocol
+  groups it would coordinate are refused (docs/proxy.md). Its own chroot's `__consumer_offsets` gets one as above.
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from zkcoord.zk.registry import new_topic_id
 __all__ = [
     "PARTITION_METADATA_FILE",
     "decode_partition_metadata",
-    "derived_topic_id",
     "encode_partition_metadata",
     "new_topic_id",
     "topic_lookup",
@@ -35,13 +34,6 @@ __all__ = [
 
 PARTITION_METADATA_FILE = "partition.metadata"
 _MAX_FILE_BYTES = 256  # "version: 0\ntopic_id: <22 characters>\n" is 42
-_NAMESPACE = uuid.UUID("5b0e7f1e-6a43-4b8e-9a0c-7a6b9c1d2e3f")  # zkcoord's, fixed forever
-
-
-def derived_topic_id(name: str) -> uuid.UUID:
-    """The proxy's fallback id of a cluster topic whose znode has none (never zero or reserved: uuid5 sets its
-    version and variant bits)."""
-    return uuid.uuid5(_NAMESPACE, name)
 
 
 def encode_partition_metadata(topic_id: uuid.UUID) -> bytes:
