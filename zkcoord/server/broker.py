@@ -541,12 +541,16 @@ class Broker:
                 continue
             try:
                 self.logs.ensure_partitions(name, count, stored)
+                if topic_id is not None and name not in self.logs.topic_ids:
+                    self.logs.set_topic_id(name, topic_id)  # served at once, not from the next refresh
             except (InvalidTopic, InvalidConfig) as exc:
                 results[i] = Created(name, E.INVALID_TOPIC_EXCEPTION, str(exc), n)
                 continue
+            except ValueError as exc:  # an unreadable stored id: the refresh logs it; the topic is created
+                log.warning("CreateTopics %s: local logs keep no id: %s", name, exc)
             if not created:
                 results[i] = Created(name, E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.", n)
-            else:  # the local logs take the id at the next refresh (a stale local copy is set aside there)
+            else:
                 results[i] = replace(results[i], topic_id=topic_id)
         return kp.create_topics_response(req, dm.CreateTopicsResponse(tuple(results)))
 
