@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
+from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import MetadataRequest as KMetadata
 from kazoo.client import KazooClient
 
@@ -134,6 +135,15 @@ def test_ids_are_stored_new_after_re_creation_and_given_once_to_old_znodes(node:
     second = create(node, "recycled", 2)
     assert second != first
     assert librdkafka_id(node.admin, "recycled") == second
+    kafka_python = KafkaAdminClient(bootstrap_servers=node.proc.bootstrap, request_timeout_ms=10_000)
+    try:  # kafka-python's admin: Metadata v12 by name and by id (KIP-516)
+        described = kafka_python.describe_topics(["recycled", first])
+    finally:
+        kafka_python.close()
+    assert [(t["error_code"], t["name"], t["topic_id"]) for t in described] == [
+        (0, "recycled", str(second)),
+        (E.UNKNOWN_TOPIC_ID, "", str(first)),
+    ]
     by_id = metadata_v12(port, ids=(first, second))
     assert [(t.error_code, t.name, t.topic_id) for t in by_id] == [
         (E.UNKNOWN_TOPIC_ID, "", first),
