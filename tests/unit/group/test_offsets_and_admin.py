@@ -16,6 +16,8 @@ from zkcoord.group.messages import (
     ListGroupsRequest,
     ListGroupsResponse,
     OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchRequestTopic,
@@ -26,6 +28,7 @@ from zkcoord.group.model import CoordinatorState, replay_all
 from zkcoord.group.state import GroupState
 from zkcoord.records.offsets import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 
+from .consumer_world import World
 from .driver import Driver, consumer_subscription
 
 
@@ -313,10 +316,6 @@ def test_deleted_partitions_lose_their_offsets_in_every_group_and_only_those() -
 def test_deleted_partitions_lose_their_offsets_in_consumer_groups_too() -> None:
     """A consumer-protocol (KIP-848) group's offsets of a deleted topic go as a classic group's do; otherwise a
     topic created again under the name is read from the deleted one's positions."""
-    from zkcoord.group.messages import OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic
-
-    from .consumer_world import World
-
     w = World()
     w.hb("a", 0)
     part = OffsetCommitRequestPartition(0, 3, -1, "")
