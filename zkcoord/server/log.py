@@ -789,6 +789,11 @@ class LogManager:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the rename too: an id once served survives a crash
+        finally:
+            os.close(fd)
         self.topic_ids[name] = topic_id
 
     def assign_missing_ids(self, new_id: Callable[[], uuid.UUID]) -> list[str]:
