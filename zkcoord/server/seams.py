@@ -10,6 +10,7 @@ so a reader (and mypy) sees the whole contract here, and tests pass small fakes 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
@@ -110,9 +111,10 @@ class ClusterSide(Protocol):
 
     async def publish_topic(
         self, topic: str, partitions: int, configs: Mapping[str, str] | None = None
-    ) -> tuple[bool, int, dict[str, str]]:
+    ) -> tuple[bool, int, dict[str, str], uuid.UUID | None]:
         """CreateTopics: (created by this call, partition count in ZooKeeper, the topic's stored configs, from
-        `/config/topics/T`); raises when ZooKeeper is away."""
+        `/config/topics/T`, its KIP-516 id in ZooKeeper: None until the controller gives a znode written without
+        one an id); raises when ZooKeeper is away."""
 
     async def delete_topic(self, topic: str, timeout_ms: int) -> bool:
         """DeleteTopics on the controller: mark the topic for deletion (`/admin/delete_topics/T`) and wait up to

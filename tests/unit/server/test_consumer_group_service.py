@@ -23,7 +23,7 @@ from zkcoord.server.authorization import RequestAuthorizer
 from zkcoord.server.broker import Broker, ServerConfig
 from zkcoord.server.group_service import GroupService
 from zkcoord.server.log import LogManager
-from zkcoord.server.topic_ids import topic_id, topic_lookup
+from zkcoord.server.topic_ids import new_topic_id, topic_lookup
 from zkcoord.storage import FileRecordStore
 
 ALICE = "User:alice"
@@ -76,11 +76,11 @@ def test_a_member_joins_commits_and_survives_a_restart(tmp_path: Path) -> None:
     async def run() -> None:
         node = Node(tmp_path)
         await node.service.start()
-        node.logs.create_topic("t", 3)
-        tid = topic_id("t")
+        node.logs.create_topic("t", 3, topic_id=new_topic_id())
+        tid = node.logs.topic_ids["t"]
         meta = await node.ask(kp.METADATA, 12, topics=[KMetadata.MetadataRequestTopic(topic_id=None, name="t")],
                               allow_auto_topic_creation=False, include_topic_authorized_operations=False)  # fmt: skip
-        assert meta.topics[0].topic_id == tid  # a stable, non-zero id
+        assert meta.topics[0].topic_id == tid  # the stored id
         by_id = await node.ask(kp.METADATA, 12, topics=[KMetadata.MetadataRequestTopic(topic_id=tid, name=None)],
                                allow_auto_topic_creation=False, include_topic_authorized_operations=False)  # fmt: skip
         assert [(t.name, t.error_code) for t in by_id.topics] == [("t", 0)]
@@ -117,6 +117,7 @@ def test_a_member_joins_commits_and_survives_a_restart(tmp_path: Path) -> None:
         node.store.close()
 
         again = Node(tmp_path)
+        assert again.logs.topic_ids == {"t": tid}  # read back from the topic's partition.metadata
         await again.service.start()
         assert again.service.state.consumer_groups == node.service.state.consumer_groups
         after = await again.describe("g", "nope")
@@ -142,7 +143,7 @@ def test_heartbeat_and_describe_are_authorized_as_kafka_does(tmp_path: Path) -> 
     async def run(acls: dict[Resource, tuple[Acl, ...]]) -> tuple[int, int]:
         node = Node(tmp_path / str(len(list(tmp_path.iterdir()))), acls)
         await node.service.start()
-        node.logs.create_topic("t", 1)
+        node.logs.create_topic("t", 1, topic_id=new_topic_id())
         hb = (await node.hb(join("m"))).error_code
         described = (await node.describe("g")).groups[0].error_code
         node.store.close()
@@ -160,7 +161,7 @@ def test_heartbeat_and_describe_are_authorized_as_kafka_does(tmp_path: Path) -> 
     async def hidden_topic() -> int:
         node = Node(tmp_path / "hidden", both)
         await node.service.start()
-        node.logs.create_topic("t", 1)
+        node.logs.create_topic("t", 1, topic_id=new_topic_id())
         assert (await node.hb(join("m"))).error_code == 0
         node.broker.authorizer = RequestAuthorizer(
             Acls({group: allow(Operation.DESCRIBE)}), AuthorizerConfig()
