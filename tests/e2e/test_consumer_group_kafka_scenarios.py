@@ -264,7 +264,7 @@ SCENARIOS: dict[str, list[Step]] = {
             owned={},
             rebalance_timeout_ms=5000,
             error=E.INVALID_REQUEST,
-            message="SubscribedTopicNames must be set in first request.",
+            message="Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
         ),
         Step("", 1, error=E.INVALID_REQUEST, message="MemberId can't be empty."),
         Step(

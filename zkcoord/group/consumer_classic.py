@@ -317,9 +317,11 @@ def handle_consumer_heartbeat(
     token: int,
     topics: cons.TopicLookup,
     new_member_id: str,
+    catalog: cons.TopicCatalog | None = None,
 ) -> Result:
     """ConsumerGroupHeartbeat with online migration: a joining member may upgrade a classic group first; a
-    consumer-protocol member leaving a group of classic members downgrades it."""
+    consumer-protocol member leaving a group of classic members downgrades it. `catalog`: every topic's name,
+    for regular-expression subscriptions."""
     b = _Both(st)
     classic = st.groups.get(req.group_id)
     empty = classic is not None and not (classic.members or classic.pending_members)
@@ -362,7 +364,7 @@ def handle_consumer_heartbeat(
     ):
         _convert_to_classic(b, st, group, req.member_id, now_ms)
         return b.result((token, ConsumerGroupHeartbeatResponse(0, None, req.member_id, req.member_epoch, 0)))
-    resp = cons._heartbeat(b.consumer, st, req, now_ms, topics, new_member_id)
+    resp = cons._heartbeat(b.consumer, st, req, now_ms, topics, new_member_id, catalog)
     return b.result((token, resp))
 
 

@@ -230,7 +230,7 @@ def encode_describe_response(resp: ConsumerGroupDescribeResponse, version: int) 
                 compact_nstring(m.client_host),
                 uvarint(len(m.subscribed_topic_names) + 1),
                 *(compact_nstring(n) for n in m.subscribed_topic_names),
-                compact_nstring(None),  # SubscribedTopicRegex
+                compact_nstring(m.subscribed_topic_regex),
                 _described_assignment(m.assignment),
                 _described_assignment(m.target_assignment),
                 b"\x00",
