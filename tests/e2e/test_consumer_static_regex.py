@@ -50,7 +50,9 @@ def node(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
 class Member:
     """One member process; its callback lines go to the observer under `name`."""
 
-    def __init__(self, node: NodeProcess, group: str, topic: str, name: str, instance: str, obs: Observer) -> None:
+    def __init__(
+        self, node: NodeProcess, group: str, topic: str, name: str, instance: str, obs: Observer
+    ) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, str(MEMBER), node.bootstrap, group, topic, name, instance],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,

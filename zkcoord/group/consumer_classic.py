@@ -513,6 +513,20 @@ def handle_join(
         return fail(E.INCONSISTENT_GROUP_PROTOCOL)
     if unknown and v >= 4 and req.group_instance_id is None:
         return b.result((token, join_error(v, member_id, E.MEMBER_ID_REQUIRED)))
+    if req.group_instance_id is not None:
+        # A hosted classic static member (getOrMaybeSubscribeStaticConsumerGroupMember with the classic protocol):
+        # a new member id takes the place of whichever member holds the instance id, without waiting for it to
+        # leave; a known member id must be the one the instance id names.
+        held_by = group.static_members.get(req.group_instance_id)
+        if not unknown and held_by is None:
+            return fail(E.UNKNOWN_MEMBER_ID)
+        if not unknown and held_by != member_id:
+            return fail(E.FENCED_INSTANCE_ID)
+        if unknown and held_by is not None:
+            cons._replace_static_member(b.consumer, group, group.members[held_by], member_id)
+            group.join_deadlines.pop(held_by, None)
+            for key in (join_timeout_key(group.group_id, held_by), sync_timeout_key(group.group_id, held_by)):
+                b.consumer.timers.append(Cancel(key))
     existing = group.members.get(member_id)
     if existing is not None and not is_classic(existing):
         return fail(E.UNKNOWN_MEMBER_ID)

@@ -127,6 +127,36 @@ def test_a_static_leave_gives_up_what_it_was_revoking_and_describe_shows_the_ins
     assert w.replayed().consumer_groups == w.st.consumer_groups
 
 
+def test_a_hosted_classic_static_member_is_replaced_by_a_new_join_with_its_instance_id() -> None:
+    """Kafka's classic protocol path: a JoinGroup with the instance id and no member id replaces whichever member
+    holds it (no UNRELEASED_INSTANCE_ID wait), inheriting its assignment; the old id is gone, a known id that
+    the instance does not name is fenced."""
+    from zkcoord.group.messages import JoinGroupResponse, SyncGroupResponse
+
+    from .test_consumer_migration import World as MigrationWorld
+
+    w = MigrationWorld()
+    w.hb("c", 0)  # a consumer-protocol member makes "g" a consumer group with all of t's partitions
+    first = w.answers[w.join("", instance="i-k")]
+    assert isinstance(first, JoinGroupResponse) and first.error_code == 0, first
+    g = w.st.consumer_groups["g"]
+    old_id = first.member_id
+    assert g.static_members == {"i-k": old_id} and g.members[old_id].metadata.classic is not None
+    epoch, old_target = g.group_epoch, dict(g.target[old_id])
+    second = w.answers[w.join("", instance="i-k")]  # the process restarted before leaving
+    assert isinstance(second, JoinGroupResponse) and second.error_code == 0, second
+    new_id = second.member_id
+    assert new_id != old_id and old_id not in g.members and g.static_members == {"i-k": new_id}
+    assert g.group_epoch == epoch and g.target[new_id] == old_target  # no rebalance: its target carried over
+    sr = w.answers[w.sync(new_id, second.generation_id, name="range")]
+    assert isinstance(sr, SyncGroupResponse) and sr.error_code == 0
+    fenced = w.answers[w.join(old_id, instance="i-k")]
+    assert isinstance(fenced, JoinGroupResponse) and fenced.error_code == E.FENCED_INSTANCE_ID
+    unknown = w.answers[w.join("someone", instance="i-zz")]
+    assert isinstance(unknown, JoinGroupResponse) and unknown.error_code == E.UNKNOWN_MEMBER_ID
+    w.check_replay()
+
+
 # ------------------------------------------------------------------------------------------------------- regexes
 
 
