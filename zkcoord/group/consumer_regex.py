@@ -17,14 +17,14 @@ from functools import lru_cache
 import re2
 
 MAX_REGEX_CHARS = 1024  # longer ones are refused before compiling: a topic filter, not a program
-_MAX_MEM = 8 << 20  # RE2's memory budget per compiled expression (its default)
+_MAX_MEM = 1 << 20  # RE2's memory budget per expression (program and DFA cache; too large a program fails to compile)
 
 
 class InvalidRegex(ValueError):
     """The expression is not one Kafka (RE2J) accepts, or is too long: the message says why."""
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)  # with _MAX_MEM: at most 64 MB of compiled expressions
 def _compile(pattern: str) -> re2._Regexp[str]:
     options = re2.Options()
     options.log_errors = False  # RE2 logs each parse error to stderr itself; the caller reports it
