@@ -17,7 +17,9 @@ from functools import lru_cache
 import re2
 
 MAX_REGEX_CHARS = 1024  # longer ones are refused before compiling: a topic filter, not a program
-_MAX_MEM = 1 << 20  # RE2's memory budget per expression (program and DFA cache; too large a program fails to compile)
+_MAX_MEM = (
+    1 << 20
+)  # RE2's memory budget per expression (program and DFA cache; too large a program fails to compile)
 
 
 class InvalidRegex(ValueError):

@@ -338,13 +338,13 @@ def decode_response(api_key: int, version: int, body: bytes) -> object:
             client_id = r.string("ClientId")
             host = r.string("ClientHost")
             names = tuple(r.string("SubscribedTopicNames") for _ in range(r.array("SubscribedTopicNames", 1)))
-            r.nstring("SubscribedTopicRegex")
+            regex = r.nstring("SubscribedTopicRegex")
             assigned = _read_described(r, "Assignment")
             target = _read_described(r, "TargetAssignment")
             r.tagged("Member")
             members.append(
                 DescribedConsumerMember(
-                    mid, instance, rack, member_epoch, client_id, host, names, assigned, target
+                    mid, instance, rack, member_epoch, client_id, host, names, assigned, target, regex
                 )
             )
         ops = r.int32("AuthorizedOperations")
