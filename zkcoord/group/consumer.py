@@ -267,9 +267,8 @@ def _heartbeat(
                     E.UNRELEASED_INSTANCE_ID,
                     f"Static member {member_id} with instance id {req.instance_id} cannot join the group because the instance id is owned by {held_by} member.",
                 )
-            if (
-                member is not None
-            ):  # a member id already in the group under another instance id: drop it first
+            if member is not None and member is not old:
+                # this member id was in the group under another instance id (or none): it goes first
                 _remove_member(out, group, member)
             _replace_static_member(out, group, old, member_id)
         elif member is None and len(group.members) >= cfg.group_consumer_max_size:
@@ -413,7 +412,7 @@ def _update_member(
         rebalance_timeout_ms=req.rebalance_timeout_ms
         if req.rebalance_timeout_ms != -1
         else (old.rebalance_timeout_ms if old else -1),
-        # "" clears the expression (the Java client sends it when it moves to topic names); None: unchanged
+        # "" is no expression (librdkafka sends it beside topic names; it clears an earlier one); None: unchanged
         subscribed_topic_regex=(req.subscribed_topic_regex or None)
         if req.subscribed_topic_regex is not None
         else (old.subscribed_topic_regex if old else None),

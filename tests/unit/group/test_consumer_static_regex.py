@@ -72,6 +72,17 @@ def test_a_static_member_restarting_within_its_session_keeps_its_partitions_with
     assert w.replayed().consumer_groups == w.st.consumer_groups
 
 
+def test_a_static_member_coming_back_under_its_own_member_id_gets_its_partitions_too() -> None:
+    w = _static_pair()
+    g = w.st.consumer_groups["g"]
+    held, epoch = {t: set(ps) for t, ps in g.members["a"].assigned.items()}, g.group_epoch
+    w.hb("a", -2, instance_id="i-a")
+    r = w.hb("a", 0, instance_id="i-a")
+    assert (r.error_code, r.member_epoch, _as_sets(r.assignment)) == (0, epoch, held)
+    assert g.group_epoch == epoch and TimerKey(TimerKind.CONSUMER_SESSION, "g", "a") in w.timers
+    assert w.replayed().consumer_groups == w.st.consumer_groups
+
+
 def test_a_static_member_that_does_not_come_back_is_removed_at_its_session_timeout() -> None:
     w = _static_pair()
     g = w.st.consumer_groups["g"]
