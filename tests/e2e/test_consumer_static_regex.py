@@ -4,7 +4,7 @@ members (`group.protocol=consumer`) against one `zkcoord serve --zk` node.
 Static: two members with `group.instance.id`, each in its own process; one is restarted (closed: librdkafka's
 temporary leave, member epoch -2; a new process with the same instance id joins under a new member id) within its
 session timeout. Its partitions never go to the other member, the new process gets exactly them, and
-ConsumerGroupDescribe shows the instance ids. Regex: a member subscribed to `^<prefix>-.*` picks up a topic created
+ConsumerGroupDescribe shows the instance ids and the same group epoch (no rebalance). Regex: a member subscribed to `^<prefix>-.*` picks up a topic created
 while it runs, and not a topic that does not match."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from e2e.member_lines import Observer
+from e2e.test_consumer_group_kafka_scenarios import Wire
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
 from zkcoord.zk.session import ensure_chroot
@@ -82,6 +83,7 @@ def test_a_static_member_restarted_within_its_session_keeps_its_partitions(node:
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
     admin.create_topics([NewTopic(topic, 4, 1)])[topic].result(20)
     obs = Observer()
+    wire: Wire | None = None
     members = {
         "a1": Member(node, group, topic, "a1", "inst-a", obs),
         "b": Member(node, group, topic, "b", "inst-b", obs),
@@ -96,6 +98,10 @@ def test_a_static_member_restarted_within_its_session_keeps_its_partitions(node:
         wait_for(split, 30, "a1 and b share the four partitions")
         before = obs.holders()
         a_parts, b_parts = before["a1"], before["b"]
+        wire = Wire(
+            node.port
+        )  # raw ConsumerGroupDescribe: the group epoch, which the admin client does not show
+        epoch = wire.describe(group).group_epoch
         b_events = sum(1 for e in obs.events if e[1] == "b")
         described = admin.describe_consumer_groups([group])[group].result(20)
         assert sorted((m.client_id, m.group_instance_id) for m in described.members) == [
@@ -115,7 +121,10 @@ def test_a_static_member_restarted_within_its_session_keeps_its_partitions(node:
             ("a2", "inst-a"),
             ("b", "inst-b"),
         ]
+        assert wire.describe(group).group_epoch == epoch, "the restart within the session caused a rebalance"
     finally:
+        if wire is not None:
+            wire.close()
         for m in members.values():
             m.close()
 
