@@ -136,6 +136,7 @@ class Step:
     assignment: Assigned | None = None
     rebalance_timeout_ms: int = -1
     assignor: str | None = None
+    regex: str | None = None
 
 
 def join(member: str, answer_epoch: int, assignment: Assigned, *topics: str, timeout: int = 30_000) -> Step:
@@ -276,6 +277,15 @@ SCENARIOS: dict[str, list[Step]] = {
         ),
         Step("A", -2, error=E.INVALID_REQUEST, message="InstanceId can't be null."),
         Step(
+            "A",
+            0,
+            owned={},
+            rebalance_timeout_ms=5000,
+            regex="[a-",
+            error=E.INVALID_REGULAR_EXPRESSION,
+            message="SubscribedTopicRegex `[a-` is not a valid regular expression: missing closing ].",
+        ),
+        Step(
             "A", -3, error=E.INVALID_REQUEST, message="MemberEpoch is invalid: -3."
         ),  # Kafka: "MemberEpoch is invalid."
     ],
@@ -287,7 +297,8 @@ def request(step: Step, group: str, ids: dict[str, str]) -> Hb:
     if step.owned is not None:
         owned = tuple((ids[t], ps) for t, ps in sorted(step.owned.items()) if ps)
     return Hb(1, group, step.member, step.epoch, rebalance_timeout_ms=step.rebalance_timeout_ms,
-              subscribed_topic_names=step.topics, server_assignor=step.assignor, topic_partitions=owned)  # fmt: skip
+              subscribed_topic_names=step.topics, subscribed_topic_regex=step.regex, server_assignor=step.assignor,
+              topic_partitions=owned)  # fmt: skip
 
 
 def by_name(assignment: Any, names: dict[str, str]) -> Assigned | None:

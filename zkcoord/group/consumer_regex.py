@@ -6,11 +6,13 @@ RE2 (google-re2), the engine RE2J ports: the same syntax (no backreferences, no 
 quantifiers, repetition counts up to 1000) and matching in time linear in the topic name, so no expression a
 client sends can make resolution backtrack exponentially. Python's `re` is not used: it accepts more than Kafka
 does and backtracks. An expression is bounded in length before it is compiled, and compiled expressions are kept
-in a bounded cache.
+in a bounded cache. A refusal names the reason as RE2J does (its parser's descriptions, which Kafka's message
+carries), translated from RE2's.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 
@@ -20,6 +22,27 @@ MAX_REGEX_CHARS = 1024  # longer ones are refused before compiling: a topic filt
 _MAX_MEM = (
     1 << 20
 )  # RE2's memory budget per expression (program and DFA cache; too large a program fails to compile)
+
+
+# RE2's error texts -> RE2J's (PatternSyntaxException.getDescription(), Go's regexp/syntax texts); the others agree.
+_RE2J_TEXT = {
+    "missing ]": "missing closing ]",
+    "missing )": "missing closing )",
+    "trailing \\": "trailing backslash at end of expression",
+    "no argument for repetition operator": "missing argument to repetition operator",
+    "invalid repetition size": "invalid repeat count",
+    "bad repetition operator": "invalid nested repetition operator",
+    "invalid perl operator": "invalid or unsupported Perl syntax",
+    "invalid named capture group": "invalid named capture",
+}
+
+
+# What Python or PCRE users reach for and RE2 (like RE2J) does not have: named after Kafka's message, as a hint.
+_UNSUPPORTED = (
+    (re.compile(r"\\[1-9]"), "backreferences"),
+    (re.compile(r"\(\?<?[=!]"), "lookahead and lookbehind"),
+    (re.compile(r"\(\?>|[*+?}]\+"), "atomic groups and possessive quantifiers"),
+)
 
 
 class InvalidRegex(ValueError):
@@ -34,10 +57,11 @@ def _compile(pattern: str) -> re2._Regexp[str]:
     try:
         return re2.compile(pattern, options)
     except re2.error as exc:
-        detail = exc.args[0] if exc.args else "unknown error"
+        detail = exc.args[0] if exc.args else "unexpected error"
         if isinstance(detail, bytes):
             detail = detail.decode("utf-8", "replace")
-        raise InvalidRegex(str(detail)) from None
+        code = str(detail).split(": ", 1)[0]  # RE2: "<code text>: <the offending part>"
+        raise InvalidRegex(_RE2J_TEXT.get(code, code)) from None
 
 
 def check(pattern: str) -> str | None:
@@ -47,7 +71,9 @@ def check(pattern: str) -> str | None:
     try:
         _compile(pattern)
     except InvalidRegex as exc:
-        return f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {exc}."
+        hints = [what for found, what in _UNSUPPORTED if found.search(pattern)]
+        hint = f" Not supported (RE2 syntax, as Kafka's RE2J): {', '.join(hints)}." if hints else ""
+        return f"SubscribedTopicRegex `{pattern}` is not a valid regular expression: {exc}.{hint}"
     return None
 
 
