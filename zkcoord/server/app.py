@@ -95,6 +95,7 @@ class Node:
                 offset_mirror=self.offset_mirror,
                 membership_bridge=self.membership_bridge,
                 topics=topic_lookup(logs),
+                topic_names=lambda: tuple(logs.topics),
             )
             await self.groups.start()
         self.wire = WireServer(

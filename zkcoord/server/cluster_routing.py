@@ -192,6 +192,7 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             offset_mirror=self.offset_mirror,
             membership_bridge=self.membership_bridge,
             topics=topic_lookup(self._logs),
+            topic_names=lambda: tuple(self._logs.topics),
         )
         await service.start()
         self.services[partition] = service

@@ -69,9 +69,11 @@ class GroupService(GroupCoordinator):
         topics: consumer.TopicLookup = lambda name: (
             None
         ),  # name -> (topic id hex, partitions): KIP-848 groups
+        topic_names: consumer.TopicCatalog = tuple,  # every topic's name: KIP-848 regex subscriptions
     ) -> None:
         self.config = config
         self._topics = topics
+        self._topic_names = topic_names
         self._new_uuid = new_uuid
         self.offset_mirror = offset_mirror
         self.runtime = CoordinatorRuntime(
@@ -325,7 +327,7 @@ class GroupService(GroupCoordinator):
             req,
             cm.ConsumerGroupHeartbeatResponse,
             lambda now, token: consumer_classic.handle_consumer_heartbeat(
-                self.state, req, now, token, self._topics, new_id
+                self.state, req, now, token, self._topics, new_id, self._topic_names
             ),
         )
         if resp.error_code in _REFUSALS_WORTH_A_LOG:

@@ -1,6 +1,8 @@
 """ConsumerGroupHeartbeat/Describe through the broker and a real GroupService on a file store: frames in, frames
 out; authorization as Kafka's KafkaApis; topic ids in Metadata v12; OffsetCommit/OffsetFetch v9 member epochs;
-a restart reloads the consumer group from its records."""
+a restart reloads the consumer group from its records; a static member subscribed with a regular expression
+(InstanceId and SubscribedTopicRegex from the frames, resolved against the node's topics) survives a restart of the
+node and of itself."""
 
 from __future__ import annotations
 
@@ -172,3 +174,54 @@ def test_heartbeat_and_describe_are_authorized_as_kafka_does(tmp_path: Path) -> 
         return code
 
     assert asyncio.run(hidden_topic()) == E.TOPIC_AUTHORIZATION_FAILED
+
+
+class CatalogNode(Node):
+    """The test node, its service also given the node's topic names (as `serve` gives them)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.logs = LogManager(tmp)
+        self.store = FileRecordStore(tmp / "group-records", "always")
+        self.service = GroupService(
+            GroupConfig(),
+            self.store,
+            topics=topic_lookup(self.logs),
+            topic_names=lambda: tuple(self.logs.topics),
+            append_in_thread=False,
+        )
+        self.broker = Broker(ServerConfig(data_dir=tmp), self.logs, groups=self.service, authorizer=None)
+
+
+def static_regex_join(member: str) -> Hb:
+    return Hb(1, "g", member, 0, instance_id="inst", rebalance_timeout_ms=30_000,
+              subscribed_topic_regex="^rx-.*", topic_partitions=())  # fmt: skip
+
+
+def test_a_static_regex_member_survives_a_restart_of_the_node_and_of_itself(tmp_path: Path) -> None:
+    async def run() -> None:
+        node = CatalogNode(tmp_path)
+        await node.service.start()
+        node.logs.create_topic("rx-a", 2)
+        node.logs.create_topic("other", 1)
+        a, other = topic_id("rx-a").hex, topic_id("other").hex
+        r = await node.hb(static_regex_join("m-1"))
+        assert (r.error_code, r.member_epoch, r.assignment) == (0, 1, ((a, (0, 1)),))
+        assert other not in dict(r.assignment)
+        (g,) = (await node.describe("g")).groups
+        assert (g.members[0].instance_id, g.members[0].subscribed_topic_regex) == ("inst", "^rx-.*")
+        left = await node.hb(Hb(1, "g", "m-1", -2, instance_id="inst"))
+        assert (left.error_code, left.member_epoch) == (0, -2)
+        await node.service.close()
+        node.store.close()
+
+        again = CatalogNode(tmp_path)
+        await again.service.start()
+        assert again.service.state.consumer_groups == node.service.state.consumer_groups
+        assert set(again.service.state.consumer_groups["g"].regexes) == {"^rx-.*"}
+        r = await again.hb(static_regex_join("m-2"))  # the member's new process, same instance id
+        assert (r.error_code, r.member_epoch, r.assignment) == (0, 1, ((a, (0, 1)),))
+        (g,) = (await again.describe("g")).groups
+        assert [(m.member_id, m.instance_id) for m in g.members] == [("m-2", "inst")]
+        again.store.close()
+
+    asyncio.run(run())
