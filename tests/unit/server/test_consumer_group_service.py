@@ -201,9 +201,9 @@ def test_a_static_regex_member_survives_a_restart_of_the_node_and_of_itself(tmp_
     async def run() -> None:
         node = CatalogNode(tmp_path)
         await node.service.start()
-        node.logs.create_topic("rx-a", 2)
-        node.logs.create_topic("other", 1)
-        a, other = topic_id("rx-a").hex, topic_id("other").hex
+        node.logs.create_topic("rx-a", 2, topic_id=new_topic_id())
+        node.logs.create_topic("other", 1, topic_id=new_topic_id())
+        a, other = node.logs.topic_ids["rx-a"].hex, node.logs.topic_ids["other"].hex
         r = await node.hb(static_regex_join("m-1"))
         assert (r.error_code, r.member_epoch, r.assignment) == (0, 1, ((a, (0, 1)),))
         assert other not in dict(r.assignment)
