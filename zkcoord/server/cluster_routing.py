@@ -33,6 +33,7 @@ from zkcoord.cluster.node import ClusterConfig, ClusterNode
 from zkcoord.errors import MalformedZnode
 from zkcoord.group import handlers as h
 from zkcoord.group.config import GroupConfig
+from zkcoord.group.consumer import TopicLookup
 from zkcoord.group.consumer_messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
@@ -111,8 +112,10 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         on_new_data: Callable[[], None] | None = None,
         offset_mirror: OffsetMirror | None = None,
         membership_bridge: MembershipBridge | None = None,
+        topics: TopicLookup | None = None,  # name -> (topic id hex, partitions); default: this node's logs
     ) -> None:
         self.config = config
+        self._topic_lookup = topics
         self.group_config = group_config
         self.offset_mirror = offset_mirror  # shared by every service this node starts
         self.membership_bridge = membership_bridge  # likewise (mixed groups)
@@ -188,7 +191,7 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             owns_group=lambda g: self.node.partition_for(g) == partition,
             offset_mirror=self.offset_mirror,
             membership_bridge=self.membership_bridge,
-            topics=topic_lookup(self._logs),
+            topics=self._topic_lookup or topic_lookup(self._logs),
         )
         await service.start()
         self.services[partition] = service
