@@ -48,6 +48,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "   # brokers 0,1,2 on 9193,9194,9195",
             "zkcoord proxy --zk zk1:2181 --listen 0.0.0.0:9192 --node-id 9000 --data-dir D --lowest-broker-id 1001"
             " --bridge-zk-groups 'orders-.*' --bridge-zk-offsets   # migrate the orders-* groups member by member",
+            "zkcoord proxy --zk zk1:2181 --listen 0.0.0.0:9192 --node-id 9000 --data-dir D --bridge-zk-groups 'orders-.*'"
+            " --group.consumer.heartbeat.interval.ms 1000   # their group.protocol=consumer members heartbeat every 1 s",
             "zkcoord proxy --zk zk1:2181 --listeners SASL_SSL://0.0.0.0:9192 --ssl.keystore.location proxy.pem"
             " --node-id 9000 --data-dir D --command-config brokers.properties"
             "   # SCRAM logins from /config/users; the brokers reached as brokers.properties says",
