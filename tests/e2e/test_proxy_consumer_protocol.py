@@ -87,18 +87,16 @@ class ConsumerProcess:
         self._pump.join(5)
 
 
-def describe_consumer_group(bootstrap: str, group: str) -> gcm.DescribedConsumerGroup:
-    """ConsumerGroupDescribe v0 of `group` through the proxy's bootstrap (raw: kafka-python has no class for it)."""
+def describe_consumer_groups(bootstrap: str, *groups: str) -> list[tuple[str, int]]:
+    """(group, error code) of a ConsumerGroupDescribe v0 through the proxy's bootstrap (raw: kafka-python has no
+    class for it)."""
     host, _, port = bootstrap.rpartition(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
-        sock.sendall(
-            kp.encode_consumer_group_request(5, "test", gcm.ConsumerGroupDescribeRequest(0, (group,)))
-        )
+        sock.sendall(kp.encode_consumer_group_request(5, "test", gcm.ConsumerGroupDescribeRequest(0, groups)))
         frame = read_exactly(sock, int.from_bytes(read_exactly(sock, 4), "big"))
     corr, resp = kp.decode_consumer_group_response(kp.CONSUMER_GROUP_DESCRIBE, 0, frame)
     assert corr == 5
-    (one,) = resp.groups
-    return one
+    return [(g.group_id, g.error_code) for g in resp.groups]
 
 
 def test_a_consumer_protocol_member_in_a_mixed_group_through_the_proxy_takes_the_legacy_members_partitions(
@@ -203,6 +201,10 @@ def test_a_consumer_protocol_member_in_a_mixed_group_through_the_proxy_takes_the
                 config={"retry_backoff_ms": 100, "reconnect_backoff_max_ms": 500},
             ).start()  # fmt: skip
             wait(settled({"legacy", "consumer", "classic"}), "three generations in one group")
+            # A Describe naming the coordinated group and another: the proxy answers both (a mixed group is not
+            # described as a consumer group, as `serve` answers; the other group's coordinator is asked alone).
+            assert describe_consumer_groups(proxy.bootstrap, group, "elsewhere") == [
+                (group, kp.ErrorCode.GROUP_ID_NOT_FOUND), ("elsewhere", kp.ErrorCode.NOT_COORDINATOR)]  # fmt: skip
             # The classic member leaves, then the legacy member: the consumer-protocol member takes everything.
             classic.stop()
             classic = None
