@@ -284,3 +284,42 @@ def test_the_proxy_takes_topic_ids_from_the_cluster(tansu: Tansu) -> None:
             known.close()
 
     asyncio.run(scenario())
+
+
+def test_a_consumer_protocol_client_of_a_group_the_proxy_does_not_coordinate_is_told_why(
+    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path
+) -> None:
+    """A group.protocol=consumer client of a group the proxy does not coordinate: its ConsumerGroupHeartbeat would go
+    to Tansu, which does not list the API (the proxy lists it for its own groups) and closes the connection on one;
+    the proxy answers UNSUPPORTED_VERSION with the reason instead, which librdkafka reports as a fatal error, as it
+    reports a cluster without the API (the client is told at once instead of reconnecting without end)."""
+    from confluent_kafka import Consumer, KafkaError
+
+    topic = "kip848-plain"
+    tansu.create_topic(topic, 1)
+    with register_in_zookeeper(zk, tansu, {topic: 1}):
+        proxy = ProxyProcess(zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*")
+        errors: list[Any] = []
+        consumer = Consumer({"bootstrap.servers": proxy.bootstrap, "group.id": "plain-kip848",
+                             "group.protocol": "consumer", "error_cb": errors.append})  # fmt: skip
+        try:
+            consumer.subscribe([topic])
+
+            def reported() -> bool:  # through error_cb or as an error event from poll
+                msg = consumer.poll(0.1)
+                if msg is not None and msg.error() is not None:
+                    errors.append(msg.error())
+                return bool(errors)
+
+            wait_for(reported, 30, "librdkafka's error report", 0)
+        finally:
+            consumer.close()
+            proxy.stop()
+        # librdkafka: "Fatal error: Broker: API version not supported: ConsumerGroupHeartbeat fatal error: ..."
+        assert any(
+            e.code() == KafkaError._FATAL
+            and "ConsumerGroupHeartbeat" in e.str()
+            and "not supported" in e.str()
+            for e in errors
+        ), [e.str() for e in errors]
+        assert tansu_group_members(tansu, "plain-kip848") == 0
