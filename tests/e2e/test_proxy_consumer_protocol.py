@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY as mock_any
 
 import pytest
 
@@ -35,7 +36,7 @@ from zkcoord.testing import SessionFault, wait_for
 from zkcoord.testing.members import KafkaPythonMember, LegacyMember, legacy_config
 from zkcoord.testing.producers import PacedProducer
 from zkcoord.testing.tansu import Tansu, register_in_zookeeper
-from zkcoord.zk.handoff import handoff_path
+from zkcoord.zk.handoff import Handoff, Phase, handoff_path, read_handoff, write_handoff
 
 pytestmark = pytest.mark.timeout(150)
 
@@ -97,6 +98,18 @@ def describe_consumer_groups(bootstrap: str, *groups: str) -> list[tuple[str, in
     corr, resp = kp.decode_consumer_group_response(kp.CONSUMER_GROUP_DESCRIBE, 0, frame)
     assert corr == 5
     return [(g.group_id, g.error_code) for g in resp.groups]
+
+
+def join_answer(bootstrap: str, group: str, topic: str) -> int:
+    """The error code of a new member's first ConsumerGroupHeartbeat (epoch 0) through the proxy's bootstrap."""
+    host, _, port = bootstrap.rpartition(":")
+    join = gcm.ConsumerGroupHeartbeatRequest(0, group, "", 0, rebalance_timeout_ms=30000,
+                                             subscribed_topic_names=(topic,), topic_partitions=())  # fmt: skip
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(kp.encode_consumer_group_request(6, "test", join))
+        frame = read_exactly(sock, int.from_bytes(read_exactly(sock, 4), "big"))
+    _, resp = kp.decode_consumer_group_response(kp.CONSUMER_GROUP_HEARTBEAT, 0, frame)
+    return int(resp.error_code)
 
 
 def test_a_consumer_protocol_member_in_a_mixed_group_through_the_proxy_takes_the_legacy_members_partitions(
@@ -227,6 +240,18 @@ def test_a_consumer_protocol_member_in_a_mixed_group_through_the_proxy_takes_the
             assert code == 2, err
             assert "1 consumer-protocol (KIP-848) member(s)" in err and "kip848-1" in err, err
             assert zk.exists(handoff_path(group)) is None  # no hand-off begun: nothing written
+            # A hand-off already releasing when the member joined (written here as such a run leaves it): the
+            # proxy admits no new consumer-protocol member, and the resumed run refuses before `forwarding`.
+            write_handoff(zk, Handoff(group, Phase.RELEASING, int(time.time() * 1000), 1), -1)
+            wait(lambda: join_answer(proxy.bootstrap, group, topic) == kp.ErrorCode.NOT_COORDINATOR,
+                 "a consumer-protocol join refused while releasing")  # fmt: skip
+            code = main(["migrate", "handoff", "--zk", zk_connect, "--group", group,
+                         "--state-dir", str(tmp_path / "state"), "--timeout-ms", "10000"])  # fmt: skip
+            err = capsys.readouterr().err
+            assert code == 2 and "kip848-1" in err and "run again to resume the hand-off" in err, err
+            assert read_handoff(zk, group)[0] == Handoff(group, Phase.RELEASING, mock_any, 1)
+            zk.delete(handoff_path(group))  # the way back while releasing: the member carries on
+            assert consumer.held == everything
             producer.stop()
             ends = producer.ends()
             wait(lambda: all((p, e - 1) in got for p, e in ends.items()), "every record read")
