@@ -1,8 +1,8 @@
 """`zkcoord migrate handoff`: moves a group the proxies coordinate (no ZooKeeper member left) to the cluster's own
 coordinator while it runs, journaled in the migrate workflow's journal and resumable from its hand-off znode.
 
-Steps (docs/proxy.md "Hand-off"): refuse while ZooKeeper members remain (checked again before the offsets are
-copied and before `forwarding` is written) → write `/zkcoord/handoffs/G` releasing
+Steps (docs/proxy.md "Hand-off"): refuse while ZooKeeper members or consumer-protocol (KIP-848) members remain
+(checked again before the offsets are copied and before `forwarding` is written) → write `/zkcoord/handoffs/G` releasing
 (the proxies make every member commit, revoke and leave, and admit none) → wait until the proxies' group has no
 member → copy the group's committed offsets from the proxies' coordinator to the cluster's (the group is Empty
 there) and read them back → set the znode forwarding (the point of no return: the proxies forward the group's
@@ -23,6 +23,7 @@ from typing import Any
 
 from migration.workflow.runner import Journal
 from zkcoord.bridge.membership import read_members
+from zkcoord.bridge.mixed_policy import classic_marker
 from zkcoord.bridge.policy import TopicPartition
 from zkcoord.errors import MalformedZnode, ZkcoordError
 from zkcoord.legacy import paths
@@ -30,6 +31,7 @@ from zkcoord.legacy.codecs import BrokerRegistration
 from zkcoord.proxy.upstream import PLAINTEXT, UpstreamLoginFailed, UpstreamSecurity
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.zk.handoff import Handoff, Phase, handoff_path, read_handoff, write_handoff
+from zkcoord.zk.mixed_group import read_ids
 from zkcoord.zk.registrations import read_children
 from zkcoord.zk.registry import read_broker_data
 
@@ -225,6 +227,7 @@ class Handoffs:
         handoff, version = read_handoff(self.zk, group)
         if handoff is None:
             self._refuse_legacy(group)
+            self._refuse_consumer_protocol(group)
             members = len(self._proxy_members(group))
             state, cluster_members = self._cluster_group(group)
             if cluster_members:
@@ -253,6 +256,7 @@ class Handoffs:
                 "read back equal"
             )
             self._refuse_legacy(group, resumable=True)
+            self._refuse_consumer_protocol(group, resumable=True)
             forwarding = Handoff(group, Phase.FORWARDING, self.clock_ms(), handoff.members)
             version = write_handoff(self.zk, forwarding, version)
             self._note(group, "forwarding", Phase.RELEASING.value, Phase.FORWARDING.value,
@@ -292,6 +296,35 @@ class Handoffs:
                 f"{len(legacy)} ZooKeeper member(s) remain ({', '.join(legacy)}): a legacy member reads "
                 "/consumers, which the cluster's coordinator does not see; replace them by broker-protocol "
                 f"members first (zkcoord migrate status shows the next one){then}"
+            )
+
+    def _refuse_consumer_protocol(self, group: str, resumable: bool = False) -> None:
+        """Refuse while the group has consumer-protocol (KIP-848) members: a ZooKeeper-era cluster's coordinator
+        has no ConsumerGroupHeartbeat (Tansu 0.6.0 closes the connection on one, Kafka before 3.7 does not list
+        it), so such a member could not rejoin there and would keep what it holds while the cluster's coordinator
+        gave it to others; handing it off as a classic member is not possible either (its group.protocol is its
+        own configuration). The mixed-group bridge registers it in /consumers/G/ids like a classic member; the
+        proxies' DescribeGroups lists the classic members only, so a registered broker-protocol member missing
+        there is a consumer-protocol one (a classic member between its registration and its join is refused too,
+        harmlessly: run again)."""
+        registered = {
+            marker["member_id"]: marker.get("client_id", "")
+            for data in read_ids(self.zk, group).values()
+            if (marker := classic_marker(data)) is not None and "member_id" in marker
+        }
+        if not registered:
+            return
+        classic = {m["member_id"] for m in self._proxy_members(group)}
+        consumers = sorted(
+            f"{client} ({member})" for member, client in registered.items() if member not in classic
+        )
+        if consumers:
+            then = "; then run again to resume the hand-off" if resumable else ""
+            raise HandoffRefused(
+                f"{len(consumers)} consumer-protocol (KIP-848) member(s) remain ({', '.join(consumers)}): the "
+                "cluster's coordinator may not serve ConsumerGroupHeartbeat (a ZooKeeper-era broker does not), so "
+                "they could not rejoin there; restart them with group.protocol=classic first"
+                f"{then}"
             )
 
     def _proxy_store(self, group: str) -> Any:

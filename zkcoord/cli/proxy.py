@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import signal
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from zkcoord.cli.listeners import ListenerSetup, add_listener_options, listener_
 from zkcoord.cli.options import examples
 from zkcoord.cli.zkargs import add_zk_security, zk_auth
 from zkcoord.errors import ConfigError
+from zkcoord.group.config import GroupConfig
 from zkcoord.proxy.node import ProxyConfig, ProxyNode
 from zkcoord.proxy.ports import PortMap
 from zkcoord.proxy.upstream import UpstreamSecurity, upstream_security
@@ -46,6 +48,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "   # brokers 0,1,2 on 9193,9194,9195",
             "zkcoord proxy --zk zk1:2181 --listen 0.0.0.0:9192 --node-id 9000 --data-dir D --lowest-broker-id 1001"
             " --bridge-zk-groups 'orders-.*' --bridge-zk-offsets   # migrate the orders-* groups member by member",
+            "zkcoord proxy --zk zk1:2181 --listen 0.0.0.0:9192 --node-id 9000 --data-dir D --bridge-zk-groups 'orders-.*'"
+            " --group.consumer.heartbeat.interval.ms 1000   # their group.protocol=consumer members heartbeat every 1 s",
             "zkcoord proxy --zk zk1:2181 --listeners SASL_SSL://0.0.0.0:9192 --ssl.keystore.location proxy.pem"
             " --node-id 9000 --data-dir D --command-config brokers.properties"
             "   # SCRAM logins from /config/users; the brokers reached as brokers.properties says",
@@ -86,10 +90,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "one once ZooKeeper expires its session (the timeout the server grants, at least 2 x its "
                         "tickTime, expired up to one tickTime later), then 0.3-0.4 s; keep librdkafka members' "
                         "session.timeout.ms above that (docs/proxy.md, failure cases) (default 6000)")  # fmt: skip
+    defaults = GroupConfig()
+    for flag, dest, text in _CONSUMER_GROUP_FLAGS:
+        parser.add_argument(f"--{flag}", dest=dest, type=int, default=None, metavar="MS",
+                            help=f"{text} (default {getattr(defaults, dest)})")  # fmt: skip
     add_zk_security(parser)
     add_listener_options(parser)
     add_command_config(parser)
     parser.set_defaults(func=run)
+
+
+# The consumer-protocol (KIP-848) timing of the groups the proxy coordinates, as `serve` takes it (Kafka's names).
+_CONSUMER_GROUP_FLAGS = (
+    ("group.consumer.session.timeout.ms", "group_consumer_session_timeout_ms",
+     "consumer-protocol (KIP-848) members of coordinated groups: how long the coordinator waits for a heartbeat "
+     "before it fences the member, in ms"),
+    ("group.consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms",
+     "consumer-protocol members of coordinated groups: the heartbeat interval the coordinator tells them, in ms"),
+)  # fmt: skip
 
 
 def proxy_listener(args: argparse.Namespace) -> ListenerSetup:
@@ -125,6 +143,10 @@ def config_from(args: argparse.Namespace, listener: ListenerSetup, upstream: Ups
         bridge_offsets=args.bridge_zk_offsets,
         max_request_bytes=args.max_request_bytes,
         zk_auth=zk_auth(args),
+        group_config=dataclasses.replace(
+            GroupConfig(),
+            **{d: getattr(args, d) for _, d, _ in _CONSUMER_GROUP_FLAGS if getattr(args, d) is not None},
+        ),
         zk_session_timeout_s=args.zk_session_ms / 1000,
         security=listener.security,
         authorizer=listener.authorizer,

@@ -14,8 +14,10 @@ of a frame is ever moved.
 Decoded are only: the answers that carry broker addresses (Metadata, FindCoordinator, DescribeCluster: rewritten
 to the proxy's ports), ApiVersions answers (capped to what the proxy can decode or answer), Produce's acks (acks=0
 gets no answer), and the group-API requests when the proxy coordinates some groups (those of its groups are
-answered here, in order with the forwarded ones; a ConsumerGroupHeartbeat/Describe, TxnOffsetCommit or
-OffsetDelete naming one of them is refused here, never forwarded).
+answered here, in order with the forwarded ones, ConsumerGroupHeartbeat/Describe included: the proxy lists those
+two in ApiVersions whatever the broker says; a TxnOffsetCommit or OffsetDelete naming one of them is refused here,
+never forwarded; a ConsumerGroupHeartbeat of another group, on a connection whose broker does not list the API,
+is answered UNSUPPORTED_VERSION here, where the broker would close the connection).
 
 Bounded: a frame larger than the limit closes the connection before any of it is buffered (requests:
 `max_request_bytes`; answers: MAX_ANSWER_BYTES); at most `max_in_flight` answers are owed per connection (reading
@@ -260,7 +262,9 @@ class Link:
         self.security = security
         self.session = session if session is not None else Session()
         self.auth = auth
-        self.own_versions = SASL_VERSIONS if auth is not None else None
+        own = {**(SASL_VERSIONS if auth is not None else {}), **(kp.CONSUMER_GROUP_VERSIONS if local else {})}
+        self.own_versions = own or None  # listed whatever the broker says: the proxy answers these itself
+        self._served: frozenset[int] = frozenset()  # the API keys the broker's ApiVersions answer listed
         if auth is None:  # no SASL here: clients must not try (a SaslHandshake would close the connection)
             self.caps = {**caps, kp.SASL_HANDSHAKE: -1, kp.SASL_AUTHENTICATE: -1}
         self.client = _Frames(self._from_client, self._check_request, self)
@@ -393,10 +397,17 @@ class Link:
         except kp.ProtocolError:
             return False  # the broker answers (or closes) as it would without the proxy
         if req.api_key in kp.CONSUMER_GROUP_APIS:
-            return self._refuse(kp.consumer_group_refusal(req, self.local.coordinates))
-        ids = kp.group_ids(req)
-        if not ids or not all(self.local.coordinates(g) for g in ids):
-            return False
+            if kp.consumer_group_split(req, self.local.coordinates) == "forward":
+                if (
+                    req.api_key == kp.CONSUMER_GROUP_HEARTBEAT
+                    and kp.CONSUMER_GROUP_HEARTBEAT not in self._served
+                ):
+                    return self._refuse(kp.unserved_heartbeat(req))  # the broker would close the connection
+                return False
+        else:
+            ids = kp.group_ids(req)
+            if not ids or not all(self.local.coordinates(g) for g in ids):
+                return False
         slot = self._owe()
         answer = self.local.answer(req)
         if isinstance(answer, (bytes, type(None))):
@@ -478,6 +489,7 @@ class Link:
         (answered,) = _CORR.unpack_from(frame)
         if answered != corr:
             raise kp.MalformedFrame(f"broker answered correlation id {answered}, expected {corr}")
+        self._served = kp.listed_api_keys(version, frame)
         self._fill(slot, kp.cap_api_versions(version, frame, self.caps, self.own_versions))
         self.flush()
         return True
@@ -537,7 +549,9 @@ class Link:
             extra = self.local.coordinators() if self.local is not None else ()
             slot.data = kp.rewrite_addresses(key, version, bytes(buf[s + 4 : e]), self.address_of, extra)
         elif key == kp.API_VERSIONS:
-            slot.data = kp.cap_api_versions(version, bytes(buf[s + 4 : e]), self.caps, self.own_versions)
+            frame = bytes(buf[s + 4 : e])
+            self._served = kp.listed_api_keys(version, frame)
+            slot.data = kp.cap_api_versions(version, frame, self.caps, self.own_versions)
         else:
             slot.data = (buf, s, e)
             self._parked += 1

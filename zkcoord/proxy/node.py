@@ -39,6 +39,7 @@ from zkcoord.legacy.codecs import TopicAssignment
 from zkcoord.proxy.brokers import Brokers, BrokerWatch
 from zkcoord.proxy.forward import Link, listen
 from zkcoord.proxy.ports import PortMap
+from zkcoord.proxy.topics import ClusterTopics
 from zkcoord.proxy.upstream import PLAINTEXT, UpstreamSecurity
 from zkcoord.security.acl import Operation, Session
 from zkcoord.server import kafka_protocol as kp
@@ -111,7 +112,7 @@ class ProxyConfig:
 class ProxyNode:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
-        self.caps = kp.proxy_version_caps(hosts_groups=config.bridge_groups is not None)
+        self.caps = kp.proxy_version_caps()
         self.client: Client | None = None
         self.watch: BrokerWatch | None = None
         self._servers: dict[int | None, asyncio.base_events.Server] = {}  # None: the bootstrap
@@ -127,6 +128,7 @@ class ProxyNode:
         self._mirror_store: ZkOffsetBridgeStore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self.handoffs: HandoffWatch | None = None
+        self.topics: ClusterTopics | None = None  # the cluster's topic ids, for consumer-protocol members
         self._tls = config.security.tls if config.security is not None else None
 
     # -- lifecycle -----------------------------------------------------------------------------------------
@@ -176,6 +178,8 @@ class ProxyNode:
             await asyncio.to_thread(self._mirror_store.start)
             self._mirror = ZkOffsetBridge(self._mirror_store)
             await self._mirror.start()
+        self.topics = ClusterTopics(lambda: self._upstream(None), cfg.upstream)
+        self.topics.start()
         hosts, chroot = chroot_below(cfg.zk_connect, PROXY_CLUSTER_ROOT)
         cluster_connect = await asyncio.to_thread(ensure_chroot, hosts, chroot, cfg.zk_auth)
         # Partition logs are never written: nothing is produced to the proxies' cluster (its one topic is
@@ -196,6 +200,8 @@ class ProxyNode:
             None,
             self._mirror,
             self._members,
+            topics=self.topics.lookup,
+            topic_names=self.topics.names,
         )
         await self.groups.start()
         self._dispatch = GroupDispatch(self.groups, authorizer=cfg.authorizer)
@@ -212,6 +218,8 @@ class ProxyNode:
             self.watch.close()
         if self.handoffs is not None:
             self.handoffs.close()
+        if self.topics is not None:
+            self.topics.close()
         if self.groups is not None:
             await self.groups.close()
         if self._logs is not None:
@@ -340,6 +348,8 @@ class ProxyNode:
         assert self._dispatch is not None
         if req.api_version == 0 and req.api_key in (kp.OFFSET_COMMIT, kp.OFFSET_FETCH):
             return self._offsets_v0(req)
+        if req.api_key in kp.CONSUMER_GROUP_APIS:
+            return self._consumer_group(req)
         if self.handoffs is not None and req.api_key in (kp.JOIN_GROUP, kp.HEARTBEAT):
             (group_id,) = kp.group_ids(req)
             if self.handoffs.phase(group_id) is Phase.RELEASING and (
@@ -347,6 +357,45 @@ class ProxyNode:
             ):  # a principal without Read on the group gets the dispatcher's refusal, and releases nobody
                 return self._release(req, group_id)
         return self._dispatch.dispatch(req)
+
+    def _consumer_group(self, req: kp.RequestFrame) -> bytes | Awaitable[bytes | None] | None:
+        """ConsumerGroupHeartbeat/Describe of the groups this proxy coordinates (consumer-protocol members, KIP-848),
+        answered by the server's group dispatch as `serve` answers them. A heartbeat subscribing to topics this
+        proxy has not asked the cluster about waits for that answer first (the assignment names topics by the ids
+        the cluster's brokers give). During a hand-off's release no member joins (epoch 0: NOT_COORDINATOR, as a
+        classic JoinGroup is answered then). A Describe naming other groups too answers those NOT_COORDINATOR."""
+        assert self._dispatch is not None and self.topics is not None
+        dispatch, topics = self._dispatch, self.topics
+        if req.api_key == kp.CONSUMER_GROUP_DESCRIBE:
+            if kp.consumer_group_split(req, self.coordinates) == "local":
+                return dispatch.dispatch(req)
+            narrowed = kp.describe_only(req, self.coordinates)
+
+            async def merged() -> bytes:
+                answer = dispatch.dispatch(narrowed)
+                frame = answer if isinstance(answer, bytes) or answer is None else await answer
+                assert frame is not None
+                _, described = kp.decode_consumer_group_response(req.api_key, req.api_version, frame[4:])
+                return kp.describe_merged(req, described)
+
+            return merged()
+        body = req.body
+        if (
+            body.member_epoch == 0
+            and self.handoffs is not None
+            and self.handoffs.phase(body.group_id) is Phase.RELEASING
+        ):
+            return kp.error_response(req, ErrorCode.NOT_COORDINATOR)
+        missing = [t for t in body.subscribed_topic_names or () if not topics.known(t)]
+        if not missing:
+            return dispatch.dispatch(req)
+
+        async def after_metadata() -> bytes | None:
+            await topics.fetch(missing)
+            answer = dispatch.dispatch(req)
+            return answer if isinstance(answer, bytes) or answer is None else await answer
+
+        return after_metadata()
 
     async def _offsets_v0(self, req: kp.RequestFrame) -> bytes:
         """OffsetCommit/OffsetFetch v0 read and write `/consumers/G/offsets/T/P`, never the coordinator, as Kafka

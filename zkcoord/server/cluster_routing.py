@@ -34,6 +34,7 @@ from zkcoord.cluster.node import ClusterConfig, ClusterNode
 from zkcoord.errors import MalformedZnode
 from zkcoord.group import handlers as h
 from zkcoord.group.config import GroupConfig
+from zkcoord.group.consumer import TopicLookup
 from zkcoord.group.consumer_messages import (
     ConsumerGroupDescribeRequest,
     ConsumerGroupDescribeResponse,
@@ -112,8 +113,13 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         on_new_data: Callable[[], None] | None = None,
         offset_mirror: OffsetMirror | None = None,
         membership_bridge: MembershipBridge | None = None,
+        topics: TopicLookup | None = None,  # name -> (topic id hex, partitions); default: this node's logs
+        topic_names: Callable[[], Sequence[str]]
+        | None = None,  # what regexes resolve against; default: the logs'
     ) -> None:
         self.config = config
+        self._topic_lookup = topics
+        self._topic_names = topic_names
         self.group_config = group_config
         self.offset_mirror = offset_mirror  # shared by every service this node starts
         self.membership_bridge = membership_bridge  # likewise (mixed groups)
@@ -191,8 +197,8 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             owns_group=lambda g: self.node.partition_for(g) == partition,
             offset_mirror=self.offset_mirror,
             membership_bridge=self.membership_bridge,
-            topics=topic_lookup(self._logs),
-            topic_names=lambda: tuple(self._logs.topics),
+            topics=self._topic_lookup or topic_lookup(self._logs),
+            topic_names=self._topic_names or (lambda: tuple(self._logs.topics)),
         )
         await service.start()
         self.services[partition] = service

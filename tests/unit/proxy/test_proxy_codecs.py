@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import struct
+import uuid
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -172,19 +174,65 @@ def test_metadata_lists_the_proxy_coordinators_after_the_cluster_brokers(version
         (1, "proxy.example", 9194), (2, "proxy.example", 9195), (9000, "proxy.example", 9192)]  # fmt: skip
 
 
-def test_consumer_protocol_apis_not_advertised_when_the_proxy_hosts_groups() -> None:
-    """A proxy coordinating mixed (classic) groups does not offer ConsumerGroupHeartbeat/Describe: a
-    group.protocol=consumer client would otherwise reach the cluster's coordinator for such a group."""
+def test_consumer_protocol_apis_listed_by_a_proxy_that_hosts_groups() -> None:
+    """A proxy coordinating groups lists ConsumerGroupHeartbeat/Describe at zkcoord's windows whatever the broker
+    says (Tansu 0.6.0 lists Describe only; a broker listing more is capped), so the consumer-protocol members it
+    hosts reach it; the broker's own list is kept (the proxy answers a heartbeat of another group itself when the
+    broker lacks the API)."""
     A = ApiVersionsResponse.ApiVersion
-    resp = ApiVersionsResponse(version=3, error_code=0, throttle_time_ms=0, api_keys=[
+    tansu_like = ApiVersionsResponse(version=3, error_code=0, throttle_time_ms=0, api_keys=[
         A(api_key=kp.METADATA, min_version=0, max_version=12),
-        A(api_key=kp.CONSUMER_GROUP_HEARTBEAT, min_version=0, max_version=1),
-        A(api_key=kp.CONSUMER_GROUP_DESCRIBE, min_version=0, max_version=1)])  # fmt: skip
-    hosting = kp.cap_api_versions(3, response_frame(resp), kp.proxy_version_caps(hosts_groups=True))
-    plain = kp.cap_api_versions(3, response_frame(resp), kp.proxy_version_caps())
-    keys = [{a.api_key for a in ApiVersionsResponse.decode(f[4:], version=3, header=True).api_keys} for f in (hosting, plain)]  # fmt: skip
-    assert keys[0] == {kp.METADATA}
-    assert keys[1] == {kp.METADATA, kp.CONSUMER_GROUP_HEARTBEAT, kp.CONSUMER_GROUP_DESCRIBE}
+        A(api_key=kp.CONSUMER_GROUP_DESCRIBE, min_version=0, max_version=0)])  # fmt: skip
+    newer = ApiVersionsResponse(version=3, error_code=0, throttle_time_ms=0, api_keys=[
+        A(api_key=kp.METADATA, min_version=0, max_version=12),
+        A(api_key=kp.CONSUMER_GROUP_HEARTBEAT, min_version=0, max_version=5),
+        A(api_key=kp.CONSUMER_GROUP_DESCRIBE, min_version=0, max_version=3)])  # fmt: skip
+    caps = kp.proxy_version_caps()
+    for resp in (tansu_like, newer):
+        out = kp.cap_api_versions(3, response_frame(resp), caps, kp.CONSUMER_GROUP_VERSIONS)
+        listed = ApiVersionsResponse.decode(out[4:], version=3, header=True).api_keys
+        assert {a.api_key: (a.min_version, a.max_version) for a in listed} == {
+            kp.METADATA: (0, 12), kp.CONSUMER_GROUP_HEARTBEAT: (0, 1), kp.CONSUMER_GROUP_DESCRIBE: (0, 0)}  # fmt: skip
+    assert kp.listed_api_keys(3, response_frame(tansu_like)) == {kp.METADATA, kp.CONSUMER_GROUP_DESCRIBE}
+    assert kp.listed_api_keys(3, b"\x00\x00\x00\x01\x00") == frozenset()  # does not decode: none listed
+
+
+def test_topic_ids_read_from_a_metadata_answer() -> None:
+    """What the proxy asks the cluster for its consumer-protocol members: each topic's id and partition count
+    (Metadata v10+); a topic with an error or the zero id is left out."""
+    T, P = (
+        MetadataResponse.MetadataResponseTopic,
+        MetadataResponse.MetadataResponseTopic.MetadataResponsePartition,
+    )
+    tid = uuid.UUID("01a21d93-d9d9-75a3-a51c-37473550abc3")
+
+    def topic(name: str, error: int, topic_id: uuid.UUID, parts: int) -> Any:
+        return T(version=12, error_code=error, name=name, topic_id=topic_id, is_internal=False,
+                 partitions=[P(version=12, error_code=0, partition_index=i, leader_id=1, leader_epoch=0,
+                               replica_nodes=[1], isr_nodes=[1], offline_replicas=[]) for i in range(parts)])  # fmt: skip
+
+    resp = MetadataResponse(version=12, throttle_time_ms=0, brokers=[], cluster_id="c", controller_id=1, topics=[
+        topic("orders", 0, tid, 3), topic("gone", 3, uuid.UUID(int=0), 0), topic("old", 0, uuid.UUID(int=0), 2)])  # fmt: skip
+    frame = response_frame(resp, correlation_id=2)
+    assert kp.topic_ids(12, frame) == (2, {"orders": (tid.hex, 3)})
+    req = kp.topic_metadata_request(12, 2, "zkcoord-proxy", ["orders", "gone"])
+    decoded = kp.decode_request(req[4:])
+    assert [t.name for t in decoded.body.topics] == [
+        "orders",
+        "gone",
+    ] and not decoded.body.allow_auto_topic_creation
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(10, 12), st.binary(max_size=200))
+def test_topic_id_readers_fuzz_raise_only_protocol_errors(version: int, tail: bytes) -> None:
+    """Broker bytes that do not decode raise the proxy's ProtocolError (the request is logged and retried), no
+    other exception."""
+    frame = struct.pack(">i", 2) + tail
+    for read in (lambda: kp.topic_ids(version, frame), lambda: kp.metadata_max_version(frame)):
+        with contextlib.suppress(kp.ProtocolError):
+            read()
+    assert isinstance(kp.listed_api_keys(3, frame), frozenset)
 
 
 @settings(max_examples=300, deadline=None)

@@ -100,13 +100,23 @@ async def _stalled_broker(frame: bytes, frames: int) -> None:
 
 
 class _Mixed:
-    """The proxy's coordinator as a Link sees it: it coordinates the group "mixed" (classic protocol)."""
+    """The proxy's coordinator as a Link sees it: it coordinates the group "mixed" and answers each consumer-
+    protocol request with GROUP_MAX_SIZE_REACHED (a marker: the real answers come from the group service)."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[int, int]] = []  # (api key, correlation id) of the requests it answered
 
     def coordinates(self, group_id: str) -> bool:
         return group_id == "mixed"
 
     def answer(self, req: Any) -> bytes | None:
-        raise AssertionError(f"consumer-protocol request {req.api_key} reached the classic coordinator")
+        self.asked.append((req.api_key, req.correlation_id))
+        if req.api_key == kp.CONSUMER_GROUP_HEARTBEAT:
+            return kp.error_response(req, kp.ErrorCode.GROUP_MAX_SIZE_REACHED)
+        marked = (
+            gcm.DescribedConsumerGroup(kp.ErrorCode.GROUP_MAX_SIZE_REACHED, g) for g in req.body.group_ids
+        )
+        return kp.consumer_group_response(req, gcm.ConsumerGroupDescribeResponse(tuple(marked)))
 
     def coordinators(self) -> list[tuple[int, str, int]]:
         return []
@@ -125,9 +135,9 @@ def describe(corr: int, *groups: str) -> bytes:
 
 
 @contextlib.asynccontextmanager
-async def _proxy_in_front_of_a_recorder() -> AsyncIterator[
-    tuple[asyncio.Queue[bytes], asyncio.StreamReader, asyncio.StreamWriter]
-]:
+async def _proxy_in_front_of_a_recorder(
+    local: _Mixed | None = None,
+) -> AsyncIterator[tuple[asyncio.Queue[bytes], asyncio.StreamReader, asyncio.StreamWriter]]:
     """A broker that records every frame it receives, the proxy (coordinating the group "mixed") in front of it,
     and a client connection to the proxy: (frames the broker got, the client's reader, its writer)."""
     upstream_got: asyncio.Queue[bytes] = asyncio.Queue()
@@ -144,7 +154,9 @@ async def _proxy_in_front_of_a_recorder() -> AsyncIterator[
     proxy = await forward.listen(
         "127.0.0.1",
         0,
-        lambda t: forward.Link(("127.0.0.1", up_port), lambda n, h, p: (h, p), {}, _Mixed(), 1 << 20),
+        lambda t: forward.Link(
+            ("127.0.0.1", up_port), lambda n, h, p: (h, p), {}, local or _Mixed(), 1 << 20
+        ),
         links,
     )
     try:
@@ -155,30 +167,38 @@ async def _proxy_in_front_of_a_recorder() -> AsyncIterator[
             server.close()
 
 
-def test_consumer_protocol_requests_for_a_proxy_group_are_refused_not_forwarded() -> None:
-    """ConsumerGroupHeartbeat/Describe naming a group the proxy coordinates are answered by the proxy with
-    GROUP_ID_NOT_FOUND (it is a classic group there); other groups' requests still reach the broker."""
-    asyncio.run(_refused())
+def test_consumer_protocol_requests_are_routed_by_group() -> None:
+    """ConsumerGroupHeartbeat/Describe naming a group the proxy coordinates go to its coordinator (a Describe
+    naming other groups too as well: the node answers those NOT_COORDINATOR), never to the broker; a Describe of
+    other groups is forwarded; a heartbeat of another group, on a connection whose broker did not list the API
+    (no ApiVersions seen: Tansu's case), is answered UNSUPPORTED_VERSION by the proxy, where the broker would
+    close the connection."""
+    asyncio.run(_routed())
 
 
-async def _refused() -> None:
-    async with _proxy_in_front_of_a_recorder() as (upstream_got, reader, client):
-        client.write(heartbeat(1, "mixed") + describe(2, "mixed", "other") + heartbeat(3, "other"))
+async def _routed() -> None:
+    local = _Mixed()
+    async with _proxy_in_front_of_a_recorder(local) as (upstream_got, reader, client):
+        client.write(
+            heartbeat(1, "mixed")
+            + describe(2, "mixed", "other")
+            + heartbeat(3, "other")
+            + describe(4, "other")
+        )
         async with asyncio.timeout(30):
             answers = []
-            for key, version in ((kp.CONSUMER_GROUP_HEARTBEAT, 0), (kp.CONSUMER_GROUP_DESCRIBE, 0)):
+            for key in (kp.CONSUMER_GROUP_HEARTBEAT, kp.CONSUMER_GROUP_DESCRIBE, kp.CONSUMER_GROUP_HEARTBEAT):
                 (size,) = struct.unpack(">i", await reader.readexactly(4))
-                answers.append(
-                    kp.decode_consumer_group_response(key, version, await reader.readexactly(size))
-                )
+                answers.append(kp.decode_consumer_group_response(key, 0, await reader.readexactly(size)))
             forwarded = await upstream_got.get()
-        (corr1, hb), (corr2, desc) = answers
-        assert (corr1, hb.error_code) == (1, kp.ErrorCode.GROUP_ID_NOT_FOUND)
-        assert "mixed" in hb.error_message and "group.protocol=classic" in hb.error_message
-        assert corr2 == 2
-        assert [(g.group_id, g.error_code) for g in desc.groups] == [
-            ("mixed", kp.ErrorCode.GROUP_ID_NOT_FOUND), ("other", kp.ErrorCode.NOT_COORDINATOR)]  # fmt: skip
-        assert kp.peek_header(forwarded) == (kp.CONSUMER_GROUP_HEARTBEAT, 0, 3)  # the first the broker saw
+        (corr1, hb), (corr2, desc), (corr3, other) = answers
+        assert local.asked == [(kp.CONSUMER_GROUP_HEARTBEAT, 1), (kp.CONSUMER_GROUP_DESCRIBE, 2)]
+        assert (corr1, hb.error_code) == (1, kp.ErrorCode.GROUP_MAX_SIZE_REACHED)
+        assert corr2 == 2 and all(g.error_code == kp.ErrorCode.GROUP_MAX_SIZE_REACHED for g in desc.groups)
+        assert (corr3, other.error_code) == (3, kp.UNSUPPORTED_VERSION)
+        assert "other" in other.error_message and "group.protocol=classic" in other.error_message
+        assert kp.peek_header(forwarded) == (kp.CONSUMER_GROUP_DESCRIBE, 0, 4)  # the only one the broker saw
+        assert upstream_got.empty()
         client.close()
 
 

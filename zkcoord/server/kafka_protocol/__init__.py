@@ -76,14 +76,22 @@ from zkcoord.server.kafka_protocol.frames import (
 from zkcoord.server.kafka_protocol.groups import group_requests, group_response
 from zkcoord.server.kafka_protocol.proxy import (
     ADDRESS_APIS,
+    CONSUMER_GROUP_VERSIONS,
     OFFSET_WRITE_APIS,
     AddressOf,
     cap_api_versions,
-    consumer_group_refusal,
+    consumer_group_split,
+    describe_merged,
+    describe_only,
     group_ids,
+    listed_api_keys,
+    metadata_max_version,
     offset_write_refusal,
     proxy_version_caps,
     rewrite_addresses,
+    topic_ids,
+    topic_metadata_request,
+    unserved_heartbeat,
 )
 from zkcoord.server.kafka_protocol.sasl import (
     sasl_auth_bytes,
@@ -128,19 +136,20 @@ PartitionMeta = dm.PartitionMeta
 TopicMeta = dm.TopicMeta
 
 __all__ = [
-    "ACCEPTED", "ADDRESS_APIS", "ADVERTISED", "API_NAMES", "CONSUMER_GROUP_APIS", "GROUP_APIS", "INVALID_REQUEST",
-    "OFFSET_WRITE_APIS", "UNSUPPORTED_VERSION", "_CLASSES", "_CODECS", "AddressOf", "ApiKey", "CreateTopicsRequest",
-    "ErrorCode", "FetchRequest", "LeaveGroupRequest", "MalformedBody", "MalformedFrame", "PartitionMeta",
-    "ProtocolError", "RequestFrame", "SyncGroupRequest", "TopicMeta", "UnknownApiKey", "UnsupportedVersion",
-    "api_versions_fallback", "api_versions_response", "cap_api_versions", "consumer_group_refusal",
-    "consumer_group_request", "consumer_group_response", "create_topics_request", "create_topics_response",
-    "decode_consumer_group_response", "decode_request", "decode_response", "delete_topics_request",
-    "delete_topics_response", "encode_consumer_group_request", "encode_request", "error_response",
-    "expects_response", "fetch_request", "fetch_response", "find_coordinator_request", "find_coordinator_response",
-    "group_ids", "group_requests", "group_response", "init_producer_id_request", "init_producer_id_response",
-    "list_offsets_request", "list_offsets_response", "metadata_request", "metadata_response",
+    "ACCEPTED", "ADDRESS_APIS", "ADVERTISED", "API_NAMES", "CONSUMER_GROUP_APIS", "CONSUMER_GROUP_VERSIONS",
+    "GROUP_APIS", "INVALID_REQUEST", "OFFSET_WRITE_APIS", "UNSUPPORTED_VERSION", "_CLASSES", "_CODECS", "AddressOf",
+    "ApiKey", "CreateTopicsRequest", "ErrorCode", "FetchRequest", "LeaveGroupRequest", "MalformedBody",
+    "MalformedFrame", "PartitionMeta", "ProtocolError", "RequestFrame", "SyncGroupRequest", "TopicMeta",
+    "UnknownApiKey", "UnsupportedVersion", "api_versions_fallback", "api_versions_response", "cap_api_versions",
+    "consumer_group_request", "consumer_group_response", "consumer_group_split", "create_topics_request",
+    "create_topics_response", "decode_consumer_group_response", "decode_request", "decode_response",
+    "delete_topics_request", "delete_topics_response", "describe_merged", "describe_only",
+    "encode_consumer_group_request", "encode_request", "error_response", "expects_response", "fetch_request",
+    "fetch_response", "find_coordinator_request", "find_coordinator_response", "group_ids", "group_requests",
+    "group_response", "init_producer_id_request", "init_producer_id_response", "list_offsets_request",
+    "list_offsets_response", "listed_api_keys", "metadata_max_version", "metadata_request", "metadata_response",
     "offset_write_refusal", "peek_header", "produce_acks", "produce_request", "produce_response",
     "proxy_version_caps", "rewrite_addresses", "sasl_auth_bytes", "sasl_authenticate_response",
-    "sasl_handshake_mechanism", "sasl_handshake_response", "unsupported_version_response",
-    "valid_client_software",
+    "sasl_handshake_mechanism", "sasl_handshake_response", "topic_ids", "topic_metadata_request",
+    "unserved_heartbeat", "unsupported_version_response", "valid_client_software"
 ]  # fmt: skip

@@ -1,17 +1,24 @@
 """What the proxy (`zkcoord.proxy`) reads of the frames it forwards: the answers that carry broker addresses
-(rewritten), the ApiVersions it caps, the group ids a request names, and the refusals it answers itself for the
-groups it coordinates (ConsumerGroupHeartbeat/Describe, TxnOffsetCommit, OffsetDelete).
+(rewritten), the ApiVersions it caps (and the consumer-protocol APIs it lists itself), the group ids a request
+names, the refusals it answers itself (TxnOffsetCommit, OffsetDelete of the groups it coordinates; a
+ConsumerGroupHeartbeat of another group the broker does not serve), and the topic-id Metadata it asks the cluster.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kafka.protocol.admin import DescribeClusterResponse
 from kafka.protocol.consumer import OffsetDeleteRequest, OffsetDeleteResponse
-from kafka.protocol.metadata import ApiVersionsResponse, FindCoordinatorResponse, MetadataResponse
+from kafka.protocol.metadata import (
+    ApiVersionsResponse,
+    FindCoordinatorResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
 from kafka.protocol.producer import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 from zkcoord.api_keys import CONSUMER_GROUP_APIS, GROUP_APIS, ApiKey, api_name
@@ -49,42 +56,118 @@ ADDRESS_APIS = frozenset(map(int, _ADDRESS_CLASSES))
 AddressOf = Callable[[int, str, int], tuple[str, int]]
 
 
-def proxy_version_caps(hosts_groups: bool = False) -> dict[int, int]:
+def proxy_version_caps() -> dict[int, int]:
     """The highest version of each API a client may use through the proxy: the address-carrying responses are
     decoded with kafka-python's classes, and the group APIs (FindCoordinator included) of the groups the proxy
-    coordinates are answered by zkcoord's coordinator, so those stop at what zkcoord advertises. A proxy that
-    `hosts_groups` (mixed classic groups) does not offer ConsumerGroupHeartbeat/Describe (cap -1: left out), so
-    a group.protocol=consumer client of such a group cannot reach the cluster's own coordinator."""
+    coordinates are answered by zkcoord's coordinator, so those stop at what zkcoord advertises."""
     caps = {key: int(cls.max_version) for key, cls in _ADDRESS_CLASSES.items()}
     for key in (*sorted(GROUP_APIS), FIND_COORDINATOR):
         caps[key] = min(caps.get(key, ADVERTISED[key][1]), ADVERTISED[key][1])
-    if hosts_groups:
-        for key in sorted(CONSUMER_GROUP_APIS):
-            caps[key] = -1
     return caps
 
 
-def consumer_group_refusal(req: RequestFrame, coordinated: Callable[[str], bool]) -> bytes | None:
-    """The proxy's answer to a ConsumerGroupHeartbeat/Describe naming a group it coordinates (a classic group
-    mixed with ZooKeeper members, where consumer-protocol members are not hosted): GROUP_ID_NOT_FOUND with the
-    reason, as Kafka answers for a classic group; in a Describe, the other groups get NOT_COORDINATOR (the client
-    asks again, alone). None when no named group is coordinated: the request goes to the cluster."""
+# What a proxy that coordinates groups lists of ConsumerGroupHeartbeat/Describe (KIP-848), whatever the broker says:
+# zkcoord's coordinator answers them for its groups (a broker without them, Tansu 0.6.0 or a Kafka 2.x, would hide
+# them from the consumer-protocol members the proxy hosts).
+CONSUMER_GROUP_VERSIONS: Mapping[int, tuple[int, int]] = {
+    int(k): ADVERTISED[k] for k in sorted(CONSUMER_GROUP_APIS)
+}
+
+
+def listed_api_keys(api_version: int, frame: bytes | bytearray) -> frozenset[int]:
+    """The API keys an ApiVersions response frame (without its size prefix) lists; none for an error answer or
+    one that does not decode."""
+    try:
+        obj = ApiVersionsResponse.decode(bytes(frame), version=api_version, header=True)
+    except Exception:
+        return frozenset()
+    if obj.error_code != 0:
+        return frozenset()
+    return frozenset(int(e.api_key) for e in obj.api_keys or ())
+
+
+def unserved_heartbeat(req: RequestFrame) -> bytes:
+    """The proxy's answer to a ConsumerGroupHeartbeat of a group it does not coordinate, on a connection whose
+    broker does not list the API (the proxy lists it for its own groups): UNSUPPORTED_VERSION with the reason,
+    what the client reports without the proxy (where the broker itself gets one, it closes the connection
+    unanswered: Tansu 0.6.0 does)."""
+    msg = (
+        f"the cluster's broker does not serve ConsumerGroupHeartbeat (KIP-848) and group {req.body.group_id} is "
+        "not coordinated by the zkcoord proxy (--bridge-zk-groups): use group.protocol=classic"
+    )
+    return consumer_group_response(req, gcm.ConsumerGroupHeartbeatResponse(UNSUPPORTED_VERSION, msg))
+
+
+def consumer_group_split(req: RequestFrame, coordinated: Callable[[str], bool]) -> str:
+    """Who answers a ConsumerGroupHeartbeat/Describe: "local" (every named group is coordinated by the proxy),
+    "forward" (none is), "mixed" (a Describe naming both: the proxy answers it, the others NOT_COORDINATOR, so the
+    client asks their coordinator for them alone)."""
     body = req.body
-    if req.api_key == CONSUMER_GROUP_HEARTBEAT:
-        if not coordinated(body.group_id):
-            return None
-        msg = _refusal_message(body.group_id)
-        resp: Any = gcm.ConsumerGroupHeartbeatResponse(int(ErrorCode.GROUP_ID_NOT_FOUND), msg)
-        return consumer_group_response(req, resp)
-    if not any(coordinated(g) for g in body.group_ids):
-        return None
+    ids = (body.group_id,) if req.api_key == CONSUMER_GROUP_HEARTBEAT else tuple(body.group_ids)
+    mine = [coordinated(g) for g in ids]
+    if mine and all(mine):
+        return "local"
+    return "mixed" if any(mine) else "forward"
+
+
+def describe_only(req: RequestFrame, coordinated: Callable[[str], bool]) -> RequestFrame:
+    """A mixed ConsumerGroupDescribe narrowed to the groups the proxy coordinates."""
+    body = dataclasses.replace(req.body, group_ids=tuple(g for g in req.body.group_ids if coordinated(g)))
+    return dataclasses.replace(req, body=body)
+
+
+def describe_merged(req: RequestFrame, answered: Any) -> bytes:
+    """The answer to a mixed ConsumerGroupDescribe: the proxy's own answers (a ConsumerGroupDescribeResponse of
+    the narrowed request), NOT_COORDINATOR for the other groups."""
+    mine = {g.group_id: g for g in answered.groups}
     groups = tuple(
-        gcm.DescribedConsumerGroup(int(ErrorCode.GROUP_ID_NOT_FOUND), g, _refusal_message(g))
-        if coordinated(g)
-        else gcm.DescribedConsumerGroup(int(ErrorCode.NOT_COORDINATOR), g)
-        for g in body.group_ids
+        mine.get(g) or gcm.DescribedConsumerGroup(int(ErrorCode.NOT_COORDINATOR), g)
+        for g in req.body.group_ids
     )
     return consumer_group_response(req, gcm.ConsumerGroupDescribeResponse(groups))
+
+
+def topic_metadata_request(
+    api_version: int, correlation_id: int, client_id: str, names: Sequence[str]
+) -> bytes:
+    """A framed Metadata request (v10+: topic ids) for `names`, creating none."""
+    topic_cls = MetadataRequest.MetadataRequestTopic
+    fields: dict[str, Any] = {
+        "topics": [topic_cls(version=api_version, name=n, topic_id=None) for n in names],
+        "allow_auto_topic_creation": False,
+        "include_topic_authorized_operations": False,
+    }
+    if api_version <= 10:
+        fields["include_cluster_authorized_operations"] = False
+    obj = MetadataRequest(version=api_version, **fields)
+    obj.with_header(correlation_id=correlation_id, client_id=client_id)
+    return bytes(obj.encode(header=True, framed=True))
+
+
+def topic_ids(api_version: int, frame: bytes | bytearray) -> tuple[int, dict[str, tuple[str, int]]]:
+    """(correlation id, name -> (topic id as 32 hex digits, partition count)) of a Metadata v10+ response frame
+    without its size prefix: the topics answered without error and with an id (not the zero uuid)."""
+    try:
+        obj = MetadataResponse.decode(bytes(frame), version=api_version, header=True)
+    except Exception as exc:
+        raise _response_error(METADATA, api_version, exc) from exc
+    out: dict[str, tuple[str, int]] = {}
+    for t in obj.topics or ():
+        tid = getattr(t.topic_id, "hex", None)
+        if t.error_code == 0 and t.name and isinstance(tid, str) and tid.strip("0") and t.partitions:
+            out[t.name] = (tid, len(t.partitions))
+    return obj.header.correlation_id, out
+
+
+def metadata_max_version(frame: bytes | bytearray) -> tuple[int, int]:
+    """(correlation id, the highest Metadata version) of an ApiVersions v0 response frame without its size prefix;
+    -1: Metadata not listed."""
+    try:
+        obj = ApiVersionsResponse.decode(bytes(frame), version=0, header=True)
+    except Exception as exc:
+        raise _response_error(API_VERSIONS, 0, exc) from exc
+    top = max((int(e.max_version) for e in obj.api_keys or () if e.api_key == METADATA), default=-1)
+    return obj.header.correlation_id, top
 
 
 _OFFSET_WRITE_CLASSES: dict[int, tuple[Any, Any]] = {
@@ -138,13 +221,6 @@ def offset_write_refusal(frame: bytes | bytearray, coordinated: Callable[[str], 
     resp = resp_cls(version=version, **fields)
     resp.with_header(correlation_id=correlation_id)
     return bytes(resp.encode(header=True, framed=True))
-
-
-def _refusal_message(group_id: str) -> str:
-    return (
-        f"group {group_id} is a classic group coordinated by the zkcoord proxy (mixed with ZooKeeper members): "
-        "consumer-protocol members are not hosted there, use group.protocol=classic"
-    )
 
 
 def _response_error(api_key: int, api_version: int, exc: Exception) -> ProtocolError:
