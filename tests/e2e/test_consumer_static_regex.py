@@ -22,8 +22,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from e2e.consumer_wire import Wire
 from e2e.member_lines import Observer
-from e2e.test_consumer_group_kafka_scenarios import Wire
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
 from zkcoord.zk.session import ensure_chroot

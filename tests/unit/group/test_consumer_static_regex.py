@@ -144,7 +144,7 @@ def test_a_hosted_classic_static_member_is_replaced_by_a_new_join_with_its_insta
     the instance does not name is fenced."""
     from zkcoord.group.messages import JoinGroupResponse, SyncGroupResponse
 
-    from .test_consumer_migration import World as MigrationWorld
+    from .migration_world import World as MigrationWorld
 
     w = MigrationWorld()
     w.hb("c", 0)  # a consumer-protocol member makes "g" a consumer group with all of t's partitions
