@@ -535,6 +535,17 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             return ConsumerGroupHeartbeatResponse(int(status))
         return await service.consumer_group_heartbeat(req)
 
+    def consumer_group_heartbeat_now(
+        self, req: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse | Awaitable[ConsumerGroupHeartbeatResponse]:
+        status = self.node.group_status(req.group_id)
+        service = self.services.get(self.node.partition_for(req.group_id))
+        if status == ErrorCode.NONE and service is None:
+            status = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if status != ErrorCode.NONE or service is None:
+            return ConsumerGroupHeartbeatResponse(int(status))
+        return service.consumer_group_heartbeat_now(req)
+
     async def consumer_group_describe(
         self, req: ConsumerGroupDescribeRequest
     ) -> ConsumerGroupDescribeResponse:

@@ -30,6 +30,7 @@ from zkcoord.group import messages as gm
 from zkcoord.group.config import GroupConfig
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.model import CoordinatorState
+from zkcoord.group.results import Result
 from zkcoord.server.coordinator_runtime import CoordinatorRuntime, refusal
 from zkcoord.server.mixed_decisions import remirrored_groups
 from zkcoord.server.mixed_groups import MixedGroups
@@ -328,13 +329,42 @@ class GroupService(GroupCoordinator):
                 self.state, req, now, token, self._topics, new_id
             ),
         )
-        if resp.error_code in _REFUSALS_WORTH_A_LOG:
-            # Fatal for the client (librdkafka stops consuming): say why on the server side too.
-            log.warning(
-                "group=%s member %s: ConsumerGroupHeartbeat refused, %s: %s",
-                req.group_id, req.member_id, ErrorCode(resp.error_code).name, resp.error_message,
-            )  # fmt: skip
-        return resp
+        return _logged_refusal(req, resp)
+
+    def consumer_group_heartbeat_now(
+        self, req: cm.ConsumerGroupHeartbeatRequest
+    ) -> cm.ConsumerGroupHeartbeatResponse | Awaitable[cm.ConsumerGroupHeartbeatResponse]:
+        """`consumer_group_heartbeat` without a future when its answer need not wait for a write: a steady
+        member's heartbeat emits no records (its session timer re-armed is all), so with none pending ahead of it
+        the answer is final now (the same handler, the same state change). A join without a member id (it needs
+        a fresh uuid), a request without a group id and a member of a mixed group take the general way."""
+        if (
+            not req.group_id
+            or (req.member_epoch == 0 and not req.member_id)
+            or (self._mixed is not None and self._mixed.bridges(req.group_id))
+        ):
+            return self.consumer_group_heartbeat(req)
+        answer = self.runtime.run_now(
+            CONSUMER_GROUP_HEARTBEAT,
+            req.group_id,
+            req,
+            cm.ConsumerGroupHeartbeatResponse,
+            self._consumer_heartbeat,
+        )
+        if isinstance(answer, cm.ConsumerGroupHeartbeatResponse):
+            return _logged_refusal(req, answer) if answer.error_code else answer
+        return self._logged_when_done(req, answer)
+
+    def _consumer_heartbeat(
+        self, st: CoordinatorState, req: cm.ConsumerGroupHeartbeatRequest, now_ms: int, token: int
+    ) -> Result:
+        return consumer_classic.handle_consumer_heartbeat(st, req, now_ms, token, self._topics, "")
+
+    @staticmethod
+    async def _logged_when_done(
+        req: cm.ConsumerGroupHeartbeatRequest, pending: Awaitable[cm.ConsumerGroupHeartbeatResponse]
+    ) -> cm.ConsumerGroupHeartbeatResponse:
+        return _logged_refusal(req, await pending)
 
     async def consumer_group_describe(
         self, req: cm.ConsumerGroupDescribeRequest
@@ -347,3 +377,15 @@ class GroupService(GroupCoordinator):
             cm.ConsumerGroupDescribeResponse,
             lambda now, token: consumer.handle_consumer_describe(self.state, req, now, token, status),
         )
+
+
+def _logged_refusal(
+    req: cm.ConsumerGroupHeartbeatRequest, resp: cm.ConsumerGroupHeartbeatResponse
+) -> cm.ConsumerGroupHeartbeatResponse:
+    if resp.error_code in _REFUSALS_WORTH_A_LOG:
+        # Fatal for the client (librdkafka stops consuming): say why on the server side too.
+        log.warning(
+            "group=%s member %s: ConsumerGroupHeartbeat refused, %s: %s",
+            req.group_id, req.member_id, ErrorCode(resp.error_code).name, resp.error_message,
+        )  # fmt: skip
+    return resp
