@@ -317,6 +317,7 @@ def handle_consumer_heartbeat(
     token: int,
     topics: cons.TopicLookup,
     new_member_id: str,
+    topics_version: int | None = None,
 ) -> Result:
     """ConsumerGroupHeartbeat with online migration: a joining member may upgrade a classic group first; a
     consumer-protocol member leaving a group of classic members downgrades it."""
@@ -362,7 +363,7 @@ def handle_consumer_heartbeat(
     ):
         _convert_to_classic(b, st, group, req.member_id, now_ms)
         return b.result((token, ConsumerGroupHeartbeatResponse(0, None, req.member_id, req.member_epoch, 0)))
-    resp = cons._heartbeat(b.consumer, st, req, now_ms, topics, new_member_id)
+    resp = cons._heartbeat(b.consumer, st, req, now_ms, topics, new_member_id, topics_version)
     return b.result((token, resp))
 
 

@@ -72,7 +72,7 @@ from zkcoord.server.log import LEGAL_TOPIC, InvalidConfig, LogManager, OffsetsTo
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
 from zkcoord.server.meta import new_cluster_id
 from zkcoord.server.seams import ClusterSide, GroupCoordinator, MembershipBridge, OffsetMirror
-from zkcoord.server.topic_ids import topic_lookup
+from zkcoord.server.topic_ids import topic_lookup, topics_version
 from zkcoord.zk import registry
 from zkcoord.zk.controller import (
     ZooKeeperError,
@@ -189,6 +189,7 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             offset_mirror=self.offset_mirror,
             membership_bridge=self.membership_bridge,
             topics=topic_lookup(self._logs),
+            topics_version=topics_version(self._logs),
         )
         await service.start()
         self.services[partition] = service

@@ -70,9 +70,11 @@ class GroupService(GroupCoordinator):
         topics: consumer.TopicLookup = lambda name: (
             None
         ),  # name -> (topic id hex, partitions): KIP-848 groups
+        topics_version: Callable[[], int] | None = None,  # moves when `topics` may answer differently
     ) -> None:
         self.config = config
         self._topics = topics
+        self._topics_version = topics_version
         self._new_uuid = new_uuid
         self.offset_mirror = offset_mirror
         self.runtime = CoordinatorRuntime(
@@ -326,7 +328,7 @@ class GroupService(GroupCoordinator):
             req,
             cm.ConsumerGroupHeartbeatResponse,
             lambda now, token: consumer_classic.handle_consumer_heartbeat(
-                self.state, req, now, token, self._topics, new_id
+                self.state, req, now, token, self._topics, new_id, self._topic_version()
             ),
         )
         return _logged_refusal(req, resp)
@@ -358,7 +360,12 @@ class GroupService(GroupCoordinator):
     def _consumer_heartbeat(
         self, st: CoordinatorState, req: cm.ConsumerGroupHeartbeatRequest, now_ms: int, token: int
     ) -> Result:
-        return consumer_classic.handle_consumer_heartbeat(st, req, now_ms, token, self._topics, "")
+        return consumer_classic.handle_consumer_heartbeat(
+            st, req, now_ms, token, self._topics, "", self._topic_version()
+        )
+
+    def _topic_version(self) -> int | None:
+        return None if self._topics_version is None else self._topics_version()
 
     @staticmethod
     async def _logged_when_done(

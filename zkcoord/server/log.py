@@ -728,6 +728,9 @@ class LogManager:
         self.limits = limits if limits is not None else LogLimits()
         self.files = OpenFiles(self.limits.log_max_open_files)
         self.topics: dict[str, list[PartitionLog]] = {}
+        # Moves whenever `topics` changes (a topic created, grown, deleted or set aside): what the consumer-group
+        # heartbeat keys its subscribed-topic lookups on (zkcoord.group.consumer).
+        self.topics_version = 0
         self._configs: dict[str, TopicConfig] = {}
         self._cluster_topics: set[str] = set()
         found: dict[str, set[int]] = {}
@@ -843,6 +846,7 @@ class LogManager:
         self._configs[name] = config
         logs = [self._log(name, p) for p in range(partitions)]
         self.topics[name] = logs
+        self.topics_version += 1
         log.info("created topic %s with %d partitions", name, partitions)
         return logs
 
@@ -858,6 +862,7 @@ class LogManager:
                 raise PartitionLimitExceeded(refused)
             logs = logs + [self._log(name, p) for p in range(len(logs), partitions)]
             self.topics[name] = logs
+            self.topics_version += 1
             log.info("topic %s now has %d partitions", name, partitions)
         return logs
 
@@ -865,6 +870,7 @@ class LogManager:
         """Remove a deleted topic's partition logs (closed, renamed out of the way, then removed); returns how
         many partitions it had (0: no such topic here)."""
         logs = self.topics.pop(name, None)
+        self.topics_version += 1
         self._cluster_topics.discard(name)
         self._configs.pop(name, None)
         if logs is None:
@@ -907,6 +913,7 @@ class LogManager:
         `<topic>-<partition>.<uuid>.stale` (never read again, never deleted: an operator inspects or removes
         them), so a topic created later under the name starts empty; returns the new paths."""
         moved: list[Path] = []
+        self.topics_version += 1
         for plog in self.topics.pop(name, ()):
             plog.close()
             if plog.directory.exists():

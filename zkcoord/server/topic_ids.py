@@ -33,3 +33,8 @@ def topic_lookup(logs: LogManager) -> Callable[[str], tuple[str, int] | None]:
         return topic_id(name).hex, len(parts)
 
     return lookup
+
+
+def topics_version(logs: LogManager) -> Callable[[], int]:
+    """What moves whenever `topic_lookup(logs)` may answer differently (a topic created, grown or deleted)."""
+    return lambda: logs.topics_version
