@@ -321,6 +321,10 @@ def handle_consumer_heartbeat(
 ) -> Result:
     """ConsumerGroupHeartbeat with online migration: a joining member may upgrade a classic group first; a
     consumer-protocol member leaving a group of classic members downgrades it."""
+    if req.member_epoch > 0:
+        # Neither a join (an upgrade) nor a leave (a downgrade): the consumer protocol's own heartbeat, the
+        # steady member's hot path, without the two-kind bookkeeping it would not use.
+        return cons.handle_consumer_heartbeat(st, req, now_ms, token, topics, new_member_id, topics_version)
     b = _Both(st)
     classic = st.groups.get(req.group_id)
     empty = classic is not None and not (classic.members or classic.pending_members)
