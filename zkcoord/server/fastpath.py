@@ -182,10 +182,32 @@ def _long_cstring(buf: bytes, pos: int) -> tuple[str | None, int]:
     return buf[pos:end].decode("utf-8"), end
 
 
+# A steady member sends the same body on every heartbeat (the correlation id is in the header): the values of the
+# last bodies read, keyed by (version, body bytes). Bounded in entries and in key size (MEMO_BODY_BYTES), cleared
+# whole when full; the values are frozen, so handing one out twice is the same as reading it twice.
+MEMO_ENTRIES = 4096
+MEMO_BODY_BYTES = 512
+_read_memo: dict[tuple[int, bytes], ConsumerGroupHeartbeatRequest] = {}
+
+
 def decode_consumer_heartbeat(buf: bytes, pos: int, version: int) -> ConsumerGroupHeartbeatRequest | None:
     """A ConsumerGroupHeartbeat request body from byte `pos` of a whole frame; None: use the generic reader
     (`consumer_protocol.decode_heartbeat`, which decodes the frame or names what is wrong with it). The client id
     and host are left empty: the adapter sets them from the request header and the connection."""
+    if len(buf) - pos > MEMO_BODY_BYTES:
+        return _read_consumer_heartbeat(buf, pos, version)
+    key = (version, buf[pos:])
+    value = _read_memo.get(key)
+    if value is None:
+        value = _read_consumer_heartbeat(buf, pos, version)
+        if value is not None:
+            if len(_read_memo) >= MEMO_ENTRIES:
+                _read_memo.clear()
+            _read_memo[key] = value
+    return value
+
+
+def _read_consumer_heartbeat(buf: bytes, pos: int, version: int) -> ConsumerGroupHeartbeatRequest | None:
     if version not in CONSUMER_HEARTBEAT_VERSIONS:
         return None
     try:
@@ -396,6 +418,11 @@ def _cstring_bytes(s: str | None) -> bytes:
     return _uvarint_bytes(len(raw) + 1) + raw
 
 
+_answer_memo: dict[
+    tuple[str | None, int, int], bytes
+] = {}  # the steady answers' bodies, bounded as _read_memo
+
+
 def consumer_heartbeat_response(
     version: int, correlation_id: int, resp: ConsumerGroupHeartbeatResponse
 ) -> bytes | None:
@@ -403,6 +430,18 @@ def consumer_heartbeat_response(
     The usual answer (no error message, no assignment) is three packs and a join."""
     if version not in CONSUMER_HEARTBEAT_VERSIONS:
         return None
+    if resp.assignment is None and resp.error_message is None:
+        # The steady answer: its body after the error code depends on (member id, epoch, interval) only.
+        key = (resp.member_id, resp.member_epoch, resp.heartbeat_interval_ms)
+        body = _answer_memo.get(key)
+        if body is None:
+            body = _cstring_bytes(resp.member_id) + _CGH_EPOCHS.pack(key[1], key[2])
+            body = b"\x00" + body + b"\xff\x00"  # null message; null Assignment, body tags
+            if len(_answer_memo) >= MEMO_ENTRIES:
+                _answer_memo.clear()
+            if len(body) <= MEMO_BODY_BYTES:
+                _answer_memo[key] = body
+        return _CGH_HEAD.pack(len(body) + 11, correlation_id, 0, 0, resp.error_code) + body
     tail = [
         _cstring_bytes(resp.error_message),
         _cstring_bytes(resp.member_id),

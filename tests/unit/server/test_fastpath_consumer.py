@@ -175,6 +175,7 @@ def test_heartbeat_answers_are_byte_identical(
     with generic_only():
         generic = kp.consumer_group_response(req, resp)
     assert packed is not None and packed == generic == kp.consumer_group_response(req, resp)
+    assert fastpath.consumer_heartbeat_response(version, corr, resp) == packed  # again: from the memo
     assert kp.decode_consumer_group_response(68, version, packed[4:]) == (corr, resp)
 
 
@@ -187,3 +188,27 @@ def test_versions_it_does_not_know_are_not_packed(version: int) -> None:
         )
         is None
     )
+
+
+def test_the_memos_are_bounded_and_give_what_a_read_gives() -> None:
+    """A steady member's body is read once and then found in the memo; the memo never holds more than
+    MEMO_ENTRIES values, nor a body over MEMO_BODY_BYTES."""
+    req = cm.ConsumerGroupHeartbeatRequest(
+        1, "memo-group", "memo-member", 4, topic_partitions=(("ab" * 16, (3,)),)
+    )
+    frame = _frame(req)
+    first = fastpath.decode_consumer_heartbeat(frame, HEADER, 1)
+    assert first == req and fastpath.decode_consumer_heartbeat(_frame(req, corr=99), HEADER, 1) is first
+    for i in range(fastpath.MEMO_ENTRIES + 10):
+        other = cm.ConsumerGroupHeartbeatRequest(1, "memo-group", f"m-{i}", 4)
+        assert fastpath.decode_consumer_heartbeat(_frame(other), HEADER, 1) == other
+        answer = cm.ConsumerGroupHeartbeatResponse(0, None, f"m-{i}", 4, 5000)
+        assert fastpath.consumer_heartbeat_response(1, i, answer) is not None
+        assert len(fastpath._read_memo) <= fastpath.MEMO_ENTRIES
+        assert len(fastpath._answer_memo) <= fastpath.MEMO_ENTRIES
+    big = cm.ConsumerGroupHeartbeatRequest(
+        1, "memo-group", "m", 4, topic_partitions=(("ab" * 16, tuple(range(200))),)
+    )
+    before = len(fastpath._read_memo)
+    assert fastpath.decode_consumer_heartbeat(_frame(big), HEADER, 1) == big
+    assert len(fastpath._read_memo) == before
