@@ -37,7 +37,6 @@ from benchmarks import loadgen as lg
 from benchmarks.report import write_section
 from zkcoord.group import consumer_messages as cm
 from zkcoord.server import kafka_protocol as kp
-from zkcoord.server.topic_ids import topic_id
 from zkcoord.testing import free_port
 
 HOST = "127.0.0.1"
@@ -456,11 +455,11 @@ async def phase_consumer(port: int, args: argparse.Namespace, res: Results) -> N
     conns = await _connections(port, args.connections)
     creatable = kp._CLASSES[kp.CREATE_TOPICS][0].CreatableTopic
     topic = creatable(name=CONSUMER_TOPIC, num_partitions=n, replication_factor=1, assignments=[], configs=[])
-    created = lg.decode(kp.CREATE_TOPICS, 2, await conns[0].request(
-        lg.frame(kp.CREATE_TOPICS, 2, topics=[topic], timeout_ms=30_000, validate_only=False)))  # fmt: skip
+    created = lg.decode(kp.CREATE_TOPICS, 7, await conns[0].request(
+        lg.frame(kp.CREATE_TOPICS, 7, topics=[topic], timeout_ms=30_000, validate_only=False)))  # fmt: skip
     if any(t.error_code for t in created.topics):
         raise lg.LoadError(f"creating {CONSUMER_TOPIC}: {created}")
-    tid = topic_id(CONSUMER_TOPIC).hex
+    tid = created.topics[0].topic_id.hex  # v7 answers the topic's stored id (KIP-516)
     members = [ConsumerMember(f"consumer-{i:05d}", conns[i % len(conns)]) for i in range(n)]
     deadline = time.monotonic() + 120
     t0 = time.perf_counter()

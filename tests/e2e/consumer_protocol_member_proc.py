@@ -5,7 +5,8 @@ every process of the machine, so the observer can order events of different memb
 A record's offset is stored for the next auto-commit only after its line is out: at-least-once, never ahead.
 SIGTERM closes the consumer (a graceful leave, revocation printed) and exits.
 
-Usage: python consumer_protocol_member_proc.py BOOTSTRAP GROUP TOPIC CLIENT_ID
+Usage: python consumer_protocol_member_proc.py BOOTSTRAP GROUP TOPIC CLIENT_ID [INSTANCE_ID]
+(INSTANCE_ID: `group.instance.id`, a static member; its close is a temporary leave, epoch -2)
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ def _say(kind: str, parts: list[Any]) -> None:
 
 
 def main(argv: list[str]) -> None:
-    bootstrap, group, topic, name = argv
+    bootstrap, group, topic, name, *instance = argv
     stopping = []
     signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))
     consumer = Consumer(
         {
+            **({"group.instance.id": instance[0]} if instance else {}),
             "bootstrap.servers": bootstrap,
             "group.id": group,
             "client.id": name,

@@ -17,7 +17,7 @@ import struct
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pytest
@@ -136,6 +136,8 @@ class Step:
     assignment: Assigned | None = None
     rebalance_timeout_ms: int = -1
     assignor: str | None = None
+    regex: str | None = None
+    instance: str | None = None
 
 
 def join(member: str, answer_epoch: int, assignment: Assigned, *topics: str, timeout: int = 30_000) -> Step:
@@ -163,7 +165,49 @@ def two_members() -> list[Step]:
     ]
 
 
+def static(step: Step, instance: str) -> Step:
+    return replace(step, instance=instance)
+
+
 SCENARIOS: dict[str, list[Step]] = {
+    # testStaticMemberGetsBackAssignmentUponRejoin: A and B static; A leaves with epoch -2 and comes back under a new
+    # member id with its instance id: its partitions at the same group epoch, B untouched.
+    "StaticMemberGetsBackAssignmentUponRejoin": [
+        *(static(s, "instance-" + s.member) for s in two_members()),
+        hb("A", -2, -2, instance="instance-A"),
+        static(join("A2", 2, TWO_A), "instance-A"),
+        hb("B", 2, 2, None, owned=TWO_B, instance="instance-B"),
+    ],
+    # testShouldThrowUnreleasedInstanceIdExceptionWhenNewMemberJoinsWithInUseInstanceId,
+    # testShouldThrowFencedInstanceIdExceptionWhenStaticMemberWithDifferentMemberIdJoins,
+    # testShouldThrowUnknownMemberIdExceptionWhenUnknownStaticMemberJoins.
+    "StaticMemberRefusals": [
+        static(join("A", 1, ALL), "instance-A"),
+        Step(
+            "A2",
+            0,
+            (FOO, BAR),
+            {},
+            rebalance_timeout_ms=5000,
+            instance="instance-A",
+            error=E.UNRELEASED_INSTANCE_ID,
+            message="Static member A2 with instance id instance-A cannot join the group because the instance id is owned by A member.",
+        ),
+        Step(
+            "A2",
+            1,
+            instance="instance-A",
+            error=E.FENCED_INSTANCE_ID,
+            message="Static member A2 with instance id instance-A was fenced by member A.",
+        ),
+        Step(
+            "A",
+            1,
+            instance="instance-Z",
+            error=E.UNKNOWN_MEMBER_ID,
+            message="Instance id instance-Z is unknown.",
+        ),
+    ],
     # testMemberJoinsEmptyConsumerGroup: the first member gets every partition of its topics at epoch 1.
     "MemberJoinsEmptyConsumerGroup": [join("A", 1, ALL)],
     # testUpdatingSubscriptionTriggersNewTargetAssignment: a new subscription bumps the epoch, the member gets bar.
@@ -264,7 +308,7 @@ SCENARIOS: dict[str, list[Step]] = {
             owned={},
             rebalance_timeout_ms=5000,
             error=E.INVALID_REQUEST,
-            message="SubscribedTopicNames must be set in first request.",
+            message="Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining.",
         ),
         Step("", 1, error=E.INVALID_REQUEST, message="MemberId can't be empty."),
         Step(
@@ -276,6 +320,15 @@ SCENARIOS: dict[str, list[Step]] = {
         ),
         Step("A", -2, error=E.INVALID_REQUEST, message="InstanceId can't be null."),
         Step(
+            "A",
+            0,
+            owned={},
+            rebalance_timeout_ms=5000,
+            regex="[a-",
+            error=E.INVALID_REGULAR_EXPRESSION,
+            message="SubscribedTopicRegex `[a-` is not a valid regular expression: missing closing ].",
+        ),
+        Step(
             "A", -3, error=E.INVALID_REQUEST, message="MemberEpoch is invalid: -3."
         ),  # Kafka: "MemberEpoch is invalid."
     ],
@@ -286,8 +339,9 @@ def request(step: Step, group: str, ids: dict[str, str]) -> Hb:
     owned = None
     if step.owned is not None:
         owned = tuple((ids[t], ps) for t, ps in sorted(step.owned.items()) if ps)
-    return Hb(1, group, step.member, step.epoch, rebalance_timeout_ms=step.rebalance_timeout_ms,
-              subscribed_topic_names=step.topics, server_assignor=step.assignor, topic_partitions=owned)  # fmt: skip
+    return Hb(1, group, step.member, step.epoch, instance_id=step.instance, rebalance_timeout_ms=step.rebalance_timeout_ms,
+              subscribed_topic_names=step.topics, subscribed_topic_regex=step.regex, server_assignor=step.assignor,
+              topic_partitions=owned)  # fmt: skip
 
 
 def by_name(assignment: Any, names: dict[str, str]) -> Assigned | None:

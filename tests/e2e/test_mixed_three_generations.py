@@ -2,7 +2,9 @@
 `zkcoord legacy consume` process (a 0.8-era ZooKeeper member), a kafka-python classic member and confluent-kafka
 `group.protocol=consumer` members (KIP-848, each in its own process) share one group under a paced producer; then
 the legacy and the classic member are replaced one by one by consumer-protocol members, and one of those crashes
-(kill -9: its partitions move when its session expires). An observer samples every
+(kill -9: its partitions move when its session expires). Then the coordinator itself is killed -9 and started again
+under the three generations (its consumer-protocol members are restored from ZooKeeper, not released). An observer
+samples every
 10 ms the owner znodes and what every broker-protocol member holds (kafka-python's callbacks, the consumer-protocol
 processes' printed callbacks): no partition is held by two members at once (a legacy member holds what its owner
 znodes say: it fetches only partitions whose znode it created), and every acknowledged record is consumed."""
@@ -21,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import ConsumerGroupState, ConsumerGroupType
+from confluent_kafka.admin import AdminClient
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from e2e.conftest import bridged_node_flags
@@ -42,8 +46,9 @@ COMMIT_INTERVAL_MS = 200
 
 
 @pytest.fixture(scope="module")
-def cluster(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """(ZooKeeper connect string, bootstrap) of one bridged node with fast consumer-protocol heartbeats."""
+def cluster(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, NodeProcess]]:
+    """(ZooKeeper connect string, node) of one bridged node with fast consumer-protocol heartbeats (a test that
+    kills the node starts it again on the same data dir and port)."""
     connect_string = ensure_chroot(zk_server.hosts, f"/zkcoord-tests/mixed3-{uuid.uuid4().hex[:8]}")
     flags = bridged_node_flags(
         connect_string,
@@ -54,7 +59,7 @@ def cluster(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     node = NodeProcess(tmp_path_factory.mktemp("mixed3-node"), flags)
     node.start()
     try:
-        yield connect_string, node.bootstrap
+        yield connect_string, node
     finally:
         node.stop()
 
@@ -149,89 +154,131 @@ def overlaps(samples: list[Sample], group: str) -> list[tuple[float, TopicPartit
     return out
 
 
-def test_legacy_classic_and_consumer_protocol_members_in_one_group_then_consumer_only(
-    cluster: tuple[str, str],
-) -> None:
-    zk_connect, bootstrap = cluster
-    tag = uuid.uuid4().hex[:6]
-    topic, group = f"three-{tag}", f"mixed-three-{tag}"
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
-    admin.create_topics([NewTopic(topic, num_partitions=PARTITIONS, replication_factor=1)])
-    admin.close()
-    zk = connect(zk_connect)
-    state = Holdings(topic)
-    classic: dict[str, KafkaPythonMember] = {}
-    everyone: list[KafkaPythonMember] = []
-    procs: dict[str, Process] = {}
-    gone: list[Process] = []
-    producer = PacedProducer(bootstrap, topic, per_second=200, round_robin=True).start()
+class ThreeGenerations:
+    """One topic and mixed group under a paced producer, its member processes and the observer: every 10 ms the
+    owner znodes and what each broker-protocol member holds."""
 
-    def legacy(name: str) -> None:
-        cmd = [sys.executable, "-m", "zkcoord", "legacy", "consume", "--zk", zk_connect, "--group", group,
-               "--topic", topic, "--from-beginning", "--property", f"auto.commit.interval.ms={COMMIT_INTERVAL_MS}",
-               "--property", "zookeeper.session.timeout.ms=6000"]  # fmt: skip
-        procs[name] = Process(cmd, name)
-
-    def consumer(name: str) -> None:
-        procs[name] = Process(
-            [sys.executable, str(CONSUMER), bootstrap, group, topic, name], name, state.line
+    def __init__(self, zk_connect: str, bootstrap: str) -> None:
+        tag = uuid.uuid4().hex[:6]
+        self.zk_connect, self.bootstrap = zk_connect, bootstrap
+        self.topic, self.group = f"three-{tag}", f"mixed-three-{tag}"
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        admin.create_topics([NewTopic(self.topic, num_partitions=PARTITIONS, replication_factor=1)])
+        admin.close()
+        self.zk = connect(zk_connect)
+        self.state = Holdings(self.topic)
+        self.classic: dict[str, KafkaPythonMember] = {}
+        self.everyone: list[KafkaPythonMember] = []
+        self.procs: dict[str, Process] = {}
+        self.gone: list[Process] = []
+        self.producer = PacedProducer(bootstrap, self.topic, per_second=200, round_robin=True).start()
+        self.sampler = HandoverSampler(
+            self.zk, self.group, {self.topic: PARTITIONS}, holdings=lambda: self.state.snapshot(self.classic)
         )
 
-    def kafka_python(name: str) -> None:
-        member = KafkaPythonMember(bootstrap, group, topic, name, config={"metadata_max_age_ms": 1000},
-                                   poll_timeout_s=0.2)  # fmt: skip
-        classic[name] = member.start()
-        everyone.append(member)
+    def legacy(self, name: str) -> None:
+        cmd = [sys.executable, "-m", "zkcoord", "legacy", "consume", "--zk", self.zk_connect, "--group",
+               self.group, "--topic", self.topic, "--from-beginning", "--property",
+               f"auto.commit.interval.ms={COMMIT_INTERVAL_MS}", "--property", "zookeeper.session.timeout.ms=6000"]  # fmt: skip
+        self.procs[name] = Process(cmd, name)
 
-    def settled(legacy_members: int) -> bool:
+    def consumer(self, name: str) -> None:
+        self.procs[name] = Process(
+            [sys.executable, str(CONSUMER), self.bootstrap, self.group, self.topic, name],
+            name,
+            self.state.line,
+        )
+
+    def kafka_python(self, name: str, **config: Any) -> None:
+        member = KafkaPythonMember(self.bootstrap, self.group, self.topic, name,
+                                   config={"metadata_max_age_ms": 1000, **config}, poll_timeout_s=0.2)  # fmt: skip
+        self.classic[name] = member.start()
+        self.everyone.append(member)
+
+    def settled(self, legacy_members: int) -> bool:
         """Every partition held exactly once (legacy by owner znode), every live member holding one."""
-        if not sampler.samples:
+        if not self.sampler.samples:
             return False
-        last = sampler.samples[-1]
-        legacy_held = legacy_owned(last, group)
-        live = {m: tps for m, tps in last.holdings.items() if m in classic or m in procs}
+        last = self.sampler.samples[-1]
+        legacy_held = legacy_owned(last, self.group)
+        live = {m: tps for m, tps in last.holdings.items() if m in self.classic or m in self.procs}
         held = [tps for m, tps in live.items()]
-        brokers_members = len(classic) + sum(1 for n in procs if n.startswith("n"))
+        brokers_members = len(self.classic) + sum(1 for n in self.procs if n.startswith("n"))
         return (
             len(legacy_held) + sum(len(h) for h in held) == PARTITIONS
-            and set().union(legacy_held, *held) == {TopicPartition(topic, p) for p in range(PARTITIONS)}
+            and set().union(legacy_held, *held) == {TopicPartition(self.topic, p) for p in range(PARTITIONS)}
             and sum(1 for h in held if h) == brokers_members
             and len({consumer_of_thread(th) for tp, (th, _) in last.owners.items() if tp in legacy_held})
             == legacy_members
         )
 
-    def change(what: str, legacy_members: int) -> None:
+    def change(self, what: str, legacy_members: int) -> None:
         try:
-            wait_for(lambda: settled(legacy_members), 45, what, 0.05)
+            wait_for(lambda: self.settled(legacy_members), 45, what, 0.05)
         except SessionFault:
-            last = sampler.samples[-1]
+            last = self.sampler.samples[-1]
             owners = {tp.partition: th for tp, (th, _czxid) in sorted(last.owners.items())}
             held = {m: sorted(tp.partition for tp in tps) for m, tps in last.holdings.items()}
             raise AssertionError(f"{what}: not settled; owners {owners}; holdings {held}") from None
-        sampler.wait_samples(5, 10)
-        assert overlaps(sampler.samples, group) == [], what
+        self.sampler.wait_samples(5, 10)
+        assert overlaps(self.sampler.samples, self.group) == [], what
 
-    sampler = HandoverSampler(zk, group, {topic: PARTITIONS}, holdings=lambda: state.snapshot(classic))
+    def consumed(self) -> set[tuple[int, int]]:
+        """Every (partition, offset) some member handed out: the consumer-protocol processes' lines, kafka-python's
+        records, the printed values of the processes (the legacy member prints values only)."""
+        by_value = {v: po for po, v in self.producer.acked_records().items()}
+        out = set(self.state.consumed)
+        for m in self.everyone:
+            out.update(m.consumed)
+        for p in [*self.procs.values(), *self.gone]:
+            out.update(by_value[v.encode()] for v in list(p.lines) if v.encode() in by_value)
+        return out
+
+    def close(self) -> None:
+        """Member processes first: nothing may outlive the test, whatever a later step raises (a producer
+        stopped while its node is down)."""
+        try:
+            for p in [*self.procs.values(), *self.gone]:
+                p.kill()
+            for m in self.classic.values():
+                m.stop()
+        finally:
+            try:
+                self.producer.stop()
+                self.sampler.stop()
+            finally:
+                self.zk.stop()
+                self.zk.close()
+
+
+def test_legacy_classic_and_consumer_protocol_members_in_one_group_then_consumer_only(
+    cluster: tuple[str, NodeProcess],
+) -> None:
+    zk_connect, node = cluster
+    run = ThreeGenerations(zk_connect, node.bootstrap)
+    state, procs, classic, gone, producer, sampler = (
+        run.state, run.procs, run.classic, run.gone, run.producer, run.sampler
+    )  # fmt: skip
     try:
         with sampler:
             wait_for(lambda: len(producer.acked) > 20, 20, "the producer's first acknowledgements")
-            legacy("l1")
-            change("the legacy member holds every partition", 1)
-            kafka_python("k1")
-            change("a kafka-python classic member joined the legacy member", 1)
-            consumer("n1")
-            change("a consumer-protocol member joined: three generations in one group", 1)
+            run.legacy("l1")
+            run.change("the legacy member holds every partition", 1)
+            run.kafka_python("k1")
+            run.change("a kafka-python classic member joined the legacy member", 1)
+            run.consumer("n1")
+            run.change("a consumer-protocol member joined: three generations in one group", 1)
             # Migrated to consumer-protocol members only, one member at a time.
-            consumer("n2")
-            change("a second consumer-protocol member joined", 1)
+            run.consumer("n2")
+            run.change("a second consumer-protocol member joined", 1)
             l1 = procs.pop("l1")
             assert l1.leave() == 0
             gone.append(l1)
-            change("the legacy member left", 0)
-            consumer("n3")
-            change("a third consumer-protocol member joined", 0)
+            run.change("the legacy member left", 0)
+            run.consumer("n3")
+            run.change("a third consumer-protocol member joined", 0)
             classic.pop("k1").stop()
-            change("the classic member left: consumer-protocol members only", 0)
+            run.change("the classic member left: consumer-protocol members only", 0)
             # A consumer-protocol member crashes (kill -9: no leave): its partitions move once its session
             # (group.consumer.session.timeout.ms, 6 s) expires, not before.
             n3 = procs.pop("n3")
@@ -239,31 +286,134 @@ def test_legacy_classic_and_consumer_protocol_members_in_one_group_then_consumer
             with state.lock:
                 state.held.pop("n3", None)  # a dead process holds nothing
             gone.append(n3)
-            change("a consumer-protocol member crashed", 0)
+            run.change("a consumer-protocol member crashed", 0)
             assert sampler.median_interval_s() <= 0.02
         producer.stop()
         assert producer.failed == []
-        by_value = {v: po for po, v in producer.acked_records().items()}
-
-        def consumed() -> set[tuple[int, int]]:
-            out = set(state.consumed)
-            for m in everyone:
-                out.update(m.consumed)
-            for p in gone:  # the legacy member's printed values (the crashed member's lines are in `state`)
-                out.update(by_value[v.encode()] for v in list(p.lines) if v.encode() in by_value)
-            return out
-
         acked = producer.acked
-        wait_for(lambda: acked <= consumed(), 30, "every acknowledged record consumed", 0.1)
+        wait_for(lambda: acked <= run.consumed(), 30, "every acknowledged record consumed", 0.1)
         assert len(acked) > 500
-        assert overlaps(sampler.samples, group) == []
+        assert overlaps(sampler.samples, run.group) == []
     finally:
-        producer.stop()
-        for m in classic.values():
-            m.stop()
-        for p in procs.values():
-            p.kill()
-        for p in gone:
-            p.kill()
-        zk.stop()
-        zk.close()
+        run.close()
+
+
+def test_coordinator_killed_and_restarted_under_three_generations(cluster: tuple[str, NodeProcess]) -> None:
+    """kill -9 of the coordinator while a legacy, a classic and a consumer-protocol member share the group, then
+    a start on the same data dir: the new coordinator has no record of the consumer-protocol member, restores it
+    from ZooKeeper and keeps its owner znodes until it heartbeats again (before that fix, the load released them
+    at once and the legacy member took them while the member still consumed). No partition held twice, every
+    acknowledged record consumed (records the producer could not send while the node was down are not acked)."""
+    zk_connect, node = cluster
+    run = ThreeGenerations(zk_connect, node.bootstrap)
+    try:
+        with run.sampler:
+            wait_for(lambda: len(run.producer.acked) > 20, 20, "the producer's first acknowledgements")
+            run.legacy("l1")
+            run.change("the legacy member holds every partition", 1)
+            # A session that outlasts the node's absence (its ZooKeeper session's end, then a start): kafka-python
+            # may take several seconds to find the restarted coordinator, and a classic member removed by its
+            # session timeout meanwhile still consumes (the classic protocol's own zombie window, not this test's).
+            run.kafka_python("k1", session_timeout_ms=30000)
+            run.change("a kafka-python classic member joined the legacy member", 1)
+            run.consumer("n1")
+            run.change("three generations in one group", 1)
+            before = run.producer.acked
+            wait_for(lambda: before <= run.consumed(), 20, "the records before the crash consumed", 0.1)
+            node.kill9()
+            # Its ZooKeeper session ends (4 s) before a node of the same id may register again.
+            wait_for(
+                lambda: run.zk.exists("/zkcoord/brokers/1") is None, 15, "the killed node's session ended"
+            )
+            node.start()
+            # Every member is back at work: records acknowledged by the new coordinator are consumed.
+            wait_for(
+                lambda: len(run.producer.acked) > len(before) + 100, 30, "acknowledgements after the restart"
+            )
+            after = run.producer.acked
+            wait_for(lambda: after <= run.consumed(), 30, "the records after the restart consumed", 0.1)
+            run.change("the group after the coordinator's restart", 1)
+            # n1 has no record: the new coordinator restored it from ZooKeeper, then its heartbeat resumed it.
+            told = [line for line in list(node.output) if run.group in line]
+            assert any("restored from ZooKeeper" in line for line in told)
+            assert any("resumed at epoch" in line for line in told)
+            assert run.sampler.median_interval_s() <= 0.02
+        run.producer.stop()
+        acked = run.producer.acked
+        wait_for(lambda: acked <= run.consumed(), 30, "every acknowledged record consumed", 0.1)
+        assert overlaps(run.sampler.samples, run.group) == []
+    finally:
+        run.close()
+
+
+def test_consumer_group_describe_of_a_mixed_group(cluster: tuple[str, NodeProcess]) -> None:
+    """confluent-kafka's AdminClient describes a mixed group by ConsumerGroupDescribe (librdkafka falls back to
+    DescribeGroups only on GROUP_ID_NOT_FOUND, the answer before): the legacy, the classic and the
+    consumer-protocol member, each with what it holds. DescribeGroups and ListGroups stay the classic group's."""
+    zk_connect, node = cluster
+    run = ThreeGenerations(zk_connect, node.bootstrap)
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    try:
+        with run.sampler:
+            wait_for(lambda: len(run.producer.acked) > 20, 20, "the producer's first acknowledgements")
+            run.legacy("l1")
+            run.change("the legacy member holds every partition", 1)
+            run.kafka_python("k1")
+            run.change("a kafka-python classic member joined the legacy member", 1)
+            run.consumer("n1")
+            run.change("three generations in one group", 1)
+            last = run.sampler.samples[-1]
+            (legacy_id,) = {
+                consumer_of_thread(th)
+                for tp, (th, _) in last.owners.items()
+                if tp in legacy_owned(last, run.group)
+            }
+            expected = {
+                legacy_id: sorted(tp.partition for tp in legacy_owned(last, run.group)),
+                **{m: sorted(tp.partition for tp in tps) for m, tps in last.holdings.items() if tps},
+            }
+
+            def described() -> Any:
+                return admin.describe_consumer_groups([run.group])[run.group].result(20)
+
+            def shown(d: Any) -> dict[str, list[int]]:
+                return {
+                    m.client_id: sorted(tp.partition for tp in m.assignment.topic_partitions)
+                    for m in d.members
+                }
+
+            wait_for(
+                lambda: shown(described()) == expected, 20, f"ConsumerGroupDescribe showing {expected}", 0.2
+            )
+            d = described()
+            assert d.type == ConsumerGroupType.CONSUMER
+            assert d.state == ConsumerGroupState.STABLE
+            assert d.partition_assignor == "range"
+            for m in d.members:  # every member's target is what it holds: nothing is moving
+                assert m.target_assignment is not None
+                assert (
+                    sorted(tp.partition for tp in m.target_assignment.topic_partitions)
+                    == expected[m.client_id]
+                )
+            # DescribeGroups (kafka-python's admin) and ListGroups stay those of the classic group.
+            kp = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+            try:
+                info = dict(kp.describe_groups([run.group])[run.group])
+            finally:
+                kp.close()
+            assert (info["group_state"], info["protocol_type"], info["protocol_data"]) == (
+                "Stable",
+                "consumer",
+                "range",
+            )
+            assert [m["client_id"] for m in info["members"]] == ["k1"]
+            # A bridged id nobody uses is not found (librdkafka then falls back to DescribeGroups: Dead, no
+            # members), and describing it writes nothing: no fence znode appears.
+            nobody = f"{run.group}-nobody"
+            assert admin.describe_consumer_groups([nobody])[nobody].result(20).members == []
+            assert run.zk.exists(f"/zkcoord/mixed-groups/{nobody}") is None
+            assert run.zk.exists(f"/zkcoord/mixed-groups/{run.group}") is not None
+            listed = admin.list_consumer_groups().result(20).valid
+            assert [g.type for g in listed if g.group_id == run.group] == [ConsumerGroupType.CLASSIC]
+    finally:
+        run.close()

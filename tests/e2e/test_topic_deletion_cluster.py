@@ -14,8 +14,10 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kazoo.client import KazooClient
 
+from zkcoord.legacy.codecs import kafka_uuid_string
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
+from zkcoord.zk import registry
 from zkcoord.zk.controller import DELETION_ACKS_ROOT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
@@ -161,6 +163,29 @@ def test_delete_topic_across_the_cluster(nodes: list[NodeProcess], zk_connect: s
         finally:
             consumer.close()
         assert seen == [(0, 0, b"again-0"), (1, 0, b"again-1")]
+
+        # Away during a deletion and a re-creation: the topic is in ZooKeeper again, under a new id, so the
+        # node's logs (stored with the old id) are an earlier topic's: set aside, and the new topic starts empty.
+        admin.create_topics([NewTopic("reborn", 2, 1)])
+        _produce(bootstrap, "reborn", {0: [b"old-0"], 1: [b"old-1"]})
+        stored = away.data_dir / "logs" / "reborn-0" / "partition.metadata"
+        old_id = registry.read_topic(zk, "reborn").topic_id  # type: ignore[union-attr]
+        assert old_id is not None
+        wait_for(lambda: stored.exists(), 15, "node 2 stored the topic's id")
+        away.stop()
+        wait_for(lambda: zk.exists("/brokers/ids/2") is None, 30, "node 2 deregistered")
+        result = admin.delete_topics(["reborn"], timeout_ms=30_000)
+        assert [(t["name"], t["error_code"]) for t in result["topics"]] == [("reborn", 0)]
+        admin.create_topics([NewTopic("reborn", 2, 1)])
+        new_id = registry.read_topic(zk, "reborn").topic_id  # type: ignore[union-attr]
+        assert new_id is not None and new_id != old_id
+        assert stored.read_text().endswith(f"{kafka_uuid_string(old_id)}\n")
+        away.start()
+        wanted = kafka_uuid_string(new_id)
+        wait_for(lambda: stored.exists() and wanted in stored.read_text(), 30, "node 2 took the new id")
+        assert any("their topic id" in line and "reborn" in line for line in away.output)
+        assert len(list(logs.glob("reborn-*.stale"))) == 2  # the old topic's partitions, kept aside
+        assert not list(logs.glob("reborn-[0-9]/*.log"))  # the new topic's logs start empty here
     finally:
         admin.close()
         zk.stop()

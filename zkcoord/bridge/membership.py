@@ -34,6 +34,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from zkcoord.bridge.mixed_policy import (
+    CLASSIC,
     LEGACY_STRATEGIES,
     ClassicMember,
     Malformed,
@@ -51,6 +52,7 @@ from zkcoord.bridge.mixed_policy import (
     legacy_registrations,
     legacy_strategy,
     member_views,
+    parse_registration,
     plan_assignment,
     plan_hand_over,
     thread_for,
@@ -512,6 +514,62 @@ class MixedGroupBridge:
         log.info(
             "group=%s released %d partitions of %d departed classic members", group, len(victims), len(gone)
         )
+
+    async def adopted_members(
+        self, group: str, adopt: bool = True
+    ) -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]]:
+        """Adopt the group (as any write would; not with `adopt=False`: a plain read) and return every
+        broker-protocol member registered for it, by member id: (client id, subscribed topics, the partitions its
+        owner znodes hold). A restarted or moved coordinator reads here the consumer-protocol members (KIP-848) it
+        has no records of, whose owner znodes it must keep until they are heard from or their session passes. A
+        malformed fence adopts nothing (it fails closed: nothing is released either) and the members are read as
+        they are."""
+
+        def read() -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]]:
+            client = self._zk()
+            if adopt:
+                with contextlib.suppress(MalformedZnode):
+                    self._adopt(group)
+            ids = zkm.read_ids(client, group)
+            owners = zkm.read_owners(client, group)
+            out = {}
+            for cid, data in sorted(ids.items()):
+                marker = classic_marker(data)
+                if marker is None:
+                    continue
+                parsed = parse_registration(paths.id_path(group, cid), data)
+                topics = () if isinstance(parsed, Malformed) else tuple(sorted(parsed.topic_counts))
+                thread = thread_for(cid)
+                held = tuple(sorted(tp for tp, th in owners.items() if th == thread))
+                out[marker.get("member_id", cid)] = (marker.get("client_id", ""), topics, held)
+            return out
+
+        async with self._lock(group):
+            return await asyncio.to_thread(self._refenced, group, read)
+
+    async def legacy_members(
+        self, group: str
+    ) -> dict[str, tuple[tuple[str, ...], tuple[TopicPartition, ...]]]:
+        """The group's legacy (ZooKeeper) members by consumer id: (subscribed topics, the partitions their owner
+        znodes hold), for ConsumerGroupDescribe. An owner znode whose consumer is not registered (a member
+        mid-exit, a stale znode) is listed too, with no topics, so nothing owned is hidden. Read only."""
+
+        def read() -> dict[str, tuple[tuple[str, ...], tuple[TopicPartition, ...]]]:
+            client = self._zk()
+            ids = zkm.read_ids(client, group)
+            legacy = self._legacy(group, ids)
+            out = {}
+            for view in member_views(ids, zkm.read_owners(client, group)):
+                if view.protocol == CLASSIC:
+                    continue
+                reg = legacy.get(view.consumer_id)
+                out[view.consumer_id] = (
+                    tuple(sorted(reg.topic_counts)) if reg is not None else (),
+                    view.owned,
+                )
+            return out
+
+        return await asyncio.to_thread(read)
 
     async def legacy_owns(self, group: str, tps: Sequence[TopicPartition]) -> bool:
         """True when every partition's owner znode is held by a legacy member (not one of ours)."""

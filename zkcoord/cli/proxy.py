@@ -83,7 +83,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "(default 104857600)")  # fmt: skip
     parser.add_argument("--zookeeper.session.timeout.ms", dest="zk_session_ms", type=int, default=6000, metavar="MS",
                         help="the proxy's ZooKeeper session timeout: a killed proxy node's groups move to a live "
-                        "one this long after its death (default 6000)")  # fmt: skip
+                        "one once ZooKeeper expires its session (the timeout the server grants, at least 2 x its "
+                        "tickTime, expired up to one tickTime later), then 0.3-0.4 s; keep librdkafka members' "
+                        "session.timeout.ms above that (docs/proxy.md, failure cases) (default 6000)")  # fmt: skip
     add_zk_security(parser)
     add_listener_options(parser)
     add_command_config(parser)

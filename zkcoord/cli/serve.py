@@ -100,6 +100,7 @@ _GROUP_FLAGS = (
     ("group.consumer.session.timeout.ms", "group_consumer_session_timeout_ms"),
     ("group.consumer.heartbeat.interval.ms", "group_consumer_heartbeat_interval_ms"),
     ("group.consumer.max.size", "group_consumer_max_size"),
+    ("group.consumer.regex.refresh.interval.ms", "group_consumer_regex_refresh_interval_ms"),
 )
 # (flag, ClusterConfig field) pairs for --zk mode; offsets.compact.after.batches is zkcoord's own.
 _CLUSTER_FLAGS = (
@@ -126,6 +127,8 @@ _GROUP_HELP = {
     "group_consumer_heartbeat_interval_ms": "consumer-protocol members: the heartbeat interval the coordinator "
     "tells them, in ms",
     "group_consumer_max_size": "most members one consumer-protocol group may have (GROUP_MAX_SIZE_REACHED beyond)",
+    "group_consumer_regex_refresh_interval_ms": "consumer-protocol groups: how often subscribed regular expressions "
+    "are resolved again against the topics (on a heartbeat, once this long has passed; zkcoord's own), in ms",
 }
 
 

@@ -58,11 +58,10 @@ def handle_describe(
         if err is not None:
             described.append(DescribedGroup(int(err), gid, "", "", "", ()))
             continue
-        if gid in st.consumer_groups:  # Kafka 4: "Group gid is not a classic group." (ConsumerGroupDescribe)
-            described.append(DescribedGroup(int(E.GROUP_ID_NOT_FOUND), gid, "", "", "", ()))
-            continue
         group = st.groups.get(gid)
-        if group is None or group.state is DEAD:
+        # A consumer group is not a classic group: Kafka 4 describes it as Dead, with no error below v6 (the
+        # versions served here; v6 adds GROUP_ID_NOT_FOUND and "Group gid is not a classic group.").
+        if gid in st.consumer_groups or group is None or group.state is DEAD:
             described.append(DescribedGroup(0, gid, "Dead", "", "", ()))
             continue
         stable = group.state is STABLE

@@ -32,6 +32,9 @@ class GroupConfig:
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")
     group_consumer_max_size: int = INT32_MAX
     group_consumer_migration_policy: str = MIGRATION_POLICIES[0]
+    # zkcoord's own: how often a group's subscribed regular expressions are resolved again (on a heartbeat once
+    # this much time has passed since the last resolution); a new expression is resolved at once.
+    group_consumer_regex_refresh_interval_ms: int = 10_000
 
     def __post_init__(self) -> None:
         def need(ok: bool, what: str) -> None:
@@ -52,6 +55,7 @@ class GroupConfig:
             "group_consumer_session_timeout_ms",
             "group_consumer_heartbeat_interval_ms",
             "group_consumer_max_size",
+            "group_consumer_regex_refresh_interval_ms",
         ):
             value = getattr(self, name)
             need(
@@ -87,6 +91,10 @@ class GroupConfig:
             f"got {', '.join(self.group_consumer_assignors) or 'none'}",
         )
         need(self.group_consumer_max_size >= 1, "group.consumer.max.size must be >= 1")
+        need(
+            self.group_consumer_regex_refresh_interval_ms >= 0,
+            "group.consumer.regex.refresh.interval.ms must be >= 0",
+        )
         need(
             self.group_consumer_migration_policy in MIGRATION_POLICIES,
             f"group.consumer.migration.policy must be one of {', '.join(MIGRATION_POLICIES)}, "

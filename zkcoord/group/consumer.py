@@ -6,9 +6,10 @@ Follows Kafka's `GroupMetadataManager.consumerGroupHeartbeat` and `CurrentAssign
 1. validate the request (INVALID_REQUEST with Kafka's message), find or create the group and the member, and check
    the member epoch (FENCED_MEMBER_EPOCH unless it is the current one, or the previous one with owned partitions
    all still assigned: a lost response);
-2. a changed subscription or subscribed-topic metadata (a partition increase) bumps the group epoch (the topics
-   are looked up again only when the edge's topic version moved or the subscribed names changed, as Kafka
-   refreshes a group's subscription metadata only when the metadata image changed);
+2. a changed subscription or subscribed-topic metadata (a partition increase) bumps the group epoch (for a group
+   without regular expressions the topics are looked up again only when the edge's topic version moved or the
+   subscribed names changed, as Kafka refreshes a group's subscription metadata only when the metadata image
+   changed);
 3. a group epoch ahead of the assignment epoch computes a new target assignment with the group's server-side
    assignor (only the members whose target changed are written);
 4. the member reconciles toward its target: partitions leaving it are revoked first (UNREVOKED_PARTITIONS, the
@@ -16,17 +17,28 @@ Follows Kafka's `GroupMetadataManager.consumerGroupHeartbeat` and `CurrentAssign
    so a partition never reaches a new owner before the old one released it;
 5. the answer carries the member epoch, the heartbeat interval and, when it changed, the assignment.
 
+Static members (KIP-345 carried into KIP-848) are found by their instance id: one leaving with epoch -2 keeps its
+assignment until its session expires, and a new member id joining with the same instance id within that time
+takes its place and its assignment (no new group epoch); while the old one has not left, the new one is refused
+(UNRELEASED_INSTANCE_ID), and a member id that is not the instance's current one is fenced (FENCED_INSTANCE_ID).
+A member may subscribe with a regular expression (v1, `consumer_regex`): each expression of the group is resolved
+against the topics that exist and stored (ConsumerGroupRegularExpression records); a new expression is resolved at
+once, the others again on a heartbeat once `group.consumer.regex.refresh.interval.ms` has passed, and a changed
+resolution bumps the group epoch like a changed subscription.
+
 Every change is a record (`zkcoord.records.consumer_groups`) applied through `replay_consumer` as it is emitted,
 so the live groups are always what replaying the log gives. Session deadlines and rebalance deadlines are timers.
-Deterministic: the inputs are state, request, now_ms, token, the topic lookup and the edge's fresh member id.
+Deterministic: the inputs are state, request, now_ms, token, the topic lookup and catalog and the edge's fresh
+member id.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from zkcoord.errors import ErrorCode as E
+from zkcoord.group import consumer_regex
 from zkcoord.group.consumer_assignors import assign
 from zkcoord.group.consumer_messages import (
     ConsumerGroupDescribeRequest,
@@ -52,14 +64,18 @@ from zkcoord.records.consumer_groups import (
     GROUP_METADATA,
     MEMBER_METADATA,
     PARTITION_METADATA,
+    REGULAR_EXPRESSION,
     TARGET_ASSIGNMENT_MEMBER,
     TARGET_ASSIGNMENT_METADATA,
     ConsumerGroupKey,
     ConsumerMemberKey,
+    ConsumerRegexKey,
     ConsumerValue,
+    CurrentAssignmentValue,
     GroupEpochValue,
     MemberMetadataValue,
     PartitionMetadataValue,
+    RegexValue,
     TargetAssignmentEpochValue,
     TargetMemberValue,
     TopicMetadata,
@@ -72,6 +88,8 @@ MAX_NAME_BYTES = 32767  # a Kafka string field
 
 # The edge's view of the topics: name -> (topic id hex, partition count), None when the topic does not exist.
 TopicLookup = Callable[[str], "tuple[str, int] | None"]
+# The edge's list of every topic's name, for resolving regular expressions (None: no catalog, they match nothing).
+TopicCatalog = Callable[[], Iterable[str]]
 
 
 class _Out:
@@ -82,7 +100,9 @@ class _Out:
         self.records: list[Record] = []
         self.timers: list[TimerOp] = []
 
-    def record(self, key: ConsumerGroupKey | ConsumerMemberKey, value: ConsumerValue | None) -> None:
+    def record(
+        self, key: ConsumerGroupKey | ConsumerMemberKey | ConsumerRegexKey, value: ConsumerValue | None
+    ) -> None:
         self.records.append((key, value))
         replay_consumer(self.st.consumer_groups, key, value)
 
@@ -103,8 +123,6 @@ def _invalid(req: ConsumerGroupHeartbeatRequest) -> str | None:
         return "InstanceId can't be empty."
     if req.rack_id is not None and not req.rack_id.strip():
         return "RackId can't be empty."
-    if req.subscribed_topic_regex:  # librdkafka sends "" beside topic names: no regex
-        return "SubscribedTopicRegex is not supported by zkcoord yet: subscribe to topic names."
     if req.member_epoch == 0:
         if req.api_version >= 1 and not req.member_id:
             return "MemberId can't be empty."
@@ -114,8 +132,8 @@ def _invalid(req: ConsumerGroupHeartbeatRequest) -> str | None:
             return "RebalanceTimeoutMs must be positive."
         if req.topic_partitions is None or req.topic_partitions:
             return "TopicPartitions must be empty when (re-)joining."
-        if req.subscribed_topic_names is None:
-            return "SubscribedTopicNames must be set in first request."
+        if req.subscribed_topic_names is None and req.subscribed_topic_regex is None:
+            return "Either SubscribedTopicNames or SubscribedTopicRegex must be non-null when (re-)joining."
     elif req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH) or req.member_epoch > 0:
         if not req.member_id.strip():
             return "MemberId can't be empty."
@@ -174,14 +192,15 @@ def handle_consumer_heartbeat(
     token: int,
     topics: TopicLookup,
     new_member_id: str,
+    catalog: TopicCatalog | None = None,
     topics_version: int | None = None,
 ) -> Result:
     """ConsumerGroupHeartbeat after the common status checks (coordinator, loading). `new_member_id` is the edge's
-    fresh uuid, used only for a v0 member joining without an id. `topics_version` moves whenever `topics` may
-    answer differently (a topic created, deleted or grown); None: unknown, the subscribed topics are looked up on
-    every heartbeat."""
+    fresh uuid, used only for a v0 member joining without an id; `catalog` lists the topics regexes resolve in.
+    `topics_version` moves whenever `topics` may answer differently (a topic created, deleted or grown, an id
+    stored); None: unknown, the subscribed topics are looked up on every heartbeat."""
     out = _Out(st)
-    resp = _heartbeat(out, st, req, now_ms, topics, new_member_id, topics_version)
+    resp = _heartbeat(out, st, req, now_ms, topics, new_member_id, catalog, topics_version)
     return out.result((token, resp))
 
 
@@ -192,12 +211,17 @@ def _heartbeat(
     now_ms: int,
     topics: TopicLookup,
     new_member_id: str,
+    catalog: TopicCatalog | None = None,
     topics_version: int | None = None,
 ) -> ConsumerGroupHeartbeatResponse:
     cfg = st.config
     invalid = _invalid(req)
     if invalid is not None:
         return _error(E.INVALID_REQUEST, invalid)
+    if req.subscribed_topic_regex:
+        bad = consumer_regex.check(req.subscribed_topic_regex)
+        if bad is not None:
+            return _error(E.INVALID_REGULAR_EXPRESSION, bad)
     if req.server_assignor is not None and req.server_assignor not in cfg.group_consumer_assignors:
         supported = ", ".join(cfg.group_consumer_assignors)
         return _error(
@@ -214,7 +238,17 @@ def _heartbeat(
         what = "Group" if leaving else "Consumer group"
         return _error(E.GROUP_ID_NOT_FOUND, f"{what} {req.group_id} not found.")
     if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-        if group is None or member is None:
+        assert group is not None
+        if req.instance_id is not None:
+            static, refused = _static_member(group, req)
+            if refused is not None:
+                return refused
+            assert static is not None
+            if req.member_epoch == STATIC_LEAVE_EPOCH:
+                _static_leave(out, group, static)
+                return ConsumerGroupHeartbeatResponse(0, None, static.member_id, STATIC_LEAVE_EPOCH, 0)
+            member = static
+        if member is None:
             return _error(
                 E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {req.group_id}."
             )
@@ -227,17 +261,38 @@ def _heartbeat(
             out.record(ConsumerGroupKey(GROUP_METADATA, req.group_id), GroupEpochValue(0))
             group = st.consumer_groups[req.group_id]
         member = group.members.get(member_id)
-        if member is None and len(group.members) >= cfg.group_consumer_max_size:
+        held_by = group.static_members.get(req.instance_id) if req.instance_id is not None else None
+        if held_by is not None and (
+            held_by != member_id or group.members[held_by].member_epoch == STATIC_LEAVE_EPOCH
+        ):
+            # A static member comes back under a new member id: it takes the place (and the assignment) of the
+            # one its instance id names, if that one has left (epoch -2). A hosted classic member is replaced
+            # without that check, as Kafka does.
+            old = group.members[held_by]
+            if old.metadata.classic is None and old.member_epoch != STATIC_LEAVE_EPOCH:
+                return _error(
+                    E.UNRELEASED_INSTANCE_ID,
+                    f"Static member {member_id} with instance id {req.instance_id} cannot join the group because the instance id is owned by {held_by} member.",
+                )
+            if member is not None and member is not old:
+                # this member id was in the group under another instance id (or none): it goes first
+                _remove_member(out, group, member)
+            _replace_static_member(out, group, old, member_id)
+        elif member is None and len(group.members) >= cfg.group_consumer_max_size:
             return _error(
                 E.GROUP_MAX_SIZE_REACHED,
                 f"The consumer group has reached its maximum capacity of {cfg.group_consumer_max_size} members.",
             )
-        if member is not None and member.has_assignment_record:
+        elif member is not None and member.has_assignment_record:
             # A member re-joining with epoch 0 has given up everything it held (the client drops its partitions
             # before it rejoins): its current assignment starts over, releasing its partitions to the others.
             out.record(ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, group.group_id, member_id), None)
             out.timers.append(Cancel(rebalance_key(group.group_id, member_id)))  # nothing left to revoke
     else:
+        if group is not None and req.instance_id is not None:
+            member, refused = _static_member(group, req)
+            if refused is not None:
+                return refused
         if group is None or member is None:
             return _error(
                 E.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {req.group_id}."
@@ -259,9 +314,11 @@ def _heartbeat(
     before = group.members.get(member_id)
     old_assigned = dict(before.assigned) if before is not None else None
     bump = _update_member(out, group, member_id, req)
+    bump = _refresh_regexes(out, st, group, catalog, now_ms) or bump
     checked = group.topics_checked
     if (
         topics_version is None
+        or group.regex_subscribers  # names through regexes: looked up every time
         or checked is None
         or checked[0] != topics_version
         or checked[2] is not group.topics
@@ -301,6 +358,54 @@ def _heartbeat(
     )
 
 
+def _static_member(
+    group: ConsumerGroup, req: ConsumerGroupHeartbeatRequest
+) -> tuple[ConsumerMember | None, ConsumerGroupHeartbeatResponse | None]:
+    """The member holding `req`'s instance id, or Kafka's refusal: UNKNOWN_MEMBER_ID when none does,
+    FENCED_INSTANCE_ID when another member id holds it now (this one was replaced)."""
+    held_by = group.static_members.get(req.instance_id or "")
+    if held_by is None:
+        return None, _error(E.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
+    if held_by != req.member_id:
+        return None, _error(
+            E.FENCED_INSTANCE_ID,
+            f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member {held_by}.",
+        )
+    return group.members[held_by], None
+
+
+def _static_leave(out: _Out, group: ConsumerGroup, member: ConsumerMember) -> None:
+    """A static member leaving for a while (epoch -2): it keeps its assignment, gives up what it was revoking, and
+    stays until its session expires (its session timer runs on) or its instance id comes back."""
+    value = CurrentAssignmentValue(
+        STATIC_LEAVE_EPOCH,
+        member.previous_member_epoch,
+        int(member.state),
+        to_partitions(member.assigned),
+        (),
+    )
+    out.record(ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, group.group_id, member.member_id), value)
+    out.timers.append(Cancel(rebalance_key(group.group_id, member.member_id)))  # nothing left to revoke
+
+
+def _replace_static_member(out: _Out, group: ConsumerGroup, old: ConsumerMember, member_id: str) -> None:
+    """Kafka's replaceMember: the old member's records are tombstoned and the new member id gets its metadata,
+    target and current assignment (member epoch 0), so it reconciles to the same partitions with no new group
+    epoch. The old member's session timer stays: it finds no member when it fires."""
+    gid = group.group_id
+    metadata, target = old.metadata, to_partitions(group.target.get(old.member_id, {}))
+    current = CurrentAssignmentValue(
+        0, 0, int(old.state), to_partitions(old.assigned), to_partitions(old.pending_revocation)
+    )
+    out.record(ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, gid, old.member_id), None)
+    out.record(ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, gid, old.member_id), None)
+    out.record(ConsumerMemberKey(MEMBER_METADATA, gid, old.member_id), None)
+    out.record(ConsumerMemberKey(MEMBER_METADATA, gid, member_id), metadata)
+    out.record(ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, gid, member_id), TargetMemberValue(target))
+    out.record(ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, gid, member_id), current)
+    out.timers.append(Cancel(rebalance_key(gid, old.member_id)))
+
+
 def _update_member(
     out: _Out, group: ConsumerGroup, member_id: str, req: ConsumerGroupHeartbeatRequest
 ) -> bool:
@@ -317,6 +422,7 @@ def _update_member(
     return (
         old is None
         or old.subscribed_topic_names != value.subscribed_topic_names
+        or old.subscribed_topic_regex != value.subscribed_topic_regex
         or old.server_assignor != value.server_assignor
     )
 
@@ -326,6 +432,10 @@ def _nothing_new(req: ConsumerGroupHeartbeatRequest, old: MemberMetadataValue) -
     return (
         old.classic is None
         and req.subscribed_topic_names is None
+        and (
+            req.subscribed_topic_regex is None
+            or (req.subscribed_topic_regex or None) == old.subscribed_topic_regex
+        )
         and req.rebalance_timeout_ms in (-1, old.rebalance_timeout_ms)
         and req.instance_id in (None, old.instance_id)
         and req.rack_id in (None, old.rack_id)
@@ -354,13 +464,43 @@ def _member_value(req: ConsumerGroupHeartbeatRequest, old: MemberMetadataValue |
         rebalance_timeout_ms=req.rebalance_timeout_ms
         if req.rebalance_timeout_ms != -1
         else (old.rebalance_timeout_ms if old else -1),
+        # "" is no expression (librdkafka sends it beside topic names; it clears an earlier one); None: unchanged
+        subscribed_topic_regex=(req.subscribed_topic_regex or None)
+        if req.subscribed_topic_regex is not None
+        else (old.subscribed_topic_regex if old else None),
     )
+
+
+def _refresh_regexes(
+    out: _Out, st: CoordinatorState, group: ConsumerGroup, catalog: TopicCatalog | None, now_ms: int
+) -> bool:
+    """Resolve the group's regular expressions, all together (as Kafka's batch refresh does): at once when one is
+    new, else once the refresh interval has passed since the last time; tombstone those no member subscribes to any
+    more. True when a stored resolution changed (the group epoch must move: members' subscribed topics changed)."""
+    for regex in sorted(group.regexes):
+        if group.regex_subscribers[regex] <= 0:
+            out.record(ConsumerRegexKey(REGULAR_EXPRESSION, group.group_id, regex), None)
+    wanted = sorted(r for r, n in group.regex_subscribers.items() if n > 0)
+    due = now_ms - group.regexes_refreshed_ms >= st.config.group_consumer_regex_refresh_interval_ms
+    if not wanted or not (due or any(r not in group.regexes for r in wanted)):
+        return False
+    group.regexes_refreshed_ms = now_ms
+    names = sorted(catalog()) if catalog is not None else []
+    changed = False
+    for regex in wanted:
+        topics = consumer_regex.resolve(regex, names)
+        known = group.regexes.get(regex)
+        if known is not None and known.topics == topics:
+            continue
+        out.record(ConsumerRegexKey(REGULAR_EXPRESSION, group.group_id, regex), RegexValue(topics, 0, now_ms))
+        changed = changed or known is not None
+    return changed
 
 
 def _update_topics(out: _Out, group: ConsumerGroup, topics: TopicLookup) -> bool:
     """Refresh the subscribed topics' metadata; True (bump the epoch) when a topic appeared, vanished or grew."""
     fresh: list[TopicMetadata] = []
-    for name in sorted(group.subscribers):
+    for name in group.subscribed_topic_names():
         found = topics(name)
         if found is not None:
             fresh.append(TopicMetadata(found[0], name, found[1]))
@@ -383,7 +523,7 @@ def assignor_of(st: CoordinatorState, group: ConsumerGroup) -> str:
 def _new_target(out: _Out, st: CoordinatorState, group: ConsumerGroup) -> None:
     ids = {t.name: t.topic_id for t in group.topics.values()}
     subscriptions = {
-        mid: frozenset(ids[n] for n in m.metadata.subscribed_topic_names if n in ids)
+        mid: frozenset(ids[n] for n in group.member_topic_names(m) if n in ids)
         for mid, m in sorted(group.members.items())
     }
     counts = {t.topic_id: t.partitions for t in group.topics.values()}
@@ -434,8 +574,10 @@ def _reconcile(
             keep[t] = retained | free
         if gone:
             revoke[t] = gone
-    if revoke:
-        # Give up first; the member keeps its epoch until it has (Kafka: UNREVOKED_PARTITIONS).
+    if revoke and (owned is None or any(owned.get(t, frozenset()) & ps for t, ps in revoke.items())):
+        # Give up first; the member keeps its epoch until it has (Kafka: UNREVOKED_PARTITIONS). A member that
+        # says it owns none of them (a static member's new process, which joins owning nothing) has nothing to
+        # give up: it goes to the new epoch at once (Kafka's ownsRevokedPartitions).
         kept = {t: ps & member.assigned.get(t, frozenset()) for t, ps in keep.items()}
         new = ConsumerMember(
             member.member_id,
@@ -462,6 +604,9 @@ def _remove_member(out: _Out, group: ConsumerGroup, member: ConsumerMember) -> N
     out.record(ConsumerMemberKey(CURRENT_MEMBER_ASSIGNMENT, gid, mid), None)
     out.record(ConsumerMemberKey(TARGET_ASSIGNMENT_MEMBER, gid, mid), None)
     out.record(ConsumerMemberKey(MEMBER_METADATA, gid, mid), None)
+    regex = member.metadata.subscribed_topic_regex
+    if regex is not None and regex in group.regexes and group.regex_subscribers[regex] <= 0:
+        out.record(ConsumerRegexKey(REGULAR_EXPRESSION, gid, regex), None)  # its last subscriber is gone
     out.record(ConsumerGroupKey(GROUP_METADATA, gid), GroupEpochValue(group.group_epoch + 1))
     out.timers.append(Cancel(session_key(gid, mid)))
     out.timers.append(Cancel(rebalance_key(gid, mid)))
@@ -471,6 +616,9 @@ def tombstone_consumer_group(st: CoordinatorState, group_id: str) -> list[Record
     """DeleteGroups of an empty consumer group: Kafka's group tombstones (target assignment metadata, partition
     metadata, then the group epoch), applied through `replay_consumer`. The caller checked it has no member."""
     out = _Out(st)
+    group = st.consumer_groups.get(group_id)
+    for regex in sorted(group.regexes) if group is not None else ():
+        out.record(ConsumerRegexKey(REGULAR_EXPRESSION, group_id, regex), None)
     out.record(ConsumerGroupKey(TARGET_ASSIGNMENT_METADATA, group_id), None)
     out.record(ConsumerGroupKey(PARTITION_METADATA, group_id), None)
     out.record(ConsumerGroupKey(GROUP_METADATA, group_id), None)
@@ -531,6 +679,7 @@ def describe_consumer_group(st: CoordinatorState, group_id: str) -> DescribedCon
             m.metadata.subscribed_topic_names,
             _described(group, m.assigned),
             _described(group, group.target.get(mid, {})),
+            m.metadata.subscribed_topic_regex,
         )
         for mid, m in sorted(group.members.items())
     )

@@ -317,14 +317,18 @@ def handle_consumer_heartbeat(
     token: int,
     topics: cons.TopicLookup,
     new_member_id: str,
+    catalog: cons.TopicCatalog | None = None,
     topics_version: int | None = None,
 ) -> Result:
     """ConsumerGroupHeartbeat with online migration: a joining member may upgrade a classic group first; a
-    consumer-protocol member leaving a group of classic members downgrades it."""
+    consumer-protocol member leaving a group of classic members downgrades it. `catalog`: every topic's name,
+    for regular-expression subscriptions; `topics_version`: as `consumer.handle_consumer_heartbeat`'s."""
     if req.member_epoch > 0:
         # Neither a join (an upgrade) nor a leave (a downgrade): the consumer protocol's own heartbeat, the
         # steady member's hot path, without the two-kind bookkeeping it would not use.
-        return cons.handle_consumer_heartbeat(st, req, now_ms, token, topics, new_member_id, topics_version)
+        return cons.handle_consumer_heartbeat(
+            st, req, now_ms, token, topics, new_member_id, catalog, topics_version
+        )
     b = _Both(st)
     classic = st.groups.get(req.group_id)
     empty = classic is not None and not (classic.members or classic.pending_members)
@@ -367,7 +371,7 @@ def handle_consumer_heartbeat(
     ):
         _convert_to_classic(b, st, group, req.member_id, now_ms)
         return b.result((token, ConsumerGroupHeartbeatResponse(0, None, req.member_id, req.member_epoch, 0)))
-    resp = cons._heartbeat(b.consumer, st, req, now_ms, topics, new_member_id, topics_version)
+    resp = cons._heartbeat(b.consumer, st, req, now_ms, topics, new_member_id, catalog, topics_version)
     return b.result((token, resp))
 
 
@@ -516,6 +520,20 @@ def handle_join(
         return fail(E.INCONSISTENT_GROUP_PROTOCOL)
     if unknown and v >= 4 and req.group_instance_id is None:
         return b.result((token, join_error(v, member_id, E.MEMBER_ID_REQUIRED)))
+    if req.group_instance_id is not None:
+        # A hosted classic static member (getOrMaybeSubscribeStaticConsumerGroupMember with the classic protocol):
+        # a new member id takes the place of whichever member holds the instance id, without waiting for it to
+        # leave; a known member id must be the one the instance id names.
+        held_by = group.static_members.get(req.group_instance_id)
+        if not unknown and held_by is None:
+            return fail(E.UNKNOWN_MEMBER_ID)
+        if not unknown and held_by != member_id:
+            return fail(E.FENCED_INSTANCE_ID)
+        if unknown and held_by is not None:
+            cons._replace_static_member(b.consumer, group, group.members[held_by], member_id)
+            group.join_deadlines.pop(held_by, None)
+            for key in (join_timeout_key(group.group_id, held_by), sync_timeout_key(group.group_id, held_by)):
+                b.consumer.timers.append(Cancel(key))
     existing = group.members.get(member_id)
     if existing is not None and not is_classic(existing):
         return fail(E.UNKNOWN_MEMBER_ID)

@@ -65,6 +65,7 @@ class DescribedConsumerMember:
     subscribed_topic_names: tuple[str, ...]
     assignment: tuple[DescribedTopicPartitions, ...]
     target_assignment: tuple[DescribedTopicPartitions, ...]
+    subscribed_topic_regex: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

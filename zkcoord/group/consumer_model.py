@@ -1,10 +1,12 @@
 """The persisted state of consumer-protocol groups (KIP-848) and `replay_consumer`, its only mutator.
 
 A consumer group is what its records say: the group epoch, the subscribed topics' metadata, each member's
-subscription, the target assignment and its epoch, and each member's current assignment (epoch, state, assigned
-partitions, partitions pending revocation). Two views are derived here, never persisted: who owns each partition
-(a partition is owned from the moment it is in a member's assigned set until it leaves its pending-revocation
-set: Kafka's partition epochs) and how many members subscribe to each topic name.
+subscription (topic names and/or a regular expression, and its instance id when static), the topics each subscribed
+regular expression resolved to, the target assignment and its epoch, and each member's current assignment (epoch,
+state, assigned partitions, partitions pending revocation). Views derived here, never persisted: who owns each
+partition (a partition is owned from the moment it is in a member's assigned set until it leaves its
+pending-revocation set: Kafka's partition epochs), how many members subscribe to each topic name and to each
+regular expression, and which member holds each static instance id.
 """
 
 from __future__ import annotations
@@ -18,16 +20,19 @@ from zkcoord.records.consumer_groups import (
     GROUP_METADATA,
     MEMBER_METADATA,
     PARTITION_METADATA,
+    REGULAR_EXPRESSION,
     TARGET_ASSIGNMENT_MEMBER,
     TARGET_ASSIGNMENT_METADATA,
     ConsumerKey,
     ConsumerMemberKey,
+    ConsumerRegexKey,
     ConsumerValue,
     CurrentAssignmentValue,
     GroupEpochValue,
     MemberMetadataValue,
     PartitionMetadataValue,
     Partitions,
+    RegexValue,
     TargetAssignmentEpochValue,
     TargetMemberValue,
     TopicMetadata,
@@ -87,8 +92,15 @@ class ConsumerGroup:
     # derived
     owners: dict[tuple[str, int], str] = field(default_factory=dict)  # (topic id, partition) -> member id
     subscribers: Counter[str] = field(default_factory=Counter)  # topic name -> members subscribed
+    regexes: dict[str, RegexValue] = field(
+        default_factory=dict
+    )  # subscribed regex -> its resolution (persisted)
+    regex_subscribers: Counter[str] = field(default_factory=Counter)  # regex -> members subscribed (derived)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id (derived)
     # live only (not persisted, not compared): classic members told to rejoin -> their JoinGroup deadline
     join_deadlines: dict[str, int] = field(default_factory=dict, compare=False)
+    # live only: when the regexes were last resolved against the topics (0: never since load)
+    regexes_refreshed_ms: int = field(default=0, compare=False)
     # live only (not persisted, not compared): at which topic version, for which subscribed names and against which
     # `topics` value the subscribed topics were last looked up (the heartbeat skips the lookup while all three hold)
     topics_checked: tuple[int, frozenset[str], dict[str, TopicMetadata]] | None = field(
@@ -105,6 +117,22 @@ class ConsumerGroup:
             if m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE:
                 return "Reconciling"
         return "Stable"
+
+    def subscribed_topic_names(self) -> list[str]:
+        """Every topic name a member subscribes to, by name or through a resolved regular expression: sorted."""
+        names = set(self.subscribers)
+        for regex in self.regex_subscribers:
+            resolved = self.regexes.get(regex)
+            if resolved is not None:
+                names.update(resolved.topics)
+        return sorted(names)
+
+    def member_topic_names(self, member: ConsumerMember) -> frozenset[str]:
+        """The topic names `member` subscribes to: its names and what its regular expression resolved to."""
+        names = frozenset(member.metadata.subscribed_topic_names)
+        regex = member.metadata.subscribed_topic_regex
+        resolved = self.regexes.get(regex) if regex is not None else None
+        return names | frozenset(resolved.topics) if resolved is not None else names
 
     def topic_name(self, topic_id: str) -> str:
         for t in self.topics.values():
@@ -136,6 +164,14 @@ def replay_consumer(groups: dict[str, ConsumerGroup], key: ConsumerKey, value: C
     if isinstance(key, ConsumerMemberKey):
         _replay_member(group, key, value)
         return
+    if isinstance(key, ConsumerRegexKey):
+        assert key.version == REGULAR_EXPRESSION
+        if value is None:
+            group.regexes.pop(key.regex, None)
+        else:
+            assert isinstance(value, RegexValue)
+            group.regexes[key.regex] = value
+        return
     if key.version == GROUP_METADATA:
         if value is None:  # the group's tombstone: the group is gone (deleted when empty)
             del groups[key.group]
@@ -163,18 +199,21 @@ def _replay_member(group: ConsumerGroup, key: ConsumerMemberKey, value: Consumer
         if value is None:
             if member is not None:
                 group._release(member)
-                group.subscribers.subtract(member.metadata.subscribed_topic_names)
-                group.subscribers += Counter()  # drop zero counts
+                _unsubscribe(group, member)
                 del group.members[mid]
             return
         assert isinstance(value, MemberMetadataValue)
         if member is None:
             member = group.members[mid] = ConsumerMember(mid, value)
         else:
-            group.subscribers.subtract(member.metadata.subscribed_topic_names)
+            _unsubscribe(group, member)
             member.metadata = value
         group.subscribers.update(value.subscribed_topic_names)
         group.subscribers += Counter()
+        if value.subscribed_topic_regex is not None:
+            group.regex_subscribers[value.subscribed_topic_regex] += 1
+        if value.instance_id is not None:
+            group.static_members[value.instance_id] = mid
     elif key.version == TARGET_ASSIGNMENT_MEMBER:
         if value is None:
             group.target.pop(mid, None)
@@ -204,3 +243,15 @@ def _replay_member(group: ConsumerGroup, key: ConsumerMemberKey, value: Consumer
         member.pending_revocation = from_partitions(value.pending_revocation)
         member.has_assignment_record = True
         group._claim(member)
+
+
+def _unsubscribe(group: ConsumerGroup, member: ConsumerMember) -> None:
+    """Take `member`'s subscription and instance id out of the derived counts and index."""
+    meta = member.metadata
+    group.subscribers.subtract(meta.subscribed_topic_names)
+    group.subscribers += Counter()  # drop zero counts
+    if meta.subscribed_topic_regex is not None:
+        group.regex_subscribers[meta.subscribed_topic_regex] -= 1
+        group.regex_subscribers += Counter()
+    if meta.instance_id is not None and group.static_members.get(meta.instance_id) == member.member_id:
+        del group.static_members[meta.instance_id]

@@ -26,7 +26,7 @@ from zkcoord.group.consumer import arm_loaded_sessions, rebalance_key, session_k
 from zkcoord.group.consumer_model import replay_consumer
 from zkcoord.group.model import ClassicGroup, CoordinatorState, Member, replay, replay_many
 from zkcoord.group.results import Result, TimerKey, TimerKind
-from zkcoord.records.consumer_groups import ConsumerGroupKey, ConsumerMemberKey
+from zkcoord.records.consumer_groups import CONSUMER_KEY_TYPES
 from zkcoord.records.offsets import GroupMetadataValue, Record
 from zkcoord.records.offsets_bulk import BulkDecoder
 
@@ -47,7 +47,7 @@ def load(st: CoordinatorState, records: Iterable[Record], now_ms: int) -> Result
     return _rebuild(st, now_ms)
 
 
-_CONSUMER_KEYS = (ConsumerGroupKey, ConsumerMemberKey)
+_CONSUMER_KEYS = CONSUMER_KEY_TYPES
 
 
 def _replay_one(st: CoordinatorState, record: Record) -> None:

@@ -18,7 +18,7 @@ from zkcoord.group.config import GroupConfig
 from zkcoord.group.consumer_model import ConsumerGroup
 from zkcoord.group.errors import IllegalStateTransition
 from zkcoord.group.state import GroupState, check_transition
-from zkcoord.records.consumer_groups import ConsumerGroupKey, ConsumerMemberKey
+from zkcoord.records.consumer_groups import CONSUMER_KEY_TYPES
 from zkcoord.records.offsets import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -60,7 +60,7 @@ class PersistedView:
 def replay(view: PersistedView, record: Record) -> PersistedView:
     """Apply one record (value None = tombstone) to `view` and return it; the only mutator of persisted state."""
     key, value = record
-    if isinstance(key, (ConsumerGroupKey, ConsumerMemberKey)):
+    if isinstance(key, CONSUMER_KEY_TYPES):
         return view  # a consumer group's record: not part of this view (consumer_model.replay_consumer)
     if isinstance(key, OffsetCommitKey):
         tp = (key.topic, key.partition)

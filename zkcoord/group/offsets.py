@@ -222,11 +222,14 @@ def delete_partition_offsets(
     that had no offsets before; the periodic expiry pass does that here)."""
     gone = frozenset(partitions)
     out = Effects(st)
-    for gid, group in sorted(st.groups.items()):
+    # Every group with offsets, classic or consumer-protocol (KIP-848: Kafka's OffsetMetadataManager drops the
+    # offsets of both kinds), so a consumer group does not read a re-created topic from the old one's positions.
+    for gid in sorted(st.view.offsets):
         hit = sorted(tp for tp in st.view.offsets.get(gid, {}) if tp in gone)
         for topic, partition in hit:
             out.record((OffsetCommitKey(gid, topic, partition), None))
-        if hit and group.state is EMPTY and not st.view.offsets.get(gid):
+        group = st.groups.get(gid)
+        if group is not None and hit and group.state is EMPTY and not st.view.offsets.get(gid):
             group.transition(DEAD, now_ms)
             tombstone_group(out, gid, everything=False)
     return out.result()

@@ -14,10 +14,12 @@ strings), so int fields are checked against int32; offsets are Java longs in dec
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Final, NoReturn, Self
 
@@ -519,23 +521,63 @@ def _writer_of(r: _Reader, version: int) -> str:
 # --- /brokers/topics/[t] and .../partitions/[p]/state ------------------------------------------------------
 
 
+# Kafka's `Uuid.toString`: the 16 bytes in URL-safe base64 without padding (22 characters). `Uuid.fromString`
+# takes Java's URL-safe decoder; a stored id is read only in that canonical form (what every Kafka writes), so a
+# value that would decode to another id's bytes under a lenient decoder is refused rather than guessed.
+_KAFKA_UUID = re.compile(r"[A-Za-z0-9_-]{21}[AQgw]")  # the last character carries 2 bits: its low 4 are zero
+ZERO_UUID: Final = uuid.UUID(int=0)  # Kafka's "no id"
+METADATA_TOPIC_ID: Final = uuid.UUID(int=1)  # Kafka's reserved id of the KRaft metadata topic
+
+
+def kafka_uuid_string(value: uuid.UUID) -> str:
+    """`Uuid.toString`: 22 characters of URL-safe base64 without padding."""
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
+
+
+def parse_kafka_uuid(text: str) -> uuid.UUID:
+    """`Uuid.fromString` for the canonical form only; ValueError for anything else."""
+    if not _KAFKA_UUID.fullmatch(text):
+        raise ValueError(f"{text[:40]!r} is not a Kafka uuid (22 characters of URL-safe base64)")
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+
+
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
-    """`{"version":1,"partitions":{"0":[1,2],"1":[2,3]}}`; partitions are kept sorted by id (Kafka wrote them
-    in hash order, which no reader may depend on, so we write ascending)."""
+    """`/brokers/topics/T` (Kafka's TopicZNode): `{"version":1,"partitions":{"0":[1,2],"1":[2,3]}}` as 0.8-2.3
+    wrote it; version 2 (Kafka 2.4, KIP-455) adds `adding_replicas` and `removing_replicas` (partition -> replica
+    list, only partitions being reassigned); version 3 (Kafka 2.8, KIP-516) adds `"topic_id"`, the topic's
+    `Uuid.toString`. Every reader since 0.8 looks at `partitions` only, so the later fields are safe to add.
+    Partitions are kept sorted by id (Kafka wrote them in hash order, which no reader may depend on, so we write
+    ascending). A topic id is written the way Kafka 2.8+ does: version 3, the two reassignment maps (empty when
+    none), then `topic_id`; an assignment without id and reassignments keeps its 0.8 bytes."""
 
     partitions: tuple[tuple[int, tuple[int, ...]], ...]
     version: int = 1
+    topic_id: uuid.UUID | None = None
+    adding_replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    removing_replicas: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     @classmethod
-    def of(cls, replicas: Mapping[int, Sequence[int]], *, version: int = 1) -> Self:
+    def of(
+        cls, replicas: Mapping[int, Sequence[int]], *, version: int = 1, topic_id: uuid.UUID | None = None
+    ) -> Self:
+        """From partition -> replicas; with `topic_id`, a version-3 assignment (ValueError for a reserved id)."""
         for p, rs in replicas.items():
             if isinstance(p, bool) or not isinstance(p, int) or not 0 <= p <= INT32_MAX:
                 raise ValueError(f"partition id must be an int in 0..2^31-1, got {p!r}")
             for b in rs:
                 if isinstance(b, bool) or not isinstance(b, int) or not INT32_MIN <= b <= INT32_MAX:
                     raise ValueError(f"replica of partition {p} must be a 32-bit int, got {b!r}")
-        return cls(tuple(sorted((p, tuple(rs)) for p, rs in replicas.items())), version)
+        parts = tuple(sorted((p, tuple(rs)) for p, rs in replicas.items()))
+        if topic_id is None:
+            return cls(parts, version)
+        return cls(parts, version).with_topic_id(topic_id)
+
+    def with_topic_id(self, topic_id: uuid.UUID) -> Self:
+        """This assignment carrying `topic_id` (Kafka's `setTopicIds`: version 3, nothing else changes)."""
+        if topic_id in (ZERO_UUID, METADATA_TOPIC_ID):
+            raise ValueError(f"topic id {topic_id} is reserved by Kafka")
+        return replace(self, version=max(3, self.version), topic_id=topic_id)
 
     @property
     def partition_ids(self) -> list[int]:
@@ -546,26 +588,54 @@ class TopicAssignment:
         return dict(self.partitions)
 
     def encode(self) -> bytes:
-        parts: dict[str, JsonValue] = {str(p): list(rs) for p, rs in self.partitions}
-        return _bytes(encode_json({"version": self.version, "partitions": parts}))
+        doc: dict[str, JsonValue] = {
+            "version": self.version,
+            "partitions": {str(p): list(rs) for p, rs in self.partitions},
+        }
+        if self.version >= 2 or self.adding_replicas or self.removing_replicas:
+            doc["adding_replicas"] = {str(p): list(rs) for p, rs in self.adding_replicas}
+            doc["removing_replicas"] = {str(p): list(rs) for p, rs in self.removing_replicas}
+        if self.topic_id is not None:
+            doc["topic_id"] = kafka_uuid_string(self.topic_id)
+        return _bytes(encode_json(doc))
 
     @classmethod
     def decode(cls, path: str, data: bytes | None) -> Self:
         r = _Reader(path, data)
         obj = r.obj()
         version = r.int32(obj["version"], "version") if "version" in obj else 1
-        raw = r.field(obj, "partitions")
-        if not isinstance(raw, dict):
-            r.fail(f"partitions must be an object, got {_kind(raw)}")
-        parts: dict[int, tuple[int, ...]] = {}
-        for key, replicas in raw.items():
-            if not (key.isascii() and key.isdigit()):
-                r.fail(f"partition id {key!r} is not a non-negative decimal integer")
-            pid = r.int32(int(key), "partition id")
-            if pid in parts:
-                r.fail(f"partition {pid} appears twice")
-            parts[pid] = r.int_list(replicas, f"replicas of partition {key}")
-        return cls(tuple(sorted(parts.items())), version)
+        parts = _replica_map(r, r.field(obj, "partitions"), "partitions")
+        topic_id: uuid.UUID | None = None
+        if "topic_id" in obj:
+            text = r.string(obj["topic_id"], "topic_id")
+            try:
+                topic_id = parse_kafka_uuid(text)
+            except ValueError as exc:
+                r.fail(f"topic_id: {exc}")
+            if topic_id in (ZERO_UUID, METADATA_TOPIC_ID):
+                r.fail(f"topic_id {text!r} is an id Kafka reserves, not a topic's")
+        return cls(
+            parts,
+            version,
+            topic_id,
+            _replica_map(r, obj.get("adding_replicas", {}), "adding_replicas"),
+            _replica_map(r, obj.get("removing_replicas", {}), "removing_replicas"),
+        )
+
+
+def _replica_map(r: _Reader, raw: object, what: str) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """A `{"<partition>":[replica, ...]}` object of a topic znode, sorted by partition."""
+    if not isinstance(raw, dict):
+        r.fail(f"{what} must be an object, got {_kind(raw)}")
+    parts: dict[int, tuple[int, ...]] = {}
+    for key, replicas in raw.items():
+        if not (key.isascii() and key.isdigit() and len(key) <= 10):
+            r.fail(f"partition id {key[:20]!r} in {what} is not a 32-bit non-negative decimal integer")
+        pid = r.int32(int(key), "partition id")
+        if pid in parts:
+            r.fail(f"partition {pid} appears twice in {what}")
+        parts[pid] = r.int_list(replicas, f"replicas of partition {key}")
+    return tuple(sorted(parts.items()))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
-"""`__consumer_offsets` records of consumer-protocol groups (KIP-848): key versions 3-8 and their values, in Kafka's
-byte formats (ConsumerGroupMetadataKey/Value ... ConsumerGroupCurrentMemberAssignmentKey/Value).
+"""`__consumer_offsets` records of consumer-protocol groups (KIP-848): key versions 3-8 and 16 and their values, in
+Kafka's byte formats (ConsumerGroupMetadataKey/Value ... ConsumerGroupCurrentMemberAssignmentKey/Value, and
+ConsumerGroupRegularExpressionKey/Value: a subscribed regular expression's resolved topics).
 
 Keys are an int16 version then non-flexible strings; values are an int16 version 0 then the flexible encoding
 (compact strings and arrays, uuids as 16 bytes, a tagged-field section per struct). Writers emit value version 0;
@@ -17,6 +18,7 @@ from zkcoord.records.fields import RecordReader, compact_array_len, compact_nstr
 _I8 = struct.Struct(">b")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 
 GROUP_METADATA = 3
 PARTITION_METADATA = 4
@@ -24,7 +26,10 @@ MEMBER_METADATA = 5
 TARGET_ASSIGNMENT_METADATA = 6
 TARGET_ASSIGNMENT_MEMBER = 7
 CURRENT_MEMBER_ASSIGNMENT = 8
-KEY_VERSIONS = range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1)
+REGULAR_EXPRESSION = (
+    16  # ConsumerGroupRegularExpressionKey (Kafka 4.0; 9-15 are share and streams groups' keys)
+)
+KEY_VERSIONS = frozenset((*range(GROUP_METADATA, CURRENT_MEMBER_ASSIGNMENT + 1), REGULAR_EXPRESSION))
 MAX_ITEMS = 1 << 20  # no array in a record is longer; a larger count is corruption, not data
 
 Partitions = tuple[tuple[str, tuple[int, ...]], ...]  # ((topic id hex, sorted partitions), ...) by topic id
@@ -45,6 +50,15 @@ class ConsumerMemberKey:
     version: int
     group: str
     member_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRegexKey:
+    """Key version 16 (a regular expression subscribed to in the group): the group id and the expression."""
+
+    version: int
+    group: str
+    regex: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +97,7 @@ class MemberMetadataValue:
     server_assignor: str | None
     rebalance_timeout_ms: int
     classic: ClassicMemberMetadata | None = None  # None: the member speaks the consumer protocol
+    subscribed_topic_regex: str | None = None  # None: the member subscribes by topic names only
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +119,22 @@ class CurrentAssignmentValue:
     pending_revocation: Partitions
 
 
-ConsumerKey = ConsumerGroupKey | ConsumerMemberKey
+@dataclass(frozen=True, slots=True)
+class RegexValue:
+    """ConsumerGroupRegularExpressionValue: the topics the expression matched (sorted), the metadata version they
+    were resolved at (zkcoord has no metadata image offset: 0) and when, in ms."""
+
+    topics: tuple[str, ...]
+    version: int
+    timestamp_ms: int
+
+
+ConsumerKey = ConsumerGroupKey | ConsumerMemberKey | ConsumerRegexKey
+CONSUMER_KEY_TYPES = (
+    ConsumerGroupKey,
+    ConsumerMemberKey,
+    ConsumerRegexKey,
+)  # for isinstance: one of ConsumerKey
 ConsumerValue = (
     GroupEpochValue
     | PartitionMetadataValue
@@ -112,6 +142,7 @@ ConsumerValue = (
     | TargetAssignmentEpochValue
     | TargetMemberValue
     | CurrentAssignmentValue
+    | RegexValue
 )
 
 _VALUE_TYPES: dict[int, type] = {
@@ -121,6 +152,7 @@ _VALUE_TYPES: dict[int, type] = {
     TARGET_ASSIGNMENT_METADATA: TargetAssignmentEpochValue,
     TARGET_ASSIGNMENT_MEMBER: TargetMemberValue,
     CURRENT_MEMBER_ASSIGNMENT: CurrentAssignmentValue,
+    REGULAR_EXPRESSION: RegexValue,
 }
 _MEMBER_KEYS = frozenset({MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT})
 
@@ -138,6 +170,9 @@ def encode_consumer_key(key: ConsumerKey) -> bytes:
     if isinstance(key, ConsumerMemberKey):
         member = key.member_id.encode()
         out += _I16.pack(len(member)) + member
+    elif isinstance(key, ConsumerRegexKey):
+        regex = key.regex.encode()
+        out += _I16.pack(len(regex)) + regex
     return out
 
 
@@ -168,7 +203,7 @@ def encode_consumer_value(value: ConsumerValue) -> bytes:
                 compact_nstring(value.client_host),
                 compact_array_len(len(value.subscribed_topic_names)),
                 *(compact_nstring(n) for n in value.subscribed_topic_names),
-                compact_nstring(None),  # SubscribedTopicRegex
+                compact_nstring(value.subscribed_topic_regex),
                 _I32.pack(value.rebalance_timeout_ms),
                 compact_nstring(value.server_assignor),
             )
@@ -188,6 +223,15 @@ def encode_consumer_value(value: ConsumerValue) -> bytes:
             return head + body + b"\x01\x00" + uvarint(len(tagged)) + tagged
     elif isinstance(value, TargetMemberValue):
         body = topic_partitions(value.partitions)
+    elif isinstance(value, RegexValue):
+        body = b"".join(
+            (
+                compact_array_len(len(value.topics)),
+                *(compact_nstring(t) for t in value.topics),
+                _I64.pack(value.version),
+                _I64.pack(value.timestamp_ms),
+            )
+        )
     else:
         body = b"".join(
             (
@@ -246,11 +290,13 @@ def decode_consumer_key(data: bytes) -> ConsumerKey:
     r = _Reader(data, "__consumer_offsets key")
     version = r.int16("version")
     if version not in KEY_VERSIONS:
-        raise r.fail(f"key version {version} is not a consumer-group record (3-8)")
+        raise r.fail(f"key version {version} is not a consumer-group record (3-8, 16)")
     group = r.string16("group")
     key: ConsumerKey
     if version in _MEMBER_KEYS:
         key = ConsumerMemberKey(version, group, r.string16("member_id"))
+    elif version == REGULAR_EXPRESSION:
+        key = ConsumerRegexKey(version, group, r.string16("regular_expression"))
     else:
         key = ConsumerGroupKey(version, group)
     r.done()
@@ -328,15 +374,21 @@ def decode_consumer_value(key: ConsumerKey, data: bytes) -> ConsumerValue:
         names = tuple(
             r.cstring(f"subscribed_topic_names[{i}]") for i in range(r.carray("subscribed_topic_names"))
         )
-        r.cnstring("subscribed_topic_regex")
+        regex = r.cnstring("subscribed_topic_regex")
         timeout = r.int32("rebalance_timeout_ms")
         assignor = r.cnstring("server_assignor")
         classic = _read_member_tags(r)
-        value = MemberMetadataValue(instance, rack, client_id, client_host, names, assignor, timeout, classic)
+        value = MemberMetadataValue(
+            instance, rack, client_id, client_host, names, assignor, timeout, classic, regex or None
+        )
         r.done()
         return value
     elif key.version == TARGET_ASSIGNMENT_MEMBER:
         value = TargetMemberValue(_read_partitions(r, "topic_partitions"))
+    elif key.version == REGULAR_EXPRESSION:
+        count = r.carray("topics")
+        matched = tuple(r.cstring(f"topics[{i}]") for i in range(count))
+        value = RegexValue(matched, r.int64("version"), r.int64("timestamp"))
     else:
         epoch = r.int32("member_epoch")
         previous = r.int32("previous_member_epoch")

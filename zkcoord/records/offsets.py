@@ -15,17 +15,16 @@ from functools import lru_cache
 from typing import NamedTuple
 
 from zkcoord.records.consumer_groups import (
-    KEY_VERSIONS as CONSUMER_KEY_VERSIONS,
-)
-from zkcoord.records.consumer_groups import (
-    ConsumerGroupKey,
+    CONSUMER_KEY_TYPES,
     ConsumerKey,
-    ConsumerMemberKey,
     ConsumerValue,
     decode_consumer_key,
     decode_consumer_value,
     encode_consumer_key,
     encode_consumer_value,
+)
+from zkcoord.records.consumer_groups import (
+    KEY_VERSIONS as CONSUMER_KEY_VERSIONS,
 )
 from zkcoord.records.fields import RecordReader
 
@@ -114,7 +113,7 @@ def _offset_key_prefix(group: str, topic: str) -> bytes:
 def encode_key(key: RecordKey) -> bytes:
     if isinstance(key, OffsetCommitKey):
         return _offset_key_prefix(key.group, key.topic) + _I32.pack(key.partition)
-    if isinstance(key, (ConsumerGroupKey, ConsumerMemberKey)):
+    if isinstance(key, CONSUMER_KEY_TYPES):
         return encode_consumer_key(key)
     return _I16.pack(GROUP_KEY_VERSION) + _str(key.group)
 
@@ -272,7 +271,7 @@ def decode_key(data: bytes) -> RecordKey:
         return decode_consumer_key(data)
     else:
         raise r.fail(
-            f"unsupported key version {version} (0/1 offset commit, 2 group metadata, 3-8 consumer group are known)"
+            f"unsupported key version {version} (0/1 offset commit, 2 group metadata, 3-8 and 16 consumer group are known)"
         )
     r.done()
     return key

@@ -28,7 +28,7 @@ from zkcoord.server.log import LogManager
 from zkcoord.server.meta import read_or_create_cluster_id
 from zkcoord.server.offsets_v0 import ZooKeeperOffsetsV0
 from zkcoord.server.seams import MembershipBridge, OffsetMirror
-from zkcoord.server.topic_ids import topic_lookup, topics_version
+from zkcoord.server.topic_ids import new_topic_id, topic_lookup, topics_version
 from zkcoord.server.wire import WireServer
 from zkcoord.storage import FileRecordStore
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
@@ -79,6 +79,9 @@ class Node:
         )
         self._log_ticker = asyncio.get_running_loop().create_task(self._tick_logs(logs))
         if not self.zk_connect:
+            # A single node is its own controller: topics stored before ids existed get one (a cluster node's
+            # ids come from ZooKeeper, where the controller assigns them).
+            logs.assign_missing_ids(new_topic_id)
             store = FileRecordStore(
                 cfg.data_dir / "group-records",
                 cfg.group_records_fsync,
@@ -92,6 +95,7 @@ class Node:
                 offset_mirror=self.offset_mirror,
                 membership_bridge=self.membership_bridge,
                 topics=topic_lookup(logs),
+                topic_names=lambda: tuple(logs.topics),
                 topics_version=topics_version(logs),
             )
             await self.groups.start()

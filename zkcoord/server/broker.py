@@ -41,7 +41,7 @@ from zkcoord.server.log import (
     TopicConfig,
 )
 from zkcoord.server.seams import ClusterSide, GroupCoordinator, OffsetsV0
-from zkcoord.server.topic_ids import topic_id
+from zkcoord.server.topic_ids import new_topic_id
 from zkcoord.storage.file_store import FSYNC_POLICIES
 
 log = logging.getLogger(__name__)
@@ -293,7 +293,7 @@ class Broker:
 
     def _create(self, name: str, partitions: int) -> list[PartitionLog]:
         """A local topic; only a single node creates one here (a cluster node publishes to ZooKeeper first)."""
-        return self.logs.create_topic(name, partitions)
+        return self.logs.create_topic(name, partitions, topic_id=new_topic_id())
 
     def _topic_meta(self, name: str, logs: list[PartitionLog]) -> dm.TopicMeta:
         node = self.config.node_id
@@ -302,7 +302,7 @@ class Broker:
             parts = tuple(dm.PartitionMeta(p, ld, r, e) for p, ld, r, e in meta)
         else:
             parts = tuple(dm.PartitionMeta(p.partition, node, (node,)) for p in logs)
-        return dm.TopicMeta(name, E.NONE, parts, topic_id=topic_id(name))
+        return dm.TopicMeta(name, E.NONE, parts, topic_id=self.logs.topic_ids.get(name))
 
     # -- handlers -------------------------------------------------------------------------------------------
 
@@ -393,7 +393,7 @@ class Broker:
         """Metadata v10+ topics asked by id (KIP-516): the topic, or UNKNOWN_TOPIC_ID; never auto-created."""
         out: list[dm.TopicMeta] = []
         for tid in ids:
-            name = next((n for n in sorted(self.logs.topics) if topic_id(n) == tid), None)
+            name = self.logs.topic_by_id(tid)
             if name is None or name == OFFSETS_TOPIC:
                 out.append(dm.TopicMeta("", E.UNKNOWN_TOPIC_ID, (), topic_id=tid))
             elif self.authorizer is not None and not self.authorizer.topic(req, Operation.DESCRIBE, name):
@@ -501,9 +501,11 @@ class Broker:
             name, n = results[i].name, results[i].num_partitions
             assert name is not None  # LEGAL_TOPIC matched it
             try:
-                self.logs.create_topic(name, n, configs.get(name))
+                self.logs.create_topic(name, n, configs.get(name), topic_id=new_topic_id())
             except InvalidTopic as exc:
                 results[i] = Created(name, exc.code, str(exc), n)
+                continue
+            results[i] = replace(results[i], topic_id=self.logs.topic_ids.get(name))
         return kp.create_topics_response(req, dm.CreateTopicsResponse(tuple(results)))
 
     def _config_error(self, configs: tuple[tuple[str, str | None], ...]) -> str | None:
@@ -529,7 +531,9 @@ class Broker:
             name, n = results[i].name, results[i].num_partitions
             assert name is not None  # LEGAL_TOPIC matched it
             try:
-                created, count, stored = await cluster.publish_topic(name, n, configs_by_name.get(name))
+                created, count, stored, topic_id = await cluster.publish_topic(
+                    name, n, configs_by_name.get(name)
+                )
             except Exception as exc:
                 log.warning("CreateTopics %s: cannot write the topic to ZooKeeper: %r", name, exc)
                 why = f"cannot write the topic to ZooKeeper: {exc}"
@@ -537,11 +541,17 @@ class Broker:
                 continue
             try:
                 self.logs.ensure_partitions(name, count, stored)
+                if topic_id is not None and name not in self.logs.topic_ids:
+                    self.logs.set_topic_id(name, topic_id)  # served at once, not from the next refresh
             except (InvalidTopic, InvalidConfig) as exc:
                 results[i] = Created(name, E.INVALID_TOPIC_EXCEPTION, str(exc), n)
                 continue
+            except ValueError as exc:  # an unreadable stored id: the refresh logs it; the topic is created
+                log.warning("CreateTopics %s: local logs keep no id: %s", name, exc)
             if not created:
                 results[i] = Created(name, E.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.", n)
+            else:
+                results[i] = replace(results[i], topic_id=topic_id)
         return kp.create_topics_response(req, dm.CreateTopicsResponse(tuple(results)))
 
     def delete_topics(self, req: kp.RequestFrame) -> Response | Awaitable[Response]:

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TypeVar, cast
@@ -145,7 +146,7 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             registry.get_or_create_cluster_id, self.node.client, new_cluster_id()
         )
         log.info("node=%d cluster id %s", self.config.node_id, self._cluster_id)
-        in_zk = await asyncio.to_thread(self._read_topics)
+        in_zk, _ids = await asyncio.to_thread(self._read_topics)
         for name in sorted(logs.topics):
             if (
                 name not in in_zk
@@ -154,7 +155,9 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             ):
                 self._set_aside(name, "deleted while this node was away?")
                 continue
-            await asyncio.to_thread(self._publish_topic, name, len(logs.topics[name]))
+            await asyncio.to_thread(
+                self._publish_topic, name, len(logs.topics[name]), logs.topic_ids.get(name)
+            )
         await self.refresh()
         self._refresher = self._loop.create_task(self._refresh_loop())
 
@@ -189,6 +192,7 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             offset_mirror=self.offset_mirror,
             membership_bridge=self.membership_bridge,
             topics=topic_lookup(self._logs),
+            topic_names=lambda: tuple(self._logs.topics),
             topics_version=topics_version(self._logs),
         )
         await service.start()
@@ -233,14 +237,17 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
 
     async def publish_topic(
         self, topic: str, partitions: int, configs: Mapping[str, str] | None = None
-    ) -> tuple[bool, int, dict[str, str]]:
-        """CreateTopics: write `/brokers/topics/T` (with `/config/topics/T` when `configs`) before answering, as
-        Kafka does; (created here, partition count in ZooKeeper, the topic's stored configs). ZooKeeperError when
-        ZooKeeper cannot be reached, MalformedZnode when the existing topic's configs do not parse."""
-        created, count = await asyncio.to_thread(self._publish_topic_or_raise, topic, partitions, configs)
+    ) -> tuple[bool, int, dict[str, str], uuid.UUID | None]:
+        """CreateTopics: write `/brokers/topics/T` (with `/config/topics/T` when `configs`, and a new topic id)
+        before answering, as Kafka does; (created here, partition count in ZooKeeper, the topic's stored configs,
+        its id in ZooKeeper). ZooKeeperError when ZooKeeper cannot be reached, MalformedZnode when the existing
+        topic's configs do not parse."""
+        created, count, topic_id = await asyncio.to_thread(
+            self._publish_topic_or_raise, topic, partitions, configs
+        )
         stored = dict(configs or {}) if created else await asyncio.to_thread(self._topic_configs, topic)
         self._kick.set()
-        return created, count, stored
+        return created, count, stored, topic_id
 
     def _topic_configs(self, topic: str) -> dict[str, str]:
         client = self.node.client
@@ -248,28 +255,37 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         return read_topic_configs(client, topic)
 
     def _publish_topic_or_raise(
-        self, topic: str, partitions: int, configs: Mapping[str, str] | None = None
-    ) -> tuple[bool, int]:
+        self,
+        topic: str,
+        partitions: int,
+        configs: Mapping[str, str] | None = None,
+        topic_id: uuid.UUID | None = None,
+    ) -> tuple[bool, int, uuid.UUID | None]:
+        """(created, partition count, topic id) of the topic in ZooKeeper; created with `topic_id` (the id of
+        logs this node already has), else a new one."""
         live = [n for n, _h, _p in self.node.brokers()] or [self.config.node_id]
         created, assignment = create_topic_if_absent(
-            self.node.client, topic, single_replica_assignment(partitions, live), configs
+            self.node.client, topic, single_replica_assignment(partitions, live), configs, topic_id
         )
         if created:
-            log.info("node=%d published topic %s (%d partitions)", self.config.node_id, topic, partitions)
-        return created, len(assignment.partitions)
+            log.info("node=%d published topic %s (%d partitions, id %s)", self.config.node_id, topic, partitions,
+                     assignment.topic_id)  # fmt: skip
+        return created, len(assignment.partitions), assignment.topic_id
 
-    def _publish_topic(self, topic: str, partitions: int) -> None:
+    def _publish_topic(self, topic: str, partitions: int, topic_id: uuid.UUID | None = None) -> None:
         if topic == OFFSETS_TOPIC or self.node.client is None:
             return
         try:
-            self._publish_topic_or_raise(topic, partitions)
+            self._publish_topic_or_raise(topic, partitions, None, topic_id)
         except (ZooKeeperError, MalformedZnode) as exc:
             log.warning("node=%d could not publish topic %s: %r", self.config.node_id, topic, exc)
 
-    def _read_topics(self) -> TopicLeaders:
+    def _read_topics(self) -> tuple[TopicLeaders, dict[str, uuid.UUID]]:
+        """Every topic's partitions (leader, replicas) and the ids of those whose znode has one."""
         client = self.node.client
         assert client is not None, "topics are read only once the node has started"
         out: TopicLeaders = {}
+        ids: dict[str, uuid.UUID] = {}
         for topic in sorted(client.get_children(paths.BROKER_TOPICS)):
             if topic == OFFSETS_TOPIC:
                 continue
@@ -284,12 +300,14 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
                 p: (states[p][0].leader if p in states else NO_LEADER, tuple(replicas))
                 for p, replicas in assignment.partitions
             }
-        return out
+            if assignment.topic_id is not None:
+                ids[topic] = assignment.topic_id
+        return out, ids
 
     async def refresh(self) -> None:
         try:
             marks = await asyncio.to_thread(read_deletion_marks, self.node.client)
-            topics = await asyncio.to_thread(self._read_topics)
+            topics, ids = await asyncio.to_thread(self._read_topics)
         except (ZooKeeperError, MalformedZnode) as exc:
             log.warning("node=%d topic refresh failed: %r", self.config.node_id, exc)
             return
@@ -300,6 +318,12 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         for name, parts in topics.items():
             if name in marks:
                 continue
+            topic_id = ids.get(name)
+            known = self._logs.topic_ids.get(name)
+            if topic_id is not None and known is not None and known != topic_id:
+                # Logs of an earlier topic of this name (deleted and re-created while this node was away):
+                # Kafka refuses them (InconsistentTopicIdException); here they are kept aside, never served.
+                self._set_aside(name, f"their topic id {known} is not the topic's id {topic_id} in ZooKeeper")
             if len(self._logs.topics.get(name, ())) < len(parts):
                 try:
                     configs = None
@@ -308,6 +332,12 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
                     self._logs.ensure_partitions(name, len(parts), configs)
                 except Exception:
                     log.exception("node=%d cannot create local logs for %s", self.config.node_id, name)
+            if topic_id is not None and name in self._logs.topics and known != topic_id:
+                try:
+                    self._logs.set_topic_id(name, topic_id)
+                except (ValueError, OSError) as exc:  # an unreadable stored id: left for the operator
+                    _say.log(logging.ERROR, "topic-id", "node=%d topic %s: cannot store id %s (%s)",
+                             self.config.node_id, name, topic_id, exc)  # fmt: skip
             self._logs.note_cluster_topic(name)
         for name in sorted(set(self.topics) - set(topics) - set(marks) - self._acked):
             # Gone from ZooKeeper without this node seeing its deletion mark (its session was away): its logs

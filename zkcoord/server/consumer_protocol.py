@@ -230,7 +230,7 @@ def encode_describe_response(resp: ConsumerGroupDescribeResponse, version: int) 
                 compact_nstring(m.client_host),
                 uvarint(len(m.subscribed_topic_names) + 1),
                 *(compact_nstring(n) for n in m.subscribed_topic_names),
-                compact_nstring(None),  # SubscribedTopicRegex
+                compact_nstring(m.subscribed_topic_regex),
                 _described_assignment(m.assignment),
                 _described_assignment(m.target_assignment),
                 b"\x00",
@@ -338,13 +338,13 @@ def decode_response(api_key: int, version: int, body: bytes) -> object:
             client_id = r.string("ClientId")
             host = r.string("ClientHost")
             names = tuple(r.string("SubscribedTopicNames") for _ in range(r.array("SubscribedTopicNames", 1)))
-            r.nstring("SubscribedTopicRegex")
+            regex = r.nstring("SubscribedTopicRegex")
             assigned = _read_described(r, "Assignment")
             target = _read_described(r, "TargetAssignment")
             r.tagged("Member")
             members.append(
                 DescribedConsumerMember(
-                    mid, instance, rack, member_epoch, client_id, host, names, assigned, target
+                    mid, instance, rack, member_epoch, client_id, host, names, assigned, target, regex
                 )
             )
         ops = r.int32("AuthorizedOperations")

@@ -70,10 +70,12 @@ class GroupService(GroupCoordinator):
         topics: consumer.TopicLookup = lambda name: (
             None
         ),  # name -> (topic id hex, partitions): KIP-848 groups
+        topic_names: consumer.TopicCatalog = tuple,  # every topic's name: KIP-848 regex subscriptions
         topics_version: Callable[[], int] | None = None,  # moves when `topics` may answer differently
     ) -> None:
         self.config = config
         self._topics = topics
+        self._topic_names = topic_names
         self._topics_version = topics_version
         self._new_uuid = new_uuid
         self.offset_mirror = offset_mirror
@@ -328,7 +330,7 @@ class GroupService(GroupCoordinator):
             req,
             cm.ConsumerGroupHeartbeatResponse,
             lambda now, token: consumer_classic.handle_consumer_heartbeat(
-                self.state, req, now, token, self._topics, new_id, self._topic_version()
+                self.state, req, now, token, self._topics, new_id, self._topic_names, self._topic_version()
             ),
         )
         return _logged_refusal(req, resp)
@@ -361,7 +363,7 @@ class GroupService(GroupCoordinator):
         self, st: CoordinatorState, req: cm.ConsumerGroupHeartbeatRequest, now_ms: int, token: int
     ) -> Result:
         return consumer_classic.handle_consumer_heartbeat(
-            st, req, now_ms, token, self._topics, "", self._topic_version()
+            st, req, now_ms, token, self._topics, "", self._topic_names, self._topic_version()
         )
 
     def _topic_version(self) -> int | None:
@@ -379,11 +381,21 @@ class GroupService(GroupCoordinator):
         def status(gid: str) -> ErrorCode | None:
             return self.runtime.status(CONSUMER_GROUP_DESCRIBE, gid)
 
-        return await self.runtime.run(
+        resp = await self.runtime.run(
             req,
             cm.ConsumerGroupDescribeResponse,
             lambda now, token: consumer.handle_consumer_describe(self.state, req, now, token, status),
         )
+        mixed = self._mixed
+        if mixed is None:
+            return resp
+        # A mixed group is a classic group in the records (or none: consumer-protocol and legacy members only),
+        # which the handler finds no consumer group for: its three kinds of members come from the edge.
+        groups = []
+        for g in resp.groups:
+            ours = mixed.bridges(g.group_id) and g.error_code in (0, ErrorCode.GROUP_ID_NOT_FOUND)
+            groups.append(await mixed.describe(g.group_id) if ours else g)
+        return replace(resp, groups=tuple(groups))
 
 
 def _logged_refusal(

@@ -30,7 +30,7 @@ import shutil
 import struct
 import uuid
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,11 @@ from zkcoord.records.batch import (
 )
 from zkcoord.records.crc32c import crc32c
 from zkcoord.server.limits import LogLimits
+from zkcoord.server.topic_ids import (
+    PARTITION_METADATA_FILE,
+    decode_partition_metadata,
+    encode_partition_metadata,
+)
 from zkcoord.storage.aside import keep_torn_tail
 
 log = logging.getLogger(__name__)
@@ -728,11 +733,14 @@ class LogManager:
         self.limits = limits if limits is not None else LogLimits()
         self.files = OpenFiles(self.limits.log_max_open_files)
         self.topics: dict[str, list[PartitionLog]] = {}
-        # Moves whenever `topics` changes (a topic created, grown, deleted or set aside): what the consumer-group
-        # heartbeat keys its subscribed-topic lookups on (zkcoord.group.consumer).
+        # Moves whenever `topics` or `topic_ids` change (a topic created, grown, deleted or set aside, an id stored):
+        # what the consumer-group heartbeat keys its subscribed-topic lookups on (zkcoord.group.consumer).
         self.topics_version = 0
         self._configs: dict[str, TopicConfig] = {}
         self._cluster_topics: set[str] = set()
+        # KIP-516 ids (zkcoord.server.topic_ids): stored in partition 0's `partition.metadata`
+        self.topic_ids: dict[str, uuid.UUID] = {}
+        self.unreadable_ids: set[str] = set()  # topics whose stored id does not parse: served without an id
         found: dict[str, set[int]] = {}
         for d in sorted(self.root.iterdir()):
             if d.name.endswith(DELETED_SUFFIX) and d.is_dir():
@@ -745,8 +753,68 @@ class LogManager:
             found.setdefault(name, set()).add(int(part))
         for name in sorted(found):
             self._configs[name] = self._load_config(name)
+            self._load_topic_id(name)
             count = max(found[name]) + 1
             self.topics[name] = [self._log(name, p) for p in range(count)]
+
+    def _id_file(self, name: str) -> Path:
+        return self.root / f"{name}-0" / PARTITION_METADATA_FILE
+
+    def _load_topic_id(self, name: str) -> None:
+        path = self._id_file(name)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return
+        try:
+            self.topic_ids[name] = decode_partition_metadata(raw)
+        except ValueError as exc:
+            self.unreadable_ids.add(name)
+            log.error(
+                "topic %s: unreadable %s (%s): the topic has no id until it is repaired", name, path, exc
+            )
+
+    def set_topic_id(self, name: str, topic_id: uuid.UUID) -> None:
+        """Store `name`'s KIP-516 id (durably, before it is served). ValueError when the topic already has another
+        id or an unreadable one: its logs belong to another topic of that name, which the caller decides about."""
+        if name not in self.topics:
+            raise ValueError(f"no topic {name!r} here")
+        known = self.topic_ids.get(name)
+        if known == topic_id:
+            return
+        if known is not None or name in self.unreadable_ids:
+            raise ValueError(f"topic {name!r} is stored with id {known or 'unreadable'}, not {topic_id}")
+        path = self._id_file(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as f:
+            f.write(encode_partition_metadata(topic_id))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)  # the rename too: an id once served survives a crash
+        finally:
+            os.close(fd)
+        self.topic_ids[name] = topic_id
+        self.topics_version += 1  # a topic the lookup skipped (no id yet) is now found
+
+    def assign_missing_ids(self, new_id: Callable[[], uuid.UUID]) -> list[str]:
+        """A single node is its own controller: every topic stored without an id (logs older than ids) gets one,
+        as Kafka's controller gives one to a topic znode without; an unreadable id is left alone. Returns the
+        topics given one."""
+        given = [n for n in sorted(self.topics) if n not in self.topic_ids and n not in self.unreadable_ids]
+        for name in given:
+            self.set_topic_id(name, new_id())
+            log.info("topic %s: assigned topic id %s", name, self.topic_ids[name])
+        return given
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> str | None:
+        """The topic stored with `topic_id`, if this node has it."""
+        return next(
+            (n for n, t in sorted(self.topic_ids.items()) if t == topic_id and n in self.topics), None
+        )
 
     def _config_file(self, name: str) -> Path:
         return self.root / f"{name}-0" / TOPIC_CONFIG_FILE
@@ -822,10 +890,15 @@ class LogManager:
         return None
 
     def create_topic(
-        self, name: str, partitions: int, configs: Mapping[str, str | None] | None = None
+        self,
+        name: str,
+        partitions: int,
+        configs: Mapping[str, str | None] | None = None,
+        topic_id: uuid.UUID | None = None,
     ) -> list[PartitionLog]:
         """A new topic (or the existing one, unchanged); `configs` are its topic-level overrides (InvalidConfig
-        when Kafka or zkcoord would refuse one), stored beside its partition 0."""
+        when Kafka or zkcoord would refuse one), stored beside its partition 0, as is `topic_id` (a cluster node
+        learns it from ZooKeeper, maybe later: None)."""
         if not LEGAL_TOPIC.match(name) or name in (".", ".."):
             raise InvalidTopic(f"illegal topic name {name!r}: use 1-249 of [a-zA-Z0-9._-]")
         if partitions < 1:
@@ -847,7 +920,9 @@ class LogManager:
         logs = [self._log(name, p) for p in range(partitions)]
         self.topics[name] = logs
         self.topics_version += 1
-        log.info("created topic %s with %d partitions", name, partitions)
+        if topic_id is not None:
+            self.set_topic_id(name, topic_id)
+        log.info("created topic %s with %d partitions (id %s)", name, partitions, topic_id)
         return logs
 
     def ensure_partitions(
@@ -873,6 +948,8 @@ class LogManager:
         self.topics_version += 1
         self._cluster_topics.discard(name)
         self._configs.pop(name, None)
+        self.topic_ids.pop(name, None)
+        self.unreadable_ids.discard(name)
         if logs is None:
             return 0
         doomed = []
@@ -922,6 +999,8 @@ class LogManager:
                 moved.append(target)
         self._configs.pop(name, None)
         self._cluster_topics.discard(name)
+        self.topic_ids.pop(name, None)
+        self.unreadable_ids.discard(name)
         return moved
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:

@@ -114,6 +114,7 @@ class CreatableTopicResult:
     error_message: str | None
     num_partitions: int
     topic_config_error_code: int = 0  # v5+: TOPIC_AUTHORIZATION_FAILED without DescribeConfigs on the topic
+    topic_id: uuid.UUID | None = None  # v7+ (KIP-516): the created topic's id; None: the zero uuid
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from zkcoord.group.consumer_classic import parse_assignment
+from zkcoord.group.consumer_messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
+    DescribedTopicPartitions,
+)
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
 from zkcoord.group.model import ClassicGroup, CoordinatorState, subscription_topics
@@ -263,6 +270,9 @@ class MixedConsumer:
     sent: frozenset[TopicPartition] = frozenset()
     owned: frozenset[TopicPartition] = frozenset()
     share: frozenset[TopicPartition] = frozenset()
+    # Restored after a load from its registration and owner znodes (no records hold consumer members): its epoch
+    # is unknown until it heartbeats, and everything its owner znodes hold counts as sent and owned until then.
+    restored: bool = False
 
     def fenced(self) -> frozenset[TopicPartition]:
         """What the member may still be consuming: a partition is released for another holder only once it is
@@ -297,7 +307,11 @@ def consumer_heartbeat_refusal(
         return _error(
             ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {req.group_id}."
         )
-    if req.member_epoch > 0 and req.member_epoch not in (member.epoch, member.previous_epoch):
+    if (
+        req.member_epoch > 0
+        and not member.restored
+        and req.member_epoch not in (member.epoch, member.previous_epoch)
+    ):
         return _error(
             ErrorCode.FENCED_MEMBER_EPOCH,
             f"The member epoch {req.member_epoch} is not the group's {member.epoch} for this member. "
@@ -427,6 +441,7 @@ def rejoined(
         return MixedConsumer(member_id, client_id, topics)
     return replace(
         old,
+        restored=False,
         client_id=client_id,
         topics=topics,
         epoch=old.epoch + 1,
@@ -445,9 +460,139 @@ def consumer_commit_check(
     member = members.get(member_id) if member_id else None
     if member is None:
         return None
-    if epoch in (member.epoch, member.previous_epoch):
+    if epoch in (member.epoch, member.previous_epoch) or (member.restored and epoch > 0):
         return ErrorCode.NONE
     return ErrorCode.STALE_MEMBER_EPOCH
+
+
+# A registered member as the bridge reads it back: (client id, subscribed topics, partitions its znodes hold).
+AdoptedMember = tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]
+
+
+def restored_consumers(
+    classic: Iterable[str], known: Mapping[str, MixedConsumer], adopted: Mapping[str, AdoptedMember]
+) -> dict[str, MixedConsumer]:
+    """After a load (a restart, a coordinator move): the registered members holding owner znodes that are
+    neither classic members of the loaded group nor consumer members this service knows. No record holds
+    consumer-protocol members, so these may be consuming what their owner znodes hold: each is kept as a member
+    (present to the bridge, its znodes fenced: everything held counts as sent and owned) until it heartbeats (it
+    resumes at once, see `resumed`), leaves or its session passes. A classic member that left just before the
+    crash looks the same; its partitions then wait one consumer session. A member holding nothing risks no
+    double consumption and is released as before (it rejoins if it is alive).
+
+    >>> tp = TopicPartition("t", 0)
+    >>> r = restored_consumers(["k"], {}, {"k": ("c", ("t",), (tp,)), "n": ("c", ("t",), (tp,)), "e": ("c", ("t",), ())})
+    >>> sorted(r), r["n"].fenced() == frozenset({tp}), r["n"].restored
+    (['n'], True, True)
+    """
+    skip = set(classic) | set(known)
+    out = {}
+    for mid, (client_id, topics, held) in sorted(adopted.items()):
+        if mid in skip or not held:
+            continue
+        tps = frozenset(held)
+        out[mid] = MixedConsumer(mid, client_id, topics, 0, 0, tps, tps, tps, restored=True)
+    return out
+
+
+def resumed(member: MixedConsumer, epoch: int) -> MixedConsumer:
+    """A restored member's first heartbeat (epoch > 0): it is a member again at the epoch after the one it
+    sent, answered everything held for it (what it owns is among that: a partition leaves a member's znodes
+    only after it gave it up), and its commits at the epoch it sent are accepted.
+
+    >>> tp = TopicPartition("t", 0)
+    >>> m = resumed(restored_consumers([], {}, {"n": ("c", ("t",), (tp,))})["n"], 7)
+    >>> m.epoch, m.previous_epoch, m.restored, m.sent == frozenset({tp})
+    (8, 7, False, True)
+    """
+    return replace(member, epoch=epoch + 1, previous_epoch=epoch, restored=False, sent=member.share)
+
+
+# A legacy member as ConsumerGroupDescribe shows it has no epoch (ZooKeeper members have none).
+LEGACY_MEMBER_EPOCH: Final = -1
+
+
+def _described(
+    partitions: Iterable[TopicPartition], lookup: TopicIds
+) -> tuple[DescribedTopicPartitions, ...]:
+    """Partitions by topic id and name (a topic the lookup no longer knows is left out)."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in partitions:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    out = []
+    for topic, ps in sorted(by_topic.items()):
+        found = lookup(topic)
+        if found is not None:
+            out.append(DescribedTopicPartitions(found[0], topic, tuple(sorted(ps))))
+    return tuple(out)
+
+
+def describe_mixed(
+    group_id: str,
+    group: ClassicGroup | None,
+    consumers: Mapping[str, MixedConsumer],
+    legacy: Mapping[str, tuple[tuple[str, ...], tuple[TopicPartition, ...]]],
+    lookup: TopicIds,
+) -> DescribedConsumerGroup:
+    """ConsumerGroupDescribe of a mixed group: every member of the three kinds, as Kafka describes the classic
+    members of a consumer group (member epoch = the generation, assignment = what it was sent). A consumer-protocol
+    member's assignment is what it was answered, its target what the last hand-over held for it; a legacy member
+    (member and client id: its consumer id) has epoch -1 and its owner znodes as assignment and target. The group
+    epoch and assignment epoch are the classic generation; the state is Empty without members, Reconciling
+    while the classic side rebalances or a consumer member has not been answered its share, Stable otherwise;
+    the assignor is the classic group's protocol (`zkcoord-legacy` when it has none)."""
+    members: list[DescribedConsumerMember] = []
+    generation = group.generation if group is not None else 0
+    protocol = group.protocol_name if group is not None else None
+    for m in sorted(group.members.values(), key=lambda m: m.member_id) if group is not None else ():
+        topics = tuple(sorted(subscription_topics(m.metadata(protocol)) or ())) if protocol else ()
+        got = parse_assignment(m.assignment) if m.assignment else {}
+        held = _described((TopicPartition(t, p) for t, ps in got.items() for p in ps), lookup)
+        members.append(
+            DescribedConsumerMember(
+                m.member_id,
+                m.group_instance_id,
+                None,
+                generation,
+                m.client_id,
+                m.client_host,
+                topics,
+                held,
+                held,
+            )
+        )
+    for c in sorted(consumers.values(), key=lambda c: c.member_id):
+        members.append(
+            DescribedConsumerMember(
+                c.member_id,
+                None,
+                None,
+                c.epoch,
+                c.client_id,
+                "",
+                c.topics,
+                _described(c.sent, lookup),
+                _described(c.share, lookup),
+            )
+        )
+    for cid, (topics, owned) in sorted(legacy.items()):
+        held = _described(owned, lookup)
+        members.append(
+            DescribedConsumerMember(cid, None, None, LEGACY_MEMBER_EPOCH, cid, "", topics, held, held)
+        )
+    rebalancing = group is not None and group.state in (
+        GroupState.PREPARING_REBALANCE,
+        GroupState.COMPLETING_REBALANCE,
+    )
+    if not members:
+        state = "Empty"
+    elif rebalancing or any(c.sent != c.share for c in consumers.values()):
+        state = "Reconciling"
+    else:
+        state = "Stable"
+    return DescribedConsumerGroup(
+        0, group_id, None, state, generation, generation, protocol or FOLLOW_PROTOCOL, tuple(members)
+    )
 
 
 def consumers_hand_over_alone(group: ClassicGroup | None, present: Iterable[str]) -> bool:

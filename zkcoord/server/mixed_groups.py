@@ -21,7 +21,11 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from zkcoord.group.consumer_classic import parse_assignment
-from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
+from zkcoord.group.consumer_messages import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+    DescribedConsumerGroup,
+)
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import (
     JoinGroupRequest,
@@ -75,6 +79,9 @@ class MixedGroups:
         # bridged group -> member id -> the protocol name it was last answered in (present members only)
         self._answered: dict[str, dict[str, str]] = {}
         self._tasks: set[asyncio.Future[None]] = set()
+        # bridged group -> its consumer members restored from ZooKeeper after this service loaded (once each)
+        self._restoring: dict[str, asyncio.Future[None]] = {}
+        self._closed = False
 
     def bridges(self, group_id: str) -> bool:
         return self._bridge.bridges(group_id)
@@ -135,6 +142,7 @@ class MixedGroups:
         if call is None:
             return req
         try:
+            await self._restored(req.group_id)
             await mirror_settled(self._runtime, self._mirror, req.group_id, call.timeout_ms)
             extra, owned = md.bridge_members(self._consumers.get(req.group_id, {}))
             assignments = await self._bridge.assign(
@@ -200,9 +208,14 @@ class MixedGroups:
 
         async def report() -> None:
             try:
+                await self._restored(group_id)
+                now = (
+                    *md.present_members(self._runtime.state.groups.get(group_id)),
+                    *sorted(self._consumers.get(group_id, {})),
+                )
                 await mirror_settled(self._runtime, self._mirror, group_id, md.SETTLE_BEFORE_RELEASE_MS)
-                await bridge.members_changed(group_id, present)
-                if md.consumers_hand_over_alone(self._runtime.state.groups.get(group_id), present):
+                await bridge.members_changed(group_id, now)
+                if md.consumers_hand_over_alone(self._runtime.state.groups.get(group_id), now):
                     # The last classic member is gone: what it held goes to the consumer-protocol members.
                     self._rebalance(group_id)
             except Exception:
@@ -214,6 +227,39 @@ class MixedGroups:
         task.add_done_callback(self._tasks.discard)
 
     # ----------------------------------------------------------------- consumer-protocol members (KIP-848)
+
+    async def _restored(self, group_id: str) -> None:
+        """Once per group and service, before anything it does can release owner znodes: the consumer members
+        the previous coordinator registered (no record holds them) are restored from ZooKeeper and fenced until
+        they are heard from or their session passes (`md.restored_consumers`). Raises when ZooKeeper cannot
+        be read; the next call tries again."""
+        future = self._restoring.get(group_id)
+        if future is None:
+            future = self._restoring[group_id] = asyncio.ensure_future(self._restore(group_id))
+        try:
+            await asyncio.shield(future)
+        except Exception:
+            if self._restoring.get(group_id) is future:
+                del self._restoring[group_id]
+            raise
+
+    async def _restore(self, group_id: str) -> None:
+        adopted = await self._bridge.adopted_members(group_id)
+        if self._closed:
+            return  # the service stopped serving meanwhile: the next coordinator restores them
+        members = self._consumers.setdefault(group_id, {})
+        group = self._runtime.state.groups.get(group_id)
+        restored = md.restored_consumers(md.present_members(group), members, adopted)
+        for mid, member in restored.items():
+            members[mid] = member
+            self._arm_session(group_id, mid)
+            log.info(
+                "group=%s consumer member %s restored from ZooKeeper after the load, holding %d partitions: "
+                "fenced until it heartbeats or its session passes", group_id, mid, len(member.share),
+            )  # fmt: skip
+        topics = sorted({t for m in restored.values() for t in m.topics})
+        if topics:
+            self._bridge.watch(group_id, topics, lambda: self._rebalance(group_id))
 
     def _rebalance(self, group_id: str) -> None:
         """The group's membership or topics changed: the classic members rebalance (their leader's SyncGroup hands
@@ -236,9 +282,10 @@ class MixedGroups:
                 group = self._runtime.state.groups.get(group_id)
                 if group is not None and (group.members or group.pending_members):
                     return  # the classic members' next SyncGroup hands over for everyone
-                members, owned = md.bridge_members(self._consumers.get(group_id, {}))
-                protocol = (group.protocol_name if group is not None else None) or md.CONSUMER_HAND_OVER
                 try:
+                    await self._restored(group_id)
+                    members, owned = md.bridge_members(self._consumers.get(group_id, {}))
+                    protocol = (group.protocol_name if group is not None else None) or md.CONSUMER_HAND_OVER
                     await mirror_settled(self._runtime, self._mirror, group_id, md.CONSUMER_HAND_OVER_MS)
                     assignments = await self._bridge.assign(
                         group_id, protocol, members, md.CONSUMER_HAND_OVER_MS, None, owned=owned
@@ -261,7 +308,8 @@ class MixedGroups:
 
     def close(self) -> None:
         """Stop: no consumer member's session timer fires after the service stopped serving (a hand-over under
-        way finishes, bounded by its wait)."""
+        way finishes, bounded by its wait), and no restore under way arms one."""
+        self._closed = True
         for handle in self._sessions.values():
             handle.cancel()
         self._sessions.clear()
@@ -299,6 +347,11 @@ class MixedGroups:
             return md.consumer_protocol_refusal(req.group_id)
         lookup = self._topics
         group_id = req.group_id
+        try:
+            await self._restored(group_id)
+        except Exception as exc:
+            log.warning("group=%s consumer members not restored yet (%s)", group_id, exc)
+            return ConsumerGroupHeartbeatResponse(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), str(exc))
         members = self._consumers.setdefault(group_id, {})
         refused = md.consumer_heartbeat_refusal(members, req)
         if refused is not None:
@@ -329,8 +382,13 @@ class MixedGroups:
             self._rebalance(group_id)
             return md.consumer_answer(joined, True, lookup, interval)
         member = members[req.member_id]
+        resuming = member.restored
+        if resuming:
+            member = md.resumed(member, req.member_epoch)
+            log.info("group=%s consumer member %s resumed at epoch %d after the load",
+                     group_id, req.member_id, member.epoch)  # fmt: skip
         owned = md.reported_owned(req, member.topics, lookup)
-        full = (
+        full = resuming or (
             req.rebalance_timeout_ms != -1
             and req.subscribed_topic_names is not None
             and req.topic_partitions is not None
@@ -341,6 +399,32 @@ class MixedGroups:
         if step.hand_over:
             self._rebalance(group_id)
         return md.consumer_answer(step.member, step.send, lookup, interval)
+
+    async def describe(self, group_id: str) -> DescribedConsumerGroup:
+        """ConsumerGroupDescribe of a mixed group: its classic, consumer-protocol and legacy members
+        (`md.describe_mixed`); COORDINATOR_NOT_AVAILABLE (retriable) when ZooKeeper cannot be read."""
+        if self._topics is None:
+            return DescribedConsumerGroup(
+                int(ErrorCode.GROUP_ID_NOT_FOUND), group_id, "Group is a mixed group."
+            )
+        try:
+            if group_id not in self._restoring:
+                # A describe writes nothing: the group is adopted (its fence bumped) only when ZooKeeper holds
+                # members of ours to restore, as their next heartbeat would.
+                ours = await self._bridge.adopted_members(group_id, adopt=False)
+                if any(held for _client, _topics, held in ours.values()):
+                    await self._restored(group_id)
+            legacy = await self._bridge.legacy_members(group_id)
+        except Exception as exc:
+            log.warning("group=%s ConsumerGroupDescribe: ZooKeeper not readable (%s)", group_id, exc)
+            return DescribedConsumerGroup(int(ErrorCode.COORDINATOR_NOT_AVAILABLE), group_id, str(exc))
+        group = self._runtime.state.groups.get(group_id)
+        consumers = self._consumers.get(group_id, {})
+        if group is None and not consumers and not legacy:
+            return DescribedConsumerGroup(
+                int(ErrorCode.GROUP_ID_NOT_FOUND), group_id, f"Group {group_id} not found."
+            )
+        return md.describe_mixed(group_id, group, consumers, legacy, self._topics)
 
     def consumer_commit(self, group_id: str, member_id: str, epoch: int) -> ErrorCode | None:
         """For a commit into a mixed group: None when it is not a consumer-protocol member's; else NONE when the

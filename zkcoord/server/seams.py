@@ -10,6 +10,7 @@ so a reader (and mypy) sees the whole contract here, and tests pass small fakes 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
@@ -117,9 +118,10 @@ class ClusterSide(Protocol):
 
     async def publish_topic(
         self, topic: str, partitions: int, configs: Mapping[str, str] | None = None
-    ) -> tuple[bool, int, dict[str, str]]:
+    ) -> tuple[bool, int, dict[str, str], uuid.UUID | None]:
         """CreateTopics: (created by this call, partition count in ZooKeeper, the topic's stored configs, from
-        `/config/topics/T`); raises when ZooKeeper is away."""
+        `/config/topics/T`, its KIP-516 id in ZooKeeper: None until the controller gives a znode written without
+        one an id); raises when ZooKeeper is away."""
 
     async def delete_topic(self, topic: str, timeout_ms: int) -> bool:
         """DeleteTopics on the controller: mark the topic for deletion (`/admin/delete_topics/T`) and wait up to
@@ -199,5 +201,18 @@ class MembershipBridge(Protocol):
     async def preregister(self, group: str, member: tuple[str, str, tuple[str, ...]]) -> None: ...
 
     async def members_changed(self, group: str, present: Iterable[str]) -> None: ...
+
+    async def adopted_members(
+        self, group: str, adopt: bool = True
+    ) -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]]:
+        """Adopt the group (unless `adopt` is False) and return its registered broker-protocol members by member
+        id: (client id, topics, partitions their owner znodes hold)."""
+        ...
+
+    async def legacy_members(
+        self, group: str
+    ) -> dict[str, tuple[tuple[str, ...], tuple[TopicPartition, ...]]]:
+        """The group's legacy members by consumer id: (topics, partitions their owner znodes hold)."""
+        ...
 
     async def legacy_owns(self, group: str, tps: Sequence[TopicPartition]) -> bool: ...

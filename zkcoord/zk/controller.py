@@ -47,6 +47,7 @@ import contextlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -167,6 +168,9 @@ class ClusterView:
     deletion_acks: dict[str, frozenset[int]] = field(
         default_factory=dict
     )  # marked topic -> nodes done with it
+    topic_versions: dict[str, int] = field(
+        default_factory=dict
+    )  # topic -> its /brokers/topics/T znode version
 
 
 class Controller:
@@ -187,8 +191,10 @@ class Controller:
         on_change: Callable[[bool, ControllerFence | None], None] | None = None,
         resync_interval_s: float = 5.0,
         before_activate: Callable[[str], None] | None = None,
+        new_topic_id: Callable[[], uuid.UUID] = registry.new_topic_id,
     ) -> None:
         self.client = client
+        self._new_topic_id = new_topic_id
         self.node_id = node_id
         self.offsets_topic_num_partitions = offsets_topic_num_partitions
         self._clock_ms = clock_ms
@@ -454,6 +460,7 @@ class Controller:
         part_nodes: set[tuple[str, int]] = set()
         state_nodes: set[tuple[str, int]] = set()
         malformed: set[str] = set()
+        versions: dict[str, int] = {}
         for topic in sorted(c.get_children(paths.BROKER_TOPICS, watch=w)):
             tpath = paths.topic_path(topic)
             try:
@@ -492,6 +499,7 @@ class Controller:
             if topic in malformed or assignment is None:
                 continue
             topics[topic] = assignment
+            versions[topic] = tstat.version
             states.update(topic_states)
         marks = tuple(sorted(c.get_children(paths.ADMIN_DELETE_TOPICS, watch=w)))
         acks: dict[str, frozenset[int]] = {}
@@ -514,6 +522,7 @@ class Controller:
             frozenset(state_nodes),
             frozenset(malformed),
             acks,
+            versions,
         )
 
     def _reconcile(self) -> None:
@@ -526,13 +535,34 @@ class Controller:
             view = self.read_view()
         if OFFSETS_TOPIC not in view.topics and OFFSETS_TOPIC not in view.malformed and view.live:
             assignment = TopicAssignment.of(
-                single_replica_assignment(self.offsets_topic_num_partitions, view.live)
+                single_replica_assignment(self.offsets_topic_num_partitions, view.live),
+                topic_id=self._new_topic_id(),
             )
             with contextlib.suppress(NodeExistsError):  # another writer created it: use theirs
                 self._commit([lambda tx: tx.create(paths.topic_path(OFFSETS_TOPIC), assignment.encode())])
             view = self.read_view()
+        self._assign_topic_ids(view)
         self._write_leaders(view)
         self.reconciles += 1
+
+    def _assign_topic_ids(self, view: ClusterView) -> None:
+        """Give every topic znode without a KIP-516 id one (Kafka 2.8's controller, `setTopicIds`): a version-3
+        rewrite that changes nothing else, conditional on the znode version read and fenced by the controller
+        epoch, so a topic changed meanwhile (re-created, grown) is left to the next pass, which its data watch
+        starts. A topic being deleted gets none."""
+        marked = set(view.delete_marks)
+        for topic in sorted(t for t, a in view.topics.items() if a.topic_id is None and t not in marked):
+            assignment = view.topics[topic].with_topic_id(self._new_topic_id())
+            path = paths.topic_path(topic)
+            try:
+                self._commit([_set_op(path, assignment.encode(), view.topic_versions[topic])])
+            except (BadVersionError, NoNodeError) as exc:
+                log.info(
+                    "node=%d topic %s changed while getting an id (%r); next pass", self.node_id, topic, exc
+                )
+                self.request_reconcile()
+                continue
+            log.info("node=%d topic %s: assigned topic id %s", self.node_id, topic, assignment.topic_id)
 
     def _delete_topics(self, view: ClusterView) -> None:
         for topic in view.delete_marks:
@@ -697,14 +727,19 @@ def read_topic_states(
 
 
 def create_topic_if_absent(
-    client: KazooClient, topic: str, replicas: dict[int, list[int]], configs: Mapping[str, str] | None = None
+    client: KazooClient,
+    topic: str,
+    replicas: dict[int, list[int]],
+    configs: Mapping[str, str] | None = None,
+    topic_id: uuid.UUID | None = None,
 ) -> tuple[bool, TopicAssignment]:
     """Create `/brokers/topics/T` atomically unless it exists (two nodes auto-creating the same topic must not
-    overwrite each other); (created, the assignment now stored). With `configs`, `/config/topics/T` =
+    overwrite each other); (created, the assignment now stored). The znode carries the topic's KIP-516 id
+    (`topic_id`, else a new random one), as Kafka 2.8+ creates topics. With `configs`, `/config/topics/T` =
     `{"version":1,"config":{...}}` (Kafka's AdminZkClient) is written in the same transaction, so the node that
     loses a creation race never overwrites the winner's configs."""
     path = paths.topic_path(topic)
-    assignment = TopicAssignment.of(replicas)
+    assignment = TopicAssignment.of(replicas, topic_id=topic_id or registry.new_topic_id())
     try:
         if configs:
             cpath = paths.topic_config_path(topic)

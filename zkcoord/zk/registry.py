@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,8 @@ from kazoo.protocol.states import ZnodeStat
 from zkcoord.errors import MalformedZnode, ZkcoordError
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import (
+    METADATA_TOPIC_ID,
+    ZERO_UUID,
     BrokerRegistration,
     ConsumerRegistration,
     ControllerInfo,
@@ -28,6 +31,7 @@ from zkcoord.legacy.codecs import (
     decode_controller_epoch,
     decode_offset,
     decode_owner,
+    kafka_uuid_string,
 )
 from zkcoord.legacy.ids import java_sorted
 from zkcoord.topic_partition import TopicPartition
@@ -274,10 +278,32 @@ def read_topics(client: KazooClient) -> dict[str, TopicAssignment]:
     return out
 
 
+def new_topic_id() -> uuid.UUID:
+    """A fresh KIP-516 topic id as Kafka's `Uuid.randomUuid` draws one: random, never a reserved id, and never one
+    whose string starts with "-" (command-line tools would read it as an option)."""
+    while True:
+        value = uuid.uuid4()
+        if value not in (ZERO_UUID, METADATA_TOPIC_ID) and not kafka_uuid_string(value).startswith("-"):
+            return value
+
+
 def write_topic(client: KazooClient, topic: str, replicas: Mapping[int, Sequence[int]]) -> TopicAssignment:
-    """Create or update the persistent `/brokers/topics/T` (AdminUtils.writeTopicPartitionAssignment)."""
-    assignment = TopicAssignment.of(replicas)
-    update_persistent_path(client, paths.topic_path(topic), assignment.encode())
+    """Create or update the persistent `/brokers/topics/T` (AdminUtils.writeTopicPartitionAssignment, as a
+    0.8-era tool writes it: a new topic gets no id). An update keeps the stored topic id (Kafka's addPartitions
+    rewrites the id it read) and is conditional on the version read: ZnodeVersionConflict when the znode moved."""
+    path = paths.topic_path(topic)
+    try:
+        data, stat = client.get(path)
+    except NoNodeError:
+        assignment = TopicAssignment.of(replicas)
+        client.create(path, assignment.encode(), makepath=True)
+        return assignment
+    stored = TopicAssignment.decode(path, data)
+    assignment = TopicAssignment.of(replicas, version=stored.version, topic_id=stored.topic_id)
+    try:
+        client.set(path, assignment.encode(), version=stat.version)
+    except (BadVersionError, NoNodeError):
+        raise ZnodeVersionConflict(path, stat.version) from None
     return assignment
 
 

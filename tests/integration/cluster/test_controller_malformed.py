@@ -113,3 +113,30 @@ def test_the_controllers_own_znode_rewritten_is_noticed_and_reelected(
 
     wait_for(reelected, 15, "node 1 to resign, delete the rewritten /controller and win a new election")
     assert ctl.fence is not None and ctl.fence.epoch > epoch
+
+
+def test_topic_ids_are_given_once_and_a_malformed_id_is_left_intact(zk: Any, controllers: Any) -> None:
+    # Kafka 2.8's controller gives a topic znode without an id one; a znode whose topic_id does not parse is that
+    # topic's problem: never replaced by a new id (which would change the topic's identity), nor planned.
+    bad_id = b'{"version":3,"partitions":{"0":[1]},"topic_id":"not-a-uuid"}'
+    zk.create(paths.topic_path("bad-id"), bad_id, makepath=True)
+    moving = b'{"version":2,"partitions":{"0":[1,2]},"adding_replicas":{"0":[2]},"removing_replicas":{}}'
+    zk.create(paths.topic_path("moving"), moving, makepath=True)
+    controllers((1,))
+    wait_for(lambda: len(_leaders(zk, OFFSETS_TOPIC)) == NUM_OFFSETS, 15, "offsets partitions led")
+
+    def topic(name: str) -> tuple[TopicAssignment, int]:
+        data, stat = zk.get(paths.topic_path(name))
+        return TopicAssignment.decode(name, data), stat.version
+
+    wait_for(lambda: topic("moving")[0].topic_id is not None, 15, "an id for the version-2 topic")
+    given, version = topic("moving")
+    assert given == TopicAssignment.decode("m", moving).with_topic_id(given.topic_id)  # type: ignore[arg-type]
+    assert given.adding_replicas == ((0, (2,)),) and version == 1
+    offsets, _ = topic(OFFSETS_TOPIC)
+    assert offsets.topic_id is not None and offsets.version == 3  # created with its id
+    zk.create(paths.topic_path("good"), TopicAssignment.of({0: [1]}).encode(), makepath=True)
+    wait_for(lambda: _leaders(zk, "good") == {0: 1}, 15, "the new topic's leaders")
+    wait_for(lambda: topic("good")[0].topic_id is not None, 15, "an id for the new topic")
+    assert topic("moving") == (given, 1)  # given once: later passes leave it
+    assert zk.get(paths.topic_path("bad-id"))[0] == bad_id and _leaders(zk, "bad-id") == {}

@@ -46,14 +46,16 @@ class World:
             member_id=member,
             member_epoch=epoch,
             rebalance_timeout_ms=int(kw.pop("rebalance", SESSION)) if join else -1,  # type: ignore[call-overload]
-            subscribed_topic_names=tuple(kw.pop("topics", ("t1",))) if join else kw.pop("topics", None),  # type: ignore[arg-type]
+            subscribed_topic_names=_names(kw.pop("topics", ("t1",))) if join else kw.pop("topics", None),  # type: ignore[arg-type]
             topic_partitions=() if join and owned is None else _tp(owned),
             client_id="c",
             client_host="h",
             **kw,  # type: ignore[arg-type]
         )
         self.token += 1
-        result = handle_consumer_heartbeat(self.st, req, self.now, self.token, self.topics.get, "server-id")
+        result = handle_consumer_heartbeat(
+            self.st, req, self.now, self.token, self.topics.get, "server-id", lambda: tuple(self.topics)
+        )
         self._take(result)
         ((token, resp),) = result.responses
         assert token == self.token
@@ -73,6 +75,10 @@ class World:
         fresh = CoordinatorState(self.st.config)
         h.load(fresh, [decode_record(*encode_record(r)) for r in self.records], self.now)
         return fresh
+
+
+def _names(topics: object) -> tuple[str, ...] | None:
+    return None if topics is None else tuple(topics)  # type: ignore[call-overload]
 
 
 def _tp(owned: dict[str, set[int]] | None) -> tuple[tuple[str, tuple[int, ...]], ...] | None:

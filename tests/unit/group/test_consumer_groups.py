@@ -208,7 +208,8 @@ def test_list_describe_and_delete_know_the_group_type() -> None:
     only = ask(gm.ListGroupsRequest(5, (), ("Consumer",)))
     assert [g.group_id for g in only.groups] == ["g"]  # type: ignore[attr-defined]
     described = ask(gm.DescribeGroupsRequest(5, ("g",)))
-    assert described.groups[0].error_code == E.GROUP_ID_NOT_FOUND  # type: ignore[attr-defined]
+    # Kafka 4's DescribeGroups below v6: a consumer group is not a classic group, so it is Dead, with no error
+    assert (described.groups[0].error_code, described.groups[0].group_state) == (0, "Dead")  # type: ignore[attr-defined]
     assert ask(gm.DeleteGroupsRequest(2, ("g",))).results[0].error_code == E.NON_EMPTY_GROUP  # type: ignore[attr-defined]
     w.hb("a", -1)
     assert ask(gm.DeleteGroupsRequest(2, ("g",))).results[0].error_code == 0  # type: ignore[attr-defined]

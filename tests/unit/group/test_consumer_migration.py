@@ -84,11 +84,15 @@ class World:
 
     # classic requests, dispatched as the service does (a consumer group's id goes to consumer_classic)
     def join(
-        self, member: str, protocols: tuple[tuple[str, bytes], ...] = PROTOCOLS, ptype: str = "consumer"
+        self,
+        member: str,
+        protocols: tuple[tuple[str, bytes], ...] = PROTOCOLS,
+        ptype: str = "consumer",
+        instance: str | None = None,
     ) -> int:
         t = self._next()
         self.uuids += 1
-        req = JoinGroupRequest(5, "g", SESSION, REBALANCE, member, None, ptype, protocols)
+        req = JoinGroupRequest(5, "g", SESSION, REBALANCE, member, instance, ptype, protocols)
         uuid = f"c{self.uuids}"
         if "g" in self.st.consumer_groups:
             self.take(cc.handle_join(self.st, req, self.now, t, uuid, self.topics.get))

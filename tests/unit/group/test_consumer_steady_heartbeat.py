@@ -64,7 +64,7 @@ class Group:
             client_id="c", client_host="h",
         )  # fmt: skip
         version = self.topics.version if self.versioned else None
-        result = handle_consumer_heartbeat(self.st, req, 1_000, 1, self.topics, "", version)
+        result = handle_consumer_heartbeat(self.st, req, 1_000, 1, self.topics, "", topics_version=version)
         self.records.extend(result.records)
         ((_, resp),) = result.responses
         assert isinstance(resp, Resp)
@@ -146,6 +146,7 @@ metadata = st.builds(
     server_assignor=opt,
     rebalance_timeout_ms=st.sampled_from((-1, 100, 200)),
     classic=st.none() | st.just(ClassicMemberMetadata(10_000, (("range", b""),))),
+    subscribed_topic_regex=opt,
 )
 
 
@@ -159,6 +160,7 @@ metadata = st.builds(
     names=st.none() | st.sampled_from(((), ("t1",), ("t2", "t1"))),
     assignor=opt,
     rebalance=st.sampled_from((-1, 100, 200)),
+    regex=st.none() | st.sampled_from(("", "x", "y")),
 )
 def test_the_steady_heartbeat_shortcut_keeps_the_member_value(
     old: MemberMetadataValue,
@@ -169,10 +171,11 @@ def test_the_steady_heartbeat_shortcut_keeps_the_member_value(
     names: tuple[str, ...] | None,
     assignor: str | None,
     rebalance: int,
+    regex: str | None,
 ) -> None:
     """`_nothing_new` skips building the member's metadata only when the built value would be the old one, and
     does skip it for the steady heartbeat (nothing sent, same client)."""
-    req = Hb(1, "g", "m", 3, instance, rack, rebalance, names, None, assignor, None, client, host)
+    req = Hb(1, "g", "m", 3, instance, rack, rebalance, names, regex, assignor, None, client, host)
     if _nothing_new(req, old):
         assert _member_value(req, old) == old
     steady = Hb(1, "g", "m", 3, client_id=old.client_id, client_host=old.client_host)

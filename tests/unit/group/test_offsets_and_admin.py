@@ -16,6 +16,8 @@ from zkcoord.group.messages import (
     ListGroupsRequest,
     ListGroupsResponse,
     OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
     OffsetCommitResponse,
     OffsetFetchRequest,
     OffsetFetchRequestTopic,
@@ -26,6 +28,7 @@ from zkcoord.group.model import CoordinatorState, replay_all
 from zkcoord.group.state import GroupState
 from zkcoord.records.offsets import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 
+from .consumer_world import World
 from .driver import Driver, consumer_subscription
 
 
@@ -308,3 +311,17 @@ def test_deleted_partitions_lose_their_offsets_in_every_group_and_only_those() -
     assert h.delete_partition_offsets(d.st, [("gone", 0)], d.now).records == ()  # nothing left to drop
     # replaying the log gives the same view: the tombstones are the only mutation
     assert replay_all(d.records).offsets == d.st.view.offsets
+
+
+def test_deleted_partitions_lose_their_offsets_in_consumer_groups_too() -> None:
+    """A consumer-protocol (KIP-848) group's offsets of a deleted topic go as a classic group's do; otherwise a
+    topic created again under the name is read from the deleted one's positions."""
+    w = World()
+    w.hb("a", 0)
+    part = OffsetCommitRequestPartition(0, 3, -1, "")
+    req = OffsetCommitRequest(9, "g", 1, "a", (OffsetCommitRequestTopic("t1", (part,)),))
+    w._take(h.handle_consumer_group_commit(w.st, req, w.now, 1))
+    assert ("t1", 0) in w.st.view.offsets["g"] and "g" not in w.st.groups  # a consumer group's offset
+    res = h.delete_partition_offsets(w.st, [("t1", 0)], w.now)
+    assert list(res.records) == [(OffsetCommitKey("g", "t1", 0), None)]
+    assert not w.st.view.offsets.get("g") and "g" in w.st.consumer_groups  # the group itself stays

@@ -1,4 +1,4 @@
-"""Consumer-group records (key versions 3-8): byte layouts from Kafka's schemas, round trips of any value through
+"""Consumer-group records (key versions 3-8 and 16): byte layouts from Kafka's schemas, round trips of any value through
 `encode_record`/`decode_record`, and any bytes -> a record or a precise MalformedRecord."""
 
 from __future__ import annotations
@@ -33,10 +33,14 @@ values = {
         st.none() | st.builds(
             cg.ClassicMemberMetadata, i32, st.lists(st.tuples(name, st.binary(max_size=200)), max_size=3).map(tuple)
         ),
+        st.none() | st.text(min_size=1, max_size=8),  # SubscribedTopicRegex ("" is no expression: None)
     ),
     cg.TARGET_ASSIGNMENT_METADATA: st.builds(cg.TargetAssignmentEpochValue, i32),
     cg.TARGET_ASSIGNMENT_MEMBER: st.builds(cg.TargetMemberValue, parts),
     cg.CURRENT_MEMBER_ASSIGNMENT: st.builds(cg.CurrentAssignmentValue, i32, i32, st.integers(-128, 127), parts, parts),
+    cg.REGULAR_EXPRESSION: st.builds(
+        cg.RegexValue, st.lists(name, max_size=3).map(tuple), st.integers(-(2**63), 2**63 - 1), st.integers(-(2**63), 2**63 - 1)
+    ),
 }  # fmt: skip
 
 
@@ -46,6 +50,8 @@ def records(draw: st.DrawFn) -> tuple[cg.ConsumerKey, cg.ConsumerValue | None]:
     key: cg.ConsumerKey
     if version in (cg.MEMBER_METADATA, cg.TARGET_ASSIGNMENT_MEMBER, cg.CURRENT_MEMBER_ASSIGNMENT):
         key = cg.ConsumerMemberKey(version, draw(name), draw(name))
+    elif version == cg.REGULAR_EXPRESSION:
+        key = cg.ConsumerRegexKey(version, draw(name), draw(name))
     else:
         key = cg.ConsumerGroupKey(version, draw(name))
     return key, draw(st.none() | values[version])
@@ -81,6 +87,16 @@ def test_byte_layouts_follow_kafkas_schemas() -> None:
     hosted = cg.MemberMetadataValue(
         None, None, "c", "h", ("t",), None, 1000, cg.ClassicMemberMetadata(45000, (("range", b"\x00\x01"),))
     )
+    # SubscribedTopicRegex is the compact string after SubscribedTopicNames.
+    regex = cg.MemberMetadataValue(None, None, "c", "h", (), None, 1000, None, "^t-.*")
+    assert cg.encode_consumer_value(regex) == (
+        b"\x00\x00" + b"\x00\x00" + b"\x02c\x02h" + b"\x01" + b"\x06^t-.*" + struct.pack(">i", 1000) + b"\x00" + b"\x00"
+    )  # fmt: skip
+    # ConsumerGroupRegularExpressionKey v16: GroupId, RegularExpression; its value v0: Topics, Version, Timestamp.
+    assert cg.encode_consumer_key(cg.ConsumerRegexKey(16, "g", "^t")) == b"\x00\x10\x00\x01g\x00\x02^t"
+    assert cg.encode_consumer_value(cg.RegexValue(("ta", "tb"), 7, 1234)) == (
+        b"\x00\x00" + b"\x03\x03ta\x03tb" + struct.pack(">qq", 7, 1234) + b"\x00"
+    )
     classic = struct.pack(">i", 45000) + b"\x02" + b"\x06range" + b"\x03\x00\x01" + b"\x00" + b"\x00"
     assert cg.encode_consumer_value(hosted) == (
         b"\x00\x00" + b"\x00\x00" + b"\x02c\x02h" + b"\x02\x02t" + b"\x00" + struct.pack(">i", 1000) + b"\x00"
@@ -105,6 +121,9 @@ def test_any_value_bytes_decode_or_raise_malformed_record(version: int, body: by
         (b"\x00\x05\x00\x01g", None, "member_id"),
         (b"\x00\x03\x00\x01g", b"\x00\x01\x00\x00\x00\x00\x00", "unsupported value version 1"),
         (b"\x00\x07\x00\x01g\x00\x01m", b"\x00\x00\xff\xff\xff\x0f", "claims"),
+        (b"\x00\x10\x00\x01g", None, "regular_expression"),
+        (b"\x00\x10\x00\x01g\x00\x01x", b"\x00\x00\x02\x02t\x00", "version"),
+        (b"\x00\x09\x00\x01g", None, "3-8 and 16 consumer group"),
     ],
 )
 def test_damaged_records_name_the_part_and_reason(key: bytes, value: bytes | None, reason: str) -> None:

@@ -1,6 +1,8 @@
 """ConsumerGroupHeartbeat/Describe through the broker and a real GroupService on a file store: frames in, frames
 out; authorization as Kafka's KafkaApis; topic ids in Metadata v12; OffsetCommit/OffsetFetch v9 member epochs;
-a restart reloads the consumer group from its records."""
+a restart reloads the consumer group from its records; a static member subscribed with a regular expression
+(InstanceId and SubscribedTopicRegex from the frames, resolved against the node's topics) survives a restart of the
+node and of itself."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from zkcoord.server.authorization import RequestAuthorizer
 from zkcoord.server.broker import Broker, ServerConfig
 from zkcoord.server.group_service import GroupService
 from zkcoord.server.log import LogManager
-from zkcoord.server.topic_ids import topic_id, topic_lookup
+from zkcoord.server.topic_ids import new_topic_id, topic_lookup
 from zkcoord.storage import FileRecordStore
 
 ALICE = "User:alice"
@@ -76,11 +78,11 @@ def test_a_member_joins_commits_and_survives_a_restart(tmp_path: Path) -> None:
     async def run() -> None:
         node = Node(tmp_path)
         await node.service.start()
-        node.logs.create_topic("t", 3)
-        tid = topic_id("t")
+        node.logs.create_topic("t", 3, topic_id=new_topic_id())
+        tid = node.logs.topic_ids["t"]
         meta = await node.ask(kp.METADATA, 12, topics=[KMetadata.MetadataRequestTopic(topic_id=None, name="t")],
                               allow_auto_topic_creation=False, include_topic_authorized_operations=False)  # fmt: skip
-        assert meta.topics[0].topic_id == tid  # a stable, non-zero id
+        assert meta.topics[0].topic_id == tid  # the stored id
         by_id = await node.ask(kp.METADATA, 12, topics=[KMetadata.MetadataRequestTopic(topic_id=tid, name=None)],
                                allow_auto_topic_creation=False, include_topic_authorized_operations=False)  # fmt: skip
         assert [(t.name, t.error_code) for t in by_id.topics] == [("t", 0)]
@@ -117,6 +119,7 @@ def test_a_member_joins_commits_and_survives_a_restart(tmp_path: Path) -> None:
         node.store.close()
 
         again = Node(tmp_path)
+        assert again.logs.topic_ids == {"t": tid}  # read back from the topic's partition.metadata
         await again.service.start()
         assert again.service.state.consumer_groups == node.service.state.consumer_groups
         after = await again.describe("g", "nope")
@@ -142,7 +145,7 @@ def test_heartbeat_and_describe_are_authorized_as_kafka_does(tmp_path: Path) -> 
     async def run(acls: dict[Resource, tuple[Acl, ...]]) -> tuple[int, int]:
         node = Node(tmp_path / str(len(list(tmp_path.iterdir()))), acls)
         await node.service.start()
-        node.logs.create_topic("t", 1)
+        node.logs.create_topic("t", 1, topic_id=new_topic_id())
         hb = (await node.hb(join("m"))).error_code
         described = (await node.describe("g")).groups[0].error_code
         node.store.close()
@@ -160,7 +163,7 @@ def test_heartbeat_and_describe_are_authorized_as_kafka_does(tmp_path: Path) -> 
     async def hidden_topic() -> int:
         node = Node(tmp_path / "hidden", both)
         await node.service.start()
-        node.logs.create_topic("t", 1)
+        node.logs.create_topic("t", 1, topic_id=new_topic_id())
         assert (await node.hb(join("m"))).error_code == 0
         node.broker.authorizer = RequestAuthorizer(
             Acls({group: allow(Operation.DESCRIBE)}), AuthorizerConfig()
@@ -171,3 +174,54 @@ def test_heartbeat_and_describe_are_authorized_as_kafka_does(tmp_path: Path) -> 
         return code
 
     assert asyncio.run(hidden_topic()) == E.TOPIC_AUTHORIZATION_FAILED
+
+
+class CatalogNode(Node):
+    """The test node, its service also given the node's topic names (as `serve` gives them)."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.logs = LogManager(tmp)
+        self.store = FileRecordStore(tmp / "group-records", "always")
+        self.service = GroupService(
+            GroupConfig(),
+            self.store,
+            topics=topic_lookup(self.logs),
+            topic_names=lambda: tuple(self.logs.topics),
+            append_in_thread=False,
+        )
+        self.broker = Broker(ServerConfig(data_dir=tmp), self.logs, groups=self.service, authorizer=None)
+
+
+def static_regex_join(member: str) -> Hb:
+    return Hb(1, "g", member, 0, instance_id="inst", rebalance_timeout_ms=30_000,
+              subscribed_topic_regex="^rx-.*", topic_partitions=())  # fmt: skip
+
+
+def test_a_static_regex_member_survives_a_restart_of_the_node_and_of_itself(tmp_path: Path) -> None:
+    async def run() -> None:
+        node = CatalogNode(tmp_path)
+        await node.service.start()
+        node.logs.create_topic("rx-a", 2, topic_id=new_topic_id())
+        node.logs.create_topic("other", 1, topic_id=new_topic_id())
+        a, other = node.logs.topic_ids["rx-a"].hex, node.logs.topic_ids["other"].hex
+        r = await node.hb(static_regex_join("m-1"))
+        assert (r.error_code, r.member_epoch, r.assignment) == (0, 1, ((a, (0, 1)),))
+        assert other not in dict(r.assignment)
+        (g,) = (await node.describe("g")).groups
+        assert (g.members[0].instance_id, g.members[0].subscribed_topic_regex) == ("inst", "^rx-.*")
+        left = await node.hb(Hb(1, "g", "m-1", -2, instance_id="inst"))
+        assert (left.error_code, left.member_epoch) == (0, -2)
+        await node.service.close()
+        node.store.close()
+
+        again = CatalogNode(tmp_path)
+        await again.service.start()
+        assert again.service.state.consumer_groups == node.service.state.consumer_groups
+        assert set(again.service.state.consumer_groups["g"].regexes) == {"^rx-.*"}
+        r = await again.hb(static_regex_join("m-2"))  # the member's new process, same instance id
+        assert (r.error_code, r.member_epoch, r.assignment) == (0, 1, ((a, (0, 1)),))
+        (g,) = (await again.describe("g")).groups
+        assert [(m.member_id, m.instance_id) for m in g.members] == [("m-2", "inst")]
+        again.store.close()
+
+    asyncio.run(run())

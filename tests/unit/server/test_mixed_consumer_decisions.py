@@ -160,3 +160,74 @@ def test_consumer_members_hand_over_alone_once_no_classic_member_is_left() -> No
     with_classic = ClassicGroup("g", 0)
     with_classic.pending_members["k"] = 0
     assert not md.consumers_hand_over_alone(with_classic, ("k", "m"))  # k's SyncGroup hands over
+
+
+# ------------------------------------------------------------------------- after a load (restart, coordinator move)
+
+
+def lookup(name: str) -> tuple[str, int] | None:
+    return TOPICS.get(name)
+
+
+def test_registered_members_the_load_does_not_know_are_restored_fenced() -> None:
+    adopted = {
+        "k": ("kc", ("t",), (tp(0),)),  # a classic member of the loaded group: its records hold it
+        "n": ("nc", ("t",), (tp(1), tp(2))),  # a consumer-protocol member: no record holds it
+        "old": ("oc", ("t",), (tp(3),)),  # one this service already knows (it joined meanwhile)
+        "idle": ("ic", ("t",), ()),  # holding nothing, nothing to fence: released as before, rejoins if alive
+    }
+    restored = md.restored_consumers(["k"], {"old": member()}, adopted)
+    assert sorted(restored) == ["n"]
+    n = restored["n"]
+    assert n.restored and n.client_id == "nc" and n.topics == ("t",)
+    # Everything its znodes hold counts as sent and owned: the bridge keeps those znodes and withholds them.
+    assert n.fenced() == n.share == tps(1, 2)
+    members, owned = md.bridge_members(restored)
+    assert members == (("n", "nc", ("t",)),) and owned == {"n": (tp(1), tp(2))}
+
+
+def test_a_restored_member_resumes_at_its_first_heartbeat_whatever_its_epoch() -> None:
+    (n,) = md.restored_consumers([], {}, {"m": ("c", ("t",), (tp(1),))}).values()
+    members = {"m": n}
+    assert md.consumer_heartbeat_refusal(members, hb(epoch=17)) is None  # no epoch is known for it yet
+    assert md.consumer_commit_check(members, "m", 17) == ErrorCode.NONE  # its commits before that heartbeat
+    resumed = md.resumed(n, 17)
+    assert (resumed.epoch, resumed.previous_epoch, resumed.restored) == (18, 17, False)
+    step = md.consumer_step(resumed, None, None, True)
+    answer = md.consumer_answer(step.member, step.send, lookup, 250)
+    assert answer.member_epoch == 18 and answer.assignment == ((T_ID, (1,)),)
+    assert not step.hand_over  # nothing was given up
+    # From then on it is an ordinary member: a foreign epoch is fenced again.
+    after = {"m": step.member}
+    fenced = md.consumer_heartbeat_refusal(after, hb(epoch=5))
+    assert fenced is not None and fenced.error_code == ErrorCode.FENCED_MEMBER_EPOCH
+    assert md.consumer_commit_check(after, "m", 5) == ErrorCode.STALE_MEMBER_EPOCH
+
+
+def test_a_restored_member_rejoining_is_an_ordinary_member_again() -> None:
+    (n,) = md.restored_consumers([], {}, {"m": ("c", ("t",), (tp(1),))}).values()
+    again = md.rejoined(n, "m", "c", ("t",))
+    assert not again.restored and again.fenced() == frozenset() and again.share == tps(1)
+
+
+def test_describe_shows_consumer_and_legacy_members_with_what_they_hold() -> None:
+    consumers = {"m": member(epoch=4, sent=tps(0), owned=tps(0), share=tps(0, 1))}
+    legacy = {"g_host-1-abc": (("t",), (tp(2), tp(3)))}
+    d = md.describe_mixed("g", None, consumers, legacy, lookup)
+    assert (d.error_code, d.group_id, d.group_state, d.assignor_name) == (
+        0,
+        "g",
+        "Reconciling",
+        "zkcoord-legacy",
+    )
+    m, leg = d.members
+    assert (m.member_id, m.member_epoch, m.client_id) == ("m", 4, "client")
+    assert [(a.topic_id, a.topic_name, a.partitions) for a in m.assignment] == [(T_ID, "t", (0,))]
+    assert [a.partitions for a in m.target_assignment] == [(0, 1)]  # the share it is still being sent
+    assert (leg.member_id, leg.client_id, leg.member_epoch) == ("g_host-1-abc", "g_host-1-abc", -1)
+    assert [a.partitions for a in leg.assignment] == [a.partitions for a in leg.target_assignment] == [(2, 3)]
+    settled = {"m": member(epoch=4, sent=tps(0, 1), owned=tps(0, 1), share=tps(0, 1))}
+    assert md.describe_mixed("g", None, settled, legacy, lookup).group_state == "Stable"
+    assert md.describe_mixed("g", None, {}, {}, lookup).group_state == "Empty"
+    gone = md.describe_mixed("g", None, {}, {"l": (("gone",), (TopicPartition("gone", 0),))}, lookup)
+    assert gone.members[0].assignment == ()  # a topic the lookup no longer knows is left out

@@ -163,11 +163,12 @@ def test_consumer_protocol_flags_reach_the_group_config_and_are_validated(
 ) -> None:
     argv = ["serve", "--data-dir", str(tmp_path), "--group.consumer.session.timeout.ms", "3000",
             "--group.consumer.heartbeat.interval.ms", "250", "--group.consumer.assignors", "range, uniform",
-            "--group.consumer.max.size", "9"]  # fmt: skip
+            "--group.consumer.max.size", "9", "--group.consumer.regex.refresh.interval.ms", "500"]  # fmt: skip
     assert main(argv) == 0
     g = seen["node"].group_config
     assert (g.group_consumer_session_timeout_ms, g.group_consumer_heartbeat_interval_ms) == (3000, 250)
     assert (g.group_consumer_assignors, g.group_consumer_max_size) == (("range", "uniform"), 9)
+    assert g.group_consumer_regex_refresh_interval_ms == 500
     assert main(["serve", "--data-dir", str(tmp_path), "--group.consumer.assignors", "sticky"]) == 2
     assert (
         "group.consumer.assignors must be distinct names among uniform, range, got sticky"

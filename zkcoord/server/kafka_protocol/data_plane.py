@@ -146,6 +146,7 @@ def create_topics_response(req: RequestFrame, r: dm.CreateTopicsResponse) -> byt
                 replication_factor=1 if t.error_code == 0 else -1,
                 configs=[],
                 topic_config_error_code=t.topic_config_error_code,
+                topic_id=t.topic_id or _ZERO_UUID,
             )
             for t in r.topics
         ],
