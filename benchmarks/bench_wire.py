@@ -71,9 +71,10 @@ read: a steady member sends the same body every time; anything with tagged field
 of `consumer_protocol.py`, which names what is wrong), its answer is packed directly (byte-identical to the generic
 writer, property tests), it is answered synchronously like the classic heartbeat when it writes no record, and the
 handler builds no member metadata when nothing was sent and looks the subscribed topics up only when the node's
-topic version (`LogManager.topics_version`) or the group's subscription moved. That took it from 21,031 to about
-40,000 per server CPU-second (0.19x to about 0.42x of the classic heartbeat in the same run, against a goal of
-0.5x). Where the rest goes: in-process (CPU time, a Stable 1000-member group behind Broker and GroupService, no
+topic version (`LogManager.topics_version`) or the group's subscription moved. That took it from 21,031 to
+34,000-47,000 per server CPU-second: from 0.19x to 0.40x-0.50x of the classic heartbeat in the same run (runs on
+this shared machine at load 5-11 gave 0.40x to 0.50x, the one shown 0.50x; the goal is 0.5x). Where the rest
+goes: in-process (CPU time, a Stable 1000-member group behind Broker and GroupService, no
 socket) a steady heartbeat takes about 15 us: the KIP-848 handler 4.7 us (epoch fencing, the owned partitions as
 sets 0.4, the reconciliation check 0.3, the session timer's key and Schedule 1.1, the six-field answer value 0.5,
 the result 0.5: more than the classic heartbeat's generation check), the request header and body 1.9 us (the
