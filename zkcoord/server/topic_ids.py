@@ -90,6 +90,8 @@ def topic_lookup(logs: TopicStore) -> Callable[[str], tuple[str, int] | None]:
 
 
 class VersionedTopicStore(Protocol):
+    """A topic store whose `topics_version` moves whenever a lookup over it may answer differently."""
+
     @property
     def topics_version(self) -> int: ...
 
