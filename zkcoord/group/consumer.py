@@ -6,7 +6,10 @@ Follows Kafka's `GroupMetadataManager.consumerGroupHeartbeat` and `CurrentAssign
 1. validate the request (INVALID_REQUEST with Kafka's message), find or create the group and the member, and check
    the member epoch (FENCED_MEMBER_EPOCH unless it is the current one, or the previous one with owned partitions
    all still assigned: a lost response);
-2. a changed subscription or subscribed-topic metadata (a partition increase) bumps the group epoch;
+2. a changed subscription or subscribed-topic metadata (a partition increase) bumps the group epoch (for a group
+   without regular expressions the topics are looked up again only when the edge's topic version moved or the
+   subscribed names changed, as Kafka refreshes a group's subscription metadata only when the metadata image
+   changed);
 3. a group epoch ahead of the assignment epoch computes a new target assignment with the group's server-side
    assignor (only the members whose target changed are written);
 4. the member reconciles toward its target: partitions leaving it are revoked first (UNREVOKED_PARTITIONS, the
@@ -190,11 +193,14 @@ def handle_consumer_heartbeat(
     topics: TopicLookup,
     new_member_id: str,
     catalog: TopicCatalog | None = None,
+    topics_version: int | None = None,
 ) -> Result:
     """ConsumerGroupHeartbeat after the common status checks (coordinator, loading). `new_member_id` is the edge's
-    fresh uuid, used only for a v0 member joining without an id; `catalog` lists the topics regexes resolve in."""
+    fresh uuid, used only for a v0 member joining without an id; `catalog` lists the topics regexes resolve in.
+    `topics_version` moves whenever `topics` may answer differently (a topic created, deleted or grown, an id
+    stored); None: unknown, the subscribed topics are looked up on every heartbeat."""
     out = _Out(st)
-    resp = _heartbeat(out, st, req, now_ms, topics, new_member_id, catalog)
+    resp = _heartbeat(out, st, req, now_ms, topics, new_member_id, catalog, topics_version)
     return out.result((token, resp))
 
 
@@ -206,6 +212,7 @@ def _heartbeat(
     topics: TopicLookup,
     new_member_id: str,
     catalog: TopicCatalog | None = None,
+    topics_version: int | None = None,
 ) -> ConsumerGroupHeartbeatResponse:
     cfg = st.config
     invalid = _invalid(req)
@@ -308,7 +315,18 @@ def _heartbeat(
     old_assigned = dict(before.assigned) if before is not None else None
     bump = _update_member(out, group, member_id, req)
     bump = _refresh_regexes(out, st, group, catalog, now_ms) or bump
-    bump = _update_topics(out, group, topics) or bump
+    checked = group.topics_checked
+    if (
+        topics_version is None
+        or group.regex_subscribers  # names through regexes: looked up every time
+        or checked is None
+        or checked[0] != topics_version
+        or checked[2] is not group.topics
+        or checked[1] != group.subscribers.keys()
+    ):
+        bump = _update_topics(out, group, topics) or bump
+        if topics_version is not None:
+            group.topics_checked = (topics_version, frozenset(group.subscribers), group.topics)
     if bump:
         out.record(ConsumerGroupKey(GROUP_METADATA, group.group_id), GroupEpochValue(group.group_epoch + 1))
     if group.group_epoch > group.assignment_epoch:
@@ -395,12 +413,46 @@ def _update_member(
     subscription, new assignor)."""
     member = group.members.get(member_id)
     old = member.metadata if member is not None else None
+    if old is not None and _nothing_new(req, old):
+        return False  # the steady heartbeat: the value below would be `old`, so it is not built
+    value = _member_value(req, old)
+    if value == old:
+        return False
+    out.record(ConsumerMemberKey(MEMBER_METADATA, group.group_id, member_id), value)
+    return (
+        old is None
+        or old.subscribed_topic_names != value.subscribed_topic_names
+        or old.subscribed_topic_regex != value.subscribed_topic_regex
+        or old.server_assignor != value.server_assignor
+    )
+
+
+def _nothing_new(req: ConsumerGroupHeartbeatRequest, old: MemberMetadataValue) -> bool:
+    """True only when `_member_value(req, old) == old`: every field of the request unchanged or not sent."""
+    return (
+        old.classic is None
+        and req.subscribed_topic_names is None
+        and (
+            req.subscribed_topic_regex is None
+            or (req.subscribed_topic_regex or None) == old.subscribed_topic_regex
+        )
+        and req.rebalance_timeout_ms in (-1, old.rebalance_timeout_ms)
+        and req.instance_id in (None, old.instance_id)
+        and req.rack_id in (None, old.rack_id)
+        and req.server_assignor in (None, old.server_assignor)
+        and req.client_id == old.client_id
+        and req.client_host == old.client_host
+    )
+
+
+def _member_value(req: ConsumerGroupHeartbeatRequest, old: MemberMetadataValue | None) -> MemberMetadataValue:
+    """The member's metadata after this heartbeat: what it sent, and what it left out as it was."""
     names = (
         tuple(sorted(set(req.subscribed_topic_names)))
         if req.subscribed_topic_names is not None
         else (old.subscribed_topic_names if old is not None else ())
     )
-    value = MemberMetadataValue(
+    return MemberMetadataValue(
         instance_id=req.instance_id if req.instance_id is not None else (old.instance_id if old else None),
         rack_id=req.rack_id if req.rack_id is not None else (old.rack_id if old else None),
         client_id=req.client_id,
@@ -416,15 +468,6 @@ def _update_member(
         subscribed_topic_regex=(req.subscribed_topic_regex or None)
         if req.subscribed_topic_regex is not None
         else (old.subscribed_topic_regex if old else None),
-    )
-    if value == old:
-        return False
-    out.record(ConsumerMemberKey(MEMBER_METADATA, group.group_id, member_id), value)
-    return (
-        old is None
-        or old.subscribed_topic_names != value.subscribed_topic_names
-        or old.subscribed_topic_regex != value.subscribed_topic_regex
-        or old.server_assignor != value.server_assignor
     )
 
 

@@ -318,10 +318,17 @@ def handle_consumer_heartbeat(
     topics: cons.TopicLookup,
     new_member_id: str,
     catalog: cons.TopicCatalog | None = None,
+    topics_version: int | None = None,
 ) -> Result:
     """ConsumerGroupHeartbeat with online migration: a joining member may upgrade a classic group first; a
     consumer-protocol member leaving a group of classic members downgrades it. `catalog`: every topic's name,
-    for regular-expression subscriptions."""
+    for regular-expression subscriptions; `topics_version`: as `consumer.handle_consumer_heartbeat`'s."""
+    if req.member_epoch > 0:
+        # Neither a join (an upgrade) nor a leave (a downgrade): the consumer protocol's own heartbeat, the
+        # steady member's hot path, without the two-kind bookkeeping it would not use.
+        return cons.handle_consumer_heartbeat(
+            st, req, now_ms, token, topics, new_member_id, catalog, topics_version
+        )
     b = _Both(st)
     classic = st.groups.get(req.group_id)
     empty = classic is not None and not (classic.members or classic.pending_members)
@@ -364,7 +371,7 @@ def handle_consumer_heartbeat(
     ):
         _convert_to_classic(b, st, group, req.member_id, now_ms)
         return b.result((token, ConsumerGroupHeartbeatResponse(0, None, req.member_id, req.member_epoch, 0)))
-    resp = cons._heartbeat(b.consumer, st, req, now_ms, topics, new_member_id, catalog)
+    resp = cons._heartbeat(b.consumer, st, req, now_ms, topics, new_member_id, catalog, topics_version)
     return b.result((token, resp))
 
 

@@ -101,6 +101,11 @@ class ConsumerGroup:
     join_deadlines: dict[str, int] = field(default_factory=dict, compare=False)
     # live only: when the regexes were last resolved against the topics (0: never since load)
     regexes_refreshed_ms: int = field(default=0, compare=False)
+    # live only (not persisted, not compared): at which topic version, for which subscribed names and against which
+    # `topics` value the subscribed topics were last looked up (the heartbeat skips the lookup while all three hold)
+    topics_checked: tuple[int, frozenset[str], dict[str, TopicMetadata]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     def state_name(self) -> str:
         """Kafka's ConsumerGroupState as DescribeGroups/ConsumerGroupDescribe/ListGroups name it."""

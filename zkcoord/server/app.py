@@ -28,7 +28,7 @@ from zkcoord.server.log import LogManager
 from zkcoord.server.meta import read_or_create_cluster_id
 from zkcoord.server.offsets_v0 import ZooKeeperOffsetsV0
 from zkcoord.server.seams import MembershipBridge, OffsetMirror
-from zkcoord.server.topic_ids import new_topic_id, topic_lookup
+from zkcoord.server.topic_ids import new_topic_id, topic_lookup, topics_version
 from zkcoord.server.wire import WireServer
 from zkcoord.storage import FileRecordStore
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
@@ -96,6 +96,7 @@ class Node:
                 membership_bridge=self.membership_bridge,
                 topics=topic_lookup(logs),
                 topic_names=lambda: tuple(logs.topics),
+                topics_version=topics_version(logs),
             )
             await self.groups.start()
         self.wire = WireServer(

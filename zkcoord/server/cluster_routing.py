@@ -74,7 +74,7 @@ from zkcoord.server.log import LEGAL_TOPIC, InvalidConfig, LogManager, OffsetsTo
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
 from zkcoord.server.meta import new_cluster_id
 from zkcoord.server.seams import ClusterSide, GroupCoordinator, MembershipBridge, OffsetMirror
-from zkcoord.server.topic_ids import topic_lookup
+from zkcoord.server.topic_ids import topic_lookup, topics_version
 from zkcoord.zk import registry
 from zkcoord.zk.controller import (
     ZooKeeperError,
@@ -199,6 +199,8 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             membership_bridge=self.membership_bridge,
             topics=self._topic_lookup or topic_lookup(self._logs),
             topic_names=self._topic_names or (lambda: tuple(self._logs.topics)),
+            # the proxy's lookup of the cluster's topics has no version: look them up at every heartbeat
+            topics_version=None if self._topic_lookup is not None else topics_version(self._logs),
         )
         await service.start()
         self.services[partition] = service
@@ -570,6 +572,17 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         if status != ErrorCode.NONE or service is None:
             return ConsumerGroupHeartbeatResponse(int(status))
         return await service.consumer_group_heartbeat(req)
+
+    def consumer_group_heartbeat_now(
+        self, req: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse | Awaitable[ConsumerGroupHeartbeatResponse]:
+        status = self.node.group_status(req.group_id)
+        service = self.services.get(self.node.partition_for(req.group_id))
+        if status == ErrorCode.NONE and service is None:
+            status = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if status != ErrorCode.NONE or service is None:
+            return ConsumerGroupHeartbeatResponse(int(status))
+        return service.consumer_group_heartbeat_now(req)
 
     async def consumer_group_describe(
         self, req: ConsumerGroupDescribeRequest

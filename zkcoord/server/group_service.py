@@ -30,6 +30,7 @@ from zkcoord.group import messages as gm
 from zkcoord.group.config import GroupConfig
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.model import CoordinatorState
+from zkcoord.group.results import Result
 from zkcoord.server.coordinator_runtime import CoordinatorRuntime, refusal
 from zkcoord.server.mixed_decisions import remirrored_groups
 from zkcoord.server.mixed_groups import MixedGroups
@@ -70,10 +71,12 @@ class GroupService(GroupCoordinator):
             None
         ),  # name -> (topic id hex, partitions): KIP-848 groups
         topic_names: consumer.TopicCatalog = tuple,  # every topic's name: KIP-848 regex subscriptions
+        topics_version: Callable[[], int] | None = None,  # moves when `topics` may answer differently
     ) -> None:
         self.config = config
         self._topics = topics
         self._topic_names = topic_names
+        self._topics_version = topics_version
         self._new_uuid = new_uuid
         self.offset_mirror = offset_mirror
         self.runtime = CoordinatorRuntime(
@@ -327,16 +330,50 @@ class GroupService(GroupCoordinator):
             req,
             cm.ConsumerGroupHeartbeatResponse,
             lambda now, token: consumer_classic.handle_consumer_heartbeat(
-                self.state, req, now, token, self._topics, new_id, self._topic_names
+                self.state, req, now, token, self._topics, new_id, self._topic_names, self._topic_version()
             ),
         )
-        if resp.error_code in _REFUSALS_WORTH_A_LOG:
-            # Fatal for the client (librdkafka stops consuming): say why on the server side too.
-            log.warning(
-                "group=%s member %s: ConsumerGroupHeartbeat refused, %s: %s",
-                req.group_id, req.member_id, ErrorCode(resp.error_code).name, resp.error_message,
-            )  # fmt: skip
-        return resp
+        return _logged_refusal(req, resp)
+
+    def consumer_group_heartbeat_now(
+        self, req: cm.ConsumerGroupHeartbeatRequest
+    ) -> cm.ConsumerGroupHeartbeatResponse | Awaitable[cm.ConsumerGroupHeartbeatResponse]:
+        """`consumer_group_heartbeat` without a future when its answer need not wait for a write: a steady
+        member's heartbeat emits no records (its session timer re-armed is all), so with none pending ahead of it
+        the answer is final now (the same handler, the same state change). A join without a member id (it needs
+        a fresh uuid), a request without a group id and a member of a mixed group take the general way."""
+        if (
+            not req.group_id
+            or (req.member_epoch == 0 and not req.member_id)
+            or (self._mixed is not None and self._mixed.bridges(req.group_id))
+        ):
+            return self.consumer_group_heartbeat(req)
+        answer = self.runtime.run_now(
+            CONSUMER_GROUP_HEARTBEAT,
+            req.group_id,
+            req,
+            cm.ConsumerGroupHeartbeatResponse,
+            self._consumer_heartbeat,
+        )
+        if isinstance(answer, cm.ConsumerGroupHeartbeatResponse):
+            return _logged_refusal(req, answer) if answer.error_code else answer
+        return self._logged_when_done(req, answer)
+
+    def _consumer_heartbeat(
+        self, st: CoordinatorState, req: cm.ConsumerGroupHeartbeatRequest, now_ms: int, token: int
+    ) -> Result:
+        return consumer_classic.handle_consumer_heartbeat(
+            st, req, now_ms, token, self._topics, "", self._topic_names, self._topic_version()
+        )
+
+    def _topic_version(self) -> int | None:
+        return None if self._topics_version is None else self._topics_version()
+
+    @staticmethod
+    async def _logged_when_done(
+        req: cm.ConsumerGroupHeartbeatRequest, pending: Awaitable[cm.ConsumerGroupHeartbeatResponse]
+    ) -> cm.ConsumerGroupHeartbeatResponse:
+        return _logged_refusal(req, await pending)
 
     async def consumer_group_describe(
         self, req: cm.ConsumerGroupDescribeRequest
@@ -359,3 +396,15 @@ class GroupService(GroupCoordinator):
             ours = mixed.bridges(g.group_id) and g.error_code in (0, ErrorCode.GROUP_ID_NOT_FOUND)
             groups.append(await mixed.describe(g.group_id) if ours else g)
         return replace(resp, groups=tuple(groups))
+
+
+def _logged_refusal(
+    req: cm.ConsumerGroupHeartbeatRequest, resp: cm.ConsumerGroupHeartbeatResponse
+) -> cm.ConsumerGroupHeartbeatResponse:
+    if resp.error_code in _REFUSALS_WORTH_A_LOG:
+        # Fatal for the client (librdkafka stops consuming): say why on the server side too.
+        log.warning(
+            "group=%s member %s: ConsumerGroupHeartbeat refused, %s: %s",
+            req.group_id, req.member_id, ErrorCode(resp.error_code).name, resp.error_message,
+        )  # fmt: skip
+    return resp

@@ -30,6 +30,8 @@ class GroupDispatch:
         self.observe = observe  # (api_key, typed response): the metrics hook, one call per answered group
 
     def dispatch(self, req: kp.RequestFrame) -> Awaitable[bytes] | bytes | None:
+        if req.api_key == kp.CONSUMER_GROUP_HEARTBEAT:
+            return self._consumer_heartbeat(req)
         if req.api_key in kp.CONSUMER_GROUP_APIS:
             return self._consumer_group(req)
         if req.api_key not in kp.GROUP_APIS:
@@ -74,27 +76,42 @@ class GroupDispatch:
                 self.observe(req.api_key, response)
         return kp.group_response(req, responses)
 
-    async def _consumer_group(self, req: kp.RequestFrame) -> bytes:
-        """ConsumerGroupHeartbeat/Describe, authorized as Kafka's KafkaApis does: Read on the group and Describe
-        on every subscribed topic for a heartbeat; Describe on each group (and its assigned topics) to describe."""
+    def _consumer_heartbeat(self, req: kp.RequestFrame) -> Awaitable[bytes] | bytes:
+        """ConsumerGroupHeartbeat, authorized as Kafka's KafkaApis does (Read on the group, Describe on every
+        subscribed topic), and answered synchronously (no task, no future) whenever the service can: a steady
+        member's heartbeat, the consumer protocol's hottest request."""
         r = kp.consumer_group_request(req)
+        assert isinstance(r, cm.ConsumerGroupHeartbeatRequest)
         authz = self.authorizer
-        if isinstance(r, cm.ConsumerGroupHeartbeatRequest):
-            answer: cm.ConsumerGroupHeartbeatResponse | cm.ConsumerGroupDescribeResponse
-            if authz is not None and not authz.group(req, Operation.READ, r.group_id):
-                answer = cm.ConsumerGroupHeartbeatResponse(int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
-            elif authz is not None and authz.denied_topics(
-                req, Operation.DESCRIBE, r.subscribed_topic_names or ()
-            ):
-                denied = sorted(authz.denied_topics(req, Operation.DESCRIBE, r.subscribed_topic_names or ()))
-                answer = cm.ConsumerGroupHeartbeatResponse(
-                    int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                    f"The following topics are not authorized: {', '.join(denied)}",
-                )
-            else:
-                answer = await self.service.consumer_group_heartbeat(r)
+        answer: cm.ConsumerGroupHeartbeatResponse | Awaitable[cm.ConsumerGroupHeartbeatResponse]
+        if authz is not None and not authz.group(req, Operation.READ, r.group_id):
+            answer = cm.ConsumerGroupHeartbeatResponse(int(ErrorCode.GROUP_AUTHORIZATION_FAILED))
+        elif authz is not None and authz.denied_topics(
+            req, Operation.DESCRIBE, r.subscribed_topic_names or ()
+        ):
+            denied = sorted(authz.denied_topics(req, Operation.DESCRIBE, r.subscribed_topic_names or ()))
+            answer = cm.ConsumerGroupHeartbeatResponse(
+                int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                f"The following topics are not authorized: {', '.join(denied)}",
+            )
+        else:
+            answer = self.service.consumer_group_heartbeat_now(r)
+        if isinstance(answer, cm.ConsumerGroupHeartbeatResponse):
             return kp.consumer_group_response(req, answer)
+        return self._consumer_heartbeat_done(req, answer)
+
+    @staticmethod
+    async def _consumer_heartbeat_done(
+        req: kp.RequestFrame, pending: Awaitable[cm.ConsumerGroupHeartbeatResponse]
+    ) -> bytes:
+        return kp.consumer_group_response(req, await pending)
+
+    async def _consumer_group(self, req: kp.RequestFrame) -> bytes:
+        """ConsumerGroupDescribe, authorized as Kafka's KafkaApis does: Describe on each group (and its assigned
+        topics)."""
+        r = kp.consumer_group_request(req)
         assert isinstance(r, cm.ConsumerGroupDescribeRequest)
+        authz = self.authorizer
         allowed = tuple(g for g in r.group_ids if authz is None or authz.group(req, Operation.DESCRIBE, g))
         described = (
             await self.service.consumer_group_describe(replace(r, group_ids=allowed)) if allowed else None

@@ -733,6 +733,9 @@ class LogManager:
         self.limits = limits if limits is not None else LogLimits()
         self.files = OpenFiles(self.limits.log_max_open_files)
         self.topics: dict[str, list[PartitionLog]] = {}
+        # Moves whenever `topics` or `topic_ids` change (a topic created, grown, deleted or set aside, an id stored):
+        # what the consumer-group heartbeat keys its subscribed-topic lookups on (zkcoord.group.consumer).
+        self.topics_version = 0
         self._configs: dict[str, TopicConfig] = {}
         self._cluster_topics: set[str] = set()
         # KIP-516 ids (zkcoord.server.topic_ids): stored in partition 0's `partition.metadata`
@@ -795,6 +798,7 @@ class LogManager:
         finally:
             os.close(fd)
         self.topic_ids[name] = topic_id
+        self.topics_version += 1  # a topic the lookup skipped (no id yet) is now found
 
     def assign_missing_ids(self, new_id: Callable[[], uuid.UUID]) -> list[str]:
         """A single node is its own controller: every topic stored without an id (logs older than ids) gets one,
@@ -915,6 +919,7 @@ class LogManager:
         self._configs[name] = config
         logs = [self._log(name, p) for p in range(partitions)]
         self.topics[name] = logs
+        self.topics_version += 1
         if topic_id is not None:
             self.set_topic_id(name, topic_id)
         log.info("created topic %s with %d partitions (id %s)", name, partitions, topic_id)
@@ -932,6 +937,7 @@ class LogManager:
                 raise PartitionLimitExceeded(refused)
             logs = logs + [self._log(name, p) for p in range(len(logs), partitions)]
             self.topics[name] = logs
+            self.topics_version += 1
             log.info("topic %s now has %d partitions", name, partitions)
         return logs
 
@@ -939,6 +945,7 @@ class LogManager:
         """Remove a deleted topic's partition logs (closed, renamed out of the way, then removed); returns how
         many partitions it had (0: no such topic here)."""
         logs = self.topics.pop(name, None)
+        self.topics_version += 1
         self._cluster_topics.discard(name)
         self._configs.pop(name, None)
         self.topic_ids.pop(name, None)
@@ -983,6 +990,7 @@ class LogManager:
         `<topic>-<partition>.<uuid>.stale` (never read again, never deleted: an operator inspects or removes
         them), so a topic created later under the name starts empty; returns the new paths."""
         moved: list[Path] = []
+        self.topics_version += 1
         for plog in self.topics.pop(name, ()):
             plog.close()
             if plog.directory.exists():

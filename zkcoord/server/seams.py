@@ -79,6 +79,13 @@ class GroupCoordinator(Protocol):
         self, req: ConsumerGroupHeartbeatRequest
     ) -> ConsumerGroupHeartbeatResponse: ...
 
+    def consumer_group_heartbeat_now(
+        self, req: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse | Awaitable[ConsumerGroupHeartbeatResponse]:
+        """The same heartbeat, answered without a task or a future when nothing has to wait (no record to write,
+        no write pending ahead of it): a steady member's heartbeat, the protocol's hottest request."""
+        ...
+
     async def consumer_group_describe(
         self, req: ConsumerGroupDescribeRequest
     ) -> ConsumerGroupDescribeResponse: ...

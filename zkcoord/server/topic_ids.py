@@ -30,6 +30,7 @@ __all__ = [
     "encode_partition_metadata",
     "new_topic_id",
     "topic_lookup",
+    "topics_version",
 ]
 
 PARTITION_METADATA_FILE = "partition.metadata"
@@ -86,3 +87,16 @@ def topic_lookup(logs: TopicStore) -> Callable[[str], tuple[str, int] | None]:
         return topic_id.hex, len(parts)
 
     return lookup
+
+
+class VersionedTopicStore(Protocol):
+    """A topic store whose `topics_version` moves whenever a lookup over it may answer differently."""
+
+    @property
+    def topics_version(self) -> int: ...
+
+
+def topics_version(logs: VersionedTopicStore) -> Callable[[], int]:
+    """What moves whenever `topic_lookup(logs)` may answer differently (a topic created, grown or deleted, an id
+    stored)."""
+    return lambda: logs.topics_version

@@ -5,13 +5,12 @@ these functions frame it like any other API (the codec table decodes the request
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from typing import Any
 
 from zkcoord.api_keys import ApiKey
 from zkcoord.group import consumer_messages as gcm
-from zkcoord.server import consumer_protocol
+from zkcoord.server import consumer_protocol, fastpath
 from zkcoord.server.kafka_protocol.frames import RequestFrame, frame_response
 
 CONSUMER_GROUP_HEARTBEAT = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
@@ -21,15 +20,23 @@ CONSUMER_GROUP_DESCRIBE = int(ApiKey.CONSUMER_GROUP_DESCRIBE)
 def consumer_group_request(req: RequestFrame, client_host: str = "") -> Any:
     """The zkcoord value of a ConsumerGroupHeartbeat/Describe frame; the heartbeat gets the header's client id and
     the connection's host."""
-    body = req.body
+    b = req.body
     if req.api_key == CONSUMER_GROUP_HEARTBEAT:
         host = client_host or (req.session.host if req.session is not None else "")
-        return dataclasses.replace(body, client_id=req.client_id or "", client_host=host)
-    return body
+        # Every field named (not dataclasses.replace, which looks the fields up on each call): once per heartbeat.
+        return gcm.ConsumerGroupHeartbeatRequest(
+            b.api_version, b.group_id, b.member_id, b.member_epoch, b.instance_id, b.rack_id,
+            b.rebalance_timeout_ms, b.subscribed_topic_names, b.subscribed_topic_regex, b.server_assignor,
+            b.topic_partitions, req.client_id or "", host,
+        )  # fmt: skip
+    return b
 
 
 def consumer_group_response(req: RequestFrame, resp: Any) -> bytes:
     if req.api_key == CONSUMER_GROUP_HEARTBEAT:
+        packed = fastpath.consumer_heartbeat_response(req.api_version, req.correlation_id, resp)
+        if packed is not None:
+            return packed
         body = consumer_protocol.encode_heartbeat_response(resp, req.api_version)
     else:
         body = consumer_protocol.encode_describe_response(resp, req.api_version)

@@ -14,6 +14,7 @@ from typing import Any
 from zkcoord.api_keys import ApiKey, api_name
 from zkcoord.errors import ZkcoordError
 from zkcoord.group import messages as gm
+from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatRequest
 from zkcoord.group.errors import ErrorCode
 from zkcoord.security.acl import Session
 from zkcoord.server import consumer_protocol, fastpath, prescan
@@ -32,6 +33,7 @@ _CODECS = codecs.CODECS
 _PRODUCE = int(ApiKey.PRODUCE)
 _HEARTBEAT = int(ApiKey.HEARTBEAT)
 _OFFSET_COMMIT = int(ApiKey.OFFSET_COMMIT)
+_CONSUMER_GROUP_HEARTBEAT = int(ApiKey.CONSUMER_GROUP_HEARTBEAT)
 
 # -- errors ---------------------------------------------------------------------------------------------------
 
@@ -227,21 +229,26 @@ def produce_acks(frame: bytes | bytearray | memoryview) -> int:
     return int(acks)
 
 
-# -- fast paths: Heartbeat and OffsetCommit without the generic per-field machinery ---------------------------
+# -- fast paths: Heartbeat, OffsetCommit and ConsumerGroupHeartbeat without the generic per-field machinery -----
 # zkcoord.server.fastpath reads these requests straight into zkcoord values (the frame's `body` is then that
-# value, which `group_requests` passes through) and packs OffsetCommit answers; anything it is not sure of comes
-# back None and takes the generic path. Equality with the generic path is a property test.
+# value, which `group_requests` passes through; a ConsumerGroupHeartbeat is the same value its generic reader
+# makes) and packs OffsetCommit and ConsumerGroupHeartbeat answers; anything it is not sure of comes back None and
+# takes the generic path. Equality with the generic path is a property test.
 
 FAST_VALUES = (gm.HeartbeatRequest, gm.OffsetCommitRequest)
 
 
 def _fast_request(
     key: int, version: int, frame: bytes | bytearray | memoryview, pos: int
-) -> gm.HeartbeatRequest | gm.OffsetCommitRequest | None:
+) -> gm.HeartbeatRequest | gm.OffsetCommitRequest | ConsumerGroupHeartbeatRequest | None:
     if key == _HEARTBEAT:
         return fastpath.decode_heartbeat(frame if type(frame) is bytes else bytes(frame), pos, version)
     if key == _OFFSET_COMMIT:
         return fastpath.decode_offset_commit(frame if type(frame) is bytes else bytes(frame), pos, version)
+    if key == _CONSUMER_GROUP_HEARTBEAT:
+        return fastpath.decode_consumer_heartbeat(
+            frame if type(frame) is bytes else bytes(frame), pos, version
+        )
     return None
 
 
