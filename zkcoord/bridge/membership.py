@@ -350,11 +350,18 @@ class MixedGroupBridge:
         strategy = protocol
         if protocol not in LEGACY_STRATEGIES:
             strategy = legacy_strategy(protocol, legacy, parts, zkm.read_owners(client, group))
-        shares = plan_assignment(strategy, legacy, classic, group, parts, wanted)
+        held = self._held.setdefault(group, {})
+        # What each KIP-429 member still owns and holds stays with it (the classic part is spread stickily).
+        keeping = {
+            tp: m.member_id
+            for m in classic
+            for tp in m.owned
+            if held.get(tp) == thread_for(wanted[m.member_id])
+        }
+        shares = plan_assignment(strategy, legacy, classic, group, parts, wanted, keeping)
         for mid, tps in shares.items():
             for tp in tps:
                 target[tp] = thread_for(wanted[mid])
-        held = self._held.setdefault(group, {})
         threads = {thread_for(c) for c in registered.values()} | set(target.values())
         still_owned = {tp: thread_for(wanted[m.member_id]) for m in classic for tp in m.owned}
         plan = plan_hand_over(target, held, threads, still_owned)
