@@ -113,6 +113,9 @@ class Legacy:
             self.consumer.next_message(timeout=0.1)
 
     def stop(self) -> None:
+        # Make before break: it deregisters and goes on consuming what it still owns until each partition's
+        # next owner waits for it (LegacyConsumer.leave), then closes.
+        self.consumer.leave(timeout=5.0)
         self._stop.set()
         self._thread.join(10)
         self.consumer.close()

@@ -47,7 +47,6 @@ from zkcoord.bridge.mixed_policy import (
     decode_owned_partitions,
     encode_assignment,
     encode_classic_registration,
-    is_classic_id,
     legacy_registrations,
     legacy_strategy,
     member_views,
@@ -58,6 +57,7 @@ from zkcoord.bridge.mixed_policy import (
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import ConsumerRegistration
+from zkcoord.legacy.ids import is_classic_id
 from zkcoord.ratelog import RateLimitedLog
 from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk import mixed_group as zkm
@@ -400,6 +400,31 @@ class MixedGroupBridge:
                 zkm.fenced_write(client, group, fence, create=creates)
                 held.update(dict(pending))
                 pending = []
+        # Some are still held (by a legacy member, usually): hint that the hand-over waits for them, so a
+        # leaving zkcoord member consumes them until now and releases them at once (make before break).
+        hints = zkm.announce_wanted(client, group, [tp for tp, _ in pending]) if pending else []
+        try:
+            self._acquire_pending(client, group, fence, pending, held, deadline)
+        finally:
+            zkm.withdraw_wanted(client, hints)
+        out: dict[str, bytes] = {}
+        for m in classic:
+            thread = thread_for(wanted[m.member_id])
+            out[m.member_id] = encode_assignment(tp for tp in shares[m.member_id] if held.get(tp) == thread)
+        self._incomplete[group] = any(held.get(tp) != th for tp, th in target.items())
+        return out
+
+    @staticmethod
+    def _acquire_pending(
+        client: Client,
+        group: str,
+        fence: int,
+        pending: list[tuple[TopicPartition, str]],
+        held: dict[TopicPartition, str],
+        deadline: float,
+    ) -> None:
+        """Take each owner znode in `pending` for its thread, waiting (a watch, until `deadline`) for a holder's
+        deletion; what is still held then is left for the next rebalance."""
         while pending:
             tp, thread = pending.pop(0)
             path = paths.owner_path(group, tp.topic, tp.partition)
@@ -423,12 +448,6 @@ class MixedGroupBridge:
                 tp,
                 current,
             )
-        out: dict[str, bytes] = {}
-        for m in classic:
-            thread = thread_for(wanted[m.member_id])
-            out[m.member_id] = encode_assignment(tp for tp in shares[m.member_id] if held.get(tp) == thread)
-        self._incomplete[group] = any(held.get(tp) != th for tp, th in target.items())
-        return out
 
     def _consumer_ids(self, group: str, member_ids: Sequence[str]) -> dict[str, str]:
         """Member id -> consumer id: the registered one, else a new one sorting after every classic id the

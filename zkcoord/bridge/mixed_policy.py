@@ -26,7 +26,7 @@ from typing import Final
 from zkcoord.errors import ConfigError, MalformedZnode
 from zkcoord.legacy.assignment import assign
 from zkcoord.legacy.codecs import ConsumerRegistration, Escaped, encode_json, json_escape_string
-from zkcoord.legacy.ids import consumer_of_thread, java_sorted, thread_id, utf16_key
+from zkcoord.legacy.ids import consumer_of_thread, is_classic_id, java_sorted, thread_id, utf16_key
 from zkcoord.topic_partition import TopicPartition
 
 LEGACY: Final = "legacy"
@@ -162,13 +162,6 @@ def consumer_id_for(group: str, member_id: str, taken: Iterable[str] = ()) -> st
             sequence = max(sequence, int(cid[-16:-8], 16) + 1)
     sequence = min(sequence, 0xFFFFFFFF)  # 4 billion joins later, ties are ordered by the hash
     return f"{group}_classic-{sequence:08x}{hashlib.sha256(member_id.encode()).hexdigest()[:8]}"
-
-
-def is_classic_id(group: str, consumer_id: str) -> bool:
-    """Whether an ids child has the shape of `consumer_id_for` (the bridge's watch tells its own ids by name)."""
-    prefix = f"{group}_classic-"
-    tail = consumer_id[len(prefix) :]
-    return consumer_id.startswith(prefix) and len(tail) == 16 and all(c in "0123456789abcdef" for c in tail)
 
 
 def thread_for(consumer_id: str) -> str:

@@ -56,6 +56,7 @@ from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.filters import TopicFilter
 from zkcoord.legacy.member_state import (
     MUST_REGISTER,
+    PAUSED,
     SETTLED,
     STOPPING,
     MemberEvent,
@@ -67,6 +68,7 @@ from zkcoord.legacy.rebalance import (
     RebalancePlan,
     TopicPartition,
     plan_rebalance,
+    successors_waiting_on_hints,
 )
 from zkcoord.zk import member_offsets, member_zk, retry
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
@@ -315,6 +317,98 @@ class LegacyConsumer:
             if self.offset_storage is not None:
                 self.offset_storage.close()
 
+    def leave(self, timeout: float = 5.0) -> None:
+        """Leave make-before-break, then close (fast mode; otherwise, or when a rebalance is due or running,
+        this is `close()`). The member deregisters first, so everyone rebalances while it still owns its
+        share: partitions going to legacy members are released at once (as close() does), those going to
+        broker-protocol members (a mixed group's coordinator registered them) stay handed out until the
+        coordinator's hand-over waits for them (its hint znode appears, `paths.wanted_path`) or `timeout`
+        seconds pass; each is committed and released then. Keep consuming from another thread meanwhile:
+        `next_message` hands out what is still owned until it is released."""
+        with self._lock:
+            leaving = self._fast and self._state is MemberState.STABLE
+            if leaving:
+                self._feed(MemberEvent.LEAVE)
+                session = self._session
+        client = self._zk
+        try:
+            if leaving and client is not None:
+                self._hand_off(client, session, timeout)
+        except Exception as exc:  # whatever failed, close() releases the rest as it always does
+            log.warning("group=%s member=%s leave: %s; closing", self.group, self.consumer_id, exc)
+        finally:
+            self.close()
+
+    def _hand_off(self, client: member_zk.Client, session: int, timeout: float) -> None:
+        member_zk.delete_registration(client, self.group, self.consumer_id, session)
+        deadline = self._now() + timeout
+        hinted = threading.Event()
+        with self._lock:
+            held = sorted(tp for tp, o in self._owned.items() if not o.held_only)
+        snapshot = member_zk.read_snapshot(client, self.group, need_all_topics=self.registration.is_wildcard)
+        cfg = self.config
+        linger = successors_waiting_on_hints(
+            group=self.group,
+            consumer_id=self.consumer_id,
+            snapshot=snapshot,
+            owned=held,
+            strategy=cfg.partition_assignment_strategy,
+            roundrobin_generation=cfg.roundrobin_generation,
+            exclude_internal_topics=cfg.exclude_internal_topics,
+        )
+        self._release_now([tp for tp in held if tp not in linger], session)
+        waiting = list(linger)
+
+        def on_hint(_event: object) -> None:
+            hinted.set()
+
+        while waiting and self._state is MemberState.LEAVING:  # each turn releases one or waits for a hint
+            hinted.clear()
+            left = deadline - self._now()
+            wanted = member_zk.wanted(client, self.group, waiting, on_hint)
+            go = waiting if left <= 0 else list(wanted)
+            if go:
+                self._release_now(go, session)
+                waiting = [tp for tp in waiting if tp not in go]
+            else:
+                hinted.wait(left)
+        log.info(
+            "group=%s member=%s left: %d partitions handed over", self.group, self.consumer_id, len(held)
+        )
+
+    def _release_now(self, tps: list[TopicPartition], session: int) -> None:
+        """Stop handing out `tps`, commit, tell the listener, delete their owner znodes."""
+        if not tps:
+            return
+        client = self._zk
+        assert client is not None
+        with self._lock:
+            self._releasing = frozenset(tps)
+            self._assign_version += 1
+            self._changed.notify_all()
+        released = False
+        try:
+            if self.config.auto_commit_enable:
+                self._commit(session=session)
+            if self._listener is not None:
+                by_topic: dict[str, set[int]] = {}
+                for tp in tps:
+                    by_topic.setdefault(tp.topic, set()).add(tp.partition)
+                self._listener.before_release(
+                    self.consumer_id, {t: frozenset(ps) for t, ps in by_topic.items()}
+                )
+            member_zk.release(
+                client, self.group, tps, session, batched=True, budget=self.config.multi_budget_bytes
+            )
+            released = True
+        finally:
+            with self._lock:
+                for tp in tps if released else ():  # else close() releases them
+                    self._owned.pop(tp, None)
+                self._releasing = frozenset()
+                self._assign_version += 1
+                self._changed.notify_all()
+
     @property
     def _fast(self) -> bool:
         return self.config.mode == "fast"
@@ -451,14 +545,14 @@ class LegacyConsumer:
     def _run(self) -> None:
         while True:
             with self._lock:
-                while not self._due.is_set() and not self._stopping:
+                while (not self._due.is_set() or self._state in PAUSED) and not self._stopping:
                     timeout = self._next_auto_commit - self._now()
                     if self.config.auto_commit_enable and timeout <= 0:
                         break
                     self._changed.wait(timeout=min(1.0, max(timeout, 0.01)))
                 if self._stopping:
                     return
-                due = self._due.is_set()
+                due = self._due.is_set() and self._state not in PAUSED
             if self.config.auto_commit_enable and self._now() >= self._next_auto_commit:
                 self._next_auto_commit = self._now() + self.config.auto_commit_interval_ms / 1000.0
                 try:
@@ -479,7 +573,7 @@ class LegacyConsumer:
 
         def attempt() -> bool:
             with self._lock:
-                if self._stopping:
+                if self._stopping or self._state in PAUSED:
                     raise RebalanceStopped("stopping")
                 self._due.clear()
             self.stats.attempts += 1
