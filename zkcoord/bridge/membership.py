@@ -426,6 +426,21 @@ class MixedGroupBridge:
         """Take each owner znode in `pending` for its thread, waiting (a watch, until `deadline`) for a holder's
         deletion; what is still held then is left for the next rebalance."""
         while pending:
+            if len(pending) > 1:
+                # A previous holder releases its partitions together (one multi-op): take all free ones
+                # together too, rather than one round trip each after each wait.
+                with contextlib.suppress(zkm.OwnerHeld):
+                    zkm.fenced_write(
+                        client,
+                        group,
+                        fence,
+                        create=[
+                            (paths.owner_path(group, tp.topic, tp.partition), zkm.owner_payload(th))
+                            for tp, th in pending
+                        ],
+                    )
+                    held.update(dict(pending))
+                    return
             tp, thread = pending.pop(0)
             path = paths.owner_path(group, tp.topic, tp.partition)
             try:
