@@ -532,10 +532,11 @@ follow-up rebalance), twice per run. Now: (1) a cooperative newcomer is register
 hand-over waits for the legacy release, so the legacy members consume its share until then; (2) a leaving fast
 member deregisters first and keeps consuming what goes to a classic member until the coordinator's hand-over
 creates its hint znode (`/consumers/G/zkcoord-wanted/T/P`) and waits on the owner znode; (3) the classic part of
-the legacy assignment is spread stickily among the cooperative members (each keeps what it owns, at most
-two partitions apart), so nothing moves between classic members. Under range over the combined sorted ids the
+the legacy assignment is spread stickily among the cooperative members (each keeps what it owns, counts at
+most one apart), so one partition moves between classic members per run (for balance, at the last join) instead
+of two. Under range over the combined sorted ids the
 successive joins and leaves move {" ".join(map(str, moved))} of {args.partitions} partitions (mean
-{statistics.mean(moved):.1f}; the sticky spread spares the two classic-to-classic ones); each legacy-to-classic move now costs the hand-over's own ZooKeeper round trips
+{statistics.mean(moved):.1f}; the sticky spread spares one of the two classic-to-classic ones); each legacy-to-classic move now costs the hand-over's own ZooKeeper round trips
 (10-50 ms in the traces), a move between two legacy members their own rebalance (20-120 ms: the successor
 waits on the owner znode's deletion with a watch, then runs a whole attempt), and those legacy-to-legacy moves
 (20 of the 34) are what remains.

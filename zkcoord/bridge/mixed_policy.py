@@ -361,10 +361,10 @@ def plan_assignment(
     return {mid: tuple(tps) for mid, tps in out.items()}
 
 
-# How far apart two classic members' partition counts may be when stickiness keeps them apart (Kafka's sticky
-# assignors allow 1): one more avoids moving a partition between two KIP-429 members, which costs it a whole
-# second rebalance unowned (withheld, revoked, handed over by the follow-up).
-STICKY_SPREAD: Final = 2
+# How far apart two classic members' partition counts may be (Kafka's sticky assignors: 1). Two would spare a
+# move between KIP-429 members now and then, but leave a newcomer with nothing when the part has no more
+# partitions than members (6 over 4: 2 2 2 0).
+STICKY_SPREAD: Final = 1
 
 
 def sticky_spread(
@@ -406,13 +406,20 @@ def sticky_spread(
             mid = min(members, key=lambda m: len(out[m]))
         out[mid].append(tp)
     for _ in range(len(chosen)):  # bounded: each move narrows the spread
-        most = max(members, key=lambda m: len(out[m]))
         least = min(members, key=lambda m: len(out[m]))
-        if len(out[most]) - len(out[least]) <= STICKY_SPREAD:
+        top = max(len(v) for v in out.values())
+        if top - len(out[least]) <= STICKY_SPREAD:
             break
-        # Give away one the holder does not still own, if any (a partition it owns would be withheld).
-        give = sorted(out[most], key=lambda tp: current.get(tp) == most)[0]
-        out[most].remove(give)
+        # One of a most loaded member's: preferably one it does not still own (an owned one is withheld until
+        # revoked), then one the algorithm gives the receiver.
+        candidates = [
+            ((current.get(tp) == m, chosen[tp] != least, n), m, tp)
+            for n, m in enumerate(members)
+            if len(out[m]) == top
+            for tp in out[m]
+        ]
+        _, donor, give = min(candidates, key=lambda c: c[0])
+        out[donor].remove(give)
         out[least].append(give)
     return {
         mid: tuple(sorted(tps, key=lambda tp: (utf16_key(tp.topic), tp.partition)))

@@ -310,33 +310,48 @@ def test_hand_over_never_takes_a_partition_from_a_cooperative_owner(target, held
 
 
 def test_the_classic_part_stays_with_its_cooperative_holders_and_legacy_shares_do_not_change() -> None:
-    # The migration's seventh change (bench_mixed): c0..c2 hold 0-2, 3-5, 6-8; c3 joins beside the last legacy
-    # member. Range over everyone gives c2 6-7 and c3 8-9; stickily c2 keeps 8 and c3 gets only what is free.
+    # bench_mixed's migration, 12 partitions: c0..c2 hold 0-2, 3-5, 6-8 beside the last legacy member l3.
     legacy = {"g_l3": _reg({"t": 1})}
     classic = [ClassicMember(f"m{i}", "", ("t",)) for i in range(4)]
-    ids = {
-        f"m{i}": consumer_id_for("g", f"m{i}", [consumer_id_for("g", f"m{j}") for j in range(i)])
-        for i in range(4)
-    }
     ids = {}
     taken: list[str] = []
     for i in range(4):
         ids[f"m{i}"] = consumer_id_for("g", f"m{i}", taken)
         taken.append(ids[f"m{i}"])
     parts = {"t": list(range(12))}
+    three = classic[:3]
     holding = {TP("t", p): f"m{p // 3}" for p in range(9)}
+    # l2 left: range over c0..c2, l3 gives the classic part 0-8 as it is held; nothing moves.
+    assert plan_assignment("range", legacy, three, "g", parts, ids, holding) == {
+        m: tuple(tp for tp, h in holding.items() if h == m) for m in ("m0", "m1", "m2")
+    }
+    # c3 joins: range gives c2 6-7 and c3 8-9; stickily c3 takes only 8 from c2 (counts 3 3 2 2).
     plain = plan_assignment("range", legacy, classic, "g", parts, ids)
     assert plain["m2"] == (TP("t", 6), TP("t", 7)) and plain["m3"] == (TP("t", 8), TP("t", 9))
     sticky = plan_assignment("range", legacy, classic, "g", parts, ids, holding)
-    assert sticky["m2"] == (TP("t", 6), TP("t", 7), TP("t", 8)) and sticky["m3"] == (TP("t", 9),)
-    # The same classic part: the legacy member's share is what it computes itself.
+    assert sticky == plain
+    # The legacy member's share is what it computes itself: the same classic part.
     assert {tp for v in sticky.values() for tp in v} == {tp for v in plain.values() for tp in v}
-    # The last legacy member leaves: its two go to the least loaded, nothing moves between classic members.
+    # l3 leaves: its 10 and 11 go to the least loaded; nothing moves between classic members (range would move
+    # 8 back to c2).
     last = plan_assignment(
         "range", {}, classic, "g", parts, ids, {tp: m for m, v in sticky.items() for tp in v}
     )
-    assert last["m3"] == (TP("t", 9), TP("t", 10), TP("t", 11))
     assert all(set(sticky[m]) <= set(last[m]) for m in sticky)
+    assert sorted(len(v) for v in last.values()) == [3, 3, 3, 3]
+    assert assign("range", {c: {"t": 1} for c in ids.values()}, {"t": list(range(12))}) != {
+        (tp.topic, tp.partition): thread_for(ids[m]) for m, v in last.items() for tp in v
+    }
+
+
+def test_a_newcomer_gets_one_even_when_the_part_has_few_partitions() -> None:
+    # 6 partitions over four members: the newcomer is not left with nothing beside three holding two each.
+    tps = [TP("t", p) for p in range(6)]
+    decision = {"a": tuple(tps[:2]), "b": tuple(tps[2:4]), "c": (tps[4],), "d": (tps[5],)}
+    holding = {tp: "abc"[i // 2] for i, tp in enumerate(tps)}
+    out = sticky_spread(decision, holding)
+    assert sorted(len(v) for v in out.values()) == [1, 1, 2, 2]
+    assert all(holding[tp] == m for m in "abc" for tp in out[m])
 
 
 def test_a_newcomer_to_an_all_classic_part_gets_its_fair_share_at_once() -> None:
