@@ -178,6 +178,27 @@ def test_a_newcomer_to_a_cooperative_group_registers_at_the_leaders_sync_not_ear
     assert md.registers_early(group, newcomer)
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    names=st.lists(
+        st.sampled_from(["range", "roundrobin", "cooperative-sticky", "RoundRobinAssigner", None]),
+        min_size=2,
+        max_size=2,
+    ),
+    joining_as=st.sampled_from(["range", "cooperative-sticky", "sticky", None]),
+)
+def test_early_registration_exactly_when_the_round_revokes_something(names, joining_as) -> None:
+    d, leader, follower = joining()
+    group = d.st.groups["g"]
+    newcomer = d.jr(d.join()).member_id
+    answered = {m: n for m, n in zip((leader, follower), names, strict=True) if n is not None}
+    everyone_cooperative = joining_as == "cooperative-sticky" and all(
+        n == "cooperative-sticky" for n in names
+    )
+    assert md.keeps_consuming(group, answered, joining_as) is everyone_cooperative
+    assert md.registers_early(group, newcomer, answered, joining_as) is not everyone_cooperative
+
+
 # ------------------------------------------------------------------------------------------------- SyncGroup
 
 
