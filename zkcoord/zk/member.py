@@ -830,35 +830,42 @@ class LegacyConsumer:
 
     def _claim(self, plan: RebalancePlan, session: int) -> bool:
         """Create my owner znodes (faithful: one by one with rollback; fast: multi-op, and on a conflict wait
-        for the conflicting znode's deletion). False on a conflict: the attempt failed."""
+        for the conflicting znode's deletion, then claim once more at once when no group event came meanwhile:
+        the plan still stands, and a whole new attempt would only re-read the same group). False on a
+        conflict: the attempt failed."""
         client = self._zk
         assert client is not None
         cfg = self.config
         if not plan.claims:
             return True
-        try:
-            if self._fast:
-                result = member_zk.claim_batched(
-                    client, self.group, plan.claims, session, budget=cfg.multi_budget_bytes
-                )
-            else:
-                result = member_zk.claim_one_by_one(client, self.group, plan.claims, session)
-        except member_zk.ZooKeeperCallTimeout:
-            # A create that timed out may still be applied when the connection comes back: remember
-            # the claims as possibly mine (fenced, nothing handed out) so the next attempt releases
-            # whichever of them exist under my session.
-            with self._lock:
-                self._owned.update({c.tp: _Owned.possibly_held(c.thread_id) for c in plan.claims})
-            raise
-        if result.ok:
-            return True
-        if self._fast:
+        for turn in (1, 2):
+            try:
+                if self._fast:
+                    result = member_zk.claim_batched(
+                        client, self.group, plan.claims, session, budget=cfg.multi_budget_bytes
+                    )
+                else:
+                    result = member_zk.claim_one_by_one(client, self.group, plan.claims, session)
+            except member_zk.ZooKeeperCallTimeout:
+                # A create that timed out may still be applied when the connection comes back: remember
+                # the claims as possibly mine (fenced, nothing handed out) so the next attempt releases
+                # whichever of them exist under my session.
+                with self._lock:
+                    self._owned.update({c.tp: _Owned.possibly_held(c.thread_id) for c in plan.claims})
+                raise
+            if result.ok:
+                return True
+            if not self._fast:
+                return False
             others = member_zk.delete_stale_own(client, result.conflicts, session)
-            if others:
-                self.stats.claim_waits += 1
-                member_zk.wait_deleted(
-                    client, others, cfg.claim_deadline_ms / 1000.0, self._due, clock=self._now
-                )
+            if not others:
+                return False
+            self.stats.claim_waits += 1
+            gone = member_zk.wait_deleted(
+                client, others, cfg.claim_deadline_ms / 1000.0, self._due, clock=self._now
+            )
+            if turn == 2 or not gone or self._due.is_set():
+                return False
         return False
 
     def _install(self, plan: RebalancePlan, session: int, generation: int) -> bool:
