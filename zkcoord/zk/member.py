@@ -317,27 +317,30 @@ class LegacyConsumer:
             if self.offset_storage is not None:
                 self.offset_storage.close()
 
-    def leave(self, timeout: float = 5.0) -> None:
-        """Leave make-before-break, then close (fast mode; otherwise, or when a rebalance is due or running,
-        this is `close()`). The member deregisters first, so everyone rebalances while it still owns its
-        share: partitions going to legacy members are released at once (as close() does), those going to
-        broker-protocol members (a mixed group's coordinator registered them) stay handed out until the
-        coordinator's hand-over waits for them (its hint znode appears, `paths.wanted_path`) or `timeout`
-        seconds pass; each is committed and released then. Keep consuming from another thread meanwhile:
-        `next_message` hands out what is still owned until it is released."""
+    def leave(self, timeout: float = 5.0) -> bool:
+        """Leave make-before-break (fast mode), then call `close()` once the thread that consumes has stopped.
+        The member deregisters first, so everyone rebalances while it still owns its share: partitions going to
+        legacy members are released at once (as close() does), those going to broker-protocol members (a mixed
+        group's coordinator registered them) stay handed out until the coordinator's hand-over waits for them
+        (its hint znode appears, `paths.wanted_path`) or `timeout` seconds pass; each is committed and released
+        then. Keep consuming from another thread meanwhile: `next_message` hands out what is still owned until
+        it is released. Returns False, doing nothing, in faithful mode or when a rebalance is due or running
+        (then `close()` is the way out); whatever a failure left owned, `close()` releases."""
         with self._lock:
             leaving = self._fast and self._state is MemberState.STABLE
             if leaving:
                 self._feed(MemberEvent.LEAVE)
                 session = self._session
         client = self._zk
+        if not leaving or client is None:
+            return False
         try:
-            if leaving and client is not None:
-                self._hand_off(client, session, timeout)
-        except Exception as exc:  # whatever failed, close() releases the rest as it always does
-            log.warning("group=%s member=%s leave: %s; closing", self.group, self.consumer_id, exc)
-        finally:
-            self.close()
+            self._hand_off(client, session, timeout)
+        except Exception as exc:
+            log.warning(
+                "group=%s member=%s leave: %s; close() releases the rest", self.group, self.consumer_id, exc
+            )
+        return True
 
     def _hand_off(self, client: member_zk.Client, session: int, timeout: float) -> None:
         member_zk.delete_registration(client, self.group, self.consumer_id, session)

@@ -67,11 +67,13 @@ def test_a_leaving_member_consumes_what_a_broker_protocol_member_gets_until_its_
         zk.create(paths.wanted_path(GROUP, TOPIC, 2), b"", ephemeral=True, makepath=True)
         wait_for(lambda: 2 not in kit.owners(zk, GROUP, TOPIC), 10, "x to release 2 on the hint")
         leaving.join(10)
-        assert not leaving.is_alive() and x._closed
+        assert not leaving.is_alive() and x.owned() == {}
         assert set(y.owned()) == {tp[3], tp[4], tp[5]}  # y never lost what it kept
     finally:
         stop.set()
         reader.join(5)
+    x.close()
+    assert x._closed
 
 
 def test_without_a_hint_a_leaving_member_releases_at_its_deadline(zk, kit, member_factory):
@@ -85,6 +87,12 @@ def test_without_a_hint_a_leaving_member_releases_at_its_deadline(zk, kit, membe
     )
     x = member_factory(GROUP, {TOPIC: 1}, consumer_id="x", mode="fast", fetcher_factory=kit.FakeFetcher)
     wait_for(lambda: set(x.owned()) == {TopicPartition(TOPIC, 1)} and x.is_stable(), 30, "x owns 1")
-    x.leave(timeout=0.3)
-    assert x._closed and kit.owners(zk, GROUP, TOPIC) == {}
+    assert x.leave(timeout=0.3)
+    assert kit.owners(zk, GROUP, TOPIC) == {} and x.owned() == {}
     assert zk.exists(paths.id_path(GROUP, f"{GROUP}_x")) is None
+    x.close()
+    # Faithful mode (or a rebalance under way): leave() does nothing and says so; close() is the way out.
+    y = member_factory(GROUP, {TOPIC: 1}, consumer_id="y", mode="faithful", fetcher_factory=kit.FakeFetcher)
+    wait_for(lambda: y.is_stable(), 30, "y stable")
+    assert not y.leave(timeout=0.3)
+    assert zk.exists(paths.id_path(GROUP, f"{GROUP}_y")) is not None
