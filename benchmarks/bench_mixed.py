@@ -5,7 +5,8 @@ Loopback ZooKeeper (zkcoord.local.ZooKeeper) and one `zkcoord serve --zk --bridg
 node; N legacy members (zkcoord's, fast mode, range) of a P-partition topic, replaced by kafka-python members. A
 sampler reads every 20 ms what each member may consume from (legacy: `LegacyConsumer.owned()`; kafka-python: its
 rebalance callbacks) and integrates the partitions nobody holds. Member by member: start a kafka-python member,
-wait until every member holds its share, stop one legacy member, wait again; barrier: stop every legacy member,
+wait until every member holds its share, one legacy member leaves (make-before-break, `LegacyConsumer.leave`:
+it consumes until each partition's next owner waits for it), wait again; barrier: stop every legacy member,
 start the kafka-python members, wait until they hold every partition. The same command also measures plain
 (not bridged) groups of kafka-python and librdkafka members replaced one by one, eager (range) against cooperative
 (cooperative-sticky), and writes both sections of docs/benchmarks.md.
@@ -113,6 +114,9 @@ class Legacy:
             self.consumer.next_message(timeout=0.1)
 
     def stop(self) -> None:
+        # Make before break: it deregisters and goes on consuming what it still owns until each partition's
+        # next owner waits for it (LegacyConsumer.leave), then closes.
+        self.consumer.leave(timeout=5.0)
         self._stop.set()
         self._thread.join(10)
         self.consumer.close()
@@ -509,28 +513,36 @@ other engineers' test runs).
 
 **Member by member against the barrier, with Kafka's default initial rebalance delay: eager
 {ratios[3000][WAYS[0]]:.2f}×, cooperative {ratios[3000][WAYS[1]]:.2f}× (goal ≤ 0.05×); with no delay: eager
-{ratios[0][WAYS[0]]:.2f}×, cooperative {ratios[0][WAYS[1]]:.2f}× (goal ≤ 0.2×; 2.60× cooperative and 1.59× eager
-earlier on 2026-11-27, before classic ids sorted in join order).** The barrier leaves every partition unowned from
-the legacy group's stop until the new group has formed (a new, Empty group waits the initial rebalance delay).
-Member by member the group is never Empty; each replacement is two membership changes (a join, a leave). Legacy
-members in fast mode keep the owner znodes of what stays; eager classic members revoke everything before each
-JoinGroup and are unowned until the SyncGroup, cooperative ones keep consuming what stays.
+{ratios[0][WAYS[0]]:.2f}×, cooperative {ratios[0][WAYS[1]]:.2f}× (goal ≤ 0.2×; 0.68× cooperative earlier on
+2026-11-27, before make-before-break).** The barrier leaves every partition unowned from the legacy group's stop
+until the new group has formed (a new, Empty group waits the initial rebalance delay). Member by member the group
+is never Empty; each replacement is two membership changes (a join, a leave). Legacy members in fast mode keep
+the owner znodes of what stays and leave make-before-break (`LegacyConsumer.leave`); eager classic members revoke
+everything before each JoinGroup and are unowned until the SyncGroup, cooperative ones keep consuming what stays.
 
 Where the time went (`python -m benchmarks.bench_mixed --trace FILE`: one cooperative run at delay 0 with every
-step logged, the bench's, the legacy members', kafka-python's coordinator and the node's, merged by timestamp;
-traced before the fix below, load average ~6): a partition moving between two legacy members was unowned
-20-130 ms (fast mode waits on the owner znode's deletion with a watch); from a legacy member to a classic one
-0.29-0.82 s (the bridge's ids watch makes the classic side rebalance: heartbeat, JoinGroup, SyncGroup). A
-partition moving between two cooperative members was unowned 0.41-0.96 s: it is withheld at the first SyncGroup, revoked
-by its owner (~0.05 s from the SyncGroup answer to the revoke, and the owner rejoins at once), and handed over
-by a follow-up rebalance, whose cost is the coordinator's join wait for the members that learn of it by heartbeat
-(~0.3 s at heartbeat.interval.ms 200) plus the hand-over at the SyncGroup (~0.08 s). Those moves dominated
-(7.6 of 13.6 partition-s in the traced run; one join shifted 8 partitions between classic members), and they came
-from the classic consumer ids, `<group>_classic-<sha256 of the member id>`: a newcomer whose hash sorted first
-shifted every classic member's range. Classic ids now carry a join sequence before the hash, so a newcomer sorts
-after the classic members already there; under range over the combined sorted ids the successive joins and
-leaves move {" ".join(map(str, moved))} of {args.partitions} partitions (mean {statistics.mean(moved):.1f}),
-and none between two classic members until the last join and leave (1 each).
+step logged, the bench's, the legacy members', kafka-python's coordinator and the node's, merged by timestamp).
+Before make-before-break (load ~6, 0.78 partition-s per member in the traced run) three kinds of move cost a
+whole classic rebalance each (members learn of it by heartbeat at heartbeat.interval.ms 200, then JoinGroup and
+SyncGroup: 0.2-0.35 s per partition): (1) at a classic member's join, the legacy members gave up its share as
+soon as it was registered (at its second JoinGroup) and the share waited for the round to end; (2) at a legacy
+member's leave, it released first and deregistered after, so the classic round began only once its partitions
+were unowned; (3) a partition moving between two cooperative members (withheld, revoked, handed over by a
+follow-up rebalance), twice per run; and a move between two legacy members cost the successor's whole second
+rebalance attempt after the release (20-120 ms). Now: (1) a cooperative newcomer is registered at the leader's
+SyncGroup, whose hand-over waits for the legacy release, so the legacy members consume its share until then; (2)
+a leaving fast member deregisters first and keeps consuming what goes to a classic member until the
+coordinator's hand-over creates its hint znode (`/consumers/G/zkcoord-wanted/T/P`) and waits on the owner znode;
+(3) the classic part of the legacy assignment is spread stickily among the cooperative members (each keeps what
+it owns, counts at most one apart), so one partition moves between classic members per run (for balance, at
+the last join) instead of two; (4) a fast legacy member that waited out a claim conflict claims again at once
+when no group event came meanwhile, instead of re-reading the group. Under range over the combined sorted ids
+the successive joins and leaves move {" ".join(map(str, moved))} of {args.partitions} partitions (mean
+{statistics.mean(moved):.1f}; the sticky spread spares one of the two classic-to-classic ones). Traced after the
+fix (load 9-11, 0.19 partition-s per member): a legacy-to-classic move is unowned 5-20 ms (the hand-over's own
+ZooKeeper round trips and the SyncGroup answer), a legacy-to-legacy move about 20 ms; the largest item left is
+the one balance move between two cooperative members (0.34 s: withheld, revoked, handed over by a follow-up
+round that the other members learn of by heartbeat, heartbeat.interval.ms 200 here).
 """
     print(body)
     if not args.no_report:

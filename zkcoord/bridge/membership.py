@@ -48,7 +48,6 @@ from zkcoord.bridge.mixed_policy import (
     decode_owned_partitions,
     encode_assignment,
     encode_classic_registration,
-    is_classic_id,
     legacy_registrations,
     legacy_strategy,
     member_views,
@@ -60,6 +59,7 @@ from zkcoord.bridge.mixed_policy import (
 from zkcoord.errors import MalformedZnode
 from zkcoord.legacy import paths
 from zkcoord.legacy.codecs import ConsumerRegistration
+from zkcoord.legacy.ids import is_classic_id
 from zkcoord.ratelog import RateLimitedLog
 from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk import mixed_group as zkm
@@ -352,11 +352,18 @@ class MixedGroupBridge:
         strategy = protocol
         if protocol not in LEGACY_STRATEGIES:
             strategy = legacy_strategy(protocol, legacy, parts, zkm.read_owners(client, group))
-        shares = plan_assignment(strategy, legacy, classic, group, parts, wanted)
+        held = self._held.setdefault(group, {})
+        # What each KIP-429 member still owns and holds stays with it (the classic part is spread stickily).
+        keeping = {
+            tp: m.member_id
+            for m in classic
+            for tp in m.owned
+            if held.get(tp) == thread_for(wanted[m.member_id])
+        }
+        shares = plan_assignment(strategy, legacy, classic, group, parts, wanted, keeping)
         for mid, tps in shares.items():
             for tp in tps:
                 target[tp] = thread_for(wanted[mid])
-        held = self._held.setdefault(group, {})
         threads = {thread_for(c) for c in registered.values()} | set(target.values())
         still_owned = {tp: thread_for(wanted[m.member_id]) for m in classic for tp in m.owned}
         plan = plan_hand_over(target, held, threads, still_owned)
@@ -395,7 +402,47 @@ class MixedGroupBridge:
                 zkm.fenced_write(client, group, fence, create=creates)
                 held.update(dict(pending))
                 pending = []
+        # Some are still held (by a legacy member, usually): hint that the hand-over waits for them, so a
+        # leaving zkcoord member consumes them until now and releases them at once (make before break).
+        hints = zkm.announce_wanted(client, group, [tp for tp, _ in pending]) if pending else []
+        try:
+            self._acquire_pending(client, group, fence, pending, held, deadline)
+        finally:
+            zkm.withdraw_wanted(client, hints)
+        out: dict[str, bytes] = {}
+        for m in classic:
+            thread = thread_for(wanted[m.member_id])
+            out[m.member_id] = encode_assignment(tp for tp in shares[m.member_id] if held.get(tp) == thread)
+        self._incomplete[group] = any(held.get(tp) != th for tp, th in target.items())
+        return out
+
+    @staticmethod
+    def _acquire_pending(
+        client: Client,
+        group: str,
+        fence: int,
+        pending: list[tuple[TopicPartition, str]],
+        held: dict[TopicPartition, str],
+        deadline: float,
+    ) -> None:
+        """Take each owner znode in `pending` for its thread, waiting (a watch, until `deadline`) for a holder's
+        deletion; what is still held then is left for the next rebalance."""
         while pending:
+            if len(pending) > 1:
+                # A previous holder releases its partitions together (one multi-op): take all free ones
+                # together too, rather than one round trip each after each wait.
+                with contextlib.suppress(zkm.OwnerHeld):
+                    zkm.fenced_write(
+                        client,
+                        group,
+                        fence,
+                        create=[
+                            (paths.owner_path(group, tp.topic, tp.partition), zkm.owner_payload(th))
+                            for tp, th in pending
+                        ],
+                    )
+                    held.update(dict(pending))
+                    return
             tp, thread = pending.pop(0)
             path = paths.owner_path(group, tp.topic, tp.partition)
             try:
@@ -418,12 +465,6 @@ class MixedGroupBridge:
                 tp,
                 current,
             )
-        out: dict[str, bytes] = {}
-        for m in classic:
-            thread = thread_for(wanted[m.member_id])
-            out[m.member_id] = encode_assignment(tp for tp in shares[m.member_id] if held.get(tp) == thread)
-        self._incomplete[group] = any(held.get(tp) != th for tp, th in target.items())
-        return out
 
     def _consumer_ids(self, group: str, member_ids: Sequence[str]) -> dict[str, str]:
         """Member id -> consumer id: the registered one, else a new one sorting after every classic id the

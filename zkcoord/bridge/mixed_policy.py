@@ -26,7 +26,7 @@ from typing import Final
 from zkcoord.errors import ConfigError, MalformedZnode
 from zkcoord.legacy.assignment import assign
 from zkcoord.legacy.codecs import ConsumerRegistration, Escaped, encode_json, json_escape_string
-from zkcoord.legacy.ids import consumer_of_thread, java_sorted, thread_id, utf16_key
+from zkcoord.legacy.ids import consumer_of_thread, is_classic_id, java_sorted, thread_id, utf16_key
 from zkcoord.topic_partition import TopicPartition
 
 LEGACY: Final = "legacy"
@@ -162,13 +162,6 @@ def consumer_id_for(group: str, member_id: str, taken: Iterable[str] = ()) -> st
             sequence = max(sequence, int(cid[-16:-8], 16) + 1)
     sequence = min(sequence, 0xFFFFFFFF)  # 4 billion joins later, ties are ordered by the hash
     return f"{group}_classic-{sequence:08x}{hashlib.sha256(member_id.encode()).hexdigest()[:8]}"
-
-
-def is_classic_id(group: str, consumer_id: str) -> bool:
-    """Whether an ids child has the shape of `consumer_id_for` (the bridge's watch tells its own ids by name)."""
-    prefix = f"{group}_classic-"
-    tail = consumer_id[len(prefix) :]
-    return consumer_id.startswith(prefix) and len(tail) == 16 and all(c in "0123456789abcdef" for c in tail)
 
 
 def thread_for(consumer_id: str) -> str:
@@ -342,10 +335,13 @@ def plan_assignment(
     group: str,
     partitions: Mapping[str, Sequence[int]],
     ids: Mapping[str, str] | None = None,
+    current: Mapping[TopicPartition, str] | None = None,
 ) -> dict[str, tuple[TopicPartition, ...]]:
     """Classic member id -> its partitions under the legacy algorithm over the combined member list (legacy
     consumers with their stream counts, each classic member as one stream per topic). `ids`: member id ->
-    its registered consumer id (`consumer_id_for(group, member id)` for a member missing there)."""
+    its registered consumer id (`consumer_id_for(group, member id)` for a member missing there). `current`:
+    partition -> the member id that holds it and says it still owns it (KIP-429 members); the classic
+    members' part is then spread stickily among them (`sticky_spread`), which no legacy member can tell."""
     consumers: dict[str, Mapping[str, int]] = {
         cid: bounded_counts(reg.topic_counts, partitions) for cid, reg in legacy.items()
     }
@@ -360,7 +356,75 @@ def plan_assignment(
         member_id = by_consumer.get(thread)
         if member_id is not None:
             out[member_id].append(TopicPartition(*tp))
+    if current:
+        return sticky_spread({mid: tuple(tps) for mid, tps in out.items()}, current)
     return {mid: tuple(tps) for mid, tps in out.items()}
+
+
+# How far apart two classic members' partition counts may be (Kafka's sticky assignors: 1). Two would spare a
+# move between KIP-429 members now and then, but leave a newcomer with nothing when the part has no more
+# partitions than members (6 over 4: 2 2 2 0).
+STICKY_SPREAD: Final = 1
+
+
+def sticky_spread(
+    decision: Mapping[str, Sequence[TopicPartition]], current: Mapping[TopicPartition, str]
+) -> dict[str, tuple[TopicPartition, ...]]:
+    """The classic members' part of the legacy decision (`decision`: member id -> its partitions) spread among
+    the same members so that a partition stays with the member in `current` that holds it (partition -> member
+    id). Legacy members compute only their own share and wait on owner znodes whoever holds them, so which
+    classic member holds which partition of the classic part is the coordinator's choice alone: the part is
+    the same set, only its split changes. Rules: no member gets more than the part's fair ceiling (so a
+    newcomer to an all-classic part still gets its share at once); a kept partition stays, the others go to
+    the algorithm's member while it is under the ceiling, else to the least loaded; then while two counts are
+    more than `STICKY_SPREAD` apart, the most loaded gives one to the least loaded. Without `current` (eager
+    members, a first assignment) the result is `decision` itself.
+
+    >>> tp = [TopicPartition("t", p) for p in range(4)]
+    >>> sticky_spread({"a": tp[:2], "b": tp[2:]}, {tp[2]: "a"})
+    {'a': (TopicPartition(topic='t', partition=0), TopicPartition(topic='t', partition=2)), 'b': (TopicPartition(topic='t', partition=1), TopicPartition(topic='t', partition=3))}
+    """
+    members = list(decision)
+    if not current:
+        return {mid: tuple(tps) for mid, tps in decision.items()}
+    chosen = {tp: mid for mid, tps in decision.items() for tp in tps}
+    ceiling = -(-len(chosen) // len(members))
+    out: dict[str, list[TopicPartition]] = {mid: [] for mid in members}
+    # Kept first: what the algorithm also gives the holder, then the rest, in partition order.
+    kept = sorted(
+        (tp for tp in chosen if current.get(tp) in out),
+        key=lambda tp: (chosen[tp] != current[tp], utf16_key(tp.topic), tp.partition),
+    )
+    for tp in kept:
+        holder = current[tp]
+        if len(out[holder]) < ceiling:
+            out[holder].append(tp)
+    placed = {tp for tps in out.values() for tp in tps}
+    for tp in sorted(set(chosen) - placed, key=lambda tp: (utf16_key(tp.topic), tp.partition)):
+        mid = chosen[tp]
+        if len(out[mid]) >= ceiling:
+            mid = min(members, key=lambda m: len(out[m]))
+        out[mid].append(tp)
+    for _ in range(len(chosen)):  # bounded: each move narrows the spread
+        least = min(members, key=lambda m: len(out[m]))
+        top = max(len(v) for v in out.values())
+        if top - len(out[least]) <= STICKY_SPREAD:
+            break
+        # One of a most loaded member's: preferably one it does not still own (an owned one is withheld until
+        # revoked), then one the algorithm gives the receiver.
+        candidates = [
+            ((current.get(tp) == m, chosen[tp] != least, n), m, tp)
+            for n, m in enumerate(members)
+            if len(out[m]) == top
+            for tp in out[m]
+        ]
+        _, donor, give = min(candidates, key=lambda c: c[0])
+        out[donor].remove(give)
+        out[least].append(give)
+    return {
+        mid: tuple(sorted(tps, key=lambda tp: (utf16_key(tp.topic), tp.partition)))
+        for mid, tps in out.items()
+    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -86,3 +86,15 @@ def consumer_of_thread(thread: str) -> str:
     if cut < 0:
         raise ValueError(f"thread id {thread!r} has no '-<n>' suffix")
     return thread[:cut]
+
+
+def is_classic_id(group: str, consumer_id: str) -> bool:
+    """Whether a `/consumers/G/ids` child is a broker-protocol member a zkcoord coordinator registered
+    (`<group>_classic-<16 hex>`: zkcoord.bridge.mixed_policy.consumer_id_for names them).
+
+    >>> is_classic_id("g", "g_classic-0000000012345678"), is_classic_id("g", "g_host-1")
+    (True, False)
+    """
+    prefix = f"{group}_classic-"
+    tail = consumer_id[len(prefix) :]
+    return consumer_id.startswith(prefix) and len(tail) == 16 and all(c in "0123456789abcdef" for c in tail)

@@ -3,7 +3,7 @@ transitions (`TRANSITIONS`), checked by `transition()`; whether the member may h
 stops is read from the state alone, never kept beside it.
 
 The runtime (`zkcoord.zk.member.LegacyConsumer`) feeds events from three sources and carries out what the
-state says: the caller (`START`, `CLOSE`, `CLOSED`), kazoo's threads (`REQUEST` from watches, `SUSPEND`,
+state says: the caller (`START`, `LEAVE`, `CLOSE`, `CLOSED`), kazoo's threads (`REQUEST` from watches, `SUSPEND`,
 `RECONNECT`, `SESSION_LOST`), and its rebalance thread, which walks one attempt through `REREGISTER` /
 `REGISTERED`, `FENCE` (eager) or `RECONCILE` (fast mode's incremental hand-over) and `INSTALL`, and ends a rebalance with `DONE`, `GIVE_UP` or `DUPLICATE`. Events from
 kazoo's threads arrive at any moment, so every state the member can be in after `START` accepts them.
@@ -37,6 +37,9 @@ class MemberState(Enum):
     SUSPENDED = "suspended"  # connection suspended: fenced, my znodes may survive, so ownership is kept
     EXPIRED = "expired"  # session lost: ZooKeeper deleted my ephemerals, ownership dropped, register again
     STOPPED = "stopped"  # another session holds my consumer id: no more rebalances until close()
+    # leave() runs (fast mode's make-before-break exit): deregistered, no more rebalances; what is still held
+    # is handed out until its successor waits for it (or the leave's deadline), then released.
+    LEAVING = "leaving"
     CLOSING = "closing"  # close() runs: commit, release, deregister
     CLOSED = "closed"
 
@@ -60,6 +63,7 @@ class MemberEvent(Enum):
     DONE = "done"  # a rebalance ended well and nothing became due meanwhile
     GIVE_UP = "give_up"  # a rebalance ended without its share and nothing became due: idle until an event
     DUPLICATE = "duplicate"  # my consumer id is registered by another session
+    LEAVE = "leave"  # leave() called while stable
     CLOSE = "close"  # close() called
     CLOSED = "closed"  # close() finished
 
@@ -83,7 +87,9 @@ _ORDER = {
 }  # declaration order: tables read the same every run
 
 # The fetch path may hand out records only in these states; entering one needs INSTALL (checked by a test).
-HANDS_OUT: frozenset[MemberState] = frozenset({S.OWNING, S.STABLE, S.RECONCILING})
+HANDS_OUT: frozenset[MemberState] = frozenset({S.OWNING, S.STABLE, S.RECONCILING, S.LEAVING})
+# No rebalance runs (a due one waits; the iterator goes on): a leaving member is no longer registered.
+PAUSED: frozenset[MemberState] = frozenset({S.LEAVING})
 # `is_stable()`: no rebalance due or running, and the last one succeeded.
 SETTLED: frozenset[MemberState] = frozenset({S.STABLE, S.WAITING_FOR_BROKER})
 # No more rebalances; the iterator ends; watches unsubscribe.
@@ -116,20 +122,21 @@ _TABLE: dict[MemberEvent, dict[MemberState, MemberState]] = {
         S.STABLE: S.OWNING,  # the original keeps fetching until the rebalance fences, and so does the member
         S.WAITING_FOR_BROKER: S.REBALANCING,
         S.FAILED: S.REBALANCING,
-        **_stays({S.REGISTERING, S.REBALANCING, S.OWNING, S.RECONCILING, S.SUSPENDED, S.EXPIRED}),
+        **_stays({S.REGISTERING, S.REBALANCING, S.OWNING, S.RECONCILING, S.SUSPENDED, S.EXPIRED, S.LEAVING}),
     },
     E.SUSPEND: {
-        **{s: S.SUSPENDED for s in _LIVE - {S.EXPIRED}},
+        **{s: S.SUSPENDED for s in _LIVE - {S.EXPIRED, S.LEAVING}},
         S.EXPIRED: S.EXPIRED,  # nothing left to keep; it must still register again
+        S.LEAVING: S.STOPPED,  # fenced; no reconnect may rebalance (register again): leave() closes
     },
     E.RECONNECT: {
         S.SUSPENDED: S.REBALANCING,  # same session or not, the next attempt decides
         S.STABLE: S.OWNING,
         S.WAITING_FOR_BROKER: S.REBALANCING,
         S.FAILED: S.REBALANCING,
-        **_stays({S.REGISTERING, S.REBALANCING, S.OWNING, S.RECONCILING, S.EXPIRED}),
+        **_stays({S.REGISTERING, S.REBALANCING, S.OWNING, S.RECONCILING, S.EXPIRED, S.LEAVING}),
     },
-    E.SESSION_LOST: {s: S.EXPIRED for s in _LIVE},
+    E.SESSION_LOST: {**{s: S.EXPIRED for s in _LIVE - {S.LEAVING}}, S.LEAVING: S.STOPPED},
     E.FENCE: {
         **{s: S.REBALANCING for s in (S.REBALANCING, S.OWNING, S.SUSPENDED)},
         S.EXPIRED: S.EXPIRED,  # lost mid-attempt: the attempt's session check drops it
@@ -161,6 +168,8 @@ _TABLE: dict[MemberEvent, dict[MemberState, MemberState]] = {
         **_stays({S.REGISTERING, S.SUSPENDED, S.EXPIRED}),
     },
     E.DUPLICATE: {s: S.STOPPED for s in _LIVE},
+    # Only from STABLE: no attempt runs or is due, so none can feed the attempt's events afterwards.
+    E.LEAVE: {S.STABLE: S.LEAVING},
     E.CLOSE: {s: S.CLOSING for s in frozenset(S) - {S.CLOSING, S.CLOSED}},
     E.CLOSED: {S.CLOSING: S.CLOSED},
 }

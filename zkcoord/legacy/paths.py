@@ -152,6 +152,17 @@ def owner_path(group: str, topic: str, partition: int) -> str:
     return f"{owners_topic_path(group, topic)}/{_non_negative('partition', partition)}"
 
 
+def wanted_topic_path(group: str, topic: str) -> str:
+    """zkcoord's hand-over hint (no 0.8 member reads it): `/consumers/G/zkcoord-wanted/T/P` exists while a
+    coordinator's hand-over waits for partition P's owner znode for a broker-protocol member, so a leaving
+    fast-mode member holds that partition (and consumes it) until then (`LegacyConsumer.leave`)."""
+    return f"{group_path(group)}/zkcoord-wanted/{_topic(topic)}"
+
+
+def wanted_path(group: str, topic: str, partition: int) -> str:
+    return f"{wanted_topic_path(group, topic)}/{_non_negative('partition', partition)}"
+
+
 def offsets_path(group: str) -> str:
     return f"{group_path(group)}/offsets"
 

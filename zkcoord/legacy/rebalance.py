@@ -29,7 +29,7 @@ from typing import Final, TypeVar
 from zkcoord.legacy import paths
 from zkcoord.legacy.assignment import assign
 from zkcoord.legacy.codecs import ConsumerRegistration, encode_offset, encode_owner
-from zkcoord.legacy.ids import consumer_of_thread, utf16_key
+from zkcoord.legacy.ids import consumer_of_thread, is_classic_id, utf16_key
 from zkcoord.topic_partition import TopicPartition
 
 T = TypeVar("T")
@@ -189,6 +189,47 @@ def plan_rebalance(
         my_topics=my_topics,
         keep=keep,
         retag=retag,
+    )
+
+
+def successors_waiting_on_hints(
+    *,
+    group: str,
+    consumer_id: str,
+    snapshot: GroupSnapshot,
+    owned: Iterable[TopicPartition],
+    strategy: str,
+    roundrobin_generation: str = "0.10.2",
+    exclude_internal_topics: bool = True,
+    matcher: TopicMatcher = wildcard_topics,
+) -> tuple[TopicPartition, ...]:
+    """Fast mode's make-before-break exit (`LegacyConsumer.leave`): of the partitions a leaving member still
+    owns, those whose next owner (the assignment over the group without it, as every member computes it) is a
+    broker-protocol member a zkcoord coordinator registered. The coordinator announces with a hint znode when
+    its hand-over waits for such a partition, so the leaving member consumes it until then. Partitions going
+    to legacy members are not listed: those are released at once, as today (an unmodified 0.8 member retries
+    after its backoff and no hint ever comes).
+
+    >>> from zkcoord.legacy.codecs import ConsumerRegistration
+    >>> reg = ConsumerRegistration.static({"t": 1}, timestamp_ms=0)
+    >>> snap = GroupSnapshot(registrations=(("g_classic-0000000012345678", reg), ("g_b", reg)),
+    ...                      topic_partitions=(("t", (0, 1, 2, 3)),))
+    >>> tps = [TopicPartition("t", p) for p in range(4)]
+    >>> [tp.partition for tp in successors_waiting_on_hints(group="g", consumer_id="g_a", snapshot=snap,
+    ...                                                   owned=tps, strategy="range")]
+    [2, 3]
+    """
+    others = GroupSnapshot(
+        registrations=tuple((cid, reg) for cid, reg in snapshot.registrations if cid != consumer_id),
+        topic_partitions=snapshot.topic_partitions,
+        all_topics=snapshot.all_topics,
+    )
+    subs = resolve_subscriptions(others, exclude_internal_topics=exclude_internal_topics, matcher=matcher)
+    known = dict(others.topic_partitions)
+    partitions = {t: tuple(sorted(known.get(t, ()))) for t in topics_to_read(subs)}
+    decision = assign(strategy, subs, partitions, roundrobin_generation=roundrobin_generation)
+    return _sorted_tps(
+        tp for tp in owned if tp in decision and is_classic_id(group, consumer_of_thread(decision[tp]))
     )
 
 

@@ -100,14 +100,17 @@ class MixedGroups:
             return refusal(req, JoinGroupResponse, code)
         group_id = req.group_id
         bridge.watch(group_id, topics, lambda: self._rebalance(group_id))
-        if md.registers_early(self._runtime.state.groups.get(group_id), req.member_id):
+        group = self._runtime.state.groups.get(group_id)
+        kept = md.kept_protocols(req, usable)
+        joining_as = md.answered_name(kept, group.protocol_name if group else None) or usable[0]
+        if md.registers_early(group, req.member_id, self._answered.get(group_id), joining_as):
             try:
                 await bridge.preregister(group_id, (req.member_id, req.client_id, topics))
             except Exception as exc:
                 log.warning(
                     "group=%s member %s: early registration failed (%s)", group_id, req.member_id, exc
                 )
-        return replace(req, protocols=md.core_protocols(md.kept_protocols(req, usable)))
+        return replace(req, protocols=md.core_protocols(kept))
 
     def joined(self, req: JoinGroupRequest, resp: JoinGroupResponse) -> JoinGroupResponse:
         """The core's answer to `req` (as the member sent it), in the member's own protocol name."""

@@ -56,6 +56,7 @@ from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.filters import TopicFilter
 from zkcoord.legacy.member_state import (
     MUST_REGISTER,
+    PAUSED,
     SETTLED,
     STOPPING,
     MemberEvent,
@@ -67,6 +68,7 @@ from zkcoord.legacy.rebalance import (
     RebalancePlan,
     TopicPartition,
     plan_rebalance,
+    successors_waiting_on_hints,
 )
 from zkcoord.zk import member_offsets, member_zk, retry
 from zkcoord.zk.auth import NO_AUTH, ZkAuth
@@ -315,6 +317,101 @@ class LegacyConsumer:
             if self.offset_storage is not None:
                 self.offset_storage.close()
 
+    def leave(self, timeout: float = 5.0) -> bool:
+        """Leave make-before-break (fast mode), then call `close()` once the thread that consumes has stopped.
+        The member deregisters first, so everyone rebalances while it still owns its share: partitions going to
+        legacy members are released at once (as close() does), those going to broker-protocol members (a mixed
+        group's coordinator registered them) stay handed out until the coordinator's hand-over waits for them
+        (its hint znode appears, `paths.wanted_path`) or `timeout` seconds pass; each is committed and released
+        then. Keep consuming from another thread meanwhile: `next_message` hands out what is still owned until
+        it is released. Returns False, doing nothing, in faithful mode or when a rebalance is due or running
+        (then `close()` is the way out); whatever a failure left owned, `close()` releases."""
+        with self._lock:
+            leaving = self._fast and self._state is MemberState.STABLE
+            if leaving:
+                self._feed(MemberEvent.LEAVE)
+                session = self._session
+        client = self._zk
+        if not leaving or client is None:
+            return False
+        try:
+            self._hand_off(client, session, timeout)
+        except Exception as exc:
+            log.warning(
+                "group=%s member=%s leave: %s; close() releases the rest", self.group, self.consumer_id, exc
+            )
+        return True
+
+    def _hand_off(self, client: member_zk.Client, session: int, timeout: float) -> None:
+        member_zk.delete_registration(client, self.group, self.consumer_id, session)
+        deadline = self._now() + timeout
+        hinted = threading.Event()
+        with self._lock:
+            held = sorted(tp for tp, o in self._owned.items() if not o.held_only)
+        snapshot = member_zk.read_snapshot(client, self.group, need_all_topics=self.registration.is_wildcard)
+        cfg = self.config
+        linger = successors_waiting_on_hints(
+            group=self.group,
+            consumer_id=self.consumer_id,
+            snapshot=snapshot,
+            owned=held,
+            strategy=cfg.partition_assignment_strategy,
+            roundrobin_generation=cfg.roundrobin_generation,
+            exclude_internal_topics=cfg.exclude_internal_topics,
+        )
+        self._release_now([tp for tp in held if tp not in linger], session)
+        waiting = list(linger)
+
+        def on_hint(_event: object) -> None:
+            hinted.set()
+
+        while waiting and self._state is MemberState.LEAVING:  # each turn releases one or waits for a hint
+            hinted.clear()
+            left = deadline - self._now()
+            wanted = member_zk.wanted(client, self.group, waiting, on_hint)
+            go = waiting if left <= 0 else list(wanted)
+            if go:
+                self._release_now(go, session)
+                waiting = [tp for tp in waiting if tp not in go]
+            else:
+                hinted.wait(left)
+        log.info(
+            "group=%s member=%s left: %d partitions handed over", self.group, self.consumer_id, len(held)
+        )
+
+    def _release_now(self, tps: list[TopicPartition], session: int) -> None:
+        """Stop handing out `tps`, commit, tell the listener, delete their owner znodes."""
+        if not tps:
+            return
+        client = self._zk
+        assert client is not None
+        with self._lock:
+            self._releasing = frozenset(tps)
+            self._assign_version += 1
+            self._changed.notify_all()
+        released = False
+        try:
+            if self.config.auto_commit_enable:
+                self._commit(session=session)
+            if self._listener is not None:
+                by_topic: dict[str, set[int]] = {}
+                for tp in tps:
+                    by_topic.setdefault(tp.topic, set()).add(tp.partition)
+                self._listener.before_release(
+                    self.consumer_id, {t: frozenset(ps) for t, ps in by_topic.items()}
+                )
+            member_zk.release(
+                client, self.group, tps, session, batched=True, budget=self.config.multi_budget_bytes
+            )
+            released = True
+        finally:
+            with self._lock:
+                for tp in tps if released else ():  # else close() releases them
+                    self._owned.pop(tp, None)
+                self._releasing = frozenset()
+                self._assign_version += 1
+                self._changed.notify_all()
+
     @property
     def _fast(self) -> bool:
         return self.config.mode == "fast"
@@ -451,14 +548,14 @@ class LegacyConsumer:
     def _run(self) -> None:
         while True:
             with self._lock:
-                while not self._due.is_set() and not self._stopping:
+                while (not self._due.is_set() or self._state in PAUSED) and not self._stopping:
                     timeout = self._next_auto_commit - self._now()
                     if self.config.auto_commit_enable and timeout <= 0:
                         break
                     self._changed.wait(timeout=min(1.0, max(timeout, 0.01)))
                 if self._stopping:
                     return
-                due = self._due.is_set()
+                due = self._due.is_set() and self._state not in PAUSED
             if self.config.auto_commit_enable and self._now() >= self._next_auto_commit:
                 self._next_auto_commit = self._now() + self.config.auto_commit_interval_ms / 1000.0
                 try:
@@ -479,7 +576,7 @@ class LegacyConsumer:
 
         def attempt() -> bool:
             with self._lock:
-                if self._stopping:
+                if self._stopping or self._state in PAUSED:
                     raise RebalanceStopped("stopping")
                 self._due.clear()
             self.stats.attempts += 1
@@ -736,35 +833,42 @@ class LegacyConsumer:
 
     def _claim(self, plan: RebalancePlan, session: int) -> bool:
         """Create my owner znodes (faithful: one by one with rollback; fast: multi-op, and on a conflict wait
-        for the conflicting znode's deletion). False on a conflict: the attempt failed."""
+        for the conflicting znode's deletion, then claim once more at once when no group event came meanwhile:
+        the plan still stands, and a whole new attempt would only re-read the same group). False on a
+        conflict: the attempt failed."""
         client = self._zk
         assert client is not None
         cfg = self.config
         if not plan.claims:
             return True
-        try:
-            if self._fast:
-                result = member_zk.claim_batched(
-                    client, self.group, plan.claims, session, budget=cfg.multi_budget_bytes
-                )
-            else:
-                result = member_zk.claim_one_by_one(client, self.group, plan.claims, session)
-        except member_zk.ZooKeeperCallTimeout:
-            # A create that timed out may still be applied when the connection comes back: remember
-            # the claims as possibly mine (fenced, nothing handed out) so the next attempt releases
-            # whichever of them exist under my session.
-            with self._lock:
-                self._owned.update({c.tp: _Owned.possibly_held(c.thread_id) for c in plan.claims})
-            raise
-        if result.ok:
-            return True
-        if self._fast:
+        for turn in (1, 2):
+            try:
+                if self._fast:
+                    result = member_zk.claim_batched(
+                        client, self.group, plan.claims, session, budget=cfg.multi_budget_bytes
+                    )
+                else:
+                    result = member_zk.claim_one_by_one(client, self.group, plan.claims, session)
+            except member_zk.ZooKeeperCallTimeout:
+                # A create that timed out may still be applied when the connection comes back: remember
+                # the claims as possibly mine (fenced, nothing handed out) so the next attempt releases
+                # whichever of them exist under my session.
+                with self._lock:
+                    self._owned.update({c.tp: _Owned.possibly_held(c.thread_id) for c in plan.claims})
+                raise
+            if result.ok:
+                return True
+            if not self._fast:
+                return False
             others = member_zk.delete_stale_own(client, result.conflicts, session)
-            if others:
-                self.stats.claim_waits += 1
-                member_zk.wait_deleted(
-                    client, others, cfg.claim_deadline_ms / 1000.0, self._due, clock=self._now
-                )
+            if not others:
+                return False
+            self.stats.claim_waits += 1
+            gone = member_zk.wait_deleted(
+                client, others, cfg.claim_deadline_ms / 1000.0, self._due, clock=self._now
+            )
+            if turn == 2 or not gone or self._due.is_set():
+                return False
         return False
 
     def _install(self, plan: RebalancePlan, session: int, generation: int) -> bool:

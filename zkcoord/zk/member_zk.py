@@ -477,3 +477,13 @@ def delete_registration(client: Client, group: str, consumer_id: str, session: i
     if stat is not None and stat.ephemeralOwner == session:
         with contextlib.suppress(NoNodeError, BadVersionError, NotEmptyError):
             client.delete(path, version=stat.version)
+
+
+def wanted(
+    client: Client, group: str, tps: Sequence[TopicPartition], watch: Callable[[Any], None]
+) -> tuple[TopicPartition, ...]:
+    """Which of `tps` a coordinator's hand-over now waits for (their hint znode exists); `watch` is set on
+    every one of them, so it fires when one appears (one exists call each, pipelined)."""
+    hints = [paths.wanted_path(group, tp.topic, tp.partition) for tp in tps]
+    found = _gather(client, [(p, client.exists_async(p, watch=watch)) for p in hints], "exists")
+    return tuple(tp for tp, stat in zip(tps, found, strict=True) if stat is not None)

@@ -206,6 +206,27 @@ def wait_gone(client: KazooClient, path: str, timeout_s: float) -> bool:
     return gone.wait(timeout_s)
 
 
+def announce_wanted(client: KazooClient, group: str, tps: Sequence[TopicPartition]) -> list[str]:
+    """Create the hand-over hints of `tps` (ephemeral, this coordinator's session: they go with it): a leaving
+    fast-mode legacy member holds such a partition until its hint appears (`LegacyConsumer.leave`). A hint
+    already there is fine. Returns the paths created, for `withdraw_wanted`."""
+    created = []
+    for tp in tps:
+        path = paths.wanted_path(group, tp.topic, tp.partition)
+        client.ensure_path(paths.wanted_topic_path(group, tp.topic))
+        with contextlib.suppress(NodeExistsError):
+            client.create(path, b"", ephemeral=True)
+            created.append(path)
+    return created
+
+
+def withdraw_wanted(client: KazooClient, created: Sequence[str]) -> None:
+    """Delete the hints `announce_wanted` created (gone already: fine)."""
+    for path in created:
+        with contextlib.suppress(NoNodeError):
+            client.delete(path)
+
+
 def watch_group(
     client: KazooClient,
     group: str,

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from zkcoord.bridge.mixed_policy import (
     MAX_JSON_DEPTH,
     MAX_REGISTRATION_BYTES,
+    STICKY_SPREAD,
     ClassicMember,
     HandOver,
     Malformed,
@@ -33,6 +34,7 @@ from zkcoord.bridge.mixed_policy import (
     parse_registration,
     plan_assignment,
     plan_hand_over,
+    sticky_spread,
     thread_for,
 )
 from zkcoord.errors import MalformedZnode
@@ -305,6 +307,93 @@ def test_hand_over_never_takes_a_partition_from_a_cooperative_owner(target, held
     for tp, _th in plan.acquire:
         assert not (tp in o and h.get(tp) == o[tp])  # never acquired while its holder still owns it
     assert {tp for tp, _ in plan.withheld}.isdisjoint(tp for tp, _ in plan.acquire)
+
+
+def test_the_classic_part_stays_with_its_cooperative_holders_and_legacy_shares_do_not_change() -> None:
+    # bench_mixed's migration, 12 partitions: c0..c2 hold 0-2, 3-5, 6-8 beside the last legacy member l3.
+    legacy = {"g_l3": _reg({"t": 1})}
+    classic = [ClassicMember(f"m{i}", "", ("t",)) for i in range(4)]
+    ids = {}
+    taken: list[str] = []
+    for i in range(4):
+        ids[f"m{i}"] = consumer_id_for("g", f"m{i}", taken)
+        taken.append(ids[f"m{i}"])
+    parts = {"t": list(range(12))}
+    three = classic[:3]
+    holding = {TP("t", p): f"m{p // 3}" for p in range(9)}
+    # l2 left: range over c0..c2, l3 gives the classic part 0-8 as it is held; nothing moves.
+    assert plan_assignment("range", legacy, three, "g", parts, ids, holding) == {
+        m: tuple(tp for tp, h in holding.items() if h == m) for m in ("m0", "m1", "m2")
+    }
+    # c3 joins: range gives c2 6-7 and c3 8-9; stickily c3 takes only 8 from c2 (counts 3 3 2 2).
+    plain = plan_assignment("range", legacy, classic, "g", parts, ids)
+    assert plain["m2"] == (TP("t", 6), TP("t", 7)) and plain["m3"] == (TP("t", 8), TP("t", 9))
+    sticky = plan_assignment("range", legacy, classic, "g", parts, ids, holding)
+    assert sticky == plain
+    # The legacy member's share is what it computes itself: the same classic part.
+    assert {tp for v in sticky.values() for tp in v} == {tp for v in plain.values() for tp in v}
+    # l3 leaves: its 10 and 11 go to the least loaded; nothing moves between classic members (range would move
+    # 8 back to c2).
+    last = plan_assignment(
+        "range", {}, classic, "g", parts, ids, {tp: m for m, v in sticky.items() for tp in v}
+    )
+    assert all(set(sticky[m]) <= set(last[m]) for m in sticky)
+    assert sorted(len(v) for v in last.values()) == [3, 3, 3, 3]
+    assert assign("range", {c: {"t": 1} for c in ids.values()}, {"t": list(range(12))}) != {
+        (tp.topic, tp.partition): thread_for(ids[m]) for m, v in last.items() for tp in v
+    }
+
+
+def test_a_newcomer_gets_one_even_when_the_part_has_few_partitions() -> None:
+    # 6 partitions over four members: the newcomer is not left with nothing beside three holding two each.
+    tps = [TP("t", p) for p in range(6)]
+    decision = {"a": tuple(tps[:2]), "b": tuple(tps[2:4]), "c": (tps[4],), "d": (tps[5],)}
+    holding = {tp: "abc"[i // 2] for i, tp in enumerate(tps)}
+    out = sticky_spread(decision, holding)
+    assert sorted(len(v) for v in out.values()) == [1, 1, 2, 2]
+    assert all(holding[tp] == m for m in "abc" for tp in out[m])
+
+
+def test_a_newcomer_to_an_all_classic_part_gets_its_fair_share_at_once() -> None:
+    tps = [TP("t", p) for p in range(12)]
+    decision = {"a": tuple(tps[:3]), "b": tuple(tps[3:6]), "c": tuple(tps[6:9]), "d": tuple(tps[9:])}
+    holding = {tp: "abc"[i // 4] for i, tp in enumerate(tps)}  # a, b, c held 4 each before d joined
+    out = sticky_spread(decision, holding)
+    assert sorted(len(v) for v in out.values()) == [3, 3, 3, 3]
+    assert all(holding[tp] == m for m in "abc" for tp in out[m])  # each keeps three of its own
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n_members=st.integers(1, 5),
+    n_parts=st.integers(0, 16),
+    algo=st.data(),
+)
+def test_sticky_spread_is_the_same_part_balanced_and_keeps_what_it_can(n_members, n_parts, algo) -> None:
+    members = [f"m{i}" for i in range(n_members)]
+    tps = [TP("t", p) for p in range(n_parts)]
+    # As the legacy algorithms split it: counts at most one apart, any partitions to any member.
+    order = algo.draw(st.permutations(members))
+    owner = algo.draw(st.permutations([order[i % n_members] for i in range(n_parts)]))
+    decision = {m: tuple(tp for tp, o in zip(tps, owner, strict=True) if o == m) for m in members}
+    current = algo.draw(
+        st.dictionaries(st.sampled_from(tps) if tps else st.nothing(), st.sampled_from([*members, "gone"]))
+    )
+    out = sticky_spread(decision, current)
+    assert sorted(tp for v in out.values() for tp in v) == tps  # the same part, each partition once
+    ceiling = -(-n_parts // n_members)
+    counts = [len(v) for v in out.values()]
+    assert max(counts) <= max(ceiling, max(len(v) for v in decision.values()))
+    assert max(counts) - min(counts) <= max(
+        STICKY_SPREAD, max(map(len, decision.values())) - min(map(len, decision.values()))
+    )
+    if not current:
+        assert out == {m: tuple(sorted(v, key=lambda tp: tp.partition)) for m, v in decision.items()}
+    # A holder under the ceiling keeps every partition of the part it holds, unless balance took it.
+    for m in members:
+        mine = [tp for tp, h in current.items() if h == m]
+        if len(mine) <= ceiling - 1 and max(counts) - min(counts) < STICKY_SPREAD:
+            assert set(mine) <= set(out[m])
 
 
 def test_owned_partitions_are_read_from_every_subscription_version() -> None:

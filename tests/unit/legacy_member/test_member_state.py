@@ -68,6 +68,9 @@ ALLOWED = [
     (S.REBALANCING, E.DONE, S.WAITING_FOR_BROKER),
     (S.SUSPENDED, E.DONE, S.WAITING_FOR_BROKER),
     (S.REBALANCING, E.GIVE_UP, S.FAILED),
+    (S.STABLE, E.LEAVE, S.LEAVING),  # leave(): make before break, no more rebalances
+    (S.LEAVING, E.SUSPEND, S.STOPPED),  # fenced, and no reconnect may register it again
+    (S.LEAVING, E.SESSION_LOST, S.STOPPED),
     *[(s, E.DUPLICATE, S.STOPPED) for s in S if s not in STOPPING and s is not S.CREATED],
     *[(s, E.CLOSE, S.CLOSING) for s in S if s not in (S.CLOSING, S.CLOSED)],
     (S.CLOSING, E.CLOSED, S.CLOSED),
@@ -90,6 +93,11 @@ REFUSED = [
     (S.STABLE, E.RECONCILE),  # as FENCE: an attempt runs only when due
     (S.FAILED, E.RECONCILE),
     (S.RECONCILING, E.FENCE),  # a member is incremental or eager, never both in one rebalance
+    (S.OWNING, E.LEAVE),  # a rebalance is due or running: leave() closes instead
+    (S.RECONCILING, E.LEAVE),
+    (S.LEAVING, E.FENCE),  # no attempt runs while leaving
+    (S.LEAVING, E.RECONCILE),
+    (S.LEAVING, E.INSTALL),
 ]
 
 

@@ -230,3 +230,36 @@ def test_incremental_plan_is_the_eager_share_split_into_keep_and_claim(members, 
         assert kept.isdisjoint(inc.release) and kept | set(inc.release) == set(keeping)
         assert kept.isdisjoint(inc.fetch_offsets)  # a kept partition's offset is never read again
         assert {c.tp for c in inc.claims} == set(inc.fetch_offsets)
+
+
+# --- fast mode's make-before-break exit ------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    legacy=st.sets(st.sampled_from(["g_a", "g_m", "g_z", "g_host-1"]), max_size=3),
+    classic=st.sets(st.integers(0, 5), max_size=3),
+    n_parts=st.integers(1, 9),
+    owned=st.sets(st.integers(0, 8)),
+    strategy=st.sampled_from(["range", "roundrobin"]),
+)
+def test_a_leaver_lingers_exactly_on_what_a_broker_protocol_member_gets_next(
+    legacy, classic, n_parts, owned, strategy
+) -> None:
+    from zkcoord.legacy.ids import consumer_of_thread, is_classic_id
+    from zkcoord.legacy.rebalance import successors_waiting_on_hints
+
+    reg = ConsumerRegistration.static({"t": 1}, timestamp_ms=0)
+    ids = sorted(legacy) + [f"g_classic-{c:016x}" for c in classic]
+    me = "g_leaver"
+    snap = GroupSnapshot(
+        registrations=tuple((cid, reg) for cid in [*ids, me]),
+        topic_partitions=(("t", tuple(range(n_parts))),),
+    )
+    mine = [TopicPartition("t", p) for p in sorted(owned) if p < n_parts]
+    linger = successors_waiting_on_hints(
+        group="g", consumer_id=me, snapshot=snap, owned=mine, strategy=strategy
+    )
+    after = assign(strategy, {cid: {"t": 1} for cid in ids}, {"t": tuple(range(n_parts))}) if ids else {}
+    expected = [tp for tp in mine if tp in after and is_classic_id("g", consumer_of_thread(after[tp]))]
+    assert list(linger) == expected  # the assignment without the leaver, classic successors only

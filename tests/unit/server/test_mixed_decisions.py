@@ -160,6 +160,45 @@ def test_a_known_member_of_a_rebalancing_group_registers_early_and_nothing_else_
     assert not md.registers_early(g2, newcomer)
 
 
+def test_a_newcomer_to_a_cooperative_group_registers_at_the_leaders_sync_not_early() -> None:
+    # Every member and the joiner KIP-429: nobody revokes during the round, so the legacy members consume the
+    # joiner's share until the SyncGroup's hand-over waits for it (make before break).
+    d, leader, follower = joining()
+    group = d.st.groups["g"]
+    newcomer = d.jr(d.join()).member_id
+    both = {leader: "cooperative-sticky", follower: "cooperative-sticky"}
+    assert not md.registers_early(group, newcomer, both, "cooperative-sticky")
+    assert md.keeps_consuming(group, both, "cooperative-sticky")
+    # One eager party (the joiner, a member, or a member not answered yet) and the round revokes: early, as before.
+    assert md.registers_early(group, newcomer, both, "range")
+    assert md.registers_early(
+        group, newcomer, {leader: "cooperative-sticky", follower: "range"}, "cooperative-sticky"
+    )
+    assert md.registers_early(group, newcomer, {leader: "cooperative-sticky"}, "cooperative-sticky")
+    assert md.registers_early(group, newcomer)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    names=st.lists(
+        st.sampled_from(["range", "roundrobin", "cooperative-sticky", "RoundRobinAssigner", None]),
+        min_size=2,
+        max_size=2,
+    ),
+    joining_as=st.sampled_from(["range", "cooperative-sticky", "sticky", None]),
+)
+def test_early_registration_exactly_when_the_round_revokes_something(names, joining_as) -> None:
+    d, leader, follower = joining()
+    group = d.st.groups["g"]
+    newcomer = d.jr(d.join()).member_id
+    answered = {m: n for m, n in zip((leader, follower), names, strict=True) if n is not None}
+    everyone_cooperative = joining_as == "cooperative-sticky" and all(
+        n == "cooperative-sticky" for n in names
+    )
+    assert md.keeps_consuming(group, answered, joining_as) is everyone_cooperative
+    assert md.registers_early(group, newcomer, answered, joining_as) is not everyone_cooperative
+
+
 # ------------------------------------------------------------------------------------------------- SyncGroup
 
 
