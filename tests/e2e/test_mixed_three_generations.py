@@ -190,8 +190,11 @@ class ThreeGenerations:
         )
 
     def kafka_python(self, name: str, **config: Any) -> None:
+        # A retriable error (the coordinator killed and restarted: ECONNREFUSED from poll) is retried, as an
+        # application does; any other ends the member and fails the test.
         member = KafkaPythonMember(self.bootstrap, self.group, self.topic, name,
-                                   config={"metadata_max_age_ms": 1000, **config}, poll_timeout_s=0.2)  # fmt: skip
+                                   config={"metadata_max_age_ms": 1000, **config}, poll_timeout_s=0.2,
+                                   retry_retriable=True)  # fmt: skip
         self.classic[name] = member.start()
         self.everyone.append(member)
 

@@ -4,12 +4,15 @@ producer and the members, which fail before any client is built."""
 from __future__ import annotations
 
 import threading
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kafka.errors import KafkaConnectionError
 
-from zkcoord.testing.members import Change, KafkaPythonMember, RebalanceLog
+from zkcoord.testing.members import Change, ClientMember, KafkaPythonMember, RebalanceLog
 from zkcoord.testing.producers import PacedProducer
 
 
@@ -99,3 +102,49 @@ def test_the_docstring_example_runs() -> None:
 
     result = doctest.testmod(members)
     assert result.attempted >= 4 and result.failed == 0
+
+
+class _Scripted(ClientMember):
+    """A member whose client is a script of poll outcomes (the poll loop's own logic, no client involved)."""
+
+    def __init__(self, outcomes: list[BaseException | None], **kw: Any) -> None:
+        self.outcomes = outcomes
+        self.polled = threading.Event()
+        super().__init__("127.0.0.1:1", "g", "t", "scripted", **kw)
+
+    def _connect(self, settings: Any) -> Any:
+        return SimpleNamespace(close=lambda: None)
+
+    def _subscribe(self) -> None:
+        pass
+
+    def _poll(self, timeout_s: float) -> None:
+        if not self.outcomes:
+            self.polled.set()
+            self._halt.wait(timeout_s)
+            return
+        outcome = self.outcomes.pop(0)
+        if outcome is not None:
+            raise outcome
+
+
+def test_a_retriable_error_ends_the_poll_thread_unless_retries_are_asked_for() -> None:
+    def refused() -> KafkaConnectionError:
+        return KafkaConnectionError("111 ECONNREFUSED")
+
+    strict = _Scripted([refused()]).start()
+    assert strict._thread is not None
+    strict._thread.join(10)
+    with pytest.raises(AssertionError, match="ECONNREFUSED"):
+        strict.stop()
+
+    patient = _Scripted([refused(), None, refused()], retry_retriable=True).start()
+    assert patient.polled.wait(10)  # it polled on past both errors
+    patient.stop()
+    assert [type(e) for e in patient.retried] == [KafkaConnectionError] * 2
+
+    fatal = _Scripted([refused(), ValueError("not retriable")], retry_retriable=True).start()
+    assert fatal._thread is not None
+    fatal._thread.join(10)
+    with pytest.raises(AssertionError, match="not retriable"):
+        fatal.stop()

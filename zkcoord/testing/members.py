@@ -124,7 +124,9 @@ class ClientMember:
     `consumed`); `on_change(name, held)` runs after each callback, so a test can keep every member's holdings
     under one lock; `revoke_delay_s` makes a revocation take that long before the partitions count as given up,
     as a callback that flushes its work does (an early hand-over to the next member then shows as a partition
-    held twice). Either `start()` the member's poll thread, or call `poll()` from the test's own thread."""
+    held twice). `retry_retriable` keeps the poll thread polling after a retriable client error (kafka-python's
+    `retriable` errors, e.g. its coordinator restarting), as an application would; the errors are kept in
+    `retried`. Either `start()` the member's poll thread, or call `poll()` from the test's own thread."""
 
     prefix = "member"
 
@@ -144,12 +146,17 @@ class ClientMember:
         on_change: OnChange | None = None,
         revoke_delay_s: float = 0.0,
         poll_timeout_s: float = 0.1,
+        retry_retriable: bool = False,
     ) -> None:
         self.name = name or f"{self.prefix}-{uuid.uuid4().hex[:6]}"
         self.topic = topic
         self.log = RebalanceLog()
         self.consumed: list[tuple[int, int]] = []
         self.errors: list[BaseException | str] = []
+        self.retried: list[
+            BaseException
+        ] = []  # retriable errors the poll thread went on after (retry_retriable)
+        self._retry_retriable = retry_retriable
         self.assigned_once = threading.Event()
         self._sink = sink
         self._on_change = on_change
@@ -247,7 +254,14 @@ class ClientMember:
     def _run(self) -> None:
         try:
             while not self._halt.is_set():
-                self.poll(self._poll_timeout_s)
+                try:
+                    self.poll(self._poll_timeout_s)
+                except Exception as exc:
+                    # What an application does with a retriable client error (the coordinator restarting, say):
+                    # keep polling. Kept in `retried`; anything else ends the thread and fails stop().
+                    if not (self._retry_retriable and getattr(exc, "retriable", False)):
+                        raise
+                    self.retried.append(exc)
         except BaseException as exc:  # surfaced by stop()
             self.errors.append(exc)
 
