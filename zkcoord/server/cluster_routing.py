@@ -562,26 +562,30 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         parts = await asyncio.gather(*(self._delete_one(req, g) for g in req.groups_names))
         return DeleteGroupsResponse(tuple(r for p in parts for r in p.results))
 
-    async def consumer_group_heartbeat(
-        self, req: ConsumerGroupHeartbeatRequest
-    ) -> ConsumerGroupHeartbeatResponse:
-        status = self.node.group_status(req.group_id)
-        service = self.services.get(self.node.partition_for(req.group_id))
+    def _consumer_group_service(self, group_id: str) -> GroupService | ConsumerGroupHeartbeatResponse:
+        """The service coordinating `group_id` here, or the heartbeat's answer when there is none to ask."""
+        status = self.node.group_status(group_id)
+        service = self.services.get(self.node.partition_for(group_id))
         if status == ErrorCode.NONE and service is None:
             status = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if status != ErrorCode.NONE or service is None:
             return ConsumerGroupHeartbeatResponse(int(status))
+        return service
+
+    async def consumer_group_heartbeat(
+        self, req: ConsumerGroupHeartbeatRequest
+    ) -> ConsumerGroupHeartbeatResponse:
+        service = self._consumer_group_service(req.group_id)
+        if isinstance(service, ConsumerGroupHeartbeatResponse):
+            return service
         return await service.consumer_group_heartbeat(req)
 
     def consumer_group_heartbeat_now(
         self, req: ConsumerGroupHeartbeatRequest
     ) -> ConsumerGroupHeartbeatResponse | Awaitable[ConsumerGroupHeartbeatResponse]:
-        status = self.node.group_status(req.group_id)
-        service = self.services.get(self.node.partition_for(req.group_id))
-        if status == ErrorCode.NONE and service is None:
-            status = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-        if status != ErrorCode.NONE or service is None:
-            return ConsumerGroupHeartbeatResponse(int(status))
+        service = self._consumer_group_service(req.group_id)
+        if isinstance(service, ConsumerGroupHeartbeatResponse):
+            return service
         return service.consumer_group_heartbeat_now(req)
 
     async def consumer_group_describe(

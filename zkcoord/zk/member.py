@@ -41,7 +41,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -393,13 +393,7 @@ class LegacyConsumer:
         try:
             if self.config.auto_commit_enable:
                 self._commit(session=session)
-            if self._listener is not None:
-                by_topic: dict[str, set[int]] = {}
-                for tp in tps:
-                    by_topic.setdefault(tp.topic, set()).add(tp.partition)
-                self._listener.before_release(
-                    self.consumer_id, {t: frozenset(ps) for t, ps in by_topic.items()}
-                )
+            self._before_release(tps)
             member_zk.release(
                 client, self.group, tps, session, batched=True, budget=self.config.multi_budget_bytes
             )
@@ -721,11 +715,7 @@ class LegacyConsumer:
             owned_now = sorted(self._owned)
         if self.config.auto_commit_enable and owned_now:
             self._commit(session=session)
-        if self._listener is not None and owned_now:
-            by_topic: dict[str, set[int]] = {}
-            for tp in owned_now:
-                by_topic.setdefault(tp.topic, set()).add(tp.partition)
-            self._listener.before_release(self.consumer_id, {t: frozenset(ps) for t, ps in by_topic.items()})
+        self._before_release(owned_now)
         member_zk.release(
             client, self.group, owned_now, session, batched=self._fast, budget=self.config.multi_budget_bytes
         )
@@ -784,13 +774,7 @@ class LegacyConsumer:
                 # What moves and what stays, as the eager path commits everything it owns at a rebalance.
                 self._commit(session=session)
             told = sorted(tp for tp, o in releasing.items() if not o.held_only)
-            if self._listener is not None and told:
-                by_topic: dict[str, set[int]] = {}
-                for tp in told:
-                    by_topic.setdefault(tp.topic, set()).add(tp.partition)
-                self._listener.before_release(
-                    self.consumer_id, {t: frozenset(ps) for t, ps in by_topic.items()}
-                )
+            self._before_release(told)
             member_zk.release(
                 client, self.group, gone, session, batched=True, budget=self.config.multi_budget_bytes
             )
@@ -957,6 +941,14 @@ class LegacyConsumer:
         explicit commitOffsets(), a retriable broker failure is retried offsets.commit.max.retries times
         (auto-commits, at a rebalance and at close, are not retried: the next one carries the offsets)."""
         return self._commit(retries=self.config.offsets_commit_max_retries)
+
+    def _before_release(self, tps: Iterable[TopicPartition]) -> None:
+        """Tell the listener (if any) which partitions are about to be released, by topic; nothing if none."""
+        by_topic: dict[str, set[int]] = {}
+        for tp in tps:
+            by_topic.setdefault(tp.topic, set()).add(tp.partition)
+        if self._listener is not None and by_topic:
+            self._listener.before_release(self.consumer_id, {t: frozenset(ps) for t, ps in by_topic.items()})
 
     def _commit(
         self,
