@@ -4,6 +4,7 @@ layouts checked against Kafka's schemas by hand, and any bytes -> a request or a
 from __future__ import annotations
 
 import struct
+from functools import partial
 
 import pytest
 from hypothesis import given, settings
@@ -13,6 +14,8 @@ from zkcoord.group import consumer_messages as cm
 from zkcoord.server import consumer_protocol as cp
 from zkcoord.server import kafka_protocol as kp
 
+from .consumer_heartbeats import heartbeats as shared_heartbeats
+
 name = st.text(max_size=8)
 i32 = st.integers(-(2**31), 2**31 - 1)
 topic_id = st.binary(min_size=16, max_size=16).map(bytes.hex)
@@ -20,22 +23,7 @@ partitions = st.tuples(topic_id, st.lists(i32, max_size=4).map(tuple))
 owned = st.lists(partitions, max_size=3).map(tuple)
 
 
-@st.composite
-def heartbeats(draw: st.DrawFn) -> cm.ConsumerGroupHeartbeatRequest:
-    version = draw(st.sampled_from((0, 1)))
-    return cm.ConsumerGroupHeartbeatRequest(
-        api_version=version,
-        group_id=draw(name),
-        member_id=draw(name),
-        member_epoch=draw(i32),
-        instance_id=draw(st.none() | name),
-        rack_id=draw(st.none() | name),
-        rebalance_timeout_ms=draw(i32),
-        subscribed_topic_names=draw(st.none() | st.lists(name, max_size=3).map(tuple)),
-        subscribed_topic_regex=draw(st.none() | name) if version >= 1 else None,
-        server_assignor=draw(st.none() | name),
-        topic_partitions=draw(st.none() | owned),
-    )
+heartbeats = partial(shared_heartbeats, name, owned)
 
 
 @settings(max_examples=300)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from unittest import mock
 
 import pytest
@@ -18,6 +19,8 @@ from zkcoord.server import consumer_protocol as cp
 from zkcoord.server import fastpath
 from zkcoord.server import kafka_protocol as kp
 
+from .consumer_heartbeats import heartbeats as shared_heartbeats
+
 i32 = st.integers(-(2**31), 2**31 - 1)
 short = st.text(max_size=12)
 # Mostly the usual short ids and names, sometimes past a one-byte length (126 bytes): a two-byte varint.
@@ -27,22 +30,7 @@ parts = st.lists(i32, max_size=5).map(tuple) | st.lists(st.just(7), min_size=125
 owned = st.lists(st.tuples(topic_id, parts), max_size=3).map(tuple)
 
 
-@st.composite
-def heartbeats(draw: st.DrawFn) -> cm.ConsumerGroupHeartbeatRequest:
-    version = draw(st.sampled_from((0, 1)))
-    return cm.ConsumerGroupHeartbeatRequest(
-        api_version=version,
-        group_id=draw(name),
-        member_id=draw(name),
-        member_epoch=draw(i32),
-        instance_id=draw(st.none() | name),
-        rack_id=draw(st.none() | name),
-        rebalance_timeout_ms=draw(i32),
-        subscribed_topic_names=draw(st.none() | st.lists(name, max_size=3).map(tuple)),
-        subscribed_topic_regex=draw(st.none() | name) if version >= 1 else None,
-        server_assignor=draw(st.none() | name),
-        topic_partitions=draw(st.none() | owned),
-    )
+heartbeats = partial(shared_heartbeats, name, owned)
 
 
 @contextmanager
