@@ -309,6 +309,24 @@ class MixedConsumer:
         return self.sent | self.owned
 
 
+# Static members (KIP-345/KIP-848 `group.instance.id`) are refused: a member's registration in the legacy tree
+# is keyed by its member id, which a restarted static member changes, so its replacement would be a new legacy
+# consumer (the legacy members rebalance) and the old one's partitions would wait for its session: none of what
+# static membership promises.
+MIXED_STATIC_REFUSED: Final = (
+    "InstanceId (group.instance.id) is not supported in mixed group {group} (--bridge-zk-groups): static "
+    "members cannot keep their assignment across a restart beside legacy ZooKeeper members; "
+    "remove group.instance.id from this consumer's configuration"
+)
+# Regex subscriptions are refused: every member of a mixed group subscribes to the legacy members' exact topic
+# list (a 0.8 registration names its topics; wildcard legacy members are refused too), which a pattern does not
+# keep equal as topics come and go.
+MIXED_REGEX_REFUSED: Final = (
+    "SubscribedTopicRegex is not supported in mixed group {group} (--bridge-zk-groups): every member must "
+    "subscribe to the legacy members' topic list by name; subscribe to topic names, not a pattern"
+)
+
+
 def _error(code: ErrorCode, message: str) -> ConsumerGroupHeartbeatResponse:
     return ConsumerGroupHeartbeatResponse(int(code), message)
 
@@ -317,10 +335,16 @@ def consumer_heartbeat_refusal(
     members: Mapping[str, MixedConsumer], req: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse | None:
     """The error answer to a consumer-protocol member's heartbeat into a mixed group, or None when it is served:
-    Kafka's request checks (INVALID_REQUEST), a member id this coordinator does not know (UNKNOWN_MEMBER_ID: it
-    rejoins with epoch 0), and an epoch that is neither its current nor its previous one (FENCED_MEMBER_EPOCH)."""
+    what mixed groups do not support (INVALID_REQUEST, fatal for the client, naming the setting: a static member,
+    `MIXED_STATIC_REFUSED`; a regex subscription, `MIXED_REGEX_REFUSED`), Kafka's request checks
+    (INVALID_REQUEST), a member id this coordinator does not know (UNKNOWN_MEMBER_ID: it rejoins with epoch 0),
+    and an epoch that is neither its current nor its previous one (FENCED_MEMBER_EPOCH)."""
+    if req.instance_id is not None:
+        return _error(ErrorCode.INVALID_REQUEST, MIXED_STATIC_REFUSED.format(group=req.group_id))
     if req.subscribed_topic_regex:
-        return _error(ErrorCode.INVALID_REQUEST, "SubscribedTopicRegex is not supported in mixed groups.")
+        return _error(ErrorCode.INVALID_REQUEST, MIXED_REGEX_REFUSED.format(group=req.group_id))
+    if req.member_epoch == -2:
+        return _error(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
     if req.member_epoch == 0:
         if req.subscribed_topic_names is None:
             return _error(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
@@ -494,30 +518,40 @@ def consumer_commit_check(
     return ErrorCode.STALE_MEMBER_EPOCH
 
 
-# A registered member as the bridge reads it back: (client id, subscribed topics, partitions its znodes hold).
-AdoptedMember = tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]
+# The member kinds a broker-protocol member's registration names (`zkcoord.bridge.mixed_policy.KINDS`, repeated
+# here because the server does not import the bridge; a unit test holds the two equal).
+CLASSIC_KIND: Final = "classic"
+CONSUMER_KIND: Final = "consumer"
+
+# A registered member as the bridge reads it back: (client id, subscribed topics, partitions its znodes hold, its
+# kind: CLASSIC_KIND, CONSUMER_KIND, or None for a registration written before zkcoord recorded it).
+AdoptedMember = tuple[str, tuple[str, ...], tuple[TopicPartition, ...], "str | None"]
 
 
 def restored_consumers(
     classic: Iterable[str], known: Mapping[str, MixedConsumer], adopted: Mapping[str, AdoptedMember]
 ) -> dict[str, MixedConsumer]:
-    """After a load (a restart, a coordinator move): the registered members holding owner znodes that are
-    neither classic members of the loaded group nor consumer members this service knows. No record holds
-    consumer-protocol members, so these may be consuming what their owner znodes hold: each is kept as a member
-    (present to the bridge, its znodes fenced: everything held counts as sent and owned) until it heartbeats (it
-    resumes at once, see `resumed`), leaves or its session passes. A classic member that left just before the
-    crash looks the same; its partitions then wait one consumer session. A member holding nothing risks no
-    double consumption and is released as before (it rejoins if it is alive).
+    """After a load (a restart, a coordinator move): the registered consumer-protocol members holding owner
+    znodes that this service does not know. No record holds them, so they may be consuming what their owner
+    znodes hold: each is kept as a member (present to the bridge, its znodes fenced: everything held counts as
+    sent and owned) until it heartbeats (it resumes at once, see `resumed`), leaves or its session passes. A
+    member whose registration says it is a classic member is never restored: the classic group's records hold
+    the classic members, so one missing from the loaded group left (just before the crash) and its partitions
+    are released at once. A registration that does not say (written by an older zkcoord) is restored unless it
+    is a classic member of the loaded group (a classic member that left looks the same, and its partitions wait
+    one consumer session). A member holding nothing risks no double consumption and is released as before (it
+    rejoins if it is alive).
 
     >>> tp = TopicPartition("t", 0)
-    >>> r = restored_consumers(["k"], {}, {"k": ("c", ("t",), (tp,)), "n": ("c", ("t",), (tp,)), "e": ("c", ("t",), ())})
+    >>> r = restored_consumers(["k"], {}, {"k": ("c", ("t",), (tp,), None), "n": ("c", ("t",), (tp,), "consumer"),
+    ...                                    "e": ("c", ("t",), (), "consumer"), "x": ("c", ("t",), (tp,), "classic")})
     >>> sorted(r), r["n"].fenced() == frozenset({tp}), r["n"].restored
     (['n'], True, True)
     """
     skip = set(classic) | set(known)
     out = {}
-    for mid, (client_id, topics, held) in sorted(adopted.items()):
-        if mid in skip or not held:
+    for mid, (client_id, topics, held, kind) in sorted(adopted.items()):
+        if mid in skip or not held or kind == CLASSIC_KIND:
             continue
         tps = frozenset(held)
         out[mid] = MixedConsumer(mid, client_id, topics, 0, 0, tps, tps, tps, restored=True)
@@ -530,7 +564,7 @@ def resumed(member: MixedConsumer, epoch: int) -> MixedConsumer:
     only after it gave it up), and its commits at the epoch it sent are accepted.
 
     >>> tp = TopicPartition("t", 0)
-    >>> m = resumed(restored_consumers([], {}, {"n": ("c", ("t",), (tp,))})["n"], 7)
+    >>> m = resumed(restored_consumers([], {}, {"n": ("c", ("t",), (tp,), "consumer")})["n"], 7)
     >>> m.epoch, m.previous_epoch, m.restored, m.sent == frozenset({tp})
     (8, 7, False, True)
     """
@@ -633,9 +667,10 @@ def consumers_hand_over_alone(group: ClassicGroup | None, present: Iterable[str]
 
 
 def consumer_protocol_refusal(group_id: str) -> ConsumerGroupHeartbeatResponse:
-    """A KIP-848 member's heartbeat to a mixed group whose edge cannot serve it (no topic lookup)."""
+    """A KIP-848 member's heartbeat to a mixed group whose edge was built without a topic lookup (the group
+    service always passes one; an edge without one cannot name partitions by topic id)."""
     return ConsumerGroupHeartbeatResponse(
         int(ErrorCode.UNSUPPORTED_VERSION),
-        f"group {group_id} is a mixed group (--bridge-zk-groups): consumer-protocol members are not "
-        "served in mixed groups yet; use group.protocol=classic",
+        f"group {group_id} is a mixed group (--bridge-zk-groups) and this coordinator has no topic lookup to "
+        "serve consumer-protocol members; use group.protocol=classic",
     )

@@ -377,7 +377,7 @@ class MixedGroups:
             joined = md.rejoined(old, member_id, req.client_id, topics)
             members[member_id] = joined
             try:
-                await self._bridge.preregister(group_id, (member_id, req.client_id, topics))
+                await self._bridge.preregister(group_id, (member_id, req.client_id, topics), md.CONSUMER_KIND)
             except Exception as exc:
                 log.warning("group=%s member %s: early registration failed (%s)", group_id, member_id, exc)
             self._bridge.watch(group_id, topics, lambda: self._rebalance(group_id))
@@ -415,7 +415,7 @@ class MixedGroups:
                 # A describe writes nothing: the group is adopted (its fence bumped) only when ZooKeeper holds
                 # members of ours to restore, as their next heartbeat would.
                 ours = await self._bridge.adopted_members(group_id, adopt=False)
-                if any(held for _client, _topics, held in ours.values()):
+                if any(held and kind != md.CLASSIC_KIND for _client, _topics, held, kind in ours.values()):
                     await self._restored(group_id)
             legacy = await self._bridge.legacy_members(group_id)
         except Exception as exc:

@@ -45,10 +45,38 @@ def test_a_join_is_served_and_a_malformed_one_is_refused_saying_why() -> None:
         {}, hb(epoch=0, subscribed_topic_names=("t",), topic_partitions=((T_ID, (0,)),))
     )
     assert owning is not None and owning.error_code == ErrorCode.INVALID_REQUEST
-    regex = md.consumer_heartbeat_refusal(
-        {}, hb(epoch=0, subscribed_topic_names=("t",), subscribed_topic_regex="t.*")
-    )
-    assert regex is not None and regex.error_code == ErrorCode.INVALID_REQUEST
+
+
+def test_a_regex_subscription_is_refused_naming_the_group_and_what_to_do() -> None:
+    for req in (
+        hb(epoch=0, subscribed_topic_names=("t",), subscribed_topic_regex="t.*"),
+        hb(epoch=0, subscribed_topic_regex="t.*"),  # a pattern only: refused for the pattern, not the names
+    ):
+        regex = md.consumer_heartbeat_refusal({}, req)
+        assert regex is not None and regex.error_code == ErrorCode.INVALID_REQUEST
+        message = regex.error_message or ""
+        assert "SubscribedTopicRegex" in message and "mixed group g " in message and "topic names" in message
+
+
+def test_a_static_member_is_refused_naming_group_instance_id() -> None:
+    """A static member was served as a dynamic one (its InstanceId ignored): a restart gave it a new member id,
+    so a new legacy consumer id (the legacy members rebalanced) while the old one's partitions waited for its
+    session. Now it is told at its join, and at any later heartbeat or static leave."""
+    members = {"m": member(epoch=3)}
+    for req in (
+        hb(epoch=0, subscribed_topic_names=("t",), topic_partitions=(), instance_id="i-1"),
+        hb(epoch=3, instance_id="i-1"),
+        hb(epoch=-2, instance_id="i-1"),
+    ):
+        refused = md.consumer_heartbeat_refusal(members, req)
+        assert refused is not None and refused.error_code == ErrorCode.INVALID_REQUEST
+        message = refused.error_message or ""
+        assert "group.instance.id" in message and "mixed group g " in message
+    # A static leave names its instance (Kafka's check): without one it is malformed, not a leave.
+    bare = md.consumer_heartbeat_refusal(members, hb(epoch=-2))
+    assert bare is not None and bare.error_code == ErrorCode.INVALID_REQUEST
+    assert bare.error_message == "InstanceId can't be null."
+    assert md.consumer_heartbeat_refusal(members, hb(epoch=-1)) is None  # a dynamic leave is served
 
 
 def test_an_unknown_member_rejoins_and_a_foreign_epoch_is_fenced() -> None:
@@ -170,11 +198,11 @@ def lookup(name: str) -> tuple[str, int] | None:
 
 
 def test_registered_members_the_load_does_not_know_are_restored_fenced() -> None:
-    adopted = {
-        "k": ("kc", ("t",), (tp(0),)),  # a classic member of the loaded group: its records hold it
-        "n": ("nc", ("t",), (tp(1), tp(2))),  # a consumer-protocol member: no record holds it
-        "old": ("oc", ("t",), (tp(3),)),  # one this service already knows (it joined meanwhile)
-        "idle": ("ic", ("t",), ()),  # holding nothing, nothing to fence: released as before, rejoins if alive
+    adopted: dict[str, md.AdoptedMember] = {
+        "k": ("kc", ("t",), (tp(0),), "classic"),  # a classic member of the loaded group: its records hold it
+        "n": ("nc", ("t",), (tp(1), tp(2)), "consumer"),  # a consumer-protocol member: no record holds it
+        "old": ("oc", ("t",), (tp(3),), "consumer"),  # one this service already knows (it joined meanwhile)
+        "idle": ("ic", ("t",), (), "consumer"),  # holds nothing, nothing to fence: released, rejoins if alive
     }
     restored = md.restored_consumers(["k"], {"old": member()}, adopted)
     assert sorted(restored) == ["n"]
@@ -186,8 +214,24 @@ def test_registered_members_the_load_does_not_know_are_restored_fenced() -> None
     assert members == (("n", "nc", ("t",)),) and owned == {"n": (tp(1), tp(2))}
 
 
+def test_a_classic_member_that_left_before_the_crash_is_not_restored_as_a_consumer_member() -> None:
+    """The registration says which kind of member wrote it: a classic member missing from the loaded group
+    left (the classic records hold every classic member), so its partitions are released at once instead of
+    waiting one consumer session fenced for a member that will never heartbeat. A registration by an older
+    zkcoord says nothing: it is restored as before (it may be a consumer-protocol member still consuming)."""
+    adopted: dict[str, md.AdoptedMember] = {
+        "left": ("kc", ("t",), (tp(0),), "classic"),
+        "n": ("nc", ("t",), (tp(1),), "consumer"),
+        "unmarked": ("uc", ("t",), (tp(2),), None),
+    }
+    restored = md.restored_consumers([], {}, adopted)
+    assert sorted(restored) == ["n", "unmarked"]
+    assert restored["unmarked"].fenced() == tps(2)
+    assert md.restored_consumers(["unmarked"], {}, adopted).keys() == {"n"}  # unmarked but in the records
+
+
 def test_a_restored_member_resumes_at_its_first_heartbeat_whatever_its_epoch() -> None:
-    (n,) = md.restored_consumers([], {}, {"m": ("c", ("t",), (tp(1),))}).values()
+    (n,) = md.restored_consumers([], {}, {"m": ("c", ("t",), (tp(1),), "consumer")}).values()
     members = {"m": n}
     assert md.consumer_heartbeat_refusal(members, hb(epoch=17)) is None  # no epoch is known for it yet
     assert md.consumer_commit_check(members, "m", 17) == ErrorCode.NONE  # its commits before that heartbeat
@@ -205,7 +249,7 @@ def test_a_restored_member_resumes_at_its_first_heartbeat_whatever_its_epoch() -
 
 
 def test_a_restored_member_rejoining_is_an_ordinary_member_again() -> None:
-    (n,) = md.restored_consumers([], {}, {"m": ("c", ("t",), (tp(1),))}).values()
+    (n,) = md.restored_consumers([], {}, {"m": ("c", ("t",), (tp(1),), "consumer")}).values()
     again = md.rejoined(n, "m", "c", ("t",))
     assert not again.restored and again.fenced() == frozenset() and again.share == tps(1)
 
