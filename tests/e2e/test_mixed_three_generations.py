@@ -3,7 +3,8 @@
 `group.protocol=consumer` members (KIP-848, each in its own process) share one group under a paced producer; then
 the legacy and the classic member are replaced one by one by consumer-protocol members, and one of those crashes
 (kill -9: its partitions move when its session expires). Then the coordinator itself is killed -9 and started again
-under the three generations (its consumer-protocol members are restored from ZooKeeper, not released). An observer
+under the three generations (its consumer-protocol members are restored from ZooKeeper, not released); and a
+static consumer-protocol member is restarted beside a legacy member (nothing moves). An observer
 samples every
 10 ms the owner znodes and what every broker-protocol member holds (kafka-python's callbacks, the consumer-protocol
 processes' printed callbacks): no partition is held by two members at once (a legacy member holds what its owner

@@ -8,7 +8,8 @@ withheld until they revoke, and a follow-up rebalance when a previous owner did 
 departures release owner znodes; legacy membership changes start a rebalance; legacy members' generation -1
 commits are stored. Consumer-protocol members (KIP-848) are registered in ZooKeeper like classic members and
 take their share from the same hand-over (the classic leader's SyncGroup when the group has classic members, a
-hand-over of their own otherwise); each is sent only what is held for it. Every decision is a pure function in
+hand-over of their own otherwise); each is sent only what is held for it; a static one (group.instance.id) is
+known to the bridge by its instance id, so its replacement after a restart keeps its registration and share. Every decision is a pure function in
 `mixed_decisions`; this class only awaits the bridge.
 """
 
