@@ -3,7 +3,8 @@
 `group.protocol=consumer` members (KIP-848, each in its own process) share one group under a paced producer; then
 the legacy and the classic member are replaced one by one by consumer-protocol members, and one of those crashes
 (kill -9: its partitions move when its session expires). Then the coordinator itself is killed -9 and started again
-under the three generations (its consumer-protocol members are restored from ZooKeeper, not released). An observer
+under the three generations (its consumer-protocol members are restored from ZooKeeper, not released); and a
+static consumer-protocol member is restarted beside a legacy member (nothing moves). An observer
 samples every
 10 ms the owner znodes and what every broker-protocol member holds (kafka-python's callbacks, the consumer-protocol
 processes' printed callbacks): no partition is held by two members at once (a legacy member holds what its owner
@@ -182,9 +183,10 @@ class ThreeGenerations:
                f"auto.commit.interval.ms={COMMIT_INTERVAL_MS}", "--property", "zookeeper.session.timeout.ms=6000"]  # fmt: skip
         self.procs[name] = Process(cmd, name)
 
-    def consumer(self, name: str) -> None:
+    def consumer(self, name: str, instance_id: str | None = None) -> None:
+        static = [instance_id] if instance_id is not None else []
         self.procs[name] = Process(
-            [sys.executable, str(CONSUMER), self.bootstrap, self.group, self.topic, name],
+            [sys.executable, str(CONSUMER), self.bootstrap, self.group, self.topic, name, *static],
             name,
             self.state.line,
         )
@@ -418,5 +420,51 @@ def test_consumer_group_describe_of_a_mixed_group(cluster: tuple[str, NodeProces
             assert run.zk.exists(f"/zkcoord/mixed-groups/{run.group}") is not None
             listed = admin.list_consumer_groups().result(20).valid
             assert [g.type for g in listed if g.group_id == run.group] == [ConsumerGroupType.CLASSIC]
+    finally:
+        run.close()
+
+
+def test_a_restarted_static_consumer_member_gets_its_partitions_back_and_the_legacy_side_does_not_move(
+    cluster: tuple[str, NodeProcess],
+) -> None:
+    """A static consumer-protocol member (`group.instance.id`) beside a legacy member is closed (epoch -2) and
+    started again under a new member id: it takes its predecessor's place within its session, so its ids znode,
+    its owner znodes and the legacy member's partitions never change (every 10 ms sample) and it is handed
+    exactly what it held before."""
+    zk_connect, node = cluster
+    run = ThreeGenerations(zk_connect, node.bootstrap)
+    ids_path = f"/consumers/{run.group}/ids"
+    try:
+        with run.sampler:
+            wait_for(lambda: len(run.producer.acked) > 20, 20, "the producer's first acknowledgements")
+            run.legacy("l1")
+            run.change("the legacy member holds every partition", 1)
+            run.consumer("n1", "static-1")
+            run.change("a static consumer-protocol member joined the legacy member", 1)
+            ids_before = sorted(run.zk.get_children(ids_path))
+            last = run.sampler.samples[-1]
+            legacy_before, owners_before = legacy_owned(last, run.group), dict(last.owners)
+            with run.state.lock:
+                held_before = run.state.held["n1"]
+            assert held_before and legacy_before
+            restart_from = len(run.sampler.samples)
+            n1 = run.procs.pop("n1")
+            assert n1.leave() == 0  # close: a static leave (epoch -2), its share kept for its session
+            with run.state.lock:
+                run.state.held.pop("n1", None)
+            run.gone.append(n1)
+            run.consumer("n1b", "static-1")  # the same instance, a new process and member id
+            run.change("the static member restarted", 1)
+            with run.state.lock:
+                assert run.state.held["n1b"] == held_before
+            assert sorted(run.zk.get_children(ids_path)) == ids_before
+            during = run.sampler.samples[restart_from:]
+            assert [s.at for s in during if legacy_owned(s, run.group) != legacy_before] == []
+            assert [s.at for s in during if dict(s.owners) != owners_before] == []  # no znode re-created
+            assert any("takes the place of" in line for line in list(node.output) if run.group in line)
+        run.producer.stop()
+        acked = run.producer.acked
+        wait_for(lambda: acked <= run.consumed(), 30, "every acknowledged record consumed", 0.1)
+        assert overlaps(run.sampler.samples, run.group) == []
     finally:
         run.close()

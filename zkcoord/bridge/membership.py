@@ -35,6 +35,7 @@ from typing import TypeVar
 
 from zkcoord.bridge.mixed_policy import (
     CLASSIC,
+    CONSUMER_KIND,
     LEGACY_STRATEGIES,
     ClassicMember,
     Malformed,
@@ -54,6 +55,7 @@ from zkcoord.bridge.mixed_policy import (
     parse_registration,
     plan_assignment,
     plan_hand_over,
+    registered_kind,
     thread_for,
 )
 from zkcoord.errors import MalformedZnode
@@ -310,6 +312,7 @@ class MixedGroupBridge:
                     client,
                     topics,
                     tuple(still[mid]) if mid in still else self._still_owned(subscriptions.get(mid)),
+                    CONSUMER_KIND if mid in still else CLASSIC,  # `owned` names exactly the consumer members
                 )
                 for mid, client, topics in members
             )
@@ -489,15 +492,21 @@ class MixedGroupBridge:
             out[m.member_id] = encode_assignment(tp for tp, th in sorted(owners.items()) if th == thread)
         return out
 
-    async def preregister(self, group: str, member: tuple[str, str, tuple[str, ...]]) -> None:
+    async def preregister(
+        self, group: str, member: tuple[str, str, tuple[str, ...]], kind: str = CLASSIC
+    ) -> None:
         """Register a joining member under ids before its rebalance completes, so the legacy members rebalance
-        (and release what it will get) while the broker-protocol side is still joining."""
+        (and release what it will get) while the broker-protocol side is still joining. `kind`: CLASSIC or CONSUMER_KIND."""
         mid, client_id, topics = member
         if mid in self._registered.get(group, {}):
             return
         async with self._lock(group):
             await asyncio.to_thread(
-                self._refenced, group, self._preregister, group, ClassicMember(mid, client_id, topics)
+                self._refenced,
+                group,
+                self._preregister,
+                group,
+                ClassicMember(mid, client_id, topics, kind=kind),
             )
 
     def _preregister(self, group: str, member: ClassicMember) -> None:
@@ -558,15 +567,15 @@ class MixedGroupBridge:
 
     async def adopted_members(
         self, group: str, adopt: bool = True
-    ) -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]]:
+    ) -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...], str | None]]:
         """Adopt the group (as any write would; not with `adopt=False`: a plain read) and return every
         broker-protocol member registered for it, by member id: (client id, subscribed topics, the partitions its
-        owner znodes hold). A restarted or moved coordinator reads here the consumer-protocol members (KIP-848) it
+        owner znodes hold, its kind from the registration: CLASSIC, CONSUMER_KIND, None when unmarked). A restarted or moved coordinator reads here the consumer-protocol members (KIP-848) it
         has no records of, whose owner znodes it must keep until they are heard from or their session passes. A
         malformed fence adopts nothing (it fails closed: nothing is released either) and the members are read as
         they are."""
 
-        def read() -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]]:
+        def read() -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...], str | None]]:
             client = self._zk()
             if adopt:
                 with contextlib.suppress(MalformedZnode):
@@ -582,7 +591,8 @@ class MixedGroupBridge:
                 topics = () if isinstance(parsed, Malformed) else tuple(sorted(parsed.topic_counts))
                 thread = thread_for(cid)
                 held = tuple(sorted(tp for tp, th in owners.items() if th == thread))
-                out[marker.get("member_id", cid)] = (marker.get("client_id", ""), topics, held)
+                kind = registered_kind(marker)
+                out[marker.get("member_id", cid)] = (marker.get("client_id", ""), topics, held, kind)
             return out
 
         async with self._lock(group):

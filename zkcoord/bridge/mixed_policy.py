@@ -31,6 +31,11 @@ from zkcoord.topic_partition import TopicPartition
 
 LEGACY: Final = "legacy"
 CLASSIC: Final = "classic"
+# The member kinds of a broker-protocol member's registration (the marker's `group_protocol`, the client's
+# `group.protocol`): a classic member (JoinGroup/SyncGroup) or a consumer-protocol member (KIP-848). A
+# registration without it was written by a zkcoord before the key (its kind is unknown).
+CONSUMER_KIND: Final = "consumer"
+KINDS: Final = (CLASSIC, CONSUMER_KIND)
 # The classic protocol names whose algorithm the legacy tree also knows.
 LEGACY_STRATEGIES: Final = ("range", "roundrobin")
 # KIP-429 protocols a bridged group hosts: the coordinator decides the shares with the legacy algorithm anyway,
@@ -141,6 +146,7 @@ class ClassicMember:
     topics: tuple[str, ...]
     # KIP-429 members: the partitions the member says (in its JoinGroup) it still owns; eager members own none.
     owned: tuple[TopicPartition, ...] = ()
+    kind: str = CLASSIC  # one of KINDS: written into its registration's marker
 
 
 def consumer_id_for(group: str, member_id: str, taken: Iterable[str] = ()) -> str:
@@ -171,12 +177,16 @@ def thread_for(consumer_id: str) -> str:
 
 def encode_classic_registration(member: ClassicMember, timestamp_ms: int) -> bytes:
     """The ids znode of a classic member: the 0.8 static registration (`{T: 1}` per topic) plus one key
-    `"zkcoord":{"protocol":"classic","member_id":...,"client_id":...}`, which 0.8's `TopicCount` ignores."""
+    `"zkcoord":{"protocol":"classic","group_protocol":<kind>,"member_id":...,"client_id":...}`, which 0.8's
+    `TopicCount` ignores (it reads only `pattern` and `subscription`; so does zkcoord's `ConsumerRegistration`).
+    `protocol` says "a broker-protocol member" to every zkcoord reader; `group_protocol` which kind (KINDS), so
+    a coordinator restoring the group after a load tells its consumer-protocol members from classic ones."""
     base = ConsumerRegistration.static({t: 1 for t in member.topics}, timestamp_ms=timestamp_ms)
     text = base.encode().decode()
     marker = encode_json(
         {
             "protocol": CLASSIC,
+            "group_protocol": member.kind,
             "member_id": Escaped(json_escape_string(member.member_id)),
             "client_id": Escaped(json_escape_string(member.client_id)),
         }
@@ -195,6 +205,17 @@ def classic_marker(data: bytes | None) -> dict[str, str] | None:
     if not isinstance(marker, dict) or marker.get("protocol") != CLASSIC:
         return None
     return {str(k): str(v) for k, v in marker.items()}
+
+
+def registered_kind(marker: Mapping[str, str] | None) -> str | None:
+    """The member kind a `classic_marker` names (one of KINDS); None when it names none we know (a registration
+    by an older zkcoord, or no marker).
+
+    >>> registered_kind({"protocol": "classic", "group_protocol": "consumer"}), registered_kind({"protocol": "classic"})
+    ('consumer', None)
+    """
+    kind = (marker or {}).get("group_protocol")
+    return kind if kind in KINDS else None
 
 
 def member_views(ids: Mapping[str, bytes | None], owners: Mapping[TopicPartition, str]) -> list[MemberView]:

@@ -302,6 +302,16 @@ class MixedConsumer:
     # Restored after a load from its registration and owner znodes (no records hold consumer members): its epoch
     # is unknown until it heartbeats, and everything its owner znodes hold counts as sent and owned until then.
     restored: bool = False
+    instance_id: str | None = None  # a static member's group.instance.id
+    bridge_id: str = ""  # the id the bridge knows it by ("": its member id); see `STATIC_BRIDGE_ID_PREFIX`
+    static_left: bool = (
+        False  # it left with epoch -2: its share waits for its replacement or its session's end
+    )
+
+    @property
+    def key(self) -> str:
+        """The id the bridge knows the member by: its registration and its share follow this one."""
+        return self.bridge_id or self.member_id
 
     def fenced(self) -> frozenset[TopicPartition]:
         """What the member may still be consuming: a partition is released for another holder only once it is
@@ -309,18 +319,54 @@ class MixedConsumer:
         return self.sent | self.owned
 
 
+# A static member (`group.instance.id`) is known to the bridge, and registered in the legacy tree, under this
+# prefix and its instance id, not under its member id (which each restart of the client changes): a restarted
+# static member replaces the one that left (epoch -2) under the same registration, so the legacy side sees no
+# membership change and its share comes back to it. A dynamic member id with this prefix is refused.
+STATIC_BRIDGE_ID_PREFIX: Final = "static-instance:"
+# Regex subscriptions are refused: every member of a mixed group subscribes to the legacy members' exact topic
+# list (a 0.8 registration names its topics; wildcard legacy members are refused too), which a pattern does not
+# keep equal as topics come and go.
+MIXED_REGEX_REFUSED: Final = (
+    "SubscribedTopicRegex is not supported in mixed group {group} (--bridge-zk-groups): every member must "
+    "subscribe to the legacy members' topic list by name; subscribe to topic names, not a pattern"
+)
+
+
 def _error(code: ErrorCode, message: str) -> ConsumerGroupHeartbeatResponse:
     return ConsumerGroupHeartbeatResponse(int(code), message)
+
+
+def static_bridge_id(instance_id: str) -> str:
+    return STATIC_BRIDGE_ID_PREFIX + instance_id
+
+
+def static_holder(members: Mapping[str, MixedConsumer], instance_id: str | None) -> MixedConsumer | None:
+    """The member holding a static member's place (by its bridge id: a member restored after a load knows no
+    more of itself), None for a dynamic request or a free instance id. A scan: joins and static requests only."""
+    if instance_id is None:
+        return None
+    wanted = static_bridge_id(instance_id)
+    return next((m for m in members.values() if m.key == wanted), None)
 
 
 def consumer_heartbeat_refusal(
     members: Mapping[str, MixedConsumer], req: ConsumerGroupHeartbeatRequest
 ) -> ConsumerGroupHeartbeatResponse | None:
     """The error answer to a consumer-protocol member's heartbeat into a mixed group, or None when it is served:
-    Kafka's request checks (INVALID_REQUEST), a member id this coordinator does not know (UNKNOWN_MEMBER_ID: it
-    rejoins with epoch 0), and an epoch that is neither its current nor its previous one (FENCED_MEMBER_EPOCH)."""
+    what mixed groups do not support (a regex subscription: INVALID_REQUEST, fatal for the client, naming the
+    setting, `MIXED_REGEX_REFUSED`), Kafka's request checks (INVALID_REQUEST), Kafka's static-member checks (a
+    join under an instance id another live member holds: UNRELEASED_INSTANCE_ID; a heartbeat of a member its
+    replacement took the place of: FENCED_INSTANCE_ID), a member id this coordinator does not know
+    (UNKNOWN_MEMBER_ID: it rejoins with epoch 0), and an epoch that is neither its current nor its previous one
+    (FENCED_MEMBER_EPOCH). `members` is keyed by member id."""
     if req.subscribed_topic_regex:
-        return _error(ErrorCode.INVALID_REQUEST, "SubscribedTopicRegex is not supported in mixed groups.")
+        return _error(ErrorCode.INVALID_REQUEST, MIXED_REGEX_REFUSED.format(group=req.group_id))
+    if req.instance_id is not None and not req.instance_id.strip():
+        return _error(ErrorCode.INVALID_REQUEST, "InstanceId can't be empty.")
+    if req.member_epoch == -2 and req.instance_id is None:
+        return _error(ErrorCode.INVALID_REQUEST, "InstanceId can't be null.")
+    holder = static_holder(members, req.instance_id)
     if req.member_epoch == 0:
         if req.subscribed_topic_names is None:
             return _error(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
@@ -328,14 +374,38 @@ def consumer_heartbeat_refusal(
             return _error(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
         if req.topic_partitions:
             return _error(ErrorCode.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
+        if req.instance_id is None and req.member_id.startswith(STATIC_BRIDGE_ID_PREFIX):
+            return _error(
+                ErrorCode.INVALID_REQUEST,
+                f"MemberId can't start with {STATIC_BRIDGE_ID_PREFIX!r} in mixed groups.",
+            )
+        if (
+            holder is not None
+            and holder.member_id != req.member_id
+            and not (holder.static_left or holder.restored)
+        ):
+            return _error(
+                ErrorCode.UNRELEASED_INSTANCE_ID,
+                f"Static member {req.member_id} with instance id {req.instance_id} cannot join the group "
+                f"because the instance id is owned by {holder.member_id} member.",
+            )
         return None
     if req.member_epoch < -2:
         return _error(ErrorCode.INVALID_REQUEST, f"MemberEpoch is invalid: {req.member_epoch}.")
+    if holder is not None and holder.member_id != req.member_id and not holder.restored:
+        # (a restored holder knows no member id: the member is told UNKNOWN_MEMBER_ID and rejoins in its place)
+        return _error(
+            ErrorCode.FENCED_INSTANCE_ID,
+            f"Static member {req.member_id} with instance id {req.instance_id} was fenced by member "
+            f"{holder.member_id}.",
+        )
     member = members.get(req.member_id)
-    if member is None:
+    if member is None or member.static_left:
         return _error(
             ErrorCode.UNKNOWN_MEMBER_ID, f"Member {req.member_id} is not a member of group {req.group_id}."
         )
+    if req.instance_id is not None and member.instance_id != req.instance_id:
+        return _error(ErrorCode.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
     if (
         req.member_epoch > 0
         and not member.restored
@@ -431,11 +501,11 @@ def consumer_answer(
 def shares_from(
     members: Mapping[str, MixedConsumer], assigned: Mapping[str, Mapping[str, tuple[int, ...]]]
 ) -> dict[str, MixedConsumer]:
-    """The consumer members after a hand-over: each one's share is what the bridge held for it (a member that
-    left meanwhile stays gone; one the hand-over did not include keeps its previous share)."""
+    """The consumer members after a hand-over: each one's share is what the bridge held for it, by its bridge id
+    (a member that left meanwhile stays gone; one the hand-over did not include keeps its previous share)."""
     out = {}
     for mid, m in members.items():
-        got = assigned.get(mid)
+        got = assigned.get(m.key)
         if got is None:
             out[mid] = m
             continue
@@ -446,12 +516,12 @@ def shares_from(
 def bridge_members(
     members: Mapping[str, MixedConsumer],
 ) -> tuple[tuple[BridgeMember, ...], dict[str, tuple[TopicPartition, ...]]]:
-    """The consumer members as the bridge's hand-over takes them, and what each may still be consuming (their
-    owner znodes are kept and their partitions withheld from others until they give them up)."""
-    ordered = sorted(members.values(), key=lambda m: m.member_id)
+    """The consumer members as the bridge's hand-over takes them (by bridge id), and what each may still be
+    consuming (their owner znodes are kept and their partitions withheld from others until they give them up)."""
+    ordered = sorted(members.values(), key=lambda m: m.key)
     return (
-        tuple((m.member_id, m.client_id, m.topics) for m in ordered),
-        {m.member_id: tuple(sorted(m.fenced())) for m in ordered},
+        tuple((m.key, m.client_id, m.topics) for m in ordered),
+        {m.key: tuple(sorted(m.fenced())) for m in ordered},
     )
 
 
@@ -470,7 +540,9 @@ def rejoined(
         return MixedConsumer(member_id, client_id, topics)
     return replace(
         old,
+        member_id=member_id,
         restored=False,
+        static_left=False,
         client_id=client_id,
         topics=topics,
         epoch=old.epoch + 1,
@@ -478,6 +550,56 @@ def rejoined(
         sent=frozenset(),
         owned=frozenset(),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerJoin:
+    """A served join (epoch 0): the member as it now is, the member id whose place it took (a static member's
+    predecessor, to forget; None otherwise), and whether the membership the bridge sees changed (then the group
+    rebalances; a static member taking its predecessor's place with the same topics changes nothing there)."""
+
+    member: MixedConsumer
+    replaced: str | None
+    hand_over: bool
+
+
+def consumer_joined(
+    members: Mapping[str, MixedConsumer],
+    member_id: str,
+    client_id: str,
+    topics: tuple[str, ...],
+    instance_id: str | None,
+) -> ConsumerJoin:
+    """A join `consumer_heartbeat_refusal` let through. A dynamic member is new or rejoins (`rejoined`). A
+    static member takes the place of the member holding its instance id (one that left with epoch -2, or one
+    restored after a load): same bridge id, so the same registration and share (the legacy side sees nothing
+    move), answered from the epoch after its predecessor's; a new static member is registered under its
+    instance id.
+
+    >>> tp = TopicPartition("t", 0)
+    >>> gone = MixedConsumer("a", "c", ("t",), 4, 3, share=frozenset({tp}), instance_id="i",
+    ...                      bridge_id=static_bridge_id("i"), static_left=True)
+    >>> j = consumer_joined({"a": gone}, "b", "c", ("t",), "i")
+    >>> j.member.member_id, j.member.key, j.member.share == frozenset({tp}), j.member.epoch, j.replaced, j.hand_over
+    ('b', 'static-instance:i', True, 5, 'a', False)
+    """
+    if instance_id is None:
+        return ConsumerJoin(rejoined(members.get(member_id), member_id, client_id, topics), None, True)
+    holder = static_holder(members, instance_id)
+    if holder is None:
+        fresh = MixedConsumer(
+            member_id, client_id, topics, instance_id=instance_id, bridge_id=static_bridge_id(instance_id)
+        )
+        return ConsumerJoin(fresh, None, True)
+    joined = rejoined(holder, member_id, client_id, topics)
+    replaced = holder.member_id if holder.member_id != member_id else None
+    return ConsumerJoin(joined, replaced, joined.topics != holder.topics)
+
+
+def static_left(member: MixedConsumer) -> MixedConsumer:
+    """A static member's leave (epoch -2): it stays, its share held for its replacement, until its session
+    passes (Kafka's rule); it is sent nothing more."""
+    return replace(member, static_left=True)
 
 
 def consumer_commit_check(
@@ -494,33 +616,47 @@ def consumer_commit_check(
     return ErrorCode.STALE_MEMBER_EPOCH
 
 
-# A registered member as the bridge reads it back: (client id, subscribed topics, partitions its znodes hold).
-AdoptedMember = tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]
+# The member kinds a broker-protocol member's registration names (`zkcoord.bridge.mixed_policy.KINDS`, repeated
+# here because the server does not import the bridge; a unit test holds the two equal).
+CLASSIC_KIND: Final = "classic"
+CONSUMER_KIND: Final = "consumer"
+
+# A registered member as the bridge reads it back: (client id, subscribed topics, partitions its znodes hold, its
+# kind: CLASSIC_KIND, CONSUMER_KIND, or None for a registration written before zkcoord recorded it).
+AdoptedMember = tuple[str, tuple[str, ...], tuple[TopicPartition, ...], "str | None"]
 
 
 def restored_consumers(
     classic: Iterable[str], known: Mapping[str, MixedConsumer], adopted: Mapping[str, AdoptedMember]
 ) -> dict[str, MixedConsumer]:
-    """After a load (a restart, a coordinator move): the registered members holding owner znodes that are
-    neither classic members of the loaded group nor consumer members this service knows. No record holds
-    consumer-protocol members, so these may be consuming what their owner znodes hold: each is kept as a member
-    (present to the bridge, its znodes fenced: everything held counts as sent and owned) until it heartbeats (it
-    resumes at once, see `resumed`), leaves or its session passes. A classic member that left just before the
-    crash looks the same; its partitions then wait one consumer session. A member holding nothing risks no
-    double consumption and is released as before (it rejoins if it is alive).
+    """After a load (a restart, a coordinator move): the registered consumer-protocol members holding owner
+    znodes that this service does not know. No record holds them, so they may be consuming what their owner
+    znodes hold: each is kept as a member (present to the bridge, its znodes fenced: everything held counts as
+    sent and owned) until it heartbeats (it resumes at once, see `resumed`), leaves or its session passes. A
+    member whose registration says it is a classic member is never restored: the classic group's records hold
+    the classic members, so one missing from the loaded group left (just before the crash) and its partitions
+    are released at once. A registration that does not say (written by an older zkcoord) is restored unless it
+    is a classic member of the loaded group (a classic member that left looks the same, and its partitions wait
+    one consumer session). A member holding nothing risks no double consumption and is released as before (it
+    rejoins if it is alive).
 
     >>> tp = TopicPartition("t", 0)
-    >>> r = restored_consumers(["k"], {}, {"k": ("c", ("t",), (tp,)), "n": ("c", ("t",), (tp,)), "e": ("c", ("t",), ())})
+    >>> r = restored_consumers(["k"], {}, {"k": ("c", ("t",), (tp,), None), "n": ("c", ("t",), (tp,), "consumer"),
+    ...                                    "e": ("c", ("t",), (), "consumer"), "x": ("c", ("t",), (tp,), "classic")})
     >>> sorted(r), r["n"].fenced() == frozenset({tp}), r["n"].restored
     (['n'], True, True)
     """
-    skip = set(classic) | set(known)
+    skip = set(classic) | {m.key for m in known.values()}
     out = {}
-    for mid, (client_id, topics, held) in sorted(adopted.items()):
-        if mid in skip or not held:
+    for mid, (client_id, topics, held, kind) in sorted(adopted.items()):
+        if mid in skip or not held or kind == CLASSIC_KIND:
             continue
         tps = frozenset(held)
-        out[mid] = MixedConsumer(mid, client_id, topics, 0, 0, tps, tps, tps, restored=True)
+        # A static member is registered under its instance id (its member id is unknown until it rejoins).
+        instance = mid[len(STATIC_BRIDGE_ID_PREFIX) :] if mid.startswith(STATIC_BRIDGE_ID_PREFIX) else None
+        out[mid] = MixedConsumer(
+            mid, client_id, topics, 0, 0, tps, tps, tps, restored=True, instance_id=instance, bridge_id=mid
+        )
     return out
 
 
@@ -530,7 +666,7 @@ def resumed(member: MixedConsumer, epoch: int) -> MixedConsumer:
     only after it gave it up), and its commits at the epoch it sent are accepted.
 
     >>> tp = TopicPartition("t", 0)
-    >>> m = resumed(restored_consumers([], {}, {"n": ("c", ("t",), (tp,))})["n"], 7)
+    >>> m = resumed(restored_consumers([], {}, {"n": ("c", ("t",), (tp,), "consumer")})["n"], 7)
     >>> m.epoch, m.previous_epoch, m.restored, m.sent == frozenset({tp})
     (8, 7, False, True)
     """
@@ -594,7 +730,7 @@ def describe_mixed(
         members.append(
             DescribedConsumerMember(
                 c.member_id,
-                None,
+                c.instance_id,
                 None,
                 c.epoch,
                 c.client_id,
@@ -633,9 +769,10 @@ def consumers_hand_over_alone(group: ClassicGroup | None, present: Iterable[str]
 
 
 def consumer_protocol_refusal(group_id: str) -> ConsumerGroupHeartbeatResponse:
-    """A KIP-848 member's heartbeat to a mixed group whose edge cannot serve it (no topic lookup)."""
+    """A KIP-848 member's heartbeat to a mixed group whose edge was built without a topic lookup (the group
+    service always passes one; an edge without one cannot name partitions by topic id)."""
     return ConsumerGroupHeartbeatResponse(
         int(ErrorCode.UNSUPPORTED_VERSION),
-        f"group {group_id} is a mixed group (--bridge-zk-groups): consumer-protocol members are not "
-        "served in mixed groups yet; use group.protocol=classic",
+        f"group {group_id} is a mixed group (--bridge-zk-groups) and this coordinator has no topic lookup to "
+        "serve consumer-protocol members; use group.protocol=classic",
     )

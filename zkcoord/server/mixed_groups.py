@@ -8,7 +8,8 @@ withheld until they revoke, and a follow-up rebalance when a previous owner did 
 departures release owner znodes; legacy membership changes start a rebalance; legacy members' generation -1
 commits are stored. Consumer-protocol members (KIP-848) are registered in ZooKeeper like classic members and
 take their share from the same hand-over (the classic leader's SyncGroup when the group has classic members, a
-hand-over of their own otherwise); each is sent only what is held for it. Every decision is a pure function in
+hand-over of their own otherwise); each is sent only what is held for it; a static one (group.instance.id) is
+known to the bridge by its instance id, so its replacement after a restart keeps its registration and share. Every decision is a pure function in
 `mixed_decisions`; this class only awaits the bridge.
 """
 
@@ -166,12 +167,11 @@ class MixedGroups:
             # A previous owner did not let go in time: try again once its owner znode can be taken.
             asyncio.get_running_loop().call_later(md.FOLLOW_UP_REBALANCE_S, self._rebalance, req.group_id)
         consumers = self._consumers.get(req.group_id, {})
+        keys = set(self._consumer_keys(req.group_id))
         self._consumers[req.group_id] = md.shares_from(
-            consumers, {mid: parse_assignment(a) for mid, a in assignments.items() if mid in consumers}
+            consumers, {mid: parse_assignment(a) for mid, a in assignments.items() if mid in keys}
         )
-        return replace(
-            req, assignments=tuple((mid, a) for mid, a in assignments.items() if mid not in consumers)
-        )
+        return replace(req, assignments=tuple((mid, a) for mid, a in assignments.items() if mid not in keys))
 
     def synced(self, req: SyncGroupRequest, resp: SyncGroupResponse) -> SyncGroupResponse:
         """The core's answer to `req` (as the member sent it), in the name the member was answered in."""
@@ -197,7 +197,7 @@ class MixedGroups:
         if not group_id or not self._bridge.bridges(group_id):
             return
         group = self._runtime.state.groups.get(group_id)
-        present = (*md.present_members(group), *sorted(self._consumers.get(group_id, {})))
+        present = (*md.present_members(group), *self._consumer_keys(group_id))
         if self._reported.get(group_id) == present:
             return
         topics = md.watched_topics(group)
@@ -214,7 +214,7 @@ class MixedGroups:
                 await self._restored(group_id)
                 now = (
                     *md.present_members(self._runtime.state.groups.get(group_id)),
-                    *sorted(self._consumers.get(group_id, {})),
+                    *self._consumer_keys(group_id),
                 )
                 await mirror_settled(self._runtime, self._mirror, group_id, md.SETTLE_BEFORE_RELEASE_MS)
                 await bridge.members_changed(group_id, now)
@@ -230,6 +230,10 @@ class MixedGroups:
         task.add_done_callback(self._tasks.discard)
 
     # ----------------------------------------------------------------- consumer-protocol members (KIP-848)
+
+    def _consumer_keys(self, group_id: str) -> list[str]:
+        """The consumer members' ids as the bridge knows them (a static member's: by its instance id)."""
+        return sorted(m.key for m in self._consumers.get(group_id, {}).values())
 
     async def _restored(self, group_id: str) -> None:
         """Once per group and service, before anything it does can release owner znodes: the consumer members
@@ -360,6 +364,12 @@ class MixedGroups:
         if refused is not None:
             return refused
         interval = self._runtime.config.group_consumer_heartbeat_interval_ms
+        if req.member_epoch == -2 and req.member_id in members:
+            # A static member's leave: its share stays held for its replacement until its session passes.
+            members[req.member_id] = md.static_left(members[req.member_id])
+            log.info("group=%s static member %s (instance %s) left; its partitions wait for its replacement",
+                     group_id, req.member_id, req.instance_id)  # fmt: skip
+            return ConsumerGroupHeartbeatResponse(0, None, req.member_id, req.member_epoch, 0)
         if req.member_epoch < 0:
             self._leave(group_id, req.member_id)
             return ConsumerGroupHeartbeatResponse(0, None, req.member_id, req.member_epoch, 0)
@@ -373,16 +383,27 @@ class MixedGroups:
                 log.error("group=%s consumer member %r refused from the mixed group (%s): %s",
                           group_id, member_id, code.name, exc)  # fmt: skip
                 return ConsumerGroupHeartbeatResponse(int(code), str(exc))
-            old = members.get(member_id)
-            joined = md.rejoined(old, member_id, req.client_id, topics)
+            join = md.consumer_joined(members, member_id, req.client_id, topics, req.instance_id)
+            joined = join.member
+            if join.replaced is not None:
+                # A static member's replacement takes its predecessor's place (same registration and share).
+                members.pop(join.replaced, None)
+                handle = self._sessions.pop((group_id, join.replaced), None)
+                if handle is not None:
+                    handle.cancel()
+                log.info("group=%s static member %s (instance %s) takes the place of %s",
+                         group_id, member_id, req.instance_id, join.replaced)  # fmt: skip
             members[member_id] = joined
             try:
-                await self._bridge.preregister(group_id, (member_id, req.client_id, topics))
+                await self._bridge.preregister(
+                    group_id, (joined.key, req.client_id, topics), md.CONSUMER_KIND
+                )
             except Exception as exc:
                 log.warning("group=%s member %s: early registration failed (%s)", group_id, member_id, exc)
             self._bridge.watch(group_id, topics, lambda: self._rebalance(group_id))
             self._arm_session(group_id, member_id)
-            self._rebalance(group_id)
+            if join.hand_over:
+                self._rebalance(group_id)
             return md.consumer_answer(joined, True, lookup, interval)
         member = members[req.member_id]
         resuming = member.restored
@@ -415,7 +436,7 @@ class MixedGroups:
                 # A describe writes nothing: the group is adopted (its fence bumped) only when ZooKeeper holds
                 # members of ours to restore, as their next heartbeat would.
                 ours = await self._bridge.adopted_members(group_id, adopt=False)
-                if any(held for _client, _topics, held in ours.values()):
+                if any(held and kind != md.CLASSIC_KIND for _client, _topics, held, kind in ours.values()):
                     await self._restored(group_id)
             legacy = await self._bridge.legacy_members(group_id)
         except Exception as exc:

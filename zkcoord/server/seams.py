@@ -198,15 +198,20 @@ class MembershipBridge(Protocol):
         """Whether the group's last hand-over left a partition unheld (a previous owner did not let go in time)."""
         ...
 
-    async def preregister(self, group: str, member: tuple[str, str, tuple[str, ...]]) -> None: ...
+    async def preregister(
+        self, group: str, member: tuple[str, str, tuple[str, ...]], kind: str = "classic"
+    ) -> None:
+        """Register a joining member early; `kind`: "classic" or "consumer" (KIP-848), kept in its registration."""
+        ...
 
     async def members_changed(self, group: str, present: Iterable[str]) -> None: ...
 
     async def adopted_members(
         self, group: str, adopt: bool = True
-    ) -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...]]]:
+    ) -> dict[str, tuple[str, tuple[str, ...], tuple[TopicPartition, ...], str | None]]:
         """Adopt the group (unless `adopt` is False) and return its registered broker-protocol members by member
-        id: (client id, topics, partitions their owner znodes hold)."""
+        id: (client id, topics, partitions their owner znodes hold, kind: "classic", "consumer" or None when the
+        registration does not say)."""
         ...
 
     async def legacy_members(

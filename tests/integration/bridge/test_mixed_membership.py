@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from typing import Any
 
-from zkcoord.bridge.membership import read_members, repair
+from zkcoord.bridge.membership import MixedGroupBridge, read_members, repair
 from zkcoord.bridge.mixed_policy import (
     ClassicMember,
     MemberView,
@@ -35,6 +37,7 @@ def test_read_members_by_protocol_and_repair(zk) -> None:  # type: ignore[no-unt
     assert parsed[classic].topic_counts == {"t": 1}
     assert json.loads(data)["zkcoord"] == {
         "protocol": "classic",
+        "group_protocol": "classic",
         "member_id": "kafka-python-abc",
         "client_id": "kp",
     }
@@ -81,3 +84,47 @@ def test_migrate_repair_lists_first_and_deletes_only_with_force(zk, zk_connect, 
     assert [v.consumer_id for v in read_members(zk, group)] == [legacy]  # the legacy member is untouched
     assert main(["migrate", "repair", "--zk", zk_connect, "--group", group]) == 0
     assert "nothing to repair" in capsys.readouterr().out
+
+
+def test_a_restarted_coordinator_reads_each_members_kind_and_restores_only_consumer_members(
+    zk: Any, zk_connect: str
+) -> None:
+    """The kind is written where each member is registered (early for a consumer-protocol member, at the hand-over
+    for a classic one) and read back by the next coordinator: the classic member that is not in the loaded group
+    (it left before the crash) is not restored, so its partitions are not fenced for a consumer session."""
+    from zkcoord.server import mixed_decisions as md
+
+    group = "g3"
+    registry.write_topic(zk, "t", {p: [1] for p in range(4)})
+
+    async def first() -> dict[str, bytes]:
+        bridge = MixedGroupBridge(zk_connect, group, hand_over_timeout_ms=500)
+        await bridge.start()
+        try:
+            await bridge.preregister(group, ("cons-1", "ck", ("t",)), md.CONSUMER_KIND)
+            members = [("cons-1", "ck", ("t",)), ("kp-1", "kp", ("t",))]
+            return await bridge.assign(group, "range", members, 500, owned={"cons-1": ()})
+        finally:
+            await bridge.close()
+
+    async def restarted() -> Any:
+        bridge = MixedGroupBridge(zk_connect, group, hand_over_timeout_ms=500)
+        await bridge.start()
+        try:
+            return await bridge.adopted_members(group)
+        finally:
+            await bridge.close()
+
+    assigned = asyncio.run(first())
+    assert sorted(assigned) == ["cons-1", "kp-1"]
+    # Both registrations are what a 0.8 member reads: one stream of t each, whatever the kind.
+    parsed = registry.read_registrations(zk, group)
+    assert sorted(r.topic_counts["t"] for r in parsed.values()) == [1, 1]
+    adopted = asyncio.run(restarted())
+    assert {mid: (a[0], a[3]) for mid, a in adopted.items()} == {
+        "cons-1": ("ck", "consumer"),
+        "kp-1": ("kp", "classic"),
+    }
+    assert all(a[2] for a in adopted.values())  # both hold partitions: the kind alone decides
+    restored = md.restored_consumers([], {}, adopted)  # the loaded classic group has no members left
+    assert sorted(restored) == ["cons-1"]

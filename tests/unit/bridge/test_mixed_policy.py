@@ -12,6 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from zkcoord.bridge.mixed_policy import (
+    CLASSIC,
+    CONSUMER_KIND,
     MAX_JSON_DEPTH,
     MAX_REGISTRATION_BYTES,
     STICKY_SPREAD,
@@ -34,6 +36,7 @@ from zkcoord.bridge.mixed_policy import (
     parse_registration,
     plan_assignment,
     plan_hand_over,
+    registered_kind,
     sticky_spread,
     thread_for,
 )
@@ -65,10 +68,31 @@ def test_registration_is_the_0_8_one_plus_a_key_the_legacy_reader_ignores() -> N
     )
     decoded = ConsumerRegistration.decode("/consumers/g/ids/x", data)
     assert decoded.topic_counts == {"t": 1, "u": 1} and decoded.timestamp_ms == 1428512949385
-    assert json.loads(data)["zkcoord"] == {"protocol": "classic", "member_id": 'm"1', "client_id": "client/1"}
-    assert classic_marker(data) == {"protocol": "classic", "member_id": 'm"1', "client_id": "client/1"}
+    marker = {"protocol": "classic", "group_protocol": "classic", "member_id": 'm"1', "client_id": "client/1"}
+    assert json.loads(data)["zkcoord"] == marker
+    assert classic_marker(data) == marker
     assert classic_marker(_reg({"t": 1}).encode()) is None
     assert classic_marker(b"not json") is None
+
+
+def test_the_registration_says_which_kind_of_member_wrote_it_and_the_legacy_reader_ignores_it() -> None:
+    """Kafka 0.8.2's `TopicCount.constructTopicCount` reads only the `pattern` and `subscription` keys of the
+    registration (extra keys, nested or not, are never looked at); zkcoord's reader likewise. The kind sits
+    inside the `zkcoord` key, so a legacy member's view of a consumer-protocol member is a classic member's."""
+    consumer = encode_classic_registration(ClassicMember("m", "c", ("t",), kind=CONSUMER_KIND), 7)
+    classic = encode_classic_registration(ClassicMember("m", "c", ("t",)), 7)
+    for data in (consumer, classic):
+        top = json.loads(data)
+        assert sorted(top) == ["pattern", "subscription", "timestamp", "version", "zkcoord"]
+        assert (top["pattern"], top["subscription"]) == ("static", {"t": 1})
+        assert ConsumerRegistration.decode("/consumers/g/ids/x", data).topic_counts == {"t": 1}
+    assert registered_kind(classic_marker(consumer)) == CONSUMER_KIND
+    assert registered_kind(classic_marker(classic)) == CLASSIC
+    # A registration by a zkcoord before the key, or a kind this version does not know: unknown.
+    older = b'{"version":1,"subscription":{"t":1},"pattern":"static","timestamp":"7","zkcoord":{"protocol":"classic"}}'
+    assert classic_marker(older) is not None and registered_kind(classic_marker(older)) is None
+    assert registered_kind({"protocol": "classic", "group_protocol": "share"}) is None
+    assert registered_kind(None) is None
 
 
 def test_member_views_by_protocol() -> None:

@@ -4,6 +4,8 @@ shares after a hand-over, what the bridge is handed, rejoins and commits."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatRequest
 from zkcoord.group.errors import ErrorCode
 from zkcoord.server import mixed_decisions as md
@@ -45,10 +47,99 @@ def test_a_join_is_served_and_a_malformed_one_is_refused_saying_why() -> None:
         {}, hb(epoch=0, subscribed_topic_names=("t",), topic_partitions=((T_ID, (0,)),))
     )
     assert owning is not None and owning.error_code == ErrorCode.INVALID_REQUEST
-    regex = md.consumer_heartbeat_refusal(
-        {}, hb(epoch=0, subscribed_topic_names=("t",), subscribed_topic_regex="t.*")
+
+
+def test_a_regex_subscription_is_refused_naming_the_group_and_what_to_do() -> None:
+    for req in (
+        hb(epoch=0, subscribed_topic_names=("t",), subscribed_topic_regex="t.*"),
+        hb(epoch=0, subscribed_topic_regex="t.*"),  # a pattern only: refused for the pattern, not the names
+    ):
+        regex = md.consumer_heartbeat_refusal({}, req)
+        assert regex is not None and regex.error_code == ErrorCode.INVALID_REQUEST
+        message = regex.error_message or ""
+        assert "SubscribedTopicRegex" in message and "mixed group g " in message and "topic names" in message
+
+
+def static_join(member_id: str, instance: str = "i-1") -> ConsumerGroupHeartbeatRequest:
+    return hb(member_id, 0, subscribed_topic_names=("t",), topic_partitions=(), instance_id=instance)
+
+
+def test_a_restarted_static_member_takes_its_predecessors_place_without_the_bridge_seeing_a_change() -> None:
+    """A static member was served as a dynamic one (its InstanceId ignored): a restart gave it a new member id,
+    so a new legacy consumer id (the legacy members rebalanced) while the old one's partitions waited for its
+    session. Now it is known to the bridge by its instance id: the replacement keeps the registration and the
+    share, and nothing is handed over."""
+    members: dict[str, md.MixedConsumer] = {}
+    assert md.consumer_heartbeat_refusal(members, static_join("a")) is None
+    first = md.consumer_joined(members, "a", "c", ("t",), "i-1")
+    assert first.replaced is None and first.hand_over  # a new member: the bridge registers it
+    assert first.member.key == md.static_bridge_id("i-1") and first.member.instance_id == "i-1"
+    # It gets its share, consumes, then leaves with epoch -2 (a restart): it stays, its share held.
+    a = replace(first.member, epoch=4, previous_epoch=3, sent=tps(1, 2), owned=tps(1, 2), share=tps(1, 2))
+    members = {"a": a}
+    assert md.consumer_heartbeat_refusal(members, hb("a", -2, instance_id="i-1")) is None
+    members = {"a": md.static_left(a)}
+    keys_before, _ = md.bridge_members(members)
+    # The restarted process joins under a new member id and the same instance id: it takes "a"'s place.
+    assert md.consumer_heartbeat_refusal(members, static_join("b")) is None
+    join = md.consumer_joined(members, "b", "c", ("t",), "i-1")
+    assert join.replaced == "a" and not join.hand_over  # same topics: no rebalance of anyone
+    b = join.member
+    assert (b.member_id, b.key, b.epoch, b.share) == ("b", md.static_bridge_id("i-1"), 5, tps(1, 2))
+    members = {"b": b}
+    keys_after, _ = md.bridge_members(members)
+    assert keys_after == keys_before  # the bridge (and so the legacy tree) sees the same member
+    # Its next heartbeat is answered its old partitions.
+    step = md.consumer_step(b, frozenset(), None, False)
+    answer = md.consumer_answer(step.member, step.send, lookup, 250)
+    assert answer.assignment == ((T_ID, (1, 2)),) and answer.member_id == "b"
+    # The old process is fenced; describe shows the instance id.
+    old = md.consumer_heartbeat_refusal(members, hb("a", 4, instance_id="i-1"))
+    assert old is not None and old.error_code == ErrorCode.FENCED_INSTANCE_ID
+    described = md.describe_mixed("g", None, members, {}, lookup).members
+    assert [(m.member_id, m.instance_id) for m in described] == [("b", "i-1")]
+
+
+def test_a_static_instance_held_by_a_live_member_is_unreleased_and_bad_static_requests_are_refused() -> None:
+    live = md.consumer_joined({}, "a", "c", ("t",), "i-1").member
+    members = {"a": live}
+    taken = md.consumer_heartbeat_refusal(members, static_join("b"))
+    assert taken is not None and taken.error_code == ErrorCode.UNRELEASED_INSTANCE_ID
+    assert "i-1" in (taken.error_message or "") and "owned by a" in (taken.error_message or "")
+    assert md.consumer_heartbeat_refusal(members, static_join("a")) is None  # its own rejoin
+    bare = md.consumer_heartbeat_refusal(members, hb("a", -2))  # a static leave names its instance
+    assert bare is not None and bare.error_message == "InstanceId can't be null."
+    empty = md.consumer_heartbeat_refusal(members, static_join("b", instance=" "))
+    assert empty is not None and empty.error_code == ErrorCode.INVALID_REQUEST
+    other = md.consumer_heartbeat_refusal(members, hb("a", live.epoch, instance_id="i-2"))
+    assert other is not None and other.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    # A dynamic member cannot take a static member's bridge id.
+    squat = md.consumer_heartbeat_refusal(
+        {}, hb(md.static_bridge_id("i-1"), 0, subscribed_topic_names=("t",), topic_partitions=())
     )
-    assert regex is not None and regex.error_code == ErrorCode.INVALID_REQUEST
+    assert squat is not None and squat.error_code == ErrorCode.INVALID_REQUEST
+    assert md.consumer_heartbeat_refusal(members, hb("a", -1)) is None  # a dynamic leave is served
+    # A static member that left is no member until replaced: its own heartbeats are unknown.
+    gone = md.consumer_heartbeat_refusal({"a": md.static_left(live)}, hb("a", live.epoch))
+    assert gone is not None and gone.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_a_static_member_restored_after_a_load_is_replaced_by_its_rejoin() -> None:
+    """After a coordinator restart the static member's registration names its instance id: its heartbeat (a
+    member id the load never knew) is answered UNKNOWN_MEMBER_ID, not FENCED_INSTANCE_ID (fatal), and its
+    rejoin takes the restored member's place and share."""
+    key = md.static_bridge_id("i-1")
+    restored = md.restored_consumers([], {}, {key: ("c", ("t",), (tp(3),), "consumer")})
+    assert restored[key].instance_id == "i-1" and restored[key].key == key
+    hb_after = md.consumer_heartbeat_refusal(restored, hb("x", 9, instance_id="i-1"))
+    assert hb_after is not None and hb_after.error_code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert md.consumer_heartbeat_refusal(restored, static_join("x")) is None
+    join = md.consumer_joined(restored, "x", "c", ("t",), "i-1")
+    assert join.replaced == key and not join.hand_over
+    assert (join.member.member_id, join.member.key, join.member.share) == ("x", key, tps(3))
+    assert join.member.fenced() == frozenset() and not join.member.restored  # it dropped them to rejoin
+    # Known (by bridge id) after the replacement: a second restore does not bring the old one back.
+    assert md.restored_consumers([], {"x": join.member}, {key: ("c", ("t",), (tp(3),), "consumer")}) == {}
 
 
 def test_an_unknown_member_rejoins_and_a_foreign_epoch_is_fenced() -> None:
@@ -170,13 +261,13 @@ def lookup(name: str) -> tuple[str, int] | None:
 
 
 def test_registered_members_the_load_does_not_know_are_restored_fenced() -> None:
-    adopted = {
-        "k": ("kc", ("t",), (tp(0),)),  # a classic member of the loaded group: its records hold it
-        "n": ("nc", ("t",), (tp(1), tp(2))),  # a consumer-protocol member: no record holds it
-        "old": ("oc", ("t",), (tp(3),)),  # one this service already knows (it joined meanwhile)
-        "idle": ("ic", ("t",), ()),  # holding nothing, nothing to fence: released as before, rejoins if alive
+    adopted: dict[str, md.AdoptedMember] = {
+        "k": ("kc", ("t",), (tp(0),), "classic"),  # a classic member of the loaded group: its records hold it
+        "n": ("nc", ("t",), (tp(1), tp(2)), "consumer"),  # a consumer-protocol member: no record holds it
+        "old": ("oc", ("t",), (tp(3),), "consumer"),  # one this service already knows (it joined meanwhile)
+        "idle": ("ic", ("t",), (), "consumer"),  # holds nothing, nothing to fence: released, rejoins if alive
     }
-    restored = md.restored_consumers(["k"], {"old": member()}, adopted)
+    restored = md.restored_consumers(["k"], {"old": replace(member(), member_id="old")}, adopted)
     assert sorted(restored) == ["n"]
     n = restored["n"]
     assert n.restored and n.client_id == "nc" and n.topics == ("t",)
@@ -186,8 +277,24 @@ def test_registered_members_the_load_does_not_know_are_restored_fenced() -> None
     assert members == (("n", "nc", ("t",)),) and owned == {"n": (tp(1), tp(2))}
 
 
+def test_a_classic_member_that_left_before_the_crash_is_not_restored_as_a_consumer_member() -> None:
+    """The registration says which kind of member wrote it: a classic member missing from the loaded group
+    left (the classic records hold every classic member), so its partitions are released at once instead of
+    waiting one consumer session fenced for a member that will never heartbeat. A registration by an older
+    zkcoord says nothing: it is restored as before (it may be a consumer-protocol member still consuming)."""
+    adopted: dict[str, md.AdoptedMember] = {
+        "left": ("kc", ("t",), (tp(0),), "classic"),
+        "n": ("nc", ("t",), (tp(1),), "consumer"),
+        "unmarked": ("uc", ("t",), (tp(2),), None),
+    }
+    restored = md.restored_consumers([], {}, adopted)
+    assert sorted(restored) == ["n", "unmarked"]
+    assert restored["unmarked"].fenced() == tps(2)
+    assert md.restored_consumers(["unmarked"], {}, adopted).keys() == {"n"}  # unmarked but in the records
+
+
 def test_a_restored_member_resumes_at_its_first_heartbeat_whatever_its_epoch() -> None:
-    (n,) = md.restored_consumers([], {}, {"m": ("c", ("t",), (tp(1),))}).values()
+    (n,) = md.restored_consumers([], {}, {"m": ("c", ("t",), (tp(1),), "consumer")}).values()
     members = {"m": n}
     assert md.consumer_heartbeat_refusal(members, hb(epoch=17)) is None  # no epoch is known for it yet
     assert md.consumer_commit_check(members, "m", 17) == ErrorCode.NONE  # its commits before that heartbeat
@@ -205,7 +312,7 @@ def test_a_restored_member_resumes_at_its_first_heartbeat_whatever_its_epoch() -
 
 
 def test_a_restored_member_rejoining_is_an_ordinary_member_again() -> None:
-    (n,) = md.restored_consumers([], {}, {"m": ("c", ("t",), (tp(1),))}).values()
+    (n,) = md.restored_consumers([], {}, {"m": ("c", ("t",), (tp(1),), "consumer")}).values()
     again = md.rejoined(n, "m", "c", ("t",))
     assert not again.restored and again.fenced() == frozenset() and again.share == tps(1)
 
