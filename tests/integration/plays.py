@@ -1,25 +1,28 @@
 """Plays of a comparison scenario side by side, for tests: one `run_scenario` per protocol, all at once, each with
-its own ZooKeeper (ensemble), node and group, as `run_scenario` gives each protocol's play in turn. A play's
-wall time is its scenario's timeline (waits, not work), so two plays at once take the time of one; what the tests
-check of each play (its own trace, counts and churn rows) does not depend on the order of the plays."""
+its own ZooKeeper (ensemble) and node, or on the given ones with its own group and topic there, as `run_scenario`
+gives each protocol's play in turn. A play's wall time is its scenario's timeline (waits, not work), so two plays
+at once take the time of one; what the tests check of each play (its own trace, counts and churn rows) does not
+depend on the order of the plays."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from migration.compare.runner import PlayResult, run_scenario
 from migration.compare.scenario import Scenario
 
 
-def play_side_by_side(scenario: Scenario, out_dir: Path) -> tuple[list[Path], list[PlayResult]]:
-    """(run directories, results) in the scenario's protocol order, as `run_scenario(scenario, out_dir)` returns
-    them played one after another."""
+def play_side_by_side(scenario: Scenario, out_dir: Path, **given: Any) -> tuple[list[Path], list[PlayResult]]:
+    """(run directories, results) in the scenario's protocol order, as `run_scenario(scenario, out_dir, **given)`
+    returns them played one after another. `given`: run_scenario's zk_connect and bootstrap, a ZooKeeper and node
+    the plays then share (each play has its own group and topic there)."""
 
     def play(protocol: str) -> tuple[Path, PlayResult]:
         results: list[PlayResult] = []
         (run_dir,) = run_scenario(
-            scenario, out_dir, protocols=[protocol], progress=False, on_result=results.append
+            scenario, out_dir, protocols=[protocol], progress=False, on_result=results.append, **given
         )
         (result,) = results
         return run_dir, result
