@@ -14,20 +14,29 @@ from migration.compare.runner import PlayResult, run_scenario
 from migration.compare.scenario import Scenario
 
 
-def play_side_by_side(scenario: Scenario, out_dir: Path, **given: Any) -> tuple[list[Path], list[PlayResult]]:
-    """(run directories, results) in the scenario's protocol order, as `run_scenario(scenario, out_dir, **given)`
-    returns them played one after another. `given`: run_scenario's zk_connect and bootstrap, a ZooKeeper and node
-    the plays then share (each play has its own group and topic there)."""
+def play_side_by_side(
+    scenario: Scenario, out_dir: Path, *, runs: int = 1, **given: Any
+) -> tuple[list[Path], list[PlayResult]]:
+    """(run directories, results) in the order `run_scenario(scenario, out_dir, runs=runs, **given)` returns them
+    played one after another: run by run, in the scenario's protocol order. Each protocol plays its `runs` in
+    turn, beside the others. `given`: run_scenario's zk_connect and bootstrap, a ZooKeeper and node the plays
+    then share (each play has its own group and topic there)."""
 
-    def play(protocol: str) -> tuple[Path, PlayResult]:
+    def play(protocol: str) -> list[tuple[Path, PlayResult]]:
         results: list[PlayResult] = []
-        (run_dir,) = run_scenario(
-            scenario, out_dir, protocols=[protocol], progress=False, on_result=results.append, **given
+        dirs = run_scenario(
+            scenario,
+            out_dir,
+            runs=runs,
+            protocols=[protocol],
+            progress=False,
+            on_result=results.append,
+            **given,
         )
-        (result,) = results
-        return run_dir, result
+        return list(zip(dirs, results, strict=True))
 
     protocols = [p.protocol for p in scenario.protocols]
     with ThreadPoolExecutor(len(protocols), thread_name_prefix="play") as pool:
-        played = list(pool.map(play, protocols))
+        by_protocol = list(pool.map(play, protocols))
+    played = [by_protocol[p][i] for i in range(runs) for p in range(len(protocols))]
     return [d for d, _ in played], [r for _, r in played]
