@@ -28,9 +28,6 @@ PER_PARTITION = 50
 CLUSTER_FLAGS = (
     "--group.min.session.timeout.ms=1000",
     "--group.initial.rebalance.delay.ms=0",
-    # A killed node's groups move when ZooKeeper expires its session: 4 s (the test server's floor, 2 ticks) rather
-    # than the 6 s default, for each of the two kills.
-    "--zookeeper.session.timeout.ms=4000",
     f"--offsets.topic.num.partitions={OFFSETS_PARTITIONS}",
     f"--num.partitions={PARTITIONS}",
 )
