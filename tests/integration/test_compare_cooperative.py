@@ -1,5 +1,5 @@
-"""A cooperative protocol played for real beside its eager twin, side by side on the test kit's ZooKeeper and
-one real zkcoord node: at the same join, eager kafka-python members release every partition they hold
+"""A cooperative protocol played for real beside its eager twin, in one comparison run on the test kit's ZooKeeper
+and one real zkcoord node: at the same join, eager kafka-python members release every partition they hold
 (and take most of them back), cooperative ones (KIP-429, CooperativeStickyAssignor) release only what moves."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plays import play_side_by_side
 
 from migration.compare.analysis import interval_overlaps
+from migration.compare.runner import PlayResult, run_scenario
 from migration.compare.scenario import parse_scenario
 from migration.compare.trace import read_events, read_meta
 
@@ -62,13 +62,15 @@ def released_after_join(run_dir: Path) -> tuple[int, int, int]:
 def test_a_cooperative_join_releases_only_what_moves(zk_connect: str, zk: Any, tmp_path: Path) -> None:
     from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 
+    results: list[PlayResult] = []
     with NodeProcess(tmp_path / "node", ("--zk", zk_connect, "--node-id", "1", *FAST_GROUP_FLAGS)) as node:
-        # Side by side on the one node (each play its own group and topic): the two 9 s plays take one's time.
-        dirs, results = play_side_by_side(
+        dirs = run_scenario(
             parse_scenario(SCENARIO, "test"),
             tmp_path / "traces",
             zk_connect=zk_connect,
             bootstrap=node.bootstrap,
+            progress=False,
+            on_result=results.append,
         )
     assert [r.protocol for r in results] == ["classic-kafka-python", "classic-kafka-python-cooperative"]
     assert all(r.lost == 0 and r.churn_applied == 1 for r in results), results
