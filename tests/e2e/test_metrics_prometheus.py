@@ -50,7 +50,7 @@ def node(tmp_path, zookeeper) -> Iterator[tuple[NodeProcess, str]]:
 
 @pytest.fixture
 def prometheus(tmp_path, node) -> Iterator[PrometheusServer]:
-    server = PrometheusServer.start([node[1]], tmp_path / "prometheus", scrape_interval="1s")
+    server = PrometheusServer.start([node[1]], tmp_path / "prometheus", scrape_interval="500ms")
     try:
         yield server
     finally:

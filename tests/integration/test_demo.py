@@ -6,12 +6,10 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
-import time
-import uuid
 from pathlib import Path
 
 import pytest
+from demo_run import DemoRun
 from PIL import Image
 
 pytestmark = pytest.mark.integration
@@ -45,21 +43,8 @@ def _processes_with(marker: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def demo(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> tuple[subprocess.CompletedProcess[str], Path, float, str]:
-    out = tmp_path_factory.mktemp("demo")
-    marker = f"ZKCOORD_DEMO_TEST={uuid.uuid4().hex}"
-    env = {**os.environ, marker.split("=")[0]: marker.split("=")[1], "COLUMNS": "200"}
-    t0 = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-m", "zkcoord", "demo", "--out", str(out), "--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=env,
-    )
-    return result, out, time.monotonic() - t0, marker
+def demo(demo_run: DemoRun) -> tuple[subprocess.CompletedProcess[str], Path, float, str]:
+    return demo_run.result, demo_run.out, demo_run.elapsed_s, demo_run.marker
 
 
 def test_demo_passes_and_prints_the_report_and_a_summary(demo) -> None:

@@ -62,7 +62,11 @@ def test_unknown_tagged_fields_in_array_entries_are_dropped_up_to_the_bound() ->
 
 def _join_v7_with_top_level_tags(n: int, in_header: bool = False) -> bytes:
     """A JoinGroup v7 with one protocol and n unknown zero-size tags in its top-level (or header) tagged section."""
-    tags = b"".join(_uv(100 + i % 1000) + _uv(0) for i in range(n))
+    # The tags repeat every 1,000: the megabyte frames repeat one period instead of encoding 800,000 varints
+    # twice at collection (2.5 s of every run's start-up).
+    whole, rest = divmod(n, 1000)
+    tags = b"".join(_uv(100 + i) + _uv(0) for i in range(1000)) * whole
+    tags += b"".join(_uv(100 + i) + _uv(0) for i in range(rest))
     body = _cstr("g") + struct.pack(">ii", 10000, 10000) + _cstr("") + _uv(0) + _cstr("consumer")
     body += _uv(2) + _cstr("r") + _uv(1) + _uv(0)
     if in_header:
