@@ -5,6 +5,7 @@ operation and a connected session; a second member joining adds a rebalance to t
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Callable
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -37,6 +38,25 @@ def requests(samples: dict) -> float:
     return sum(v for (n, _), v in samples.items() if n == "zkcoord_legacy_zookeeper_requests_total")
 
 
+def scrape_when(url: str, ready: Callable[[dict], bool], what: str) -> dict:
+    """The first scrape `ready` accepts. A rebalance's counters move in two steps (the install counts
+    `rebalances` with the ownership, the duration summary is counted after the rebalance settles): a scrape
+    taken as soon as the ownership shows can fall between them, so wait for the scrape itself."""
+    last: dict = {}
+
+    def check() -> bool:
+        nonlocal last
+        last = scrape(url)
+        return ready(last)
+
+    wait_for(check, 20, what)
+    return last
+
+
+def completed(samples: dict) -> float:
+    return one(samples, "zkcoord_legacy_rebalance_duration_seconds_count")
+
+
 def test_member_metrics_follow_rebalances_and_ownership(zk, kit, member_factory) -> None:
     kit.register_broker(zk)
     kit.make_topic(zk, "t", 4)
@@ -44,12 +64,13 @@ def test_member_metrics_follow_rebalances_and_ownership(zk, kit, member_factory)
     endpoint = MemberMetrics(first).serve("127.0.0.1", 0)
     url = f"http://{endpoint.host}:{endpoint.port}/metrics"
     try:
-        wait_for(lambda: len(first.owned()) == 4, 20, "c0 to own all 4 partitions")
-        before = scrape(url)
-        assert one(before, "zkcoord_legacy_owned_partitions") == 4
+        before = scrape_when(
+            url,
+            lambda s: one(s, "zkcoord_legacy_owned_partitions") == 4 and completed(s) >= 1,
+            "c0 to own all 4 partitions and its rebalance to complete",
+        )
         rebalances = one(before, "zkcoord_legacy_rebalances_total")
         assert rebalances >= 1
-        assert one(before, "zkcoord_legacy_rebalance_duration_seconds_count") >= 1
         assert one(before, "zkcoord_legacy_rebalance_duration_seconds_sum") > 0
         assert one(before, "zkcoord_legacy_zookeeper_requests_total", op="create") >= 1  # the ids znode
         assert (
@@ -60,7 +81,9 @@ def test_member_metrics_follow_rebalances_and_ownership(zk, kit, member_factory)
 
         second = member_factory("g", {"t": 1}, consumer_id="c1")
         wait_for(lambda: len(first.owned()) == 2 and len(second.owned()) == 2, 20, "a 2/2 split")
-        after = scrape(url)
+        after = scrape_when(
+            url, lambda s: completed(s) > completed(before), "c0's second rebalance to complete"
+        )
         assert one(after, "zkcoord_legacy_owned_partitions") == 2
         assert one(after, "zkcoord_legacy_rebalances_total") > rebalances
         assert requests(after) > requests(before)
