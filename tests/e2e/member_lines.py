@@ -11,6 +11,8 @@ Until then the two are both shown as holders; once every stream ended (`ended`),
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -71,3 +73,42 @@ class Observer:
             else:
                 mine.clear()  # a killed process holds nothing
         return held
+
+
+class MemberProcess:
+    """One member process (`python SCRIPT ARGS...`) printing its callback lines, each read into `observer` under
+    `name` by a reader thread that tells the observer when the stream ends."""
+
+    def __init__(self, script: str, args: list[str], name: str, observer: Observer) -> None:
+        self.name = name
+        self.observer = observer
+        self.proc = subprocess.Popen(
+            [sys.executable, script, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for text in self.proc.stdout:
+            self.observer.line(self.name, text.strip())
+        self.observer.ended(self.name)
+
+    def leave(self) -> None:
+        """SIGTERM: the member closes (revocation printed, then its leave: a static consumer-protocol member's is
+        the epoch -2 one). A close that cannot reach the node waits for it, so after 20 s the process is killed:
+        a member never outlives its test."""
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+        self.reader.join(5)
+
+    def kill9(self) -> None:
+        """kill -9: the process holds nothing from now on (the observer is told)."""
+        self.proc.kill()
+        self.proc.wait(10)
+        self.observer.killed(self.name)
+        self.reader.join(5)

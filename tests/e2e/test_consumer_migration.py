@@ -9,9 +9,6 @@ librdkafka's admin client reports the group's type after each phase."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +18,7 @@ import pytest
 from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from e2e.member_lines import Observer
+from e2e.member_lines import MemberProcess, Observer
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
 from zkcoord.testing.producers import PacedProducer
@@ -47,37 +44,6 @@ def bootstrap(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
         proc.stop()
 
 
-class Member:
-    """One member process (classic kafka-python or consumer-protocol confluent-kafka), its lines to the observer."""
-
-    def __init__(
-        self, script: Path, bootstrap: str, group: str, topic: str, name: str, observer: Observer
-    ) -> None:
-        self.name = name
-        self.proc = subprocess.Popen(
-            [sys.executable, str(script), bootstrap, group, topic, name],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
-        self.reader = threading.Thread(target=self._read, args=(observer,), daemon=True)
-        self.reader.start()
-
-    def _read(self, observer: Observer) -> None:
-        assert self.proc.stdout is not None
-        for text in self.proc.stdout:
-            observer.line(self.name, text.strip())
-        observer.ended(self.name)
-
-    def leave(self) -> None:
-        """SIGTERM: a graceful close (revocation printed, then the leave); killed after 20 s at the latest."""
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.reader.join(5)
-
-
 def test_classic_members_replaced_by_consumer_members_and_back_never_overlap_and_lose_nothing(
     bootstrap: str,
 ) -> None:
@@ -90,10 +56,10 @@ def test_classic_members_replaced_by_consumer_members_and_back_never_overlap_and
     producer = PacedProducer(
         bootstrap, topic, per_second=200, round_robin=True, config={"acks": "all"}
     ).start()
-    members: dict[str, Member] = {}
+    members: dict[str, MemberProcess] = {}
 
     def start(name: str, script: Path) -> None:
-        members[name] = Member(script, bootstrap, group, topic, name, observer)
+        members[name] = MemberProcess(str(script), [bootstrap, group, topic, name], name, observer)
 
     def settled(names: set[str], newcomer: str | None) -> bool:
         held = observer.holders()

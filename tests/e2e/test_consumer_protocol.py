@@ -8,9 +8,6 @@ group on the way."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,7 +18,7 @@ import pytest
 from confluent_kafka import ConsumerGroupType
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from e2e.member_lines import Observer
+from e2e.member_lines import MemberProcess, Observer
 from migration.compare.partitions import increase_partitions
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
@@ -53,39 +50,6 @@ def node(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
         proc.stop()
 
 
-class Member:
-    def __init__(self, node: Node, group: str, topic: str, name: str, observer: Observer) -> None:
-        self.name = name
-        self.proc = subprocess.Popen(
-            [sys.executable, str(MEMBER), node.proc.bootstrap, group, topic, name],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
-        self.reader = threading.Thread(target=self._read, args=(observer,), daemon=True)
-        self.reader.start()
-
-    def _read(self, observer: Observer) -> None:
-        assert self.proc.stdout is not None
-        for text in self.proc.stdout:
-            observer.line(self.name, text.strip())
-
-    def leave(self) -> None:
-        """SIGTERM: the member closes (a leave heartbeat, revocation printed). A close that cannot reach the
-        node waits for it, so after 20 s the process is killed: a member never outlives its test."""
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.reader.join(5)
-
-    def kill9(self, observer: Observer) -> None:
-        self.proc.kill()
-        self.proc.wait(10)
-        observer.killed(self.name)
-        self.reader.join(5)
-
-
 def test_joins_leave_crash_and_partition_increase_lose_nothing_and_never_double_assign(node: Node) -> None:
     tag = uuid.uuid4().hex[:6]
     topic, group = f"kip848-{tag}", f"kip848-{tag}"
@@ -101,7 +65,7 @@ def test_joins_leave_crash_and_partition_increase_lose_nothing_and_never_double_
         round_robin=True,
         config={"acks": "all", "metadata_max_age_ms": 1000},
     ).start()
-    members: dict[str, Member] = {}
+    members: dict[str, MemberProcess] = {}
 
     try:
         _scenario(node, group, topic, admin, observer, producer, members)
@@ -122,7 +86,7 @@ def _scenario(
     admin: AdminClient,
     observer: Observer,
     producer: PacedProducer,
-    members: dict[str, Member],
+    members: dict[str, MemberProcess],
 ) -> None:
     """Joins, a leave, a join, a kill -9 and a partition increase, each waited for until the live members hold
     every partition (each at least one); then records produced into every new partition."""
@@ -137,11 +101,11 @@ def _scenario(
 
     wait_for(lambda: len(producer.acked) > 20, 20, "the producer's first acknowledgements")
     for name in ("m1", "m2", "m3"):
-        members[name] = Member(node, group, topic, name, observer)
+        members[name] = MemberProcess(str(MEMBER), [node.proc.bootstrap, group, topic, name], name, observer)
         settle(set(members), 3, f"{name} joined and the group reconciled")
     members.pop("m2").leave()
     settle({"m1", "m3"}, 3, "m2 left")
-    members["m4"] = Member(node, group, topic, "m4", observer)
+    members["m4"] = MemberProcess(str(MEMBER), [node.proc.bootstrap, group, topic, "m4"], "m4", observer)
     settle({"m1", "m3", "m4"}, 3, "m4 joined")
     # librdkafka's admin client describes a consumer group with ConsumerGroupDescribe (69) and lists its type.
     described = admin.describe_consumer_groups([group])[group].result(20)
@@ -151,7 +115,7 @@ def _scenario(
     assert [(g.group_id, g.type) for g in listed if g.group_id == group] == [
         (group, ConsumerGroupType.CONSUMER)
     ]
-    members.pop("m3").kill9(observer)
+    members.pop("m3").kill9()
     settle({"m1", "m4"}, 3, "m3's partitions moved after its session expired")
     client = connect(node.zk_connect)
     try:

@@ -9,9 +9,6 @@ while it runs, and not a topic that does not match."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,7 +20,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from e2e.consumer_wire import Wire
-from e2e.member_lines import Observer
+from e2e.member_lines import MemberProcess, Observer
 from zkcoord.local.node import FAST_GROUP_FLAGS, NodeProcess
 from zkcoord.testing import wait_for
 from zkcoord.zk.session import ensure_chroot
@@ -48,35 +45,6 @@ def node(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
         proc.stop()
 
 
-class Member:
-    """One member process; its callback lines go to the observer under `name`."""
-
-    def __init__(
-        self, node: NodeProcess, group: str, topic: str, name: str, instance: str, obs: Observer
-    ) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, str(MEMBER), node.bootstrap, group, topic, name, instance],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
-        self.reader = threading.Thread(target=self._read, args=(name, obs), daemon=True)
-        self.reader.start()
-
-    def _read(self, name: str, obs: Observer) -> None:
-        assert self.proc.stdout is not None
-        for text in self.proc.stdout:
-            obs.line(name, text.strip())
-
-    def close(self) -> None:
-        """SIGTERM: the member closes (a static member's close is its epoch -2 leave); killed after 20 s."""
-        self.proc.terminate()
-        try:
-            self.proc.wait(20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
-        self.reader.join(5)
-
-
 def test_a_static_member_restarted_within_its_session_keeps_its_partitions(node: NodeProcess) -> None:
     tag = uuid.uuid4().hex[:6]
     topic, group = f"static-{tag}", f"static-{tag}"
@@ -85,8 +53,8 @@ def test_a_static_member_restarted_within_its_session_keeps_its_partitions(node:
     obs = Observer()
     wire: Wire | None = None
     members = {
-        "a1": Member(node, group, topic, "a1", "inst-a", obs),
-        "b": Member(node, group, topic, "b", "inst-b", obs),
+        "a1": MemberProcess(str(MEMBER), [node.bootstrap, group, topic, "a1", "inst-a"], "a1", obs),
+        "b": MemberProcess(str(MEMBER), [node.bootstrap, group, topic, "b", "inst-b"], "b", obs),
     }
     try:
 
@@ -109,8 +77,8 @@ def test_a_static_member_restarted_within_its_session_keeps_its_partitions(node:
             ("b", "inst-b"),
         ]
         started = time.monotonic()
-        members.pop("a1").close()  # a temporary leave (epoch -2): a1's partitions stay with its instance id
-        members["a2"] = Member(node, group, topic, "a2", "inst-a", obs)
+        members.pop("a1").leave()  # a temporary leave (epoch -2): a1's partitions stay with its instance id
+        members["a2"] = MemberProcess(str(MEMBER), [node.bootstrap, group, topic, "a2", "inst-a"], "a2", obs)
         wait_for(lambda: obs.holders().get("a2") == a_parts, 30, "the restarted a2 gets a1's partitions back")
         assert time.monotonic() - started < SESSION_MS / 1000, "the restart did not fit in the session"
         # b saw nothing: no revocation, no new partition, while a1 was away and after a2 came back.
@@ -126,7 +94,7 @@ def test_a_static_member_restarted_within_its_session_keeps_its_partitions(node:
         if wire is not None:
             wire.close()
         for m in members.values():
-            m.close()
+            m.leave()
 
 
 def test_a_regex_subscription_picks_up_a_topic_created_while_it_runs(node: NodeProcess) -> None:

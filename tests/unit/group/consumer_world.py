@@ -17,24 +17,44 @@ T2 = "22" * 16
 SESSION = 45_000
 
 
-class World:
-    """One coordinator's state, its topics, its clock and every record it wrote (for replay checks)."""
+class Clocked:
+    """What every pure-core world of these tests keeps: the state, its clock, its timers, every record written
+    and every answer by token. `take` applies a handler's result; `advance` fires due timers in deadline order."""
 
-    def __init__(self, **config: object) -> None:
-        self.st = CoordinatorState(GroupConfig(**config))  # type: ignore[arg-type]
-        self.topics: dict[str, tuple[str, int]] = {"t1": (T1, 4), "t2": (T2, 2)}
+    def __init__(self, st: CoordinatorState) -> None:
+        self.st = st
         self.now = 1_000
         self.token = 0
         self.records: list[Record] = []
         self.timers: dict[TimerKey, int] = {}
+        self.answers: dict[int, object] = {}
 
-    def _take(self, result: Result) -> None:
+    def take(self, result: Result) -> None:
         self.records.extend(result.records)
+        for token, resp in result.responses:
+            self.answers[token] = resp
         for op in result.timers:
             if isinstance(op, Schedule):
                 self.timers[op.key] = op.deadline_ms
             else:
                 self.timers.pop(op.key, None)
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+        for key, deadline in sorted(
+            self.timers.items(), key=lambda kv: (kv[1], kv[0].kind.value, kv[0].member_id)
+        ):
+            if deadline <= self.now and self.timers.get(key) == deadline:
+                del self.timers[key]
+                self.take(h.on_timer(self.st, key, self.now))
+
+
+class World(Clocked):
+    """One coordinator's state, its topics, its clock and every record it wrote (for replay checks)."""
+
+    def __init__(self, **config: object) -> None:
+        super().__init__(CoordinatorState(GroupConfig(**config)))  # type: ignore[arg-type]
+        self.topics: dict[str, tuple[str, int]] = {"t1": (T1, 4), "t2": (T2, 2)}
 
     def hb(
         self, member: str, epoch: int, owned: dict[str, set[int]] | None = None, **kw: object
@@ -56,20 +76,11 @@ class World:
         result = handle_consumer_heartbeat(
             self.st, req, self.now, self.token, self.topics.get, "server-id", lambda: tuple(self.topics)
         )
-        self._take(result)
+        self.take(result)
         ((token, resp),) = result.responses
         assert token == self.token
         assert isinstance(resp, ConsumerGroupHeartbeatResponse)
         return resp
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
-        for key, deadline in sorted(
-            self.timers.items(), key=lambda kv: (kv[1], kv[0].kind.value, kv[0].member_id)
-        ):
-            if deadline <= self.now and self.timers.get(key) == deadline:
-                del self.timers[key]
-                self._take(h.on_timer(self.st, key, self.now))
 
     def replayed(self) -> CoordinatorState:
         fresh = CoordinatorState(self.st.config)

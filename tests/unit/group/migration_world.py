@@ -19,8 +19,9 @@ from zkcoord.group.messages import (
     SyncGroupRequest,
 )
 from zkcoord.group.model import CoordinatorState
-from zkcoord.group.results import Result, Schedule, TimerKey
-from zkcoord.records.offsets import Record, decode_record, encode_record
+from zkcoord.records.offsets import decode_record, encode_record
+
+from .consumer_world import Clocked
 
 TID = "ab" * 16
 PARTS = 6
@@ -39,30 +40,15 @@ def subscription(*topics: str) -> bytes:
 PROTOCOLS = (("range", subscription("t")),)
 
 
-class World:
+class World(Clocked):
     """One coordinator: state, topic "t" (6 partitions), clock, timers, every record written."""
 
     def __init__(self, **config: object) -> None:
         cfg = {"group_initial_rebalance_delay_ms": 0, "group_consumer_session_timeout_ms": SESSION}
         cfg.update(config)  # type: ignore[arg-type]
-        self.st = CoordinatorState(GroupConfig(**cfg))  # type: ignore[arg-type]
+        super().__init__(CoordinatorState(GroupConfig(**cfg)))  # type: ignore[arg-type]
         self.topics = {"t": (TID, PARTS)}
-        self.now = 1_000
-        self.token = 0
         self.uuids = 0
-        self.records: list[Record] = []
-        self.timers: dict[TimerKey, int] = {}
-        self.answers: dict[int, object] = {}
-
-    def take(self, result: Result) -> None:
-        self.records.extend(result.records)
-        for token, resp in result.responses:
-            self.answers[token] = resp
-        for op in result.timers:
-            if isinstance(op, Schedule):
-                self.timers[op.key] = op.deadline_ms
-            else:
-                self.timers.pop(op.key, None)
 
     def _next(self) -> int:
         self.token += 1
@@ -128,15 +114,6 @@ class World:
         r = self.answers[t]
         assert isinstance(r, ConsumerGroupHeartbeatResponse)
         return r
-
-    def advance(self, ms: int) -> None:
-        self.now += ms
-        for key, deadline in sorted(
-            self.timers.items(), key=lambda kv: (kv[1], kv[0].kind.value, kv[0].member_id)
-        ):
-            if deadline <= self.now and self.timers.get(key) == deadline:
-                del self.timers[key]
-                self.take(h.on_timer(self.st, key, self.now))
 
     def list_type(self) -> str:
         t = self._next()

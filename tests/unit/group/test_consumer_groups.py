@@ -432,7 +432,7 @@ def test_any_sequence_of_fuzzed_heartbeats_is_answered_and_replays(seeds: list[i
         before = len(w.records)
         w.token += 1
         result = handle_consumer_heartbeat(w.st, req, w.now, w.token, w.topics.get, f"id-{seed}")
-        w._take(result)
+        w.take(result)
         ((_, resp),) = result.responses
         assert isinstance(resp, ConsumerGroupHeartbeatResponse)
         if resp.error_code:

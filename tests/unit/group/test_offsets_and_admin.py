@@ -320,7 +320,7 @@ def test_deleted_partitions_lose_their_offsets_in_consumer_groups_too() -> None:
     w.hb("a", 0)
     part = OffsetCommitRequestPartition(0, 3, -1, "")
     req = OffsetCommitRequest(9, "g", 1, "a", (OffsetCommitRequestTopic("t1", (part,)),))
-    w._take(h.handle_consumer_group_commit(w.st, req, w.now, 1))
+    w.take(h.handle_consumer_group_commit(w.st, req, w.now, 1))
     assert ("t1", 0) in w.st.view.offsets["g"] and "g" not in w.st.groups  # a consumer group's offset
     res = h.delete_partition_offsets(w.st, [("t1", 0)], w.now)
     assert list(res.records) == [(OffsetCommitKey("g", "t1", 0), None)]
