@@ -117,7 +117,13 @@ def create(node: Node, topic: str, partitions: int) -> uuid.UUID:
 
 
 def delete(node: Node, topic: str) -> None:
-    node.admin.delete_topics([topic], operation_timeout=30)[topic].result(40)
+    try:
+        node.admin.delete_topics([topic], operation_timeout=30)[topic].result(40)
+    except (
+        Exception
+    ) as exc:  # with what the node said meanwhile (its controller's and its own deletion steps)
+        told = "".join(line for line in list(node.proc.output) if "topic" in line)[-6000:]
+        raise AssertionError(f"deleting {topic}: {exc!r}; node log:\n{told}") from exc
     wait_for(lambda: node.zk.exists(f"/brokers/topics/{topic}") is None, 30, f"{topic} deleted")
     wait_for(lambda: metadata_v12(node.proc.port, names=(topic,))[0].error_code != 0, 15, f"{topic} gone")
 

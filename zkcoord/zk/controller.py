@@ -504,14 +504,7 @@ class Controller:
         marks = tuple(sorted(c.get_children(paths.ADMIN_DELETE_TOPICS, watch=w)))
         acks: dict[str, frozenset[int]] = {}
         for topic in marks:
-            try:
-                names = c.get_children(deletion_acks_path(topic), watch=w)
-            except NoNodeError:
-                c.exists(deletion_acks_path(topic), watch=w)
-                names = []
-            except ValueError:  # a mark that is no topic name: nothing acks it (its deletion only drops it)
-                names = []
-            acks[topic] = frozenset(int(n) for n in names if n.isdigit())
+            acks[topic] = frozenset(int(n) for n in self._acks_of(topic) if n.isdigit())
         return ClusterView(
             tuple(sorted(live)),
             topics,
@@ -563,6 +556,21 @@ class Controller:
                 self.request_reconcile()
                 continue
             log.info("node=%d topic %s: assigned topic id %s", self.node_id, topic, assignment.topic_id)
+
+    def _acks_of(self, topic: str) -> list[str]:
+        """The nodes' acknowledgements of a marked topic's deletion, watched. With no acks parent yet, an exists
+        watch wakes the pass that sees it created; a parent created between the two reads (a node acking right
+        then) is read again, else this pass would wait on an exists watch that no child creation fires."""
+        c, w = self.client, self._on_watch
+        for _ in range(3):
+            try:
+                return list(c.get_children(deletion_acks_path(topic), watch=w))
+            except NoNodeError:
+                if c.exists(deletion_acks_path(topic), watch=w) is None:
+                    return []
+            except ValueError:  # a mark that is no topic name: nothing acks it (its deletion only drops it)
+                return []
+        return []  # created and deleted under us three times: the watches set wake the next pass
 
     def _delete_topics(self, view: ClusterView) -> None:
         for topic in view.delete_marks:
