@@ -185,13 +185,19 @@ def median_figures(found: list[Figures]) -> Figures:
     return Figures(*(statistics.median(getattr(f, k) for f in found) for k in keys))
 
 
-def start_proxy(zk_hosts: str, data_dir: Path, node_id: int, checkout: Path | None) -> tuple[Any, int]:
-    """A `zkcoord proxy` process (from `checkout` if given: run there, importing its zkcoord) and its port,
-    once it listens for broker 111."""
+def start_proxy(
+    zk_hosts: str, data_dir: Path, node_id: int, checkout: Path | None, trace: Path | None = None
+) -> tuple[Any, int]:
+    """A `zkcoord proxy` process (from `checkout` if given: run there, importing its zkcoord; under the probes of
+    benchmarks.trace_proxy, writing their figures to `trace`, if given) and its port, once it listens for broker
+    111."""
     port = free_port()
     env = {**os.environ, "PYTHONPATH": str(checkout)} if checkout is not None else None
+    module = "zkcoord"
+    if trace is not None:
+        env, module = {**(env or os.environ), "ZKCOORD_PROXY_TRACE": str(trace)}, "benchmarks.trace_proxy"
     proxy = subprocess.Popen(
-        [sys.executable, "-m", "zkcoord", "proxy", "--zk", zk_hosts, "--listen", f"127.0.0.1:{port}",
+        [sys.executable, "-m", module, "proxy", "--zk", zk_hosts, "--listen", f"127.0.0.1:{port}",
          "--node-id", str(node_id), "--data-dir", str(data_dir), "--broker-port", f"111={free_port()}"],
         stdout=subprocess.PIPE, stderr=open(data_dir.with_suffix(".log"), "w"), text=True,  # noqa: SIM115
         cwd=checkout, env=env,
@@ -212,12 +218,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--before", type=Path, metavar="CHECKOUT", default=None,
                         help="also measure a proxy run from this checkout of zkcoord (a third target in the same "
                              "run, its figures written below the table; default: none)")  # fmt: skip
+    parser.add_argument("--trace", type=Path, metavar="FILE", default=None,
+                        help="run the measured proxy under benchmarks.trace_proxy's probes (event-loop lag, "
+                             "callback times, GC pauses, run-queue delay) and write their figures to FILE as JSON "
+                             "(default: no probes)")  # fmt: skip
     args = parser.parse_args(argv)
     with ZooKeeper.start(1) as zk, Tansu.start() as tansu:
         tansu.create_topic(TOPIC, PARTITIONS)
         client = connect(zk.hosts)
         with register_in_zookeeper(client, tansu):
-            proxies = [start_proxy(zk.hosts, Path(zk.base_dir) / "proxy", 9000, None)]
+            proxies = [start_proxy(zk.hosts, Path(zk.base_dir) / "proxy", 9000, None, args.trace)]
             if args.before is not None:
                 proxies.append(
                     start_proxy(zk.hosts, Path(zk.base_dir) / "proxy-before", 9001, args.before.resolve())
@@ -291,7 +301,10 @@ def main(argv: list[str] | None = None) -> None:
             f"rate achieved {b.achieved_rps:,.0f} records/s."
         )
     print(body)
-    write_section("proxy", body)
+    if args.trace is None:  # probed figures are not the proxy's own: not written to the docs
+        write_section("proxy", body)
+    else:
+        print(Path(args.trace).read_text())
 
 
 if __name__ == "__main__":
