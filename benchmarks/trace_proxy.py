@@ -12,6 +12,8 @@
 - the process's CPU time and its time runnable but not running (/proc/self/schedstat: run-queue delay, the share
   of the tail no code in the proxy can remove);
 - TCP_NODELAY of every socket written on.
+With ZKCOORD_PROXY_TRACE_UVLOOP=1 the proxy runs on uvloop's loop instead (a trial: uvloop must be installed); with
+ZKCOORD_PROXY_TRACE_NICE=N at niceness N (a trial of CPU priority: -10 needs root).
 Probes only: the proxy's code is the one `zkcoord proxy` runs (wrapped methods, same arguments).
 """
 
@@ -180,5 +182,11 @@ def install() -> None:
 
 
 if __name__ == "__main__":
+    if os.environ.get("ZKCOORD_PROXY_TRACE_UVLOOP"):  # a trial of uvloop's loop under the same probes
+        import uvloop
+
+        uvloop.install()
+    if os.environ.get("ZKCOORD_PROXY_TRACE_NICE"):  # a trial of CPU priority (a negative value needs root)
+        os.nice(int(os.environ["ZKCOORD_PROXY_TRACE_NICE"]))
     install()
     sys.exit(zkcoord_main(sys.argv[1:]))
