@@ -46,7 +46,7 @@ import logging
 import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from zkcoord.errors import ZkcoordError
 from zkcoord.proxy.upstream import PLAINTEXT, UpstreamSecurity
@@ -132,8 +132,7 @@ class _Frames(asyncio.BufferedProtocol):
     # -- asyncio's side ------------------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         transport.set_write_buffer_limits(high=HIGH_WATER)
         if self.holds:
             transport.pause_reading()
@@ -461,8 +460,7 @@ class Link:
         if reader._buffer:  # type: ignore[attr-defined]  # nothing was asked that is not answered
             raise kp.MalformedFrame("the broker sent bytes nobody asked for")
         broker = _Frames(self._from_broker, self._check_answer, self)
-        transport = writer.transport
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, writer.transport)
         transport.set_protocol(broker)
         broker.connection_made(transport)
         self.broker = broker  # the StreamWriter stays referenced (self._stream): its finalizer would close it
@@ -611,7 +609,7 @@ class _Accepted(asyncio.BufferedProtocol):
         self.inner: _Frames | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)
         link = self.make_link(transport)
         if link is None:
             transport.close()
