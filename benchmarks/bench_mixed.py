@@ -13,7 +13,8 @@ start the kafka-python members, wait until they hold every partition. The same c
 
 Usage: `python -m benchmarks.bench_mixed` (all of it, ~6 min); `--plain-only`; `--no-report` (print only);
 `--trace FILE` (one member-by-member cooperative run at initial delay 0, every step logged with timestamps:
-the bench's events, the legacy members', kafka-python's coordinator and the node's, merged into FILE).
+the bench's events, the legacy members', kafka-python's coordinator and the node's, merged into FILE; printed:
+the unheld partition-seconds per membership change and every partition's unheld stretch of 40 ms or more).
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ class Holdings:
         self.classic: dict[str, set[int]] = {}
         self.legacy: dict[str, Callable[[], set[int]]] = {}
         self.unowned_s = 0.0
+        # `--trace`: each stretch a partition went unheld, as (step it began in, partition, seconds); `step` is
+        # the membership change under way, set by `run`
+        self.step = "start"
+        self.episodes: list[tuple[str, int, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -71,14 +76,21 @@ class Holdings:
     def _run(self) -> None:
         last = time.monotonic()
         unheld: set[int] = set()
+        since: dict[int, tuple[str, float]] = {}  # partition -> (step, when) it went unheld
         while not self._stop.wait(SAMPLE_S):
             now = time.monotonic()
             held = self.held()
             self.unowned_s += (self.partitions - len(held)) * (now - last)
+            for p in set(range(self.partitions)) - held:
+                since.setdefault(p, (self.step, last))  # unheld since the last sample, at the earliest
+            for p in held & since.keys():
+                step, began = since.pop(p)
+                self.episodes.append((step, p, last - began))  # counted up to the previous sample
             last = now
             if trace.isEnabledFor(logging.INFO) and set(range(self.partitions)) - held != unheld:
                 unheld = set(range(self.partitions)) - held
                 trace.info("unheld %s", sorted(unheld))
+        self.episodes.extend((step, p, last - began) for p, (step, began) in since.items())
 
     def start(self) -> Holdings:
         self._thread.start()
@@ -219,8 +231,16 @@ def settled(h: Holdings, members: list[Any]) -> Callable[[], bool]:
     return check
 
 
-def run(zk_connect: str, node: NodeProcess, members: int, partitions: int, way: str) -> float:
-    """Partition-seconds without an owner per replaced member, for one migration of `members` members."""
+def run(
+    zk_connect: str,
+    node: NodeProcess,
+    members: int,
+    partitions: int,
+    way: str,
+    episodes: list[tuple[str, int, float]] | None = None,
+) -> float:
+    """Partition-seconds without an owner per replaced member, for one migration of `members` members; each
+    stretch a partition went unheld is added to `episodes` when given."""
     tag = uuid.uuid4().hex[:6]
     topic = f"bench-{tag}"
     group = f"barrier-bench-{tag}" if way == "barrier" else f"mixed-bench-{tag}"
@@ -237,12 +257,14 @@ def run(zk_connect: str, node: NodeProcess, members: int, partitions: int, way: 
     try:
         if way != "barrier":
             for i, old in enumerate(legacy):
+                h.step = f"c{i} joins"
                 trace.info("step: c%d joins", i)
                 new = Classic(node.bootstrap, group, topic, f"c{i}", h, cooperative).start()
                 classic.append(new)
                 live.append(new)
                 wait_for(settled(h, live), 60, "the mixed group to settle", interval=0.02)
                 trace.info("step: settled; l%d leaves", i)
+                h.step = f"l{i} leaves"
                 old.stop()
                 live.remove(old)
                 wait_for(settled(h, live), 60, "the mixed group to settle", interval=0.02)
@@ -258,9 +280,23 @@ def run(zk_connect: str, node: NodeProcess, members: int, partitions: int, way: 
             wait_for(settled(h, live), 60, "the broker-protocol group to settle", interval=0.02)
     finally:
         total = h.stop()
+        if episodes is not None:
+            episodes.extend(h.episodes)
         for m in live:
             m.stop()
     return total / members
+
+
+def breakdown(episodes: list[tuple[str, int, float]]) -> str:
+    """`--trace`'s summary: partition-seconds unheld per membership change, then every stretch of 40 ms or more
+    (shorter ones are one or two samples: the hand-over's own round trips)."""
+    by_step: dict[str, float] = {}
+    for step, _p, s in episodes:
+        by_step[step] = by_step.get(step, 0.0) + s
+    lines = [f"unheld partition-seconds in all: {sum(by_step.values()):.3f}"]
+    lines += [f"  {step}: {s:.3f}" for step, s in by_step.items()]
+    lines += [f"  stretch: partition {p} unheld {s:.3f} s ({step})" for step, p, s in episodes if s >= 0.04]
+    return "\n".join(lines)
 
 
 class Rdkafka:
@@ -407,7 +443,10 @@ def traced(zk_hosts: str, delay_ms: int, args: argparse.Namespace, path: Path) -
         node.start()
         try:
             way = WAYS[1] if args.trace_way == "cooperative" else WAYS[0]
-            print(f"traced {way}: {run(connect_string, node, args.members, args.partitions, way):.3f}")
+            episodes: list[tuple[str, int, float]] = []
+            per_member = run(connect_string, node, args.members, args.partitions, way, episodes)
+            print(f"traced {way}: {per_member:.3f} partition-s per member")
+            print(breakdown(episodes))
         finally:
             node.stop()
             for lg in loggers:
