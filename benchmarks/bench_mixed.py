@@ -552,8 +552,8 @@ other engineers' test runs).
 
 **Member by member against the barrier, with Kafka's default initial rebalance delay: eager
 {ratios[3000][WAYS[0]]:.2f}×, cooperative {ratios[3000][WAYS[1]]:.2f}× (goal ≤ 0.05×); with no delay: eager
-{ratios[0][WAYS[0]]:.2f}×, cooperative {ratios[0][WAYS[1]]:.2f}× (goal ≤ 0.2×; 0.68× cooperative earlier on
-2026-11-27, before make-before-break).** The barrier leaves every partition unowned from the legacy group's stop
+{ratios[0][WAYS[0]]:.2f}×, cooperative {ratios[0][WAYS[1]]:.2f}× (goal ≤ 0.2×; cooperative 0.68× earlier on
+2026-11-27 before make-before-break, 0.35× with it).** The barrier leaves every partition unowned from the legacy group's stop
 until the new group has formed (a new, Empty group waits the initial rebalance delay). Member by member the group
 is never Empty; each replacement is two membership changes (a join, a leave). Legacy members in fast mode keep
 the owner znodes of what stays and leave make-before-break (`LegacyConsumer.leave`); eager classic members revoke
@@ -581,7 +581,22 @@ the successive joins and leaves move {" ".join(map(str, moved))} of {args.partit
 fix (load 9-11, 0.19 partition-s per member): a legacy-to-classic move is unowned 5-20 ms (the hand-over's own
 ZooKeeper round trips and the SyncGroup answer), a legacy-to-legacy move about 20 ms; the largest item left is
 the one balance move between two cooperative members (0.34 s: withheld, revoked, handed over by a follow-up
-round that the other members learn of by heartbeat, heartbeat.interval.ms 200 here).
+round that the other members learn of by heartbeat, heartbeat.interval.ms 200 here). (5) The first classic
+member's registration no longer restarts its own rebalance (the bridge's watch let the first ids change after it
+was set through, whatever it was): its share, released by the legacy members during the hand-over, waited for
+a second generation (0.1-0.15 s of 3 partitions at load 10); now it is answered in the generation it joined.
+
+The balance move is what is left, and the classic protocol bounds it: `--trace` (load 10-19) shows the revoking
+member's JoinGroup 100-110 ms after its SyncGroup answer (kafka-python's poll loop, fetch_max_wait_ms 100), and the
+other members rejoining at their first heartbeat after their SyncGroup answer (heartbeat.interval.ms later, 200
+here) whatever the coordinator does meanwhile: a classic rebalance completes only once every member has rejoined,
+so starting the follow-up earlier (at the hand-over that withheld the partition) gains nothing while the revoker
+is faster than a heartbeat interval; the partition then waits the join and SyncGroup rounds (15-30 ms). Cutting it
+needs the coordinator's core to deviate in timing only: hold the recipient's SyncGroup answer until the
+revoker's JoinGroup shows the partition given up (what else the recipient gains waits that long too), hand it
+on in the same generation, and answer that rejoin in the current generation (Kafka's answer to a follower
+rejoining a Stable group unchanged; here its owned list shrank). Not done: it changes the classic core's
+SyncGroup and JoinGroup handling.
 """
     print(body)
     if not args.no_report:
