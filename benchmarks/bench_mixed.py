@@ -586,7 +586,7 @@ member's registration no longer restarts its own rebalance (the bridge's watch l
 was set through, whatever it was): its share, released by the legacy members during the hand-over, waited for
 a second generation (0.1-0.15 s of 3 partitions at load 10); now it is answered in the generation it joined.
 
-The balance move is what is left, and the classic protocol bounds it: `--trace` (load 10-19) shows the revoking
+The balance move is what is left, and the classic protocol bounds it: `--trace` (load 8-19) shows the revoking
 member's JoinGroup 100-110 ms after its SyncGroup answer (kafka-python's poll loop, fetch_max_wait_ms 100), and the
 other members rejoining at their first heartbeat after their SyncGroup answer (heartbeat.interval.ms later, 200
 here) whatever the coordinator does meanwhile: a classic rebalance completes only once every member has rejoined,
