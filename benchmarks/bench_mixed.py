@@ -13,7 +13,8 @@ start the kafka-python members, wait until they hold every partition. The same c
 
 Usage: `python -m benchmarks.bench_mixed` (all of it, ~6 min); `--plain-only`; `--no-report` (print only);
 `--trace FILE` (one member-by-member cooperative run at initial delay 0, every step logged with timestamps:
-the bench's events, the legacy members', kafka-python's coordinator and the node's, merged into FILE).
+the bench's events, the legacy members', kafka-python's coordinator and the node's, merged into FILE; printed:
+the unheld partition-seconds per membership change and every partition's unheld stretch of 40 ms or more).
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ class Holdings:
         self.classic: dict[str, set[int]] = {}
         self.legacy: dict[str, Callable[[], set[int]]] = {}
         self.unowned_s = 0.0
+        # `--trace`: each stretch a partition went unheld, as (step it began in, partition, seconds); `step` is
+        # the membership change under way, set by `run`
+        self.step = "start"
+        self.episodes: list[tuple[str, int, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -71,14 +76,21 @@ class Holdings:
     def _run(self) -> None:
         last = time.monotonic()
         unheld: set[int] = set()
+        since: dict[int, tuple[str, float]] = {}  # partition -> (step, when) it went unheld
         while not self._stop.wait(SAMPLE_S):
             now = time.monotonic()
             held = self.held()
             self.unowned_s += (self.partitions - len(held)) * (now - last)
+            for p in set(range(self.partitions)) - held:
+                since.setdefault(p, (self.step, last))  # unheld since the last sample, at the earliest
+            for p in held & since.keys():
+                step, began = since.pop(p)
+                self.episodes.append((step, p, last - began))  # counted up to the previous sample
             last = now
             if trace.isEnabledFor(logging.INFO) and set(range(self.partitions)) - held != unheld:
                 unheld = set(range(self.partitions)) - held
                 trace.info("unheld %s", sorted(unheld))
+        self.episodes.extend((step, p, last - began) for p, (step, began) in since.items())
 
     def start(self) -> Holdings:
         self._thread.start()
@@ -219,8 +231,16 @@ def settled(h: Holdings, members: list[Any]) -> Callable[[], bool]:
     return check
 
 
-def run(zk_connect: str, node: NodeProcess, members: int, partitions: int, way: str) -> float:
-    """Partition-seconds without an owner per replaced member, for one migration of `members` members."""
+def run(
+    zk_connect: str,
+    node: NodeProcess,
+    members: int,
+    partitions: int,
+    way: str,
+    episodes: list[tuple[str, int, float]] | None = None,
+) -> float:
+    """Partition-seconds without an owner per replaced member, for one migration of `members` members; each
+    stretch a partition went unheld is added to `episodes` when given."""
     tag = uuid.uuid4().hex[:6]
     topic = f"bench-{tag}"
     group = f"barrier-bench-{tag}" if way == "barrier" else f"mixed-bench-{tag}"
@@ -237,12 +257,14 @@ def run(zk_connect: str, node: NodeProcess, members: int, partitions: int, way: 
     try:
         if way != "barrier":
             for i, old in enumerate(legacy):
+                h.step = f"c{i} joins"
                 trace.info("step: c%d joins", i)
                 new = Classic(node.bootstrap, group, topic, f"c{i}", h, cooperative).start()
                 classic.append(new)
                 live.append(new)
                 wait_for(settled(h, live), 60, "the mixed group to settle", interval=0.02)
                 trace.info("step: settled; l%d leaves", i)
+                h.step = f"l{i} leaves"
                 old.stop()
                 live.remove(old)
                 wait_for(settled(h, live), 60, "the mixed group to settle", interval=0.02)
@@ -258,9 +280,23 @@ def run(zk_connect: str, node: NodeProcess, members: int, partitions: int, way: 
             wait_for(settled(h, live), 60, "the broker-protocol group to settle", interval=0.02)
     finally:
         total = h.stop()
+        if episodes is not None:
+            episodes.extend(h.episodes)
         for m in live:
             m.stop()
     return total / members
+
+
+def breakdown(episodes: list[tuple[str, int, float]]) -> str:
+    """`--trace`'s summary: partition-seconds unheld per membership change, then every stretch of 40 ms or more
+    (shorter ones are one or two samples: the hand-over's own round trips)."""
+    by_step: dict[str, float] = {}
+    for step, _p, s in episodes:
+        by_step[step] = by_step.get(step, 0.0) + s
+    lines = [f"unheld partition-seconds in all: {sum(by_step.values()):.3f}"]
+    lines += [f"  {step}: {s:.3f}" for step, s in by_step.items()]
+    lines += [f"  stretch: partition {p} unheld {s:.3f} s ({step})" for step, p, s in episodes if s >= 0.04]
+    return "\n".join(lines)
 
 
 class Rdkafka:
@@ -407,7 +443,10 @@ def traced(zk_hosts: str, delay_ms: int, args: argparse.Namespace, path: Path) -
         node.start()
         try:
             way = WAYS[1] if args.trace_way == "cooperative" else WAYS[0]
-            print(f"traced {way}: {run(connect_string, node, args.members, args.partitions, way):.3f}")
+            episodes: list[tuple[str, int, float]] = []
+            per_member = run(connect_string, node, args.members, args.partitions, way, episodes)
+            print(f"traced {way}: {per_member:.3f} partition-s per member")
+            print(breakdown(episodes))
         finally:
             node.stop()
             for lg in loggers:
@@ -513,8 +552,8 @@ other engineers' test runs).
 
 **Member by member against the barrier, with Kafka's default initial rebalance delay: eager
 {ratios[3000][WAYS[0]]:.2f}×, cooperative {ratios[3000][WAYS[1]]:.2f}× (goal ≤ 0.05×); with no delay: eager
-{ratios[0][WAYS[0]]:.2f}×, cooperative {ratios[0][WAYS[1]]:.2f}× (goal ≤ 0.2×; 0.68× cooperative earlier on
-2026-11-27, before make-before-break).** The barrier leaves every partition unowned from the legacy group's stop
+{ratios[0][WAYS[0]]:.2f}×, cooperative {ratios[0][WAYS[1]]:.2f}× (goal ≤ 0.2×; cooperative 0.68× earlier on
+2026-11-27 before make-before-break, 0.35× with it).** The barrier leaves every partition unowned from the legacy group's stop
 until the new group has formed (a new, Empty group waits the initial rebalance delay). Member by member the group
 is never Empty; each replacement is two membership changes (a join, a leave). Legacy members in fast mode keep
 the owner znodes of what stays and leave make-before-break (`LegacyConsumer.leave`); eager classic members revoke
@@ -542,7 +581,22 @@ the successive joins and leaves move {" ".join(map(str, moved))} of {args.partit
 fix (load 9-11, 0.19 partition-s per member): a legacy-to-classic move is unowned 5-20 ms (the hand-over's own
 ZooKeeper round trips and the SyncGroup answer), a legacy-to-legacy move about 20 ms; the largest item left is
 the one balance move between two cooperative members (0.34 s: withheld, revoked, handed over by a follow-up
-round that the other members learn of by heartbeat, heartbeat.interval.ms 200 here).
+round that the other members learn of by heartbeat, heartbeat.interval.ms 200 here). (5) The first classic
+member's registration no longer restarts its own rebalance (the bridge's watch let the first ids change after it
+was set through, whatever it was): its share, released by the legacy members during the hand-over, waited for
+a second generation (0.1-0.15 s of 3 partitions at load 10); now it is answered in the generation it joined.
+
+The balance move is what is left, and the classic protocol bounds it: `--trace` (load 8-19) shows the revoking
+member's JoinGroup 100-110 ms after its SyncGroup answer (kafka-python's poll loop, fetch_max_wait_ms 100), and the
+other members rejoining at their first heartbeat after their SyncGroup answer (heartbeat.interval.ms later, 200
+here) whatever the coordinator does meanwhile: a classic rebalance completes only once every member has rejoined,
+so starting the follow-up earlier (at the hand-over that withheld the partition) gains nothing while the revoker
+is faster than a heartbeat interval; the partition then waits the join and SyncGroup rounds (15-30 ms). Cutting it
+needs the coordinator's core to deviate in timing only: hold the recipient's SyncGroup answer until the
+revoker's JoinGroup shows the partition given up (what else the recipient gains waits that long too), hand it
+on in the same generation, and answer that rejoin in the current generation (Kafka's answer to a follower
+rejoining a Stable group unchanged; here its owned list shrank). Not done: it changes the classic core's
+SyncGroup and JoinGroup handling.
 """
     print(body)
     if not args.no_report:

@@ -278,8 +278,10 @@ class MixedGroupBridge:
             if children is not None:
                 legacy = frozenset(c for c in children if not is_classic_id(group, c))
                 previous, seen[0] = seen[0], legacy
-                if previous == legacy:
-                    return  # only our own registrations moved
+                if previous is None or previous == legacy:
+                    # the first read, or only our own registrations moved: registering a classic member (the
+                    # first one into a group too) must not restart the rebalance whose hand-over registered it
+                    return
             with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
                 loop.call_soon_threadsafe(fire)
 

@@ -233,22 +233,24 @@ def watch_group(
     topics: Sequence[str],
     on_change: Callable[[tuple[str, ...] | None], None],
 ) -> Callable[[], None]:
-    """Call `on_change(ids children)` whenever the ids children of `group` change and `on_change(None)` when the
-    partition data of one of `topics` changes (not for the first reads). Returns a function that stops it."""
+    """Call `on_change(ids children)` with the first read of the ids children of `group` and whenever they change
+    (the caller tells our own registrations from legacy changes against the first read), and `on_change(None)`
+    when the partition data of one of `topics` changes (not for its first read). Returns a function that stops
+    it."""
     stopped = threading.Event()
-    first = {"ids": True, **{t: True for t in topics}}
+    first = dict.fromkeys(topics, True)
 
     def fire(key: str, children: Sequence[str] | None) -> bool:
         if stopped.is_set():
             return False
-        if first[key]:
+        if first.get(key):
             first[key] = False
         else:
             on_change(None if children is None else tuple(sorted(children)))
         return True
 
     client.ensure_path(paths.ids_path(group))
-    ChildrenWatch(client, paths.ids_path(group), lambda children: fire("ids", children))
+    ChildrenWatch(client, paths.ids_path(group), lambda children: fire("", children))  # "": no topic's name
     for topic in topics:
         DataWatch(client, paths.topic_path(topic), _topic_callback(fire, topic))
     return stopped.set
