@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -44,7 +45,10 @@ class Node:
 @pytest.fixture(scope="module")
 def node(zk_server: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     connect_string = ensure_chroot(zk_server.hosts, f"/zkcoord-tests/topic-ids-{uuid.uuid4().hex[:8]}")
-    flags = ("--zk", connect_string, "--node-id", "1", "--num.partitions=2", *FAST_GROUP_FLAGS,
+    # No auto-creation: librdkafka's admin and producer handles ask for the deleted topic's metadata right after
+    # the deletion and would create it again (2 partitions, from --num.partitions) before the test does.
+    flags = ("--zk", connect_string, "--node-id", "1", "--num.partitions=2", "--auto.create.topics.enable=false",
+             *FAST_GROUP_FLAGS,
              "--group.consumer.session.timeout.ms=6000", "--group.consumer.heartbeat.interval.ms=250")  # fmt: skip
     proc = NodeProcess(tmp_path_factory.mktemp("topic-ids-node"), flags)
     zk = connect(connect_string)
@@ -252,3 +256,35 @@ def test_a_consumer_protocol_member_keeps_consuming_across_re_creation(node: Nod
     finally:
         reader.close()
         producer.flush(5)
+
+
+def test_a_deletion_completes_although_the_name_is_created_again_at_once(node: Node) -> None:
+    """DeleteTopics waits for the topic it deletes, not for the name: a topic created again under the name the
+    moment the old one's znode goes (a producer auto-creating it, or another admin) is another topic, so the
+    deletion answers NONE instead of REQUEST_TIMED_OUT after its whole timeout (it did, before)."""
+    topic = "phoenix"
+    first = create(node, topic, 2)
+    gone, recreated = threading.Event(), threading.Event()
+
+    # the moment the deletion removes the topic's znode (a ZooKeeper watch), another client creates it again
+    def on_change(data: bytes | None, stat: Any) -> bool:
+        if stat is None:
+            gone.set()
+        return stat is not None  # watch on until the znode is gone
+
+    node.zk.DataWatch(f"/brokers/topics/{topic}", on_change)
+
+    def recreate_when_gone() -> None:
+        assert gone.wait(30), "the topic's znode was never deleted"
+        node.admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(15)
+        recreated.set()
+
+    helper = threading.Thread(target=recreate_when_gone, daemon=True)
+    helper.start()
+    began = time.monotonic()
+    assert node.admin.delete_topics([topic], operation_timeout=20)[topic].result(30) is None
+    took = time.monotonic() - began
+    helper.join(20)
+    assert recreated.is_set()
+    assert stored_id(node.zk, topic) not in (None, first)  # the name holds a new topic
+    assert took < 15, f"the deletion answered after {took:.1f} s"

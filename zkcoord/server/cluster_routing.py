@@ -404,6 +404,10 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
             await service.partitions_deleted(partitions)
 
     async def delete_topic(self, topic: str, timeout_ms: int) -> bool:
+        # The topic this request deletes is the znode there now (its creation zxid): a topic of the same name
+        # created again right after (a producer's metadata refresh auto-creating it, as Kafka allows) is another
+        # topic, and must not keep this deletion "in progress" until the timeout.
+        created = await asyncio.to_thread(self._topic_created_zxid, topic)
         await asyncio.to_thread(request_topic_deletion, self.node.client, topic)
         self._acked.discard(topic)
         self._kick.set()
@@ -411,16 +415,22 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         deadline = loop.time() + max(timeout_ms, 0) / 1000.0
         while True:
             refreshed = self._refreshed
-            gone = not await asyncio.to_thread(self._topic_exists, topic)
+            now = await asyncio.to_thread(self._topic_created_zxid, topic)
+            gone = now is None or now != created
             if gone or loop.time() >= deadline:
                 return gone
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(refreshed.wait(), deadline - loop.time())
 
     def _topic_exists(self, topic: str) -> bool:
+        return self._topic_created_zxid(topic) is not None
+
+    def _topic_created_zxid(self, topic: str) -> int | None:
+        """The creation zxid of `/brokers/topics/T` (which topic of that name it is), None without one."""
         client = self.node.client
         assert client is not None
-        return client.exists(paths.topic_path(topic)) is not None
+        stat = client.exists(paths.topic_path(topic))
+        return None if stat is None else int(stat.czxid)
 
     async def _refresh_loop(self) -> None:
         while not self._closing:
