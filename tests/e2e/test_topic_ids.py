@@ -127,7 +127,14 @@ def delete(node: Node, topic: str) -> None:
         Exception
     ) as exc:  # with what the node said meanwhile (its controller's and its own deletion steps)
         told = "".join(line for line in list(node.proc.output) if "topic" in line)[-6000:]
-        raise AssertionError(f"deleting {topic}: {exc!r}; node log:\n{told}") from exc
+        found = node.zk.exists(f"/brokers/topics/{topic}")
+        znode_now = (
+            "absent"
+            if found is None
+            else f"czxid {found.czxid}, ctime {found.ctime}, "
+            + repr(node.zk.get(f"/brokers/topics/{topic}")[0])
+        )
+        raise AssertionError(f"deleting {topic}: {exc!r}; znode now: {znode_now}; node log:\n{told}") from exc
     wait_for(lambda: node.zk.exists(f"/brokers/topics/{topic}") is None, 30, f"{topic} deleted")
     wait_for(lambda: metadata_v12(node.proc.port, names=(topic,))[0].error_code != 0, 15, f"{topic} gone")
 

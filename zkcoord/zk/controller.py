@@ -581,6 +581,22 @@ class Controller:
             if topic != OFFSETS_TOPIC and topic in view.topics and waiting:
                 log.info("node=%d topic %s: deletion waits for node(s) %s", self.node_id, topic, waiting)
                 continue  # the acks' watch wakes the next pass
+            if (
+                topic != OFFSETS_TOPIC
+                and topic not in view.topics
+                and topic not in view.malformed
+                and self.client.exists(paths.topic_path(topic)) is not None
+            ):
+                # Created after this view read the topics and marked before it read the marks (a view is read
+                # over time: under load its ~50 offsets partitions' states take 100+ ms): dropping the mark
+                # now would leave the topic and answer the deletion done. The next pass sees it.
+                log.info(
+                    "node=%d topic %s: marked for deletion, not yet in this view; next pass",
+                    self.node_id,
+                    topic,
+                )
+                self.request_reconcile()
+                continue
             if topic == OFFSETS_TOPIC:
                 log.warning("node=%d refusing to delete the internal topic %s", self.node_id, topic)
             elif topic in view.topics or topic in view.malformed:

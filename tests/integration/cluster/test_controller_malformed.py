@@ -140,3 +140,23 @@ def test_topic_ids_are_given_once_and_a_malformed_id_is_left_intact(zk: Any, con
     wait_for(lambda: topic("good")[0].topic_id is not None, 15, "an id for the new topic")
     assert topic("moving") == (given, 1)  # given once: later passes leave it
     assert zk.get(paths.topic_path("bad-id"))[0] == bad_id and _leaders(zk, "bad-id") == {}
+
+
+def test_a_topic_marked_after_the_view_read_the_topics_keeps_its_mark(zk: Any) -> None:
+    """A view is read over time (topics first, marks last): a topic created while the topics were read, then
+    marked and acknowledged before the marks were, is in the marks but not in the view's topics. Its mark must
+    stay for the next pass (which sees the topic); dropping it answered the deletion done and left the topic,
+    which came back on every node (test_topic_ids timed out so, under load)."""
+    from zkcoord.zk.controller import ClusterView, deletion_acks_path
+
+    topic = "late"
+    zk.create(paths.topic_path(topic), TopicAssignment.of({0: [1]}).encode(), makepath=True)
+    zk.create(paths.delete_topic_path(topic), b"", makepath=True)
+    zk.create(f"{deletion_acks_path(topic)}/1", b"", makepath=True)
+    ctl = Controller(zk, 1, offsets_topic_num_partitions=NUM_OFFSETS)  # not started: no pass of its own
+    view = ClusterView(
+        (1,), {}, {}, frozenset(), frozenset(), (topic,), deletion_acks={topic: frozenset({1})}
+    )
+    ctl._delete_topics(view)
+    assert zk.exists(paths.topic_path(topic)) is not None
+    assert zk.exists(paths.delete_topic_path(topic)) is not None  # still marked: the next pass deletes it
