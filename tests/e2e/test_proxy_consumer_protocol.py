@@ -32,7 +32,7 @@ from e2e.proxies import ProxyProcess, read_exactly, tansu_group_members
 from zkcoord.cli import main
 from zkcoord.group import consumer_messages as gcm
 from zkcoord.server import kafka_protocol as kp
-from zkcoord.testing import SessionFault, wait_for
+from zkcoord.testing import SessionFault, wait_for, wait_until
 from zkcoord.testing.members import KafkaPythonMember, LegacyMember, legacy_config
 from zkcoord.testing.producers import PacedProducer
 from zkcoord.testing.tansu import Tansu, register_in_zookeeper
@@ -309,10 +309,10 @@ def test_the_proxy_takes_topic_ids_from_the_cluster(tansu: Tansu) -> None:
             assert known._task is None  # a fresh answer: nothing asked
             clock[0] += proxy_topics.REFRESH_S + 0.1
             assert known.lookup("kip848-ids") is not None  # the cached answer, and asked again
-            await asyncio.sleep(0)  # the loop runs the request the lookup scheduled from its thread
-            assert known._task is not None
-            await known.fetch([])
-            assert known._cache["kip848-ids"][0] == clock[0]
+            # the lookup scheduled a request on the loop from its thread: the cluster is asked again
+            await wait_until(
+                lambda: known._cache["kip848-ids"][0] == clock[0], 10, "the refresh of kip848-ids"
+            )
         finally:
             known.close()
 

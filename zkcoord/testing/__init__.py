@@ -17,6 +17,7 @@ from zkcoord.local.zookeeper import ZooKeeper, free_port
 from zkcoord.testing.plugin import ZooKeeperHandle, docker_available, start_zookeeper
 from zkcoord.testing.prometheus import PrometheusServer
 from zkcoord.testing.spark_cluster import SparkCluster, SparkConnectServer
+from zkcoord.testing.waiting import wait_until
 from zkcoord.zk.session import SessionFault, drop_connection, expire_session, wait_for
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "free_port",
     "start_zookeeper",
     "wait_for",
+    "wait_until",
 ]

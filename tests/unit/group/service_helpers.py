@@ -3,7 +3,6 @@ classic requests they send, and a record store whose appends wait for the test's
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable, Iterator, Sequence
 
@@ -15,6 +14,7 @@ from zkcoord.group.messages import (
 )
 from zkcoord.storage import MemoryRecordStore
 from zkcoord.storage.store import RawRecord
+from zkcoord.testing import wait_until
 
 PROTOCOLS = (("range", b"sub"),)
 
@@ -27,12 +27,8 @@ class FakeClock:
         return self.t
 
 
-async def until(predicate: Callable[[], bool], what: str, steps: int = 1000) -> None:
-    for _ in range(steps):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError(f"timed out waiting for {what}")
+async def until(predicate: Callable[[], bool], what: str, timeout: float = 10.0) -> None:
+    await wait_until(predicate, timeout, what)
 
 
 def join_req(member_id: str = "", client_id: str = "c", version: int = 5) -> JoinGroupRequest:
@@ -52,9 +48,12 @@ class GatedStore(MemoryRecordStore):
     def __init__(self) -> None:
         super().__init__()
         self.gate = threading.Event()
+        self.blocked = threading.Event()  # an append has reached the closed gate
         self.fail = False
 
     def append(self, records: Sequence[RawRecord]) -> None:
+        if not self.gate.is_set():
+            self.blocked.set()
         if not self.gate.wait(timeout=10):
             raise TimeoutError("gate never opened")
         if self.fail:

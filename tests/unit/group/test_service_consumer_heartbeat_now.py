@@ -14,7 +14,7 @@ from zkcoord.group.errors import ErrorCode as E
 from zkcoord.server.group_service import GroupService
 from zkcoord.storage import MemoryRecordStore
 
-from .service_helpers import FakeClock, GatedStore
+from .service_helpers import FakeClock, GatedStore, until
 
 T = "11" * 16
 TOPICS = {"t": (T, 4)}
@@ -89,14 +89,13 @@ def test_a_steady_heartbeat_waits_behind_a_pending_write() -> None:
         assert isinstance(svc.consumer_group_heartbeat_now(steady), Resp)
         store.gate.clear()
         second = asyncio.ensure_future(svc.consumer_group_heartbeat(_join("m2")))  # records, held at the gate
-        for _ in range(20):
-            await asyncio.sleep(0)
+        await until(lambda: store.blocked.is_set(), "m2's join records held at the gate")
         pending = svc.consumer_group_heartbeat_now(steady)
         assert not isinstance(pending, Resp)  # must not overtake m2's join, whose records are not durable yet
         beat = asyncio.ensure_future(pending)
-        for _ in range(20):
-            await asyncio.sleep(0)
-        assert not beat.done() and not second.done()
+        # a bounded observation window, not a synchronisation: neither answers while the write is held
+        done, _ = await asyncio.wait({beat, second}, timeout=0.2)
+        assert not done
         store.gate.set()
         assert (await asyncio.wait_for(beat, 10)).error_code == 0
         assert (await asyncio.wait_for(second, 10)).error_code == 0

@@ -24,8 +24,9 @@ async def _stable_member(svc: GroupService, clock: FakeClock) -> tuple[str, int]
             break
         clock.t += 3.0
         svc.fire_due_timers()
-        for _ in range(20):  # let the answered join run (a bounded number of loop turns)
-            await asyncio.sleep(0)
+        await asyncio.wait(
+            {task}, timeout=0.2
+        )  # the join answered by the timer completes, or the delay re-armed
     joined = await asyncio.wait_for(task, 10)
     m = joined.member_id
     plan = ((m, b"A"),)
@@ -79,9 +80,9 @@ def test_heartbeat_now_waits_behind_a_pending_write() -> None:
         pending = svc.heartbeat_now(HeartbeatRequest(4, "g", gen, m))
         assert not isinstance(pending, HeartbeatResponse)  # must not overtake the commit's write
         beat = asyncio.ensure_future(pending)
-        for _ in range(20):
-            await asyncio.sleep(0)
-        assert not beat.done() and not commit.done()
+        # a bounded observation window, not a synchronisation: neither answers while the write is held
+        done, _ = await asyncio.wait({beat, commit}, timeout=0.2)
+        assert not done
         store.gate.set()
         assert (await asyncio.wait_for(beat, 10)).error_code == 0
         assert (await commit).topics[0].partitions[0].error_code == 0
