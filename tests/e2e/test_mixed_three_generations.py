@@ -217,6 +217,20 @@ class ThreeGenerations:
             == legacy_members
         )
 
+    def legacy_first(self) -> None:
+        """The producer under way, then the legacy member l1 alone, holding every partition."""
+        wait_for(lambda: len(self.producer.acked) > 20, 20, "the producer's first acknowledgements")
+        self.legacy("l1")
+        self.change("the legacy member holds every partition", 1)
+
+    def three_generations(self, **classic: Any) -> None:
+        """l1 alone, then the kafka-python member k1 (`classic`: its settings), then the consumer member n1."""
+        self.legacy_first()
+        self.kafka_python("k1", **classic)
+        self.change("a kafka-python classic member joined the legacy member", 1)
+        self.consumer("n1")
+        self.change("three generations in one group", 1)
+
     def change(self, what: str, legacy_members: int) -> None:
         try:
             wait_for(lambda: self.settled(legacy_members), 45, what, 0.05)
@@ -266,13 +280,7 @@ def test_legacy_classic_and_consumer_protocol_members_in_one_group_then_consumer
     )  # fmt: skip
     try:
         with sampler:
-            wait_for(lambda: len(producer.acked) > 20, 20, "the producer's first acknowledgements")
-            run.legacy("l1")
-            run.change("the legacy member holds every partition", 1)
-            run.kafka_python("k1")
-            run.change("a kafka-python classic member joined the legacy member", 1)
-            run.consumer("n1")
-            run.change("a consumer-protocol member joined: three generations in one group", 1)
+            run.three_generations()
             # Migrated to consumer-protocol members only, one member at a time.
             run.consumer("n2")
             run.change("a second consumer-protocol member joined", 1)
@@ -313,16 +321,10 @@ def test_coordinator_killed_and_restarted_under_three_generations(cluster: tuple
     run = ThreeGenerations(zk_connect, node.bootstrap)
     try:
         with run.sampler:
-            wait_for(lambda: len(run.producer.acked) > 20, 20, "the producer's first acknowledgements")
-            run.legacy("l1")
-            run.change("the legacy member holds every partition", 1)
             # A session that outlasts the node's absence (its ZooKeeper session's end, then a start): kafka-python
             # may take several seconds to find the restarted coordinator, and a classic member removed by its
             # session timeout meanwhile still consumes (the classic protocol's own zombie window, not this test's).
-            run.kafka_python("k1", session_timeout_ms=30000)
-            run.change("a kafka-python classic member joined the legacy member", 1)
-            run.consumer("n1")
-            run.change("three generations in one group", 1)
+            run.three_generations(session_timeout_ms=30000)
             before = run.producer.acked
             wait_for(lambda: before <= run.consumed(), 20, "the records before the crash consumed", 0.1)
             node.kill9()
@@ -360,13 +362,7 @@ def test_consumer_group_describe_of_a_mixed_group(cluster: tuple[str, NodeProces
     admin = AdminClient({"bootstrap.servers": node.bootstrap})
     try:
         with run.sampler:
-            wait_for(lambda: len(run.producer.acked) > 20, 20, "the producer's first acknowledgements")
-            run.legacy("l1")
-            run.change("the legacy member holds every partition", 1)
-            run.kafka_python("k1")
-            run.change("a kafka-python classic member joined the legacy member", 1)
-            run.consumer("n1")
-            run.change("three generations in one group", 1)
+            run.three_generations()
             last = run.sampler.samples[-1]
             (legacy_id,) = {
                 consumer_of_thread(th)
@@ -436,9 +432,7 @@ def test_a_restarted_static_consumer_member_gets_its_partitions_back_and_the_leg
     ids_path = f"/consumers/{run.group}/ids"
     try:
         with run.sampler:
-            wait_for(lambda: len(run.producer.acked) > 20, 20, "the producer's first acknowledgements")
-            run.legacy("l1")
-            run.change("the legacy member holds every partition", 1)
+            run.legacy_first()
             run.consumer("n1", "static-1")
             run.change("a static consumer-protocol member joined the legacy member", 1)
             ids_before = sorted(run.zk.get_children(ids_path))

@@ -6,6 +6,7 @@ for it appears; then it commits and releases it and closes."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
@@ -21,17 +22,23 @@ GROUP = "leave-g"
 CLASSIC = f"{GROUP}_classic-0000000012345678"  # sorts before GROUP_x and GROUP_y: range gives it 0-1
 
 
-def test_a_leaving_member_consumes_what_a_broker_protocol_member_gets_until_its_hand_over_waits(
-    zk, kit, member_factory
-):
+def _with_a_classic_member(zk: Any, kit: Any, partitions: int) -> None:
+    """A registered broker, the topic with `partitions` partitions, and a classic member registered in the group
+    (what a fast legacy member leaves to: the coordinator's hint decides when it hands over)."""
     kit.register_broker(zk)
-    kit.make_topic(zk, TOPIC, 6)
+    kit.make_topic(zk, TOPIC, partitions)
     zk.create(
         paths.id_path(GROUP, CLASSIC),
         encode_classic_registration(ClassicMember("m", "c", (TOPIC,)), 0),
         ephemeral=True,
         makepath=True,
     )
+
+
+def test_a_leaving_member_consumes_what_a_broker_protocol_member_gets_until_its_hand_over_waits(
+    zk, kit, member_factory
+):
+    _with_a_classic_member(zk, kit, 6)
     x = member_factory(GROUP, {TOPIC: 1}, consumer_id="x", mode="fast", fetcher_factory=kit.FakeFetcher)
     y = member_factory(GROUP, {TOPIC: 1}, consumer_id="y", mode="fast", fetcher_factory=kit.FakeFetcher)
     tp = [TopicPartition(TOPIC, p) for p in range(6)]
@@ -77,14 +84,7 @@ def test_a_leaving_member_consumes_what_a_broker_protocol_member_gets_until_its_
 
 
 def test_without_a_hint_a_leaving_member_releases_at_its_deadline(zk, kit, member_factory):
-    kit.register_broker(zk)
-    kit.make_topic(zk, TOPIC, 2)
-    zk.create(
-        paths.id_path(GROUP, CLASSIC),
-        encode_classic_registration(ClassicMember("m", "c", (TOPIC,)), 0),
-        ephemeral=True,
-        makepath=True,
-    )
+    _with_a_classic_member(zk, kit, 2)
     x = member_factory(GROUP, {TOPIC: 1}, consumer_id="x", mode="fast", fetcher_factory=kit.FakeFetcher)
     wait_for(lambda: set(x.owned()) == {TopicPartition(TOPIC, 1)} and x.is_stable(), 30, "x owns 1")
     assert x.leave(timeout=0.3)
