@@ -9,6 +9,7 @@ from typing import Any
 
 from kafka.protocol.metadata import MetadataRequest as KMetadata
 
+from e2e.wire_calls import read_exactly
 from zkcoord.group.consumer_messages import ConsumerGroupDescribeRequest as Describe
 from zkcoord.group.consumer_messages import ConsumerGroupHeartbeatRequest as Hb
 from zkcoord.server import kafka_protocol as kp
@@ -24,17 +25,9 @@ class Wire:
     def close(self) -> None:
         self.sock.close()
 
-    def _exact(self, n: int) -> bytes:
-        out = bytearray()
-        while len(out) < n:
-            chunk = self.sock.recv(n - len(out))
-            assert chunk, "the server closed the connection"
-            out += chunk
-        return bytes(out)
-
     def roundtrip(self, frame: bytes) -> bytes:
         self.sock.sendall(frame)
-        body = self._exact(struct.unpack(">i", self._exact(4))[0])
+        body = read_exactly(self.sock, struct.unpack(">i", read_exactly(self.sock, 4))[0])
         assert struct.unpack_from(">i", body)[0] == self.correlation
         return body
 

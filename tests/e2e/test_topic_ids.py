@@ -23,6 +23,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.protocol.metadata import MetadataRequest as KMetadata
 from kazoo.client import KazooClient
 
+from e2e.wire_calls import read_exactly
 from zkcoord.errors import ErrorCode as E
 from zkcoord.group.consumer_messages import ConsumerGroupDescribeRequest as Describe
 from zkcoord.legacy.codecs import TopicAssignment, kafka_uuid_string
@@ -78,18 +79,9 @@ def metadata_v12(port: int, *, names: tuple[str, ...] = (), ids: tuple[uuid.UUID
                               include_topic_authorized_operations=False)  # fmt: skip
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(frame)
-        head = _exact(sock, 4)
-        body = _exact(sock, struct.unpack(">i", head)[0])
+        head = read_exactly(sock, 4)
+        body = read_exactly(sock, struct.unpack(">i", head)[0])
     return list(kp.decode_response(kp.METADATA, 12, body)[1].topics)
-
-
-def _exact(sock: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        assert chunk, "the server closed the connection"
-        out += chunk
-    return out
 
 
 def described_assignment(port: int, group: str) -> list[tuple[str, str, tuple[int, ...]]]:
@@ -97,7 +89,7 @@ def described_assignment(port: int, group: str) -> list[tuple[str, str, tuple[in
     frame = kp.encode_consumer_group_request(11, "ids-test", Describe(0, (group,)))
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(frame)
-        body = _exact(sock, struct.unpack(">i", _exact(sock, 4))[0])
+        body = read_exactly(sock, struct.unpack(">i", read_exactly(sock, 4))[0])
     (described,) = kp.decode_consumer_group_response(69, 0, body)[1].groups
     return sorted((t.topic_id, t.topic_name, t.partitions) for m in described.members for t in m.assignment)
 
