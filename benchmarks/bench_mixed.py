@@ -9,12 +9,16 @@ wait until every member holds its share, one legacy member leaves (make-before-b
 it consumes until each partition's next owner waits for it), wait again; barrier: stop every legacy member,
 start the kafka-python members, wait until they hold every partition. The same command also measures plain
 (not bridged) groups of kafka-python and librdkafka members replaced one by one, eager (range) against cooperative
-(cooperative-sticky), and writes both sections of docs/benchmarks.md.
+(cooperative-sticky), back to back and with a pause between steps (`--plain-pause-ms`, default 0,1500), and writes
+both sections of docs/benchmarks.md.
 
-Usage: `python -m benchmarks.bench_mixed` (all of it, ~6 min); `--plain-only`; `--no-report` (print only);
-`--trace FILE` (one member-by-member cooperative run at initial delay 0, every step logged with timestamps:
-the bench's events, the legacy members', kafka-python's coordinator and the node's, merged into FILE; printed:
-the unheld partition-seconds per membership change and every partition's unheld stretch of 40 ms or more).
+Usage: `python -m benchmarks.bench_mixed` (all of it, ~15 min); `--plain-only` (the plain section alone, ~8 min
+at --runs 5); `--no-report` (print only); `--trace FILE` (one member-by-member cooperative run at initial delay 0,
+every step logged with timestamps: the bench's events, the legacy members', kafka-python's coordinator and the
+node's, merged into FILE; printed: the unheld partition-seconds per membership change and every partition's
+unheld stretch of 40 ms or more); `--trace-plain FILE --plain-way "librdkafka cooperative" --plain-pause-ms 1500`
+(one plain run the same way, plus librdkafka's `cgrp` debug log and every group request with its answer as the
+node sees them, through `benchmarks.wire_trace`).
 """
 
 from __future__ import annotations
@@ -611,10 +615,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--trace-plain", type=Path, metavar="FILE",
-        help="one traced plain run of --plain-way into FILE (callbacks, client group logs, the node's log, the group "
+        help="one traced plain run of --plain-way, paced by the first --plain-pause-ms, into FILE (callbacks, client group logs, the node's log, the group "
         "requests and answers as the node sees them); prints unheld partition-seconds per membership change",
     )  # fmt: skip
-    ap.add_argument("--plain-way", choices=PLAIN_WAYS, default="librdkafka cooperative")
+    ap.add_argument(
+        "--plain-way", choices=PLAIN_WAYS, default="librdkafka cooperative",
+        help="the row --trace-plain runs (default: librdkafka cooperative)",
+    )  # fmt: skip
     ap.add_argument(
         "--plain-pause-ms", type=lambda v: [int(x) for x in v.split(",")], default=[0, 1500], metavar="MS[,MS...]",
         help="extra wait after each settled step of the plain runs, one set of rows per value (default: 0,1500)",
