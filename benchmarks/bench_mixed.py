@@ -9,12 +9,16 @@ wait until every member holds its share, one legacy member leaves (make-before-b
 it consumes until each partition's next owner waits for it), wait again; barrier: stop every legacy member,
 start the kafka-python members, wait until they hold every partition. The same command also measures plain
 (not bridged) groups of kafka-python and librdkafka members replaced one by one, eager (range) against cooperative
-(cooperative-sticky), and writes both sections of docs/benchmarks.md.
+(cooperative-sticky), back to back and with a pause between steps (`--plain-pause-ms`, default 0,1500), and writes
+both sections of docs/benchmarks.md.
 
-Usage: `python -m benchmarks.bench_mixed` (all of it, ~6 min); `--plain-only`; `--no-report` (print only);
-`--trace FILE` (one member-by-member cooperative run at initial delay 0, every step logged with timestamps:
-the bench's events, the legacy members', kafka-python's coordinator and the node's, merged into FILE; printed:
-the unheld partition-seconds per membership change and every partition's unheld stretch of 40 ms or more).
+Usage: `python -m benchmarks.bench_mixed` (all of it, ~15 min); `--plain-only` (the plain section alone, ~8 min
+at --runs 5); `--no-report` (print only); `--trace FILE` (one member-by-member cooperative run at initial delay 0,
+every step logged with timestamps: the bench's events, the legacy members', kafka-python's coordinator and the
+node's, merged into FILE; printed: the unheld partition-seconds per membership change and every partition's
+unheld stretch of 40 ms or more); `--trace-plain FILE --plain-way "librdkafka cooperative" --plain-pause-ms 1500`
+(one plain run the same way, plus librdkafka's `cgrp` debug log and every group request with its answer as the
+node sees them, through `benchmarks.wire_trace`).
 """
 
 from __future__ import annotations
@@ -309,12 +313,24 @@ class Rdkafka:
         from confluent_kafka import Consumer
 
         self.name, self.h, self.cooperative = name, h, cooperative
-        self.consumer = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": group, "client.id": name, "auto.offset.reset": "earliest",
-             "enable.auto.commit": True, "auto.commit.interval.ms": 200, "session.timeout.ms": 6000,
-             "heartbeat.interval.ms": 200, "fetch.wait.max.ms": 100,
-             "partition.assignment.strategy": "cooperative-sticky" if cooperative else "range"}
-        )  # fmt: skip
+        config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "client.id": name,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": True,
+            "auto.commit.interval.ms": 200,
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 200,
+            "fetch.wait.max.ms": 100,
+            "max.poll.interval.ms": 20000,
+            "partition.assignment.strategy": "cooperative-sticky" if cooperative else "range",
+        }  # fmt: skip  (as kafka-python's Classic: same session, heartbeat, fetch wait, rebalance timeout)
+        if trace.isEnabledFor(
+            logging.INFO
+        ):  # `--trace-plain`: librdkafka's group state machine, as it logs it
+            config |= {"debug": "cgrp", "logger": logging.getLogger(f"rdkafka.{name}")}
+        self.consumer = Consumer(config)
         self.consumer.subscribe(
             [topic], on_assign=self._assigned, on_revoke=self._revoked, on_lost=self._revoked
         )
@@ -322,11 +338,13 @@ class Rdkafka:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _assigned(self, _c: Any, parts: list[Any]) -> None:
+        trace.info("%s assigned %s", self.name, sorted(p.partition for p in parts))
         with self.h.lock:
             held = self.h.classic.setdefault(self.name, set()) if self.cooperative else set()
             self.h.classic[self.name] = held | {p.partition for p in parts}
 
     def _revoked(self, _c: Any, parts: list[Any]) -> None:
+        trace.info("%s revoked %s", self.name, sorted(p.partition for p in parts))
         with self.h.lock:
             self.h.classic.setdefault(self.name, set()).difference_update(p.partition for p in parts)
 
@@ -349,40 +367,65 @@ class Rdkafka:
 PLAIN_WAYS = ("kafka-python eager", "kafka-python cooperative", "librdkafka eager", "librdkafka cooperative")
 
 
-def plain_run(node: NodeProcess, members: int, partitions: int, way: str) -> float:
+def plain_run(
+    node: NodeProcess,
+    members: int,
+    partitions: int,
+    way: str,
+    episodes: list[tuple[str, int, float]] | None = None,
+    bootstrap: str | None = None,
+    pause_s: float = 0.0,
+) -> float:
     """A plain broker-protocol group (not bridged) of `members` members, each replaced by a new one (start the
-    new member, wait until every member holds its share, stop the old one, wait again): partition-seconds
-    without an owner per replaced member."""
+    new member, wait until every member holds its share, stop the old one, wait again; `pause_s` more after each
+    wait: the spacing of a rolling restart): partition-seconds without an owner per replaced member; each stretch
+    a partition went unheld is added to `episodes` when given. Clients connect to `bootstrap` (the node's, unless
+    given: `--trace-plain`'s relay)."""
+    bootstrap = bootstrap or node.bootstrap
     tag = uuid.uuid4().hex[:6]
     topic, group = f"plain-{tag}", f"plain-bench-{tag}"
-    producer = KafkaProducer(bootstrap_servers=node.bootstrap)
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
     producer.send(topic, b"x").get(timeout=30)
     producer.close()
     kind: Any = Classic if way.startswith("kafka-python") else Rdkafka
     cooperative = way.endswith("cooperative")
     h = Holdings(partitions)
-    old = [kind(node.bootstrap, group, topic, f"o{i}", h, cooperative).start() for i in range(members)]
+    old = [kind(bootstrap, group, topic, f"o{i}", h, cooperative).start() for i in range(members)]
     live: list[Any] = list(old)
     try:
         wait_for(settled(h, live), 60, "the group to settle", interval=0.02)
         h.start()
+        pace = threading.Event()  # never set: waited on for `pause_s` between steps (the workload's spacing)
         for i, member in enumerate(old):
-            live.append(kind(node.bootstrap, group, topic, f"n{i}", h, cooperative).start())
+            pace.wait(pause_s)
+            h.step = f"n{i} joins"
+            trace.info("step: n%d joins", i)
+            live.append(kind(bootstrap, group, topic, f"n{i}", h, cooperative).start())
             wait_for(settled(h, live), 60, "the group to settle", interval=0.02)
+            pace.wait(pause_s)
+            h.step = f"o{i} leaves"
+            trace.info("step: settled; o%d leaves", i)
             member.stop()
+            trace.info("step: o%d closed", i)
             live.remove(member)
             wait_for(settled(h, live), 60, "the group to settle", interval=0.02)
+            trace.info("step: settled")
     finally:
         total = h.stop()
+        if episodes is not None:
+            episodes.extend(h.episodes)
         for m in live:
             m.stop()
     return total / members
 
 
-def measure_plain(zk_hosts: str, args: argparse.Namespace) -> dict[str, list[float]]:
-    """Every plain way, `args.runs` times, against one node (initial rebalance delay 0: the group is never Empty
-    while it is measured)."""
-    results: dict[str, list[float]] = {way: [] for way in PLAIN_WAYS}
+PlainResults = dict[tuple[int, str], list[tuple[float, list[tuple[str, int, float]]]]]
+
+
+def measure_plain(zk_hosts: str, args: argparse.Namespace) -> PlainResults:
+    """Every plain way at every `--plain-pause-ms`, `args.runs` times, against one node (initial rebalance delay 0:
+    the group is never Empty while it is measured): (pause, way) -> [(per-member figure, unheld stretches)]."""
+    results: PlainResults = {(pause, way): [] for pause in args.plain_pause_ms for way in PLAIN_WAYS}
     with tempfile.TemporaryDirectory() as data:
         connect_string = ensure_chroot(zk_hosts, "/bench-plain")
         node = NodeProcess(
@@ -393,12 +436,25 @@ def measure_plain(zk_hosts: str, args: argparse.Namespace) -> dict[str, list[flo
         node.start()
         try:
             for _ in range(args.runs):
-                for way in results:
-                    results[way].append(plain_run(node, args.members, args.partitions, way))
-                    print("plain", way, f"{results[way][-1]:.3f}", file=sys.stderr)
+                for (pause, way), runs in results.items():
+                    episodes: list[tuple[str, int, float]] = []
+                    figure = plain_run(
+                        node, args.members, args.partitions, way, episodes, pause_s=pause / 1000
+                    )
+                    runs.append((figure, episodes))
+                    print(f"plain pause={pause}", way, f"{figure:.3f}", file=sys.stderr)
         finally:
             node.stop()
     return results
+
+
+def per_change(
+    runs: list[tuple[float, list[tuple[str, int, float]]]], members: int, kind: str
+) -> tuple[float, float]:
+    """Over `runs`: (partition-seconds, unheld stretches) per membership change of `kind` ("joins" or "leaves")."""
+    changes = len(runs) * members
+    stretches = [s for _fig, eps in runs for step, _p, s in eps if step.endswith(kind)]
+    return sum(stretches) / changes, len(stretches) / changes
 
 
 def measure(zk_hosts: str, delay_ms: int, args: argparse.Namespace) -> dict[str, list[float]]:
@@ -456,32 +512,88 @@ def traced(zk_hosts: str, delay_ms: int, args: argparse.Namespace, path: Path) -
     path.write_text("\n".join(sorted(lines)) + "\n")
 
 
-def plain_report(results: dict[str, list[float]], args: argparse.Namespace, load_before: float) -> None:
-    rows = "\n".join(
-        f"| {way} | {statistics.median(v):.3f} | {min(v):.3f} | {max(v):.3f} | {' '.join(f'{x:.2f}' for x in v)} |"
-        for way, v in results.items()
-    )
-    med = {way: statistics.median(v) for way, v in results.items()}
-    ratio = {
-        c: med[f"{c} cooperative"] / med[f"{c} eager"] if med[f"{c} eager"] else float("nan")
-        for c in ("kafka-python", "librdkafka")
-    }
+def plain_traced(zk_hosts: str, args: argparse.Namespace, way: str, path: Path) -> None:
+    """One plain run of `way` (pause: the first `--plain-pause-ms`) with every step logged into `path`, merged: the bench's events and the
+    members' callbacks, kafka-python's coordinator or librdkafka's `cgrp` debug log, the node's log, and every
+    JoinGroup/SyncGroup/Heartbeat/LeaveGroup with its answer as the node receives and sends it (a relay in front
+    of the node, which advertises the relay's address: `benchmarks.wire_trace`)."""
+    from benchmarks.wire_trace import WireTrace
+
+    handler = logging.FileHandler(path, mode="w")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    names = ("bench_mixed", "zkcoord", "kafka.coordinator", "rdkafka", "wire")
+    loggers = [logging.getLogger(n) for n in names]
+    for lg in loggers:
+        lg.addHandler(handler)
+        lg.setLevel(logging.DEBUG if lg.name == "rdkafka" else logging.INFO)
+    with tempfile.TemporaryDirectory() as data:
+        connect_string = ensure_chroot(zk_hosts, "/bench-plain-trace")
+        node = NodeProcess(
+            Path(data),
+            ("--zk", connect_string, "--node-id", "1", f"--num.partitions={args.partitions}",
+             "--group.min.session.timeout.ms=1000", "--group.initial.rebalance.delay.ms=0"),
+        )  # fmt: skip
+        relay = WireTrace(("127.0.0.1", node.port))
+        node.extra += ("--advertise", f"127.0.0.1:{relay.port}")
+        node.start()
+        try:
+            episodes: list[tuple[str, int, float]] = []
+            pause = args.plain_pause_ms[0]
+            bootstrap = f"127.0.0.1:{relay.port}"
+            per_member = plain_run(
+                node, args.members, args.partitions, way, episodes, bootstrap, pause / 1000
+            )
+            print(f"traced {way}, pause {pause} ms: {per_member:.3f} partition-s per member")
+            print(breakdown(episodes))
+        finally:
+            node.stop()
+            relay.close()
+            for lg in loggers:
+                lg.removeHandler(handler)
+            handler.close()
+    lines = path.read_text().splitlines() + [f"{ln.rstrip()} [node]" for ln in node.output if ln[:2] == "20"]
+    path.write_text("\n".join(sorted(lines)) + "\n")
+
+
+def plain_report(results: PlainResults, args: argparse.Namespace, load_before: float) -> None:
+    rows = []
+    med: dict[tuple[int, str], float] = {}
+    for (pause, way), runs in results.items():
+        v = [fig for fig, _eps in runs]
+        med[pause, way] = statistics.median(v)
+        (join_s, join_n), (leave_s, leave_n) = (
+            per_change(runs, args.members, k) for k in ("joins", "leaves")
+        )
+        rows.append(
+            f"| {pause} ms | {way} | {med[pause, way]:.3f} | {min(v):.3f} | {max(v):.3f} | "
+            f"{join_n:.1f} × {join_s / join_n if join_n else 0:.2f} s | {leave_n:.1f} × {leave_s / leave_n if leave_n else 0:.2f} s | "
+            f"{' '.join(f'{x:.2f}' for x in v)} |"
+        )  # fmt: skip
+    ratios = "; ".join(
+        f"{pause} ms between steps: kafka-python {med[pause, 'kafka-python cooperative'] / med[pause, 'kafka-python eager']:.2f}×, "
+        f"librdkafka {med[pause, 'librdkafka cooperative'] / med[pause, 'librdkafka eager']:.2f}×"
+        for pause in args.plain_pause_ms
+    )  # fmt: skip
     body = f"""\
 A plain broker-protocol group (not bridged) of {args.members} members of one client on a {args.partitions}-partition
 topic, each member replaced by a new one in turn (start the new member, wait until every member holds its share,
-stop the old one, wait again), {args.runs} runs per way, one `zkcoord serve --zk` node,
-`group.initial.rebalance.delay.ms` 0 (the group is never Empty while measured). Eager: range (every member
-revokes everything before each JoinGroup); cooperative: cooperative-sticky (KIP-429: only what moves is
-revoked, in a first rebalance, and assigned in a follow-up). Figure = partition-seconds during which no member
-may consume a partition (sampled every {int(SAMPLE_S * 1000)} ms from the members' rebalance callbacks), per
-replaced member. Machine load average {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (2
-cores, shared with other engineers' test runs).
+stop the old one, wait again), {args.runs} runs per row, one `zkcoord serve --zk` node,
+`group.initial.rebalance.delay.ms` 0 (the group is never Empty while measured). Both clients configured alike:
+session timeout 6000 ms, heartbeat interval 200 ms, fetch wait 100 ms, max poll interval (the JoinGroup's
+rebalance timeout) 20000 ms, auto commit every 200 ms. Eager: range (every member revokes everything before each
+JoinGroup); cooperative: cooperative-sticky (KIP-429: only what moves is revoked, in a first rebalance, and
+assigned in a follow-up). Pause = extra wait after each settled step before the next one (0: back to back, as
+before; {max(args.plain_pause_ms)} ms: steps further apart than librdkafka's 1 s JoinGroup interval, as in a real
+rolling restart). Figure = partition-seconds during which no member may consume a partition (sampled every
+{int(SAMPLE_S * 1000)} ms from the members' rebalance callbacks), per replaced member; per join / per leave =
+partitions left unheld per membership change × their mean unheld stretch, over all runs. Machine load average
+{load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (2 cores, shared with other engineers' test runs).
 
-| client and protocol | median (partition-s per member) | min | max | runs |
-|---|---:|---:|---:|---|
-{rows}
+| pause | client and protocol | median (partition-s per member) | min | max | per join | per leave | runs |
+|---|---|---:|---:|---:|---:|---:|---|
+{chr(10).join(rows)}
 
-**Cooperative against eager: kafka-python {ratio["kafka-python"]:.2f}×, librdkafka {ratio["librdkafka"]:.2f}×.**
+**Cooperative against eager: {ratios}.**
 """
     print(body)
     if not args.no_report:
@@ -501,7 +613,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--plain-only", action="store_true", help="only the plain-group table (eager against cooperative)"
     )
+    ap.add_argument(
+        "--trace-plain", type=Path, metavar="FILE",
+        help="one traced plain run of --plain-way, paced by the first --plain-pause-ms, into FILE (callbacks, client group logs, the node's log, the group "
+        "requests and answers as the node sees them); prints unheld partition-seconds per membership change",
+    )  # fmt: skip
+    ap.add_argument(
+        "--plain-way", choices=PLAIN_WAYS, default="librdkafka cooperative",
+        help="the row --trace-plain runs (default: librdkafka cooperative)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--plain-pause-ms", type=lambda v: [int(x) for x in v.split(",")], default=[0, 1500], metavar="MS[,MS...]",
+        help="extra wait after each settled step of the plain runs, one set of rows per value (default: 0,1500)",
+    )  # fmt: skip
     args = ap.parse_args(argv)
+    if args.trace_plain is not None:
+        with ZooKeeper.start(1) as zk:
+            plain_traced(zk.hosts, args, args.plain_way, args.trace_plain)
+        return 0
     if args.trace is not None:
         with ZooKeeper.start(1) as zk:
             traced(zk.hosts, 0, args, args.trace)
