@@ -10,6 +10,7 @@ from dataclasses import replace
 from zkcoord.group import consumer_messages as cm
 from zkcoord.group import messages as gm
 from zkcoord.group.errors import ErrorCode
+from zkcoord.group.offsets import PartitionCount, unknown_partitions, with_unknown_partitions, without_partitions
 from zkcoord.security.acl import Operation, Resource, ResourceType, all_operations
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.authorization import RequestAuthorizer, authorized_group_call, with_every_operation
@@ -17,16 +18,22 @@ from zkcoord.server.seams import GroupCoordinator
 
 
 class GroupDispatch:
-    """`dispatch(req)` -> awaitable response frame for JoinGroup ... DeleteGroups."""
+    """`dispatch(req)` -> awaitable response frame for JoinGroup ... DeleteGroups.
+
+    `partition_count` is the node's view of the cluster's topics (Kafka's metadata cache): an OffsetCommit partition
+    it does not have is answered UNKNOWN_TOPIC_OR_PARTITION here, after authorization and before the coordinator,
+    as KafkaApis does (so nothing is stored or mirrored to ZooKeeper for it). None: every partition is taken."""
 
     def __init__(
         self,
         service: GroupCoordinator,
         observe: Callable[[int, gm.GroupResponse], None] | None = None,
         authorizer: RequestAuthorizer | None = None,  # None: every principal may do everything
+        partition_count: PartitionCount | None = None,
     ) -> None:
         self.service = service
         self.authorizer = authorizer
+        self.partition_count = partition_count
         self.observe = observe  # (api_key, typed response): the metrics hook, one call per answered group
 
     def dispatch(self, req: kp.RequestFrame) -> Awaitable[bytes] | bytes | None:
@@ -138,6 +145,15 @@ class GroupDispatch:
             groups.append(g)
         return kp.consumer_group_response(req, cm.ConsumerGroupDescribeResponse(tuple(groups)))
 
+    async def _offset_commit(self, r: gm.OffsetCommitRequest) -> gm.OffsetCommitResponse:
+        count = self.partition_count
+        unknown = unknown_partitions(r, count) if count is not None else None
+        if not unknown:
+            return await self.service.offset_commit(r)
+        known = without_partitions(r, unknown)
+        answered = await self.service.offset_commit(known) if known is not None else None
+        return with_unknown_partitions(r, answered, unknown)
+
     async def _one(self, r: gm.GroupRequest) -> gm.GroupResponse:
         s = self.service
         if isinstance(r, gm.JoinGroupRequest):
@@ -149,7 +165,7 @@ class GroupDispatch:
         if isinstance(r, gm.LeaveGroupRequest):
             return await s.leave_group(r)
         if isinstance(r, gm.OffsetCommitRequest):
-            return await s.offset_commit(r)
+            return await self._offset_commit(r)
         if isinstance(r, gm.OffsetFetchRequest):
             return await s.offset_fetch(r)
         if isinstance(r, gm.DescribeGroupsRequest):
