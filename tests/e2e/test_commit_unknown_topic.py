@@ -1,11 +1,13 @@
 """OffsetCommit for a topic or partition the cluster does not have: UNKNOWN_TOPIC_OR_PARTITION for that partition,
 nothing stored and nothing mirrored to ZooKeeper, the rest of the commit taken (Kafka's KafkaApis existence
-check), on a single node and on a cluster node, for the versions clients send (v1 generic path, v2-v9 fast path)."""
+check), on a single node, a cluster node and the proxy (in front of Tansu), for the versions clients send (v1 on
+the generic path, v2 and v8 on the fast path)."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import confluent_kafka
@@ -21,9 +23,11 @@ from kafka.protocol.consumer import (
 from kazoo.client import KazooClient
 
 from e2e.conftest import FAST_GROUP_FLAGS, BridgedCluster, NodeProcess
+from e2e.proxies import ProxyProcess, coordinator_proxy
 from e2e.wire_calls import call_once
 from zkcoord.errors import ErrorCode
 from zkcoord.testing import wait_for
+from zkcoord.testing.tansu import Tansu, register_in_zookeeper
 from zkcoord.zk.session import ensure_chroot
 
 pytestmark = pytest.mark.e2e
@@ -93,7 +97,12 @@ def _commit(port: int, version: int, group: str, offsets: dict[tuple[str, int], 
         generation_id_or_member_epoch=-1,
         member_id="",
         topics=[
-            T(name=t, partitions=[P(partition_index=p, committed_offset=o) for (tt, p), o in offsets.items() if tt == t])
+            T(
+                name=t,
+                partitions=[
+                    P(partition_index=p, committed_offset=o) for (tt, p), o in offsets.items() if tt == t
+                ],
+            )
             for t in topics
         ],
     )
@@ -105,7 +114,9 @@ def _fetch(port: int, group: str, tps: list[tuple[str, int]]) -> dict[Any, int]:
     T = OffsetFetchRequest.OffsetFetchRequestTopic
     topics = sorted({t for t, _ in tps})
     req = OffsetFetchRequest(
-        version=1, group_id=group, topics=[T(name=t, partition_indexes=[p for tt, p in tps if tt == t]) for t in topics]
+        version=1,
+        group_id=group,
+        topics=[T(name=t, partition_indexes=[p for tt, p in tps if tt == t]) for t in topics],
     )
     resp = call_once(port, req, OffsetFetchResponse)
     return {(t.name, p.partition_index): p.committed_offset for t in resp.topics for p in t.partitions}
@@ -181,7 +192,9 @@ def test_a_members_commit_mirrors_only_what_the_cluster_has(
 
         wait_for(assigned, 30, "the member's assignment")
         TP = confluent_kafka.TopicPartition
-        consumer.commit(offsets=[TP(topic, 1, 11), TP(topic, 5, 12), TP("no-such-topic", 0, 13)], asynchronous=True)
+        consumer.commit(
+            offsets=[TP(topic, 1, 11), TP(topic, 5, 12), TP("no-such-topic", 0, 13)], asynchronous=True
+        )
 
         def answered() -> bool:
             consumer.poll(0.1)
@@ -205,3 +218,34 @@ def test_a_members_commit_mirrors_only_what_the_cluster_has(
     assert zk_at.get(f"{base}/{topic}/1")[0] == b"11"
     assert zk_at.get_children(f"{base}/{topic}") == ["1"]
     assert zk_at.exists(f"{base}/no-such-topic") is None
+
+
+def test_the_proxy_judges_a_commit_by_the_clusters_topics(
+    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path
+) -> None:
+    """Behind `zkcoord proxy`, the topics are the cluster's (Tansu's): a partition it lacks is refused, and a topic
+    created on the cluster a moment ago, which the proxy has never asked about, is looked up and taken."""
+    topic, group = f"proxied-{uuid.uuid4().hex[:8]}", f"mixed-unknown-{uuid.uuid4().hex[:8]}"
+    tansu.create_topic(topic, 2)
+    with register_in_zookeeper(zk, tansu, {topic: 2}):
+        proxy = ProxyProcess(zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*")
+        try:
+            coordinator_proxy(zk_connect, group)
+            wait_for(
+                lambda: _commit(proxy.port, 2, group, {(topic, 0): 0})[(topic, 0)] not in NOT_READY,
+                30,
+                "the proxy's coordinator",
+            )
+            answer = _commit(proxy.port, 8, group, {(topic, 0): 5, (topic, 2): 6, ("no-such-topic", 0): 7})
+            assert answer == {(topic, 0): 0, (topic, 2): UNKNOWN, ("no-such-topic", 0): UNKNOWN}
+            later = f"proxied-later-{uuid.uuid4().hex[:8]}"
+            tansu.create_topic(later, 3)
+            assert _commit(proxy.port, 8, group, {(later, 2): 9}) == {(later, 2): 0}
+            assert _fetch(proxy.port, group, [(topic, 0), (topic, 2), ("no-such-topic", 0), (later, 2)]) == {
+                (topic, 0): 5,
+                (topic, 2): -1,
+                ("no-such-topic", 0): -1,
+                (later, 2): 9,
+            }
+        finally:
+            proxy.stop()

@@ -44,7 +44,9 @@ from zkcoord.records.offsets import GroupMetadataKey, OffsetCommitKey, OffsetCom
 PartitionCount = Callable[[str], "int | None"]
 
 
-def unknown_partitions(req: OffsetCommitRequest, partition_count: PartitionCount) -> frozenset[tuple[str, int]]:
+def unknown_partitions(
+    req: OffsetCommitRequest, partition_count: PartitionCount
+) -> frozenset[tuple[str, int]]:
     """The (topic, partition) pairs of `req` the cluster does not have: Kafka's `KafkaApis.handleOffsetCommitRequest`
     (2.x: `metadataCache.contains(topicPartition)`; 3.x and 4.0: the topic, then `getPartitionInfo` per partition)
     answers them UNKNOWN_TOPIC_OR_PARTITION and never hands them to the group coordinator. Empty in the usual case,

@@ -209,7 +209,9 @@ class Broker:
         self.producer_ids = producer_ids or ProducerIds(config.data_dir / "producer_ids")
         self.authorizer = authorizer
         self._group_dispatch = (
-            GroupDispatch(groups, observe_group, authorizer, self._partition_count) if groups is not None else None
+            GroupDispatch(groups, observe_group, authorizer, self._partition_count)
+            if groups is not None
+            else None
         )
         self.zk_offsets_v0 = zk_offsets_v0  # cluster mode: OffsetCommit/OffsetFetch v0 go to ZooKeeper
         self._handlers = {

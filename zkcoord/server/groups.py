@@ -10,7 +10,12 @@ from dataclasses import replace
 from zkcoord.group import consumer_messages as cm
 from zkcoord.group import messages as gm
 from zkcoord.group.errors import ErrorCode
-from zkcoord.group.offsets import PartitionCount, unknown_partitions, with_unknown_partitions, without_partitions
+from zkcoord.group.offsets import (
+    PartitionCount,
+    unknown_partitions,
+    with_unknown_partitions,
+    without_partitions,
+)
 from zkcoord.security.acl import Operation, Resource, ResourceType, all_operations
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.authorization import RequestAuthorizer, authorized_group_call, with_every_operation
