@@ -100,9 +100,8 @@ class ClusterTopics:
         out = []
         for name, top in highest.items():
             found = self._cache.get(name)
-            if found is None:
-                out.append(name)
-            elif (found[1] is None or top >= found[1][1]) and now - found[0] > RECHECK_S:
+            refused = found is not None and (found[1] is None or top >= found[1][1])
+            if found is None or (refused and now - found[0] > RECHECK_S):
                 out.append(name)
         return out
 
