@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from zkcoord.group import consumer_messages as cm
@@ -107,7 +107,10 @@ class GroupDispatch:
                 f"The following topics are not authorized: {', '.join(denied)}",
             )
         else:
-            answer = self.service.consumer_group_heartbeat_now(r)
+            # The group's regexes, if this heartbeat refreshes them (any member's may: a steady one's after the
+            # refresh interval), match only what its principal may Describe, as in Kafka 4.
+            describable = functools.partial(_describable, authz, req) if authz is not None else None
+            answer = self.service.consumer_group_heartbeat_now(r, describable)
         if isinstance(answer, cm.ConsumerGroupHeartbeatResponse):
             return kp.consumer_group_response(req, answer)
         return self._consumer_heartbeat_done(req, answer)
@@ -179,3 +182,8 @@ class GroupDispatch:
         if isinstance(r, gm.ListGroupsRequest):
             return await s.list_groups(r)
         return await s.delete_groups(r)
+
+
+def _describable(authz: RequestAuthorizer, req: kp.RequestFrame, names: Sequence[str]) -> list[str]:
+    denied = authz.denied_topics(req, Operation.DESCRIBE, names)
+    return [n for n in names if n not in denied]
