@@ -250,24 +250,13 @@ async def _measure(
     )
 
 
-async def _create_topic(conn: lg.WireConnection, name: str, partitions: int) -> str:
-    """Create `name` (CreateTopics v7); its topic id (32 hex digits), as v7 answers it (KIP-516)."""
-    creatable = kp._CLASSES[kp.CREATE_TOPICS][0].CreatableTopic
-    topic = creatable(name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[])
-    created = lg.decode(kp.CREATE_TOPICS, 7, await conn.request(
-        lg.frame(kp.CREATE_TOPICS, 7, topics=[topic], timeout_ms=30_000, validate_only=False)))  # fmt: skip
-    if any(t.error_code for t in created.topics):
-        raise lg.LoadError(f"creating {name}: {created}")
-    return str(created.topics[0].topic_id.hex)
-
-
 async def phase_heartbeats(
     port: int, args: argparse.Namespace, res: Results
 ) -> tuple[list[lg.WireConnection], list[list[lg.Member]]]:
     conns = await _connections(port, args.connections)
     per_group = args.members // args.groups
     # The commits' topic: a node takes commits only for partitions it has (Kafka's existence check).
-    await _create_topic(conns[0], "bench-topic", COMMIT_PARTITIONS)
+    await lg.create_topic(conns[0], "bench-topic", COMMIT_PARTITIONS)
     t0 = time.perf_counter()
     groups = await _form_groups(conns, args.groups, per_group, "bench-topic", "hb")
     res.add(
@@ -467,7 +456,7 @@ async def phase_consumer(port: int, args: argparse.Namespace, res: Results) -> N
     acknowledging a change at once does) until each holds its target at the group epoch; then steady heartbeats."""
     n = args.big_group
     conns = await _connections(port, args.connections)
-    tid = await _create_topic(conns[0], CONSUMER_TOPIC, n)
+    tid = await lg.create_topic(conns[0], CONSUMER_TOPIC, n)
     members = [ConsumerMember(f"consumer-{i:05d}", conns[i % len(conns)]) for i in range(n)]
     deadline = time.monotonic() + 120
     t0 = time.perf_counter()
