@@ -54,6 +54,7 @@ def records_bytes(data_dir: Path) -> int:
 async def commit_all(port: int, groups: int, partitions: int) -> None:
     conn = await lg.connect("127.0.0.1", port)
     try:
+        await lg.create_topic(conn, TOPIC, partitions)  # a node takes commits only for partitions it has
         frames = [
             lg.commit_frame(
                 lg.Member(f"group-{g:05d}", conn), TOPIC, [(p, 1000 + p) for p in range(partitions)]

@@ -255,6 +255,8 @@ async def phase_heartbeats(
 ) -> tuple[list[lg.WireConnection], list[list[lg.Member]]]:
     conns = await _connections(port, args.connections)
     per_group = args.members // args.groups
+    # The commits' topic: a node takes commits only for partitions it has (Kafka's existence check).
+    await lg.create_topic(conns[0], "bench-topic", COMMIT_PARTITIONS)
     t0 = time.perf_counter()
     groups = await _form_groups(conns, args.groups, per_group, "bench-topic", "hb")
     res.add(
@@ -454,13 +456,7 @@ async def phase_consumer(port: int, args: argparse.Namespace, res: Results) -> N
     acknowledging a change at once does) until each holds its target at the group epoch; then steady heartbeats."""
     n = args.big_group
     conns = await _connections(port, args.connections)
-    creatable = kp._CLASSES[kp.CREATE_TOPICS][0].CreatableTopic
-    topic = creatable(name=CONSUMER_TOPIC, num_partitions=n, replication_factor=1, assignments=[], configs=[])
-    created = lg.decode(kp.CREATE_TOPICS, 7, await conns[0].request(
-        lg.frame(kp.CREATE_TOPICS, 7, topics=[topic], timeout_ms=30_000, validate_only=False)))  # fmt: skip
-    if any(t.error_code for t in created.topics):
-        raise lg.LoadError(f"creating {CONSUMER_TOPIC}: {created}")
-    tid = created.topics[0].topic_id.hex  # v7 answers the topic's stored id (KIP-516)
+    tid = await lg.create_topic(conns[0], CONSUMER_TOPIC, n)
     members = [ConsumerMember(f"consumer-{i:05d}", conns[i % len(conns)]) for i in range(n)]
     deadline = time.monotonic() + 120
     t0 = time.perf_counter()

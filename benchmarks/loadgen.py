@@ -160,6 +160,26 @@ class WireConnection(asyncio.Protocol):
             self.transport.close()
 
 
+async def create_topic(conn: WireConnection, name: str, partitions: int, deadline_s: float = 60.0) -> str:
+    """Create `name` (CreateTopics v7) and wait until this node's Metadata lists its `partitions` partitions (a
+    cluster node learns a topic from ZooKeeper, and takes commits only for partitions it has); its topic id (32
+    hex digits), as v7 answers it (KIP-516)."""
+    creatable = kp._CLASSES[kp.CREATE_TOPICS][0].CreatableTopic
+    topic = creatable(name=name, num_partitions=partitions, replication_factor=1, assignments=[], configs=[])
+    created = decode(kp.CREATE_TOPICS, 7, await conn.request(
+        frame(kp.CREATE_TOPICS, 7, topics=[topic], timeout_ms=30_000, validate_only=False)))  # fmt: skip
+    if any(t.error_code for t in created.topics):
+        raise LoadError(f"creating {name}: {created}")
+    deadline = time.monotonic() + deadline_s
+    while True:
+        meta = decode(kp.METADATA, 1, await conn.request(frame(kp.METADATA, 1, topics=[name])))
+        if any(t.name == name and t.error_code == 0 and len(t.partitions) == partitions for t in meta.topics):
+            return str(created.topics[0].topic_id.hex)
+        if time.monotonic() > deadline:
+            raise LoadError(f"{name} not in the node's metadata after {deadline_s} s: {meta}")
+        await asyncio.sleep(0.05)  # bounded poll of the node's metadata (a benchmark's set-up, not a test)
+
+
 async def connect(host: str, port: int) -> WireConnection:
     if host not in ("127.0.0.1", "localhost", "::1"):
         raise LoadError(f"loadgen only talks to loopback, not {host}")

@@ -209,7 +209,7 @@ def _controller_epoch(client: Any) -> int:
 
 class MemberMetrics:
     """The metrics of one legacy member (`zkcoord legacy consume --metrics-listen`), read at scrape time from
-    the member's own counters (`LegacyConsumer.stats`, its owned partitions, its ZooKeeper client)."""
+    the member's own counters (`LegacyConsumer.stats_snapshot()`, its owned partitions, its ZooKeeper client)."""
 
     def __init__(self, consumer: Any, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -226,7 +226,7 @@ class _MemberCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         c = self.c
-        st = c.stats
+        st = c.stats_snapshot()
         labels = ["group", "member"]
         ids = [c.group, c.consumer_id]
 

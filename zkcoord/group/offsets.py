@@ -1,5 +1,5 @@
-"""Committed offsets (Kafka's `OffsetMetadataManager`): OffsetCommit, OffsetFetch, retention, expiry, and the
-offsets of deleted partitions.
+"""Committed offsets (Kafka's `OffsetMetadataManager`): OffsetCommit, OffsetFetch, retention, expiry, the
+offsets of deleted partitions, and the existence check KafkaApis makes before a commit reaches the coordinator.
 
 Commits, expiry and partition deletion return records (offsets and their tombstones, and the tombstone of an
 Empty group they leave without offsets); nothing here does I/O.
@@ -7,7 +7,8 @@ Empty group they leave without offsets); nothing here does I/O.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from zkcoord.group.common import (
     COMPLETING,
@@ -24,6 +25,7 @@ from zkcoord.group.consumer import commit_error, fetch_error
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import (
     OffsetCommitRequest,
+    OffsetCommitRequestTopic,
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
@@ -37,6 +39,72 @@ from zkcoord.group.results import Result, Schedule, TimerKey
 from zkcoord.records.offsets import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue, Record
 
 # ----------------------------------------------------------------------------------------------- OffsetCommit
+
+# A topic's partition count as the serving node knows the cluster (Kafka's metadata cache); None: no such topic.
+PartitionCount = Callable[[str], "int | None"]
+
+
+def unknown_partitions(
+    req: OffsetCommitRequest, partition_count: PartitionCount
+) -> frozenset[tuple[str, int]]:
+    """The (topic, partition) pairs of `req` the cluster does not have: Kafka's `KafkaApis.handleOffsetCommitRequest`
+    (2.x: `metadataCache.contains(topicPartition)`; 3.x and 4.0: the topic, then `getPartitionInfo` per partition)
+    answers them UNKNOWN_TOPIC_OR_PARTITION and never hands them to the group coordinator. Empty in the usual case,
+    with one lookup per topic and one comparison per partition."""
+    unknown: list[tuple[str, int]] = []
+    for t in req.topics:
+        count = partition_count(t.name)
+        name = t.name
+        if count is None:
+            unknown += ((name, p[0]) for p in t.partitions)
+            continue
+        for p in t.partitions:
+            if not 0 <= p[0] < count:
+                unknown.append((name, p[0]))
+    return frozenset(unknown)
+
+
+def without_partitions(
+    req: OffsetCommitRequest, unknown: frozenset[tuple[str, int]]
+) -> OffsetCommitRequest | None:
+    """`req` keeping only the partitions not in `unknown` (topics left with none are dropped); None when nothing is
+    left, in which case Kafka answers without asking the coordinator (so no group is created or touched)."""
+    topics = []
+    for t in req.topics:
+        kept = tuple(p for p in t.partitions if (t.name, p[0]) not in unknown)
+        if kept:
+            topics.append(t if len(kept) == len(t.partitions) else OffsetCommitRequestTopic(t.name, kept))
+    if not topics:
+        return None
+    return replace(req, topics=tuple(topics))
+
+
+def with_unknown_partitions(
+    req: OffsetCommitRequest, answered: OffsetCommitResponse | None, unknown: frozenset[tuple[str, int]]
+) -> OffsetCommitResponse:
+    """The answer to `req`: UNKNOWN_TOPIC_OR_PARTITION for the `unknown` partitions, the coordinator's `answered`
+    (to the request `without_partitions` made) for the rest, in the request's order."""
+    codes: dict[tuple[str, int], int] = {}
+    if answered is not None:
+        for t in answered.topics:
+            for p in t.partitions:
+                codes[(t.name, p.partition_index)] = p.error_code
+    refused = int(E.UNKNOWN_TOPIC_OR_PARTITION)
+    unanswered = int(E.UNKNOWN_SERVER_ERROR)  # never: the coordinator answers every partition it is sent
+    topics = tuple(
+        OffsetCommitResponseTopic(
+            t.name,
+            tuple(
+                OffsetCommitResponsePartition(
+                    p[0], refused if (t.name, p[0]) in unknown else codes.get((t.name, p[0]), unanswered)
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in req.topics
+    )
+    throttle = answered.throttle_time_ms if answered is not None else 0
+    return OffsetCommitResponse(topics, throttle)
 
 
 def handle_offset_commit(st: CoordinatorState, req: OffsetCommitRequest, now_ms: int, token: int) -> Result:

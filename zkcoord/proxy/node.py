@@ -204,7 +204,10 @@ class ProxyNode:
             topic_names=self.topics.names,
         )
         await self.groups.start()
-        self._dispatch = GroupDispatch(self.groups, authorizer=cfg.authorizer)
+        # A commit's partitions are checked against the cluster's topics, as Kafka's own coordinator checks them.
+        self._dispatch = GroupDispatch(
+            self.groups, authorizer=cfg.authorizer, partition_count=self.topics.partitions
+        )
 
     async def close(self) -> None:
         for server in self._servers.values():
@@ -350,6 +353,8 @@ class ProxyNode:
             return self._offsets_v0(req)
         if req.api_key in kp.CONSUMER_GROUP_APIS:
             return self._consumer_group(req)
+        if req.api_key == kp.OFFSET_COMMIT:
+            return self._offset_commit(req)
         if self.handoffs is not None and req.api_key in (kp.JOIN_GROUP, kp.HEARTBEAT):
             (group_id,) = kp.group_ids(req)
             if self.handoffs.phase(group_id) is Phase.RELEASING and (
@@ -387,6 +392,29 @@ class ProxyNode:
         ):
             return kp.error_response(req, ErrorCode.NOT_COORDINATOR)
         missing = [t for t in body.subscribed_topic_names or () if not topics.known(t)]
+        if not missing:
+            return dispatch.dispatch(req)
+
+        async def after_metadata() -> bytes | None:
+            await topics.fetch(missing)
+            answer = dispatch.dispatch(req)
+            return answer if isinstance(answer, bytes) or answer is None else await answer
+
+        return after_metadata()
+
+    def _offset_commit(self, req: kp.RequestFrame) -> bytes | Awaitable[bytes | None] | None:
+        """OffsetCommit v1+ of a group this proxy coordinates: a partition the cluster does not have is answered
+        UNKNOWN_TOPIC_OR_PARTITION (zkcoord.server.groups), judged by the cluster's Metadata; a topic or partition
+        the proxy's cache does not have (never asked, created or grown since) is asked of the cluster first."""
+        assert self._dispatch is not None and self.topics is not None
+        dispatch, topics = self._dispatch, self.topics
+        highest: dict[str, int] = {}
+        for r in kp.group_requests(req):
+            assert isinstance(r, gm.OffsetCommitRequest)
+            for t in r.topics:
+                top = max((p.partition_index for p in t.partitions), default=-1)
+                highest[t.name] = max(top, highest.get(t.name, -1))
+        missing = topics.unsure(highest)
         if not missing:
             return dispatch.dispatch(req)
 

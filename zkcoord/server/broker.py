@@ -209,7 +209,9 @@ class Broker:
         self.producer_ids = producer_ids or ProducerIds(config.data_dir / "producer_ids")
         self.authorizer = authorizer
         self._group_dispatch = (
-            GroupDispatch(groups, observe_group, authorizer) if groups is not None else None
+            GroupDispatch(groups, observe_group, authorizer, self._partition_count)
+            if groups is not None
+            else None
         )
         self.zk_offsets_v0 = zk_offsets_v0  # cluster mode: OffsetCommit/OffsetFetch v0 go to ZooKeeper
         self._handlers = {
@@ -271,6 +273,15 @@ class Broker:
     def notify_new_data(self) -> None:
         """Wake every Fetch waiting for data (on the loop thread)."""
         self.new_data.notify()
+
+    def _partition_count(self, topic: str) -> int | None:
+        """How many partitions `topic` has here (None: no such topic), as Metadata answers it: `__consumer_offsets`
+        on a cluster node only, any other topic once this node has its logs (a cluster node creates them for every
+        topic it learns from ZooKeeper, within a refresh)."""
+        if topic == OFFSETS_TOPIC:
+            return self.cluster.offsets_partition_count() if self.cluster is not None else None
+        logs = self.logs.topics.get(topic)
+        return len(logs) if logs is not None else None
 
     def _readable(self, topic: str, partition: int) -> tuple[PartitionLog | OffsetsTopicLog | None, E]:
         """The log a ListOffsets/Fetch reads, or None and the error: UNKNOWN_TOPIC_OR_PARTITION,

@@ -73,7 +73,7 @@ from zkcoord.server.group_service import GroupService
 from zkcoord.server.log import LEGAL_TOPIC, InvalidConfig, LogManager, OffsetsTopicLog
 from zkcoord.server.messages import Coordinator, PartitionMeta, TopicMeta
 from zkcoord.server.meta import new_cluster_id
-from zkcoord.server.seams import ClusterSide, GroupCoordinator, MembershipBridge, OffsetMirror
+from zkcoord.server.seams import ClusterSide, Describable, GroupCoordinator, MembershipBridge, OffsetMirror
 from zkcoord.server.topic_ids import topic_lookup, topics_version
 from zkcoord.zk import registry
 from zkcoord.zk.controller import (
@@ -583,20 +583,20 @@ class ClusterRouting(GroupCoordinator, ClusterSide):
         return service
 
     async def consumer_group_heartbeat(
-        self, req: ConsumerGroupHeartbeatRequest
+        self, req: ConsumerGroupHeartbeatRequest, describable: Describable | None = None
     ) -> ConsumerGroupHeartbeatResponse:
         service = self._consumer_group_service(req.group_id)
         if isinstance(service, ConsumerGroupHeartbeatResponse):
             return service
-        return await service.consumer_group_heartbeat(req)
+        return await service.consumer_group_heartbeat(req, describable)
 
     def consumer_group_heartbeat_now(
-        self, req: ConsumerGroupHeartbeatRequest
+        self, req: ConsumerGroupHeartbeatRequest, describable: Describable | None = None
     ) -> ConsumerGroupHeartbeatResponse | Awaitable[ConsumerGroupHeartbeatResponse]:
         service = self._consumer_group_service(req.group_id)
         if isinstance(service, ConsumerGroupHeartbeatResponse):
             return service
-        return service.consumer_group_heartbeat_now(req)
+        return service.consumer_group_heartbeat_now(req, describable)
 
     async def consumer_group_describe(
         self, req: ConsumerGroupDescribeRequest

@@ -34,7 +34,7 @@ from zkcoord.group.results import Result
 from zkcoord.server.coordinator_runtime import CoordinatorRuntime, refusal
 from zkcoord.server.mixed_decisions import remirrored_groups
 from zkcoord.server.mixed_groups import MixedGroups
-from zkcoord.server.seams import GroupCoordinator, MembershipBridge, OffsetMirror
+from zkcoord.server.seams import Describable, GroupCoordinator, MembershipBridge, OffsetMirror
 from zkcoord.storage.store import RecordStore
 
 log = logging.getLogger(__name__)
@@ -316,9 +316,11 @@ class GroupService(GroupCoordinator):
     # ------------------------------------------------------------------- the consumer protocol (KIP-848)
 
     async def consumer_group_heartbeat(
-        self, req: cm.ConsumerGroupHeartbeatRequest
+        self, req: cm.ConsumerGroupHeartbeatRequest, describable: Describable | None = None
     ) -> cm.ConsumerGroupHeartbeatResponse:
-        """ConsumerGroupHeartbeat: answered once the records it emitted are durable, as every response is."""
+        """ConsumerGroupHeartbeat: answered once the records it emitted are durable, as every response is. The
+        group's regular expressions, when this heartbeat refreshes them, match only the topics `describable` keeps
+        (Kafka 4's `filterTopicDescribeAuthorizedTopics`, in the context of the member that triggered the refresh)."""
         err = self.runtime.status(CONSUMER_GROUP_HEARTBEAT, req.group_id) if req.group_id else None
         if err is not None:
             return cm.ConsumerGroupHeartbeatResponse(int(err))
@@ -326,17 +328,26 @@ class GroupService(GroupCoordinator):
         if req.group_id and self._mixed is not None and self._mixed.bridges(req.group_id):
             # A consumer-protocol member of a mixed group: registered in ZooKeeper, its share from the bridge.
             return await self._mixed.consumer_heartbeat(req, new_id)
+        catalog = self._catalog(describable)
         resp = await self.runtime.run(
             req,
             cm.ConsumerGroupHeartbeatResponse,
             lambda now, token: consumer_classic.handle_consumer_heartbeat(
-                self.state, req, now, token, self._topics, new_id, self._topic_names, self._topic_version()
+                self.state, req, now, token, self._topics, new_id, catalog, self._topic_version()
             ),
         )
         return _logged_refusal(req, resp)
 
+    def _catalog(self, describable: Describable | None) -> consumer.TopicCatalog:
+        """The topics a regular expression resolves against during a heartbeat: every topic, or those the
+        requester may Describe (asked only when a refresh runs)."""
+        names = self._topic_names
+        if describable is None:
+            return names
+        return lambda: describable(tuple(names()))
+
     def consumer_group_heartbeat_now(
-        self, req: cm.ConsumerGroupHeartbeatRequest
+        self, req: cm.ConsumerGroupHeartbeatRequest, describable: Describable | None = None
     ) -> cm.ConsumerGroupHeartbeatResponse | Awaitable[cm.ConsumerGroupHeartbeatResponse]:
         """`consumer_group_heartbeat` without a future when its answer need not wait for a write: a steady
         member's heartbeat emits no records (its session timer re-armed is all), so with none pending ahead of it
@@ -347,13 +358,13 @@ class GroupService(GroupCoordinator):
             or (req.member_epoch == 0 and not req.member_id)
             or (self._mixed is not None and self._mixed.bridges(req.group_id))
         ):
-            return self.consumer_group_heartbeat(req)
+            return self.consumer_group_heartbeat(req, describable)
         answer = self.runtime.run_now(
             CONSUMER_GROUP_HEARTBEAT,
             req.group_id,
             req,
             cm.ConsumerGroupHeartbeatResponse,
-            self._consumer_heartbeat,
+            self._consumer_heartbeat if describable is None else self._consumer_heartbeat_by(describable),
         )
         if isinstance(answer, cm.ConsumerGroupHeartbeatResponse):
             return _logged_refusal(req, answer) if answer.error_code else answer
@@ -365,6 +376,20 @@ class GroupService(GroupCoordinator):
         return consumer_classic.handle_consumer_heartbeat(
             st, req, now_ms, token, self._topics, "", self._topic_names, self._topic_version()
         )
+
+    def _consumer_heartbeat_by(
+        self, describable: Describable
+    ) -> Callable[[CoordinatorState, cm.ConsumerGroupHeartbeatRequest, int, int], Result]:
+        catalog = self._catalog(describable)
+
+        def handle(
+            st: CoordinatorState, req: cm.ConsumerGroupHeartbeatRequest, now_ms: int, token: int
+        ) -> Result:
+            return consumer_classic.handle_consumer_heartbeat(
+                st, req, now_ms, token, self._topics, "", catalog, self._topic_version()
+            )
+
+        return handle
 
     def _topic_version(self) -> int | None:
         return None if self._topics_version is None else self._topics_version()

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from zkcoord.group import consumer_messages as cm
 from zkcoord.group import messages as gm
 from zkcoord.group.errors import ErrorCode
+from zkcoord.group.offsets import (
+    PartitionCount,
+    unknown_partitions,
+    with_unknown_partitions,
+    without_partitions,
+)
 from zkcoord.security.acl import Operation, Resource, ResourceType, all_operations
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.server.authorization import RequestAuthorizer, authorized_group_call, with_every_operation
@@ -17,16 +23,22 @@ from zkcoord.server.seams import GroupCoordinator
 
 
 class GroupDispatch:
-    """`dispatch(req)` -> awaitable response frame for JoinGroup ... DeleteGroups."""
+    """`dispatch(req)` -> awaitable response frame for JoinGroup ... DeleteGroups.
+
+    `partition_count` is the node's view of the cluster's topics (Kafka's metadata cache): an OffsetCommit partition
+    it does not have is answered UNKNOWN_TOPIC_OR_PARTITION here, after authorization and before the coordinator,
+    as KafkaApis does (so nothing is stored or mirrored to ZooKeeper for it). None: every partition is taken."""
 
     def __init__(
         self,
         service: GroupCoordinator,
         observe: Callable[[int, gm.GroupResponse], None] | None = None,
         authorizer: RequestAuthorizer | None = None,  # None: every principal may do everything
+        partition_count: PartitionCount | None = None,
     ) -> None:
         self.service = service
         self.authorizer = authorizer
+        self.partition_count = partition_count
         self.observe = observe  # (api_key, typed response): the metrics hook, one call per answered group
 
     def dispatch(self, req: kp.RequestFrame) -> Awaitable[bytes] | bytes | None:
@@ -95,7 +107,10 @@ class GroupDispatch:
                 f"The following topics are not authorized: {', '.join(denied)}",
             )
         else:
-            answer = self.service.consumer_group_heartbeat_now(r)
+            # The group's regexes, if this heartbeat refreshes them (any member's may: a steady one's after the
+            # refresh interval), match only what its principal may Describe, as in Kafka 4.
+            describable = functools.partial(_describable, authz, req) if authz is not None else None
+            answer = self.service.consumer_group_heartbeat_now(r, describable)
         if isinstance(answer, cm.ConsumerGroupHeartbeatResponse):
             return kp.consumer_group_response(req, answer)
         return self._consumer_heartbeat_done(req, answer)
@@ -138,6 +153,15 @@ class GroupDispatch:
             groups.append(g)
         return kp.consumer_group_response(req, cm.ConsumerGroupDescribeResponse(tuple(groups)))
 
+    async def _offset_commit(self, r: gm.OffsetCommitRequest) -> gm.OffsetCommitResponse:
+        count = self.partition_count
+        unknown = unknown_partitions(r, count) if count is not None else None
+        if not unknown:
+            return await self.service.offset_commit(r)
+        known = without_partitions(r, unknown)
+        answered = await self.service.offset_commit(known) if known is not None else None
+        return with_unknown_partitions(r, answered, unknown)
+
     async def _one(self, r: gm.GroupRequest) -> gm.GroupResponse:
         s = self.service
         if isinstance(r, gm.JoinGroupRequest):
@@ -149,7 +173,7 @@ class GroupDispatch:
         if isinstance(r, gm.LeaveGroupRequest):
             return await s.leave_group(r)
         if isinstance(r, gm.OffsetCommitRequest):
-            return await s.offset_commit(r)
+            return await self._offset_commit(r)
         if isinstance(r, gm.OffsetFetchRequest):
             return await s.offset_fetch(r)
         if isinstance(r, gm.DescribeGroupsRequest):
@@ -158,3 +182,8 @@ class GroupDispatch:
         if isinstance(r, gm.ListGroupsRequest):
             return await s.list_groups(r)
         return await s.delete_groups(r)
+
+
+def _describable(authz: RequestAuthorizer, req: kp.RequestFrame, names: Sequence[str]) -> list[str]:
+    denied = authz.denied_topics(req, Operation.DESCRIBE, names)
+    return [n for n in names if n not in denied]

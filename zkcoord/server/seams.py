@@ -44,6 +44,10 @@ from zkcoord.server.log import OffsetsTopicLog
 from zkcoord.server.messages import Coordinator, TopicMeta
 from zkcoord.topic_partition import TopicPartition
 
+# The topics of a list the requesting principal may Describe (Kafka's `filterTopicDescribeAuthorizedTopics`):
+# a consumer group's regular expressions resolved during that principal's heartbeat match only those.
+Describable = Callable[[Sequence[str]], Iterable[str]]
+
 
 class GroupCoordinator(Protocol):
     """The nine group APIs and the two of the consumer protocol, one zkcoord request in, its response out (parked until the coordinator answers)."""
@@ -76,11 +80,14 @@ class GroupCoordinator(Protocol):
         partitions are dropped, durably, before it returns; raises when that cannot be done now."""
 
     async def consumer_group_heartbeat(
-        self, req: ConsumerGroupHeartbeatRequest
-    ) -> ConsumerGroupHeartbeatResponse: ...
+        self, req: ConsumerGroupHeartbeatRequest, describable: Describable | None = None
+    ) -> ConsumerGroupHeartbeatResponse:
+        """`describable`: the requester's Describe filter for the regular expressions this heartbeat may resolve
+        (None: no authorizer, every topic)."""
+        ...
 
     def consumer_group_heartbeat_now(
-        self, req: ConsumerGroupHeartbeatRequest
+        self, req: ConsumerGroupHeartbeatRequest, describable: Describable | None = None
     ) -> ConsumerGroupHeartbeatResponse | Awaitable[ConsumerGroupHeartbeatResponse]:
         """The same heartbeat, answered without a task or a future when nothing has to wait (no record to write,
         no write pending ahead of it): a steady member's heartbeat, the protocol's hottest request."""

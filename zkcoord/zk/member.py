@@ -42,7 +42,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from kazoo.client import KazooClient
@@ -453,6 +453,12 @@ class LegacyConsumer:
 
     # --- views -----------------------------------------------------------------------------------------------
 
+    def stats_snapshot(self) -> MemberStats:
+        """The counters as of one moment, copied under the member's lock (a metrics scrape reads them from another
+        thread: a rebalance's count and duration, and the install's counters, are each kept in one locked step)."""
+        with self._lock:
+            return replace(self.stats, history=list(self.stats.history))
+
     def owned(self) -> dict[TopicPartition, str]:
         """What this member believes it owns (and may hand out records from): empty while fenced."""
         with self._lock:
@@ -629,17 +635,22 @@ class LegacyConsumer:
             else:
                 self._settle(MemberEvent.GIVE_UP)
             return
-        if self._settle(MemberEvent.DONE):
-            self.stats.last_stable_at = self._now()
-            self.stats.rebalance_count += 1
-            self.stats.rebalance_seconds += self._now() - started
+        self._settle(MemberEvent.DONE, started)
 
-    def _settle(self, event: MemberEvent) -> bool:
-        """End a rebalance with DONE or GIVE_UP unless another became due meanwhile (it runs next)."""
+    def _settle(self, event: MemberEvent, started: float | None = None) -> bool:
+        """End a rebalance with DONE or GIVE_UP unless another became due meanwhile (it runs next). A rebalance
+        DONE (first attempt at `started`) is counted in the same locked step that makes the member stable, as the
+        install counts `rebalances`: a reader under the lock never sees a stable member whose rebalance is not
+        counted yet, nor a count without its duration."""
         with self._lock:
             if self._due.is_set():
                 return False
             self._feed(event)
+            if event is MemberEvent.DONE and started is not None:
+                now = self._now()
+                self.stats.last_stable_at = now
+                self.stats.rebalance_count += 1
+                self.stats.rebalance_seconds += now - started
             return True
 
     def _register(self) -> None:

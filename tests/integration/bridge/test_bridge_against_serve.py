@@ -22,9 +22,18 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """The broker, holding the topic `t` (2 partitions) the tests commit offsets of: a broker takes commits only
+    for partitions it has."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
     server = NodeProcess(tmp_path_factory.mktemp("serve"))
     server.start()
     try:
+        admin = KafkaAdminClient(bootstrap_servers=server.bootstrap)
+        try:
+            admin.create_topics([NewTopic("t", 2, 1)])
+        finally:
+            admin.close()
         yield server
     finally:
         server.stop()
@@ -75,6 +84,29 @@ def test_dual_committer_over_real_zookeeper_and_real_broker(zk: Any, broker: Bro
     fetched = committer.fetch([("t", 0), ("t", 1)])
     assert fetched.complete and fetched.offsets() == {("t", 0): 11, ("t", 1): 40}
     assert [p.source for p in fetched.partitions] == [Store.ZOOKEEPER, Store.ZOOKEEPER]
+
+
+def test_dual_commit_of_a_partition_the_broker_lacks_writes_neither_store(
+    zk: Any, broker: BrokerOffsetStore
+) -> None:
+    """Broker first: the broker answers UNKNOWN_TOPIC_OR_PARTITION for `t-5` and `gone-0`, so their ZooKeeper
+    writes are skipped, and the result says so; `t-0` goes to both."""
+    committer = DualCommitter(ZooKeeperSide.for_group(zk, broker.group), broker, CommitOrder.BROKER_FIRST)
+    result = committer.commit({("t", 0): 3, ("t", 5): 4, ("gone", 0): 5})
+    assert not result.committed
+    assert sorted((o.tp, o.store.value, o.status) for o in result.outcomes if o.status != "written") == [
+        (TopicPartition("gone", 0), "broker", "failed"),
+        (TopicPartition("gone", 0), "zookeeper", "skipped"),
+        (TopicPartition("t", 5), "broker", "failed"),
+        (TopicPartition("t", 5), "zookeeper", "skipped"),
+    ]
+    assert {o.error.error for o in result.outcomes if o.status == "failed" and o.error} == {
+        "UNKNOWN_TOPIC_OR_PARTITION"
+    }
+    offsets = f"/consumers/{broker.group}/offsets"
+    assert zk.get(f"{offsets}/t/0")[0] == b"3"
+    assert zk.get_children(f"{offsets}/t") == ["0"] and zk.exists(f"{offsets}/gone") is None
+    assert dict(broker.read_offsets().offsets) == {TopicPartition("t", 0): 3}
 
 
 def test_migrate_cli_end_to_end(

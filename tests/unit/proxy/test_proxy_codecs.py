@@ -198,8 +198,9 @@ def test_consumer_protocol_apis_listed_by_a_proxy_that_hosts_groups() -> None:
 
 
 def test_topic_ids_read_from_a_metadata_answer() -> None:
-    """What the proxy asks the cluster for its consumer-protocol members: each topic's id and partition count
-    (Metadata v10+); a topic with an error or the zero id is left out."""
+    """What the proxy asks the cluster for its consumer-protocol members and the commits of its groups: each
+    topic's id (None for the zero id) and partition count; a topic with an error is left out, one being created
+    (LEADER_NOT_AVAILABLE) is there."""
     T, P = (
         MetadataResponse.MetadataResponseTopic,
         MetadataResponse.MetadataResponseTopic.MetadataResponsePartition,
@@ -212,9 +213,13 @@ def test_topic_ids_read_from_a_metadata_answer() -> None:
                                replica_nodes=[1], isr_nodes=[1], offline_replicas=[]) for i in range(parts)])  # fmt: skip
 
     resp = MetadataResponse(version=12, throttle_time_ms=0, brokers=[], cluster_id="c", controller_id=1, topics=[
-        topic("orders", 0, tid, 3), topic("gone", 3, uuid.UUID(int=0), 0), topic("old", 0, uuid.UUID(int=0), 2)])  # fmt: skip
+        topic("orders", 0, tid, 3), topic("gone", 3, uuid.UUID(int=0), 0), topic("old", 0, uuid.UUID(int=0), 2),
+        topic("new", 5, tid, 0)])  # fmt: skip
     frame = response_frame(resp, correlation_id=2)
-    assert kp.topic_ids(12, frame) == (2, {"orders": (tid.hex, 3)})
+    assert kp.topic_partitions(12, frame) == (
+        2,
+        {"orders": (tid.hex, 3), "old": (None, 2), "new": (tid.hex, 0)},
+    )
     req = kp.topic_metadata_request(12, 2, "zkcoord-proxy", ["orders", "gone"])
     decoded = kp.decode_request(req[4:])
     assert [t.name for t in decoded.body.topics] == [
@@ -223,13 +228,29 @@ def test_topic_ids_read_from_a_metadata_answer() -> None:
     ] and not decoded.body.allow_auto_topic_creation
 
 
+@pytest.mark.parametrize("version", [0, 1, 3])
+def test_old_metadata_is_asked_for_every_topic(version: int) -> None:
+    """Below v4 (no allow_auto_topic_creation) naming a topic creates it on a broker with auto-creation on: the
+    proxy asks those brokers for every topic (v0: an empty list, v1-v3: null), and refuses to build the other."""
+    decoded = kp.decode_request(kp.topic_metadata_request(version, 2, "zkcoord-proxy", None)[4:])
+    assert decoded.body.topics == ([] if version == 0 else None)
+    with pytest.raises(ValueError, match="may create them"):
+        kp.topic_metadata_request(version, 2, "zkcoord-proxy", ["orders"])
+    old = MetadataResponse(version=version, brokers=[], topics=[
+        MetadataResponse.MetadataResponseTopic(version=version, error_code=0, name="orders", is_internal=False,
+            partitions=[MetadataResponse.MetadataResponseTopic.MetadataResponsePartition(
+                version=version, error_code=0, partition_index=0, leader_id=1, replica_nodes=[1], isr_nodes=[1])])],
+        **({"controller_id": 1} if version else {}))  # fmt: skip
+    assert kp.topic_partitions(version, response_frame(old, correlation_id=4)) == (4, {"orders": (None, 1)})
+
+
 @settings(max_examples=300, deadline=None)
-@given(st.integers(10, 12), st.binary(max_size=200))
+@given(st.integers(0, 12), st.binary(max_size=200))
 def test_topic_id_readers_fuzz_raise_only_protocol_errors(version: int, tail: bytes) -> None:
     """Broker bytes that do not decode raise the proxy's ProtocolError (the request is logged and retried), no
     other exception."""
     frame = struct.pack(">i", 2) + tail
-    for read in (lambda: kp.topic_ids(version, frame), lambda: kp.metadata_max_version(frame)):
+    for read in (lambda: kp.topic_partitions(version, frame), lambda: kp.metadata_max_version(frame)):
         with contextlib.suppress(kp.ProtocolError):
             read()
     assert isinstance(kp.listed_api_keys(3, frame), frozenset)

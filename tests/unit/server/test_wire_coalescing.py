@@ -28,6 +28,12 @@ def _commit(corr: int, offset: int) -> bytes:
     )
 
 
+def _create_t(node: Node) -> None:
+    # The commits' topic: a commit naming a topic the node lacks is answered without a write.
+    assert node.logs is not None
+    node.logs.create_topic("t", 10)
+
+
 def _heartbeat(corr: int) -> bytes:
     # an unknown group: answered at once (UNKNOWN_MEMBER_ID) unless a write is pending ahead of it
     return kp.encode_request(kp.HEARTBEAT, 3, corr, "c", group_id="g", generation_id=1, member_id="m")
@@ -38,6 +44,7 @@ def test_ready_and_parked_answers_keep_request_order(tmp_path: Path) -> None:
         node = Node(ServerConfig(port=0, data_dir=tmp_path))
         await node.start()
         try:
+            _create_t(node)
             assert node.wire is not None
             reader, writer = await asyncio.open_connection("127.0.0.1", node.wire.port)
             frames = []
@@ -80,6 +87,7 @@ def test_answers_released_together_leave_in_one_write(
         node = Node(ServerConfig(port=0, data_dir=tmp_path))
         await node.start()
         try:
+            _create_t(node)
             assert node.wire is not None
             port = node.wire.port
             monkeypatch.setattr(asyncio.StreamWriter, "write", counting_write)

@@ -89,8 +89,8 @@ from zkcoord.server.kafka_protocol.proxy import (
     offset_write_refusal,
     proxy_version_caps,
     rewrite_addresses,
-    topic_ids,
     topic_metadata_request,
+    topic_partitions,
     unserved_heartbeat,
 )
 from zkcoord.server.kafka_protocol.sasl import (
@@ -150,6 +150,6 @@ __all__ = [
     "list_offsets_response", "listed_api_keys", "metadata_max_version", "metadata_request", "metadata_response",
     "offset_write_refusal", "peek_header", "produce_acks", "produce_request", "produce_response",
     "proxy_version_caps", "rewrite_addresses", "sasl_auth_bytes", "sasl_authenticate_response",
-    "sasl_handshake_mechanism", "sasl_handshake_response", "topic_ids", "topic_metadata_request",
+    "sasl_handshake_mechanism", "sasl_handshake_response", "topic_metadata_request", "topic_partitions",
     "unserved_heartbeat", "unsupported_version_response", "valid_client_software"
 ]  # fmt: skip

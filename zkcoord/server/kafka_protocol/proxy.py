@@ -128,34 +128,49 @@ def describe_merged(req: RequestFrame, answered: Any) -> bytes:
 
 
 def topic_metadata_request(
-    api_version: int, correlation_id: int, client_id: str, names: Sequence[str]
+    api_version: int, correlation_id: int, client_id: str, names: Sequence[str] | None
 ) -> bytes:
-    """A framed Metadata request (v10+: topic ids) for `names`, creating none."""
-    topic_cls = MetadataRequest.MetadataRequestTopic
-    fields: dict[str, Any] = {
-        "topics": [topic_cls(version=api_version, name=n, topic_id=None) for n in names],
-        "allow_auto_topic_creation": False,
-        "include_topic_authorized_operations": False,
-    }
-    if api_version <= 10:
+    """A framed Metadata request (v10+: topic ids) for `names` (None: every topic), creating none. Below v4 a
+    request naming a topic creates it on a broker with auto.create.topics.enable: ask those for every topic."""
+    if names is not None and api_version < 4:
+        raise ValueError(f"Metadata v{api_version} naming topics may create them; ask for every topic (None)")
+    if names is None:
+        topics: list[Any] | None = [] if api_version == 0 else None  # v0: an empty list is every topic
+    else:
+        topic_cls = MetadataRequest.MetadataRequestTopic
+        topics = [topic_cls(version=api_version, name=n, topic_id=None) for n in names]
+    fields: dict[str, Any] = {"topics": topics}
+    if api_version >= 4:
+        fields["allow_auto_topic_creation"] = False
+    if 8 <= api_version <= 10:
         fields["include_cluster_authorized_operations"] = False
+    if api_version >= 8:
+        fields["include_topic_authorized_operations"] = False
     obj = MetadataRequest(version=api_version, **fields)
     obj.with_header(correlation_id=correlation_id, client_id=client_id)
     return bytes(obj.encode(header=True, framed=True))
 
 
-def topic_ids(api_version: int, frame: bytes | bytearray) -> tuple[int, dict[str, tuple[str, int]]]:
-    """(correlation id, name -> (topic id as 32 hex digits, partition count)) of a Metadata v10+ response frame
-    without its size prefix: the topics answered without error and with an id (not the zero uuid)."""
+def topic_partitions(
+    api_version: int, frame: bytes | bytearray
+) -> tuple[int, dict[str, tuple[str | None, int]]]:
+    """(correlation id, name -> (topic id as 32 hex digits or None, partition count)) of a Metadata response frame
+    (any version) without its size prefix: the topics the broker has, as its metadata cache does: answered without
+    error, or LEADER_NOT_AVAILABLE (a topic being created); the id None below v10 or when it is the zero uuid."""
     try:
         obj = MetadataResponse.decode(bytes(frame), version=api_version, header=True)
     except Exception as exc:
         raise _response_error(METADATA, api_version, exc) from exc
-    out: dict[str, tuple[str, int]] = {}
+    out: dict[str, tuple[str | None, int]] = {}
     for t in obj.topics or ():
-        tid = getattr(t.topic_id, "hex", None)
-        if t.error_code == 0 and t.name and isinstance(tid, str) and tid.strip("0") and t.partitions:
-            out[t.name] = (tid, len(t.partitions))
+        if t.error_code not in (0, ErrorCode.LEADER_NOT_AVAILABLE) or not t.name:
+            continue
+        tid = getattr(t, "topic_id", None)
+        hexed = getattr(tid, "hex", None)
+        out[t.name] = (
+            hexed if isinstance(hexed, str) and hexed.strip("0") else None,
+            len(t.partitions or ()),
+        )
     return obj.header.correlation_id, out
 
 
