@@ -229,6 +229,8 @@ class Handoffs:
             self._refuse_legacy(group)
             self._refuse_consumer_protocol(group)
             members = len(self._proxy_members(group))
+            if members == 0:
+                self._refuse_unknown(group)
             state, cluster_members = self._cluster_group(group)
             if cluster_members:
                 raise HandoffRefused(
@@ -285,6 +287,21 @@ class Handoffs:
             "back is the barrier way (docs/proxy.md 'Hand-off')"
         )
         return HandoffOutcome(group, True, lines)
+
+    def _refuse_unknown(self, group: str) -> None:
+        """Refuse a group the proxies know nothing of (no member, no committed offset) and ZooKeeper neither (no
+        /consumers/G): most likely a mistyped id, and a hand-off would forward that id to the cluster for good."""
+        read = self._proxy_store(group).read_offsets()
+        if read.request_error is not None:
+            raise HandoffRefused(
+                f"reading {group}'s offsets from the proxies failed: {read.request_error}; run again"
+            )
+        if not read.offsets and self.zk.exists(paths.group_path(group)) is None:
+            raise HandoffRefused(
+                f"the proxies' coordinator has no member and no committed offset for {group}, and there is no "
+                f"/consumers/{group}: is the group id right? (`zkcoord legacy list --zk ...` lists the groups); "
+                "nothing was written"
+            )
 
     def _refuse_legacy(self, group: str, resumable: bool = False) -> None:
         """Refuse while the group has ZooKeeper (legacy) members: they read /consumers, which neither the proxies'

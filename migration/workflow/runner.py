@@ -20,6 +20,7 @@ from typing import Any
 
 from migration.workflow.states import (
     POINT_OF_NO_RETURN,
+    POINT_OF_NO_RETURN_PROXY,
     TARGET,
     GroupFacts,
     Invocation,
@@ -271,7 +272,16 @@ class MigrationRunner:
             recorded=None if marker is None else marker.phase,
             topics=seen.topics,
             how=self.how,
+            proxied=bool(self._proxies(group)),
+            handoff=None if (handoff := read_handoff(self.zk, group)[0]) is None else handoff.phase.value,
         )
+
+    def _proxies(self, group: str) -> list[str]:
+        """The running `zkcoord proxy` nodes that coordinate `group` (their announcements)."""
+        # imported here: migration.workflow.handoff imports this module (its Journal)
+        from migration.workflow.handoff import proxy_bootstraps
+
+        return proxy_bootstraps(self.zk, group)
 
     def view(self, group: str, state: MigrationState, seen: Membership) -> dict[str, Any]:
         """The part of every --json document that describes the group: state, members, next steps."""
@@ -507,7 +517,7 @@ class MigrationRunner:
                 "  member by member (the recommended path) needs the coordinator running with --bridge-zk-groups "
                 "matching this group and --bridge-zk-offsets"
             )
-        lines.append(f"  {POINT_OF_NO_RETURN}")
+        lines.append(f"  {POINT_OF_NO_RETURN_PROXY if foreign else POINT_OF_NO_RETURN}")
         self._finish(
             group,
             Step.PLAN,
