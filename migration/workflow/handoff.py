@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,10 +30,9 @@ from zkcoord.proxy.upstream import PLAINTEXT, UpstreamLoginFailed, UpstreamSecur
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.zk.handoff import Handoff, Phase, handoff_path, read_handoff, write_handoff
 from zkcoord.zk.mixed_group import read_ids
-from zkcoord.zk.registrations import read_children
+from zkcoord.zk.registrations import PROXIES, proxy_bootstraps
 from zkcoord.zk.registry import read_broker_data
 
-PROXIES = "/zkcoord/proxies"
 STEP = "handoff"
 MAX_FRAME = 64 * 1024 * 1024  # a DescribeGroups or FindCoordinator answer; anything larger is refused
 CORRELATION_ID = 7  # one request per connection
@@ -133,23 +130,6 @@ def cluster_bootstrap(zk: Any, protocol: str = "PLAINTEXT") -> tuple[str, int]:
         f"no broker with a {protocol} endpoint in /brokers/ids: give --bootstrap HOST:PORT, or --command-config "
         "FILE with the security.protocol of the brokers' listener"
     )
-
-
-def proxy_bootstraps(zk: Any, group: str | None = None) -> list[str]:
-    """The live proxy nodes' bootstrap addresses (their announcements under /zkcoord/proxies); with `group`, only
-    those whose --bridge-zk-groups matches it (the nodes that coordinate it)."""
-    found = []
-    for _, data in read_children(zk, PROXIES):
-        try:
-            obj = json.loads(data)
-            address = f"{obj['host']}:{int(obj['port'])}"
-            pattern = obj.get("groups")
-            if group is not None and not (isinstance(pattern, str) and re.fullmatch(pattern, group)):
-                continue
-            found.append(address)
-        except (ValueError, KeyError, TypeError, AttributeError, re.error):
-            continue
-    return sorted(found)
 
 
 # -- the command ---------------------------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ from zkcoord.zk.offset_store import (
     read_node,
     write_node,
 )
+from zkcoord.zk.registrations import proxy_bootstraps
 
 log = logging.getLogger(__name__)
 
@@ -278,9 +279,6 @@ class MigrationRunner:
 
     def _proxies(self, group: str) -> list[str]:
         """The running `zkcoord proxy` nodes that coordinate `group` (their announcements)."""
-        # imported here: migration.workflow.handoff imports this module (its Journal)
-        from migration.workflow.handoff import proxy_bootstraps
-
         return proxy_bootstraps(self.zk, group)
 
     def view(self, group: str, state: MigrationState, seen: Membership) -> dict[str, Any]:
