@@ -196,6 +196,31 @@ def test_the_proxy_refuses_a_node_id_of_the_cluster(zk: Any, zk_connect: str, ta
     assert "--node-id 111 is a broker of the cluster behind the proxy" in capsys.readouterr().err
 
 
+def test_a_port_in_use_stops_the_proxy_naming_it(zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path,
+                                                 capsys: Any) -> None:  # fmt: skip
+    """The bootstrap port or a broker's port taken: exit 2 with the port and the flag that moves it, no traceback."""
+    taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    try:
+        with register_in_zookeeper(zk, tansu, {}):
+            code = main(["proxy", "--zk", zk_connect, "--listen", f"127.0.0.1:{port}", "--node-id", "9000",
+                         "--data-dir", str(tmp_path / "p")])  # fmt: skip
+            err = capsys.readouterr().err
+            assert code == 2, err
+            assert f"zkcoord: error: cannot listen on 127.0.0.1:{port} (the bootstrap, --listen" in err
+            code = main(["proxy", "--zk", zk_connect, "--listen", f"127.0.0.1:{free_port()}", "--node-id", "9000",
+                         "--broker-port", f"111={port}", "--data-dir", str(tmp_path / "p")])  # fmt: skip
+            err = capsys.readouterr().err
+            assert code == 2, err
+            assert (
+                f"zkcoord: error: cannot listen on 127.0.0.1:{port}, broker 111's port: Address already in use; "
+                "give it a free one with --broker-port 111=PORT" in err
+            )
+            assert "Traceback" not in err
+    finally:
+        taken.close()
+
+
 # -- a mixed group coordinated by the proxy ------------------------------------------------------------------------
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import sys
 from collections.abc import Sequence
@@ -49,6 +50,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except ZkcoordError as exc:
         print(f"zkcoord: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        print(f"zkcoord: error: {exc}: another process listens there; give a free port", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -320,12 +320,15 @@ def _groups(args: argparse.Namespace, required: bool = True) -> list[str]:
 
 @contextlib.contextmanager
 def _zookeeper(args: argparse.Namespace) -> Iterator[Any]:
+    from zkcoord.zk.session import ZkUnreachable
     from zkcoord.zk.session import connect as zk_connect
 
     connect = args.zk
     auth = zk_auth(args)  # a bad JAAS file is its own error, not "cannot connect"
     try:
         client = zk_connect(connect, timeout=15.0, auth=auth)
+    except ZkUnreachable:
+        raise  # its message names the connect string
     except Exception as exc:
         raise ZkcoordError(f"cannot connect to ZooKeeper at {connect}: {exc}") from None
     try:
