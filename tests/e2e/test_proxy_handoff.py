@@ -409,7 +409,8 @@ def test_handoff_resumes_from_its_znode_and_copies_the_offsets(
             # proxy's coordinator fences a group it is asked about under /zkcoord/mixed-groups: its own doing)
             busy = ("/zkcoord/proxy-cluster", "/zkcoord/mixed-groups")
             before = snapshot(zk, skip=busy)
-            typo = ["migrate", "handoff", "--zk", zk_connect, "--group", "mixed-resume-typo", "--state-dir", "t"]
+            typo = ["migrate", "handoff", "--zk", zk_connect, "--group", "mixed-resume-typo",
+                    "--state-dir", str(tmp_path / "t")]  # fmt: skip
             assert main(typo) == 2
             assert "no member and no committed offset for mixed-resume-typo" in capsys.readouterr().err
             assert snapshot(zk, skip=busy) == before
@@ -417,7 +418,10 @@ def test_handoff_resumes_from_its_znode_and_copies_the_offsets(
             assert main(status) == 0  # status names the resume, as a command that works as printed
             out = capsys.readouterr().out
             assert "the hand-off stopped while its members were releasing" in out
-            assert f"$ zkcoord migrate handoff --zk {zk_connect} --state-dir {tmp_path / 's'} --group {group}" in out
+            assert (
+                f"$ zkcoord migrate handoff --zk {zk_connect} --state-dir {tmp_path / 's'} --group {group}"
+                in out
+            )
             assert main(argv) == 0
             out = capsys.readouterr().out
             assert "2 committed offset(s) written to the cluster's coordinator and read back equal" in out

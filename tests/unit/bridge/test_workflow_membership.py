@@ -194,9 +194,8 @@ def test_in_front_of_a_cluster_the_guide_ends_with_the_handoff_not_verify_and_fi
     )
     assert at(S.NONE, [], handoff="forwarding")[0].startswith("next: done")
     # without a proxy coordinating the group, the serve path: verify
-    assert commands(guide("g", S.DUAL_COMMIT, [c, d], [], bridge_on=True, recorded=P.MIXED, how=how))[0][2] == (
-        "verify"
-    )
+    serve_path = guide("g", S.DUAL_COMMIT, [c, d], [], bridge_on=True, recorded=P.MIXED, how=how)
+    assert commands(serve_path)[0][2] == "verify"
 
 
 def test_gone_members_are_shown_as_gone_and_never_moved() -> None:
