@@ -221,6 +221,55 @@ def test_a_port_in_use_stops_the_proxy_naming_it(zk: Any, zk_connect: str, tansu
         taken.close()
 
 
+def test_the_tansu_command_gives_a_cluster_to_try_the_proxy_on(zk: Any, zk_connect: str) -> None:
+    """`python -m zkcoord.testing.tansu` (docs/proxy.md "Try it on your machine"): a broker registered in ZooKeeper as
+    a ZooKeeper-era one, with its topic and a producer writing to it, until SIGTERM, which takes its registration
+    away as a stopped broker's goes."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from kafka import KafkaConsumer
+
+    from zkcoord.testing import wait_for
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "zkcoord.testing.tansu",
+        "--zk",
+        zk_connect,
+        "--topic",
+        "try:2",
+        "--produce",
+        "50",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(3)]  # printed once registered and producing
+        assert lines[2] == "tansu: running (Ctrl-C to stop)\n", lines
+        broker = json.loads(zk.get("/brokers/ids/111")[0])
+        assert zk.exists("/controller") is not None
+        assert sorted(zk.get_children("/brokers/topics/try/partitions")) == ["0", "1"]
+        assert f"tansu: broker 111 on 127.0.0.1:{broker['port']} " in lines[0]
+        consumer = KafkaConsumer("try", bootstrap_servers=f"127.0.0.1:{broker['port']}", auto_offset_reset="earliest",
+                                 consumer_timeout_ms=10_000)  # fmt: skip
+        try:
+            assert next(iter(consumer)).value.startswith(b"r")  # the producer's records are on it
+        finally:
+            consumer.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        assert "records acknowledged" in proc.stdout.read()
+        wait_for(lambda: zk.exists("/brokers/ids/111") is None, 10, "the broker's registration gone with it")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 # -- a mixed group coordinated by the proxy ------------------------------------------------------------------------
 
 
