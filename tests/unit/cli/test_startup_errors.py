@@ -3,7 +3,9 @@ nothing answers at, a port already taken (`zk start`, `serve`)."""
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,3 +50,14 @@ def test_serve_on_a_port_in_use_says_so(
     assert main(["serve", "--listen", f"127.0.0.1:{taken_port}", "--data-dir", str(tmp_path / "n")]) == 2
     err = capsys.readouterr().err
     assert f"('127.0.0.1', {taken_port}): address already in use: another process listens there" in err
+
+
+def test_a_reader_that_goes_away_is_not_a_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`zkcoord ... | head`: head exits, the next write fails with EPIPE (a real pipe whose read end is closed)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    with open(
+        write_end, "w", buffering=1
+    ) as stdout:  # line-buffered, as a terminal; a pipe fills the same way
+        monkeypatch.setattr(sys, "stdout", stdout)
+        assert main(["replay", str(tmp_path)]) == 1  # before: BrokenPipeError raised out of main
