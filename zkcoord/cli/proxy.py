@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help="ZooKeeper connect string of the cluster (brokers are read from /brokers/ids, watched)")  # fmt: skip
     parser.add_argument("--listen", type=_listen, default=None, metavar="HOST:PORT",
                         help="the bootstrap address clients are given (any live broker behind it), PLAINTEXT; broker "
-                        "ports bind on the same host (or give one secured listener with --listeners)")  # fmt: skip
+                        "ports bind on the same host (required, or one secured listener with --listeners; "
+                        "default: none)")  # fmt: skip
     parser.add_argument("--node-id", type=int, required=True, metavar="N",
                         help="this proxy's id: answered as the coordinator of its groups, and its registration "
                         "under /zkcoord/proxies; must differ from every broker id")  # fmt: skip
