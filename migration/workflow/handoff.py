@@ -178,6 +178,13 @@ class Handoffs:
 
     def _cluster(self) -> tuple[str, int]:
         if self.bootstrap:
+            if self.bootstrap in proxy_bootstraps(self.zk):
+                # The proxies answer FindCoordinator of their groups themselves: the "cluster's coordinator" asked
+                # there would be the one the group leaves (a member of it was reported as the cluster's).
+                raise HandoffRefused(
+                    f"--bootstrap {self.bootstrap} is a zkcoord proxy (announced under {PROXIES}), not a broker of "
+                    "your cluster: give one of your brokers, or leave --bootstrap out (the first in /brokers/ids)"
+                )
             host, _, port = self.bootstrap.rpartition(":")
             return host, int(port)
         return cluster_bootstrap(self.zk, self.security.protocol)

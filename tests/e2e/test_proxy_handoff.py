@@ -413,7 +413,10 @@ def test_handoff_resumes_from_its_znode_and_copies_the_offsets(
                     "--state-dir", str(tmp_path / "t")]  # fmt: skip
             assert main(typo) == 2
             assert "no member and no committed offset for mixed-resume-typo" in capsys.readouterr().err
-            assert snapshot(zk, skip=busy) == before
+            # the proxy's address as --bootstrap (as `status` was given it) would name the coordinator it leaves
+            assert main([*argv, "--bootstrap", proxy.bootstrap]) == 2
+            assert f"--bootstrap {proxy.bootstrap} is a zkcoord proxy" in capsys.readouterr().err
+            assert snapshot(zk, skip=busy) == before  # nothing written by either
             status = ["migrate", "status", *argv[2:]]
             assert main(status) == 0  # status names the resume, as a command that works as printed
             out = capsys.readouterr().out
