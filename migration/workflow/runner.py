@@ -450,6 +450,23 @@ class MigrationRunner:
                 f"$ {self.how.migrate('plan', group)}",
                 {"broker_error": facts.broker_error},
             )
+        if self.zk.exists(paths.group_path(group)) is None and not facts.broker and not facts.broker_members:
+            # Nothing of the group anywhere: most likely a mistyped id or chroot. Marking it would create
+            # /consumers/G, a group `legacy list` then shows for good.
+            where = (
+                "the broker has no offsets or members for it"
+                if facts.broker_error is None
+                else ("no --bootstrap to ask the broker")
+            )
+            raise self._fail(
+                group,
+                Step.PLAN,
+                before,
+                f"group {group!r}: plan: no /consumers/{group} in ZooKeeper and {where}: is the group id (or the "
+                f"chroot) right? `zkcoord legacy list --zk {self.how.zk}` lists the ZooKeeper groups; nothing was "
+                "marked",
+                {},
+            )
         seen = self.membership(group, self._described_ids(facts))
         phase = self._phase_to_record(group, MigrationState.PLANNED, seen)
         facts = dataclasses.replace(

@@ -104,6 +104,7 @@ def test_plan_points_at_the_proxy_for_a_group_whose_data_is_on_foreign_brokers(
 ) -> None:
     topic, group = "plan-orders", "plan-g"
     tansu.create_topic(topic, 1)
+    zk.ensure_path(f"/consumers/{group}/ids")  # a ZooKeeper group (plan refuses an id found nowhere)
     with register_in_zookeeper(zk, tansu, {topic: 1}):
         code = main(["migrate", "plan", "--zk", zk_connect, "--group", group, "--state-dir", str(tmp_path)])
         out = capsys.readouterr().out
@@ -120,6 +121,15 @@ def test_plan_points_at_the_proxy_for_a_group_whose_data_is_on_foreign_brokers(
     out = capsys.readouterr().out
     assert "data: on brokers" not in out and "needs the coordinator running with --bridge-zk-groups" in out
     assert "point of no return: `migrate finalize`" in out
+    # a mistyped id: refused, nothing marked (before, the marker created /consumers/<typo>, listed for good)
+    assert (
+        main(["migrate", "plan", "--zk", zk_connect, "--group", "plan-typo", "--state-dir", str(tmp_path)])
+        == 2
+    )
+    assert (
+        "no /consumers/plan-typo in ZooKeeper and no --bootstrap to ask the broker" in capsys.readouterr().err
+    )
+    assert zk.exists("/consumers/plan-typo") is None
 
 
 # -- the whole walk: legacy group -> mixed through two proxies (one killed) -> Tansu's own coordinator --------------
