@@ -274,7 +274,7 @@ class MigrationRunner:
             topics=seen.topics,
             how=self.how,
             proxied=bool(self._proxies(group)),
-            handoff=None if (handoff := read_handoff(self.zk, group)[0]) is None else handoff.phase.value,
+            handoff=None if (handoff := read_handoff(self.zk, group)[0]) is None else handoff.phase,
         )
 
     def _proxies(self, group: str) -> list[str]:

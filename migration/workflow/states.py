@@ -20,6 +20,7 @@ from zkcoord.bridge.policy import (
     divergence_report,
 )
 from zkcoord.errors import ZkcoordError
+from zkcoord.zk.handoff import Phase as HandoffPhase
 from zkcoord.zk.handoff import handoff_path
 
 MARKER_VERSION = 1
@@ -593,12 +594,12 @@ def guide(
     topics: Sequence[str] = (),
     how: Invocation | None = None,
     proxied: bool = False,
-    handoff: str | None = None,
+    handoff: HandoffPhase | None = None,
 ) -> list[str]:
     """The operator's next steps for a group, from its state and members, start to finish: plan, dual-commit,
     the member walk, verify, finalize, the point of no return, the clean-up. Runnable commands follow `$ `.
     `proxied`: a running `zkcoord proxy` coordinates the group (its walk ends with `migrate handoff`); `handoff`:
-    the phase of its hand-off znode, if any ("releasing" or "forwarding")."""
+    the phase of its hand-off znode, if any."""
     how = how or Invocation()
     live = [m for m in members if not is_gone(m)]
     legacy = [m for m in live if is_legacy(m)]
@@ -609,13 +610,13 @@ def guide(
     def run(step: str) -> str:
         return f"$ {how.migrate(step, group)}"
 
-    if handoff == "forwarding":
+    if handoff is HandoffPhase.FORWARDING:
         return [
             "next: done, the cluster's own coordinator has the group (hand-off forwarding); restart its members "
             "with bootstrap.servers = the cluster's brokers at leisure; going back is the barrier way (docs/proxy.md "
             "'Hand-off')"
         ]
-    if handoff == "releasing":
+    if handoff is HandoffPhase.RELEASING:
         return [
             "next: the hand-off stopped while its members were releasing (they hold nothing and are not "
             f"admitted): resume it (or delete {handoff_path(group)} to go back, docs/proxy.md 'Hand-off'):",

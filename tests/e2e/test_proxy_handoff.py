@@ -367,6 +367,7 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
              "--state-dir", str(tmp_path / "state")], capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert "hand-off: forwarding" in status.stdout, status.stdout + status.stderr
+        assert "next: done, the cluster's own coordinator has the group" in status.stdout, status.stdout
         assert "handoff forwarding releasing -> forwarding" in status.stdout
         after = snapshot(zk)
     keep = lambda t: {p: v for p, v in outside_zkcoord(t).items() if not p.startswith("/consumers")}  # noqa: E731

@@ -25,6 +25,7 @@ from migration.workflow.states import (
     phase_transition,
     settle_problems,
 )
+from zkcoord.zk.handoff import Phase
 
 P = MembershipPhase
 
@@ -176,7 +177,7 @@ def test_in_front_of_a_cluster_the_guide_ends_with_the_handoff_not_verify_and_fi
     how = Invocation(zk="127.0.0.1:2181/c", bootstrap="127.0.0.1:9192", broker_flags=("--command-config", "f"),
                      state_dir="st")  # fmt: skip
 
-    def at(state: MigrationState, members: list[MemberInfo], handoff: str | None = None) -> list[str]:
+    def at(state: MigrationState, members: list[MemberInfo], handoff: Phase | None = None) -> list[str]:
         return guide("g", state, members, [], bridge_on=True, recorded=P.MIXED, topics=["t"], how=how,
                      proxied=True, handoff=handoff)  # fmt: skip
 
@@ -187,12 +188,12 @@ def test_in_front_of_a_cluster_the_guide_ends_with_the_handoff_not_verify_and_fi
         last = at(state, [c, d])
         assert "hand the group to your cluster's own coordinator" in last[0]
         assert commands(last) == [handoff]
-    resume = at(S.DUAL_COMMIT, [], handoff="releasing")
+    resume = at(S.DUAL_COMMIT, [], handoff=Phase.RELEASING)
     assert commands(resume) == [handoff] and "delete /zkcoord/handoffs/g to go back" in resume[0]
-    assert at(S.DUAL_COMMIT, [], handoff="forwarding")[0].startswith(
+    assert at(S.DUAL_COMMIT, [], handoff=Phase.FORWARDING)[0].startswith(
         "next: done, the cluster's own coordinator has the group"
     )
-    assert at(S.NONE, [], handoff="forwarding")[0].startswith("next: done")
+    assert at(S.NONE, [], handoff=Phase.FORWARDING)[0].startswith("next: done")
     # without a proxy coordinating the group, the serve path: verify
     serve_path = guide("g", S.DUAL_COMMIT, [c, d], [], bridge_on=True, recorded=P.MIXED, how=how)
     assert commands(serve_path)[0][2] == "verify"
