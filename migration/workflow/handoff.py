@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,10 +30,9 @@ from zkcoord.proxy.upstream import PLAINTEXT, UpstreamLoginFailed, UpstreamSecur
 from zkcoord.server import kafka_protocol as kp
 from zkcoord.zk.handoff import Handoff, Phase, handoff_path, read_handoff, write_handoff
 from zkcoord.zk.mixed_group import read_ids
-from zkcoord.zk.registrations import read_children
+from zkcoord.zk.registrations import PROXIES, proxy_bootstraps
 from zkcoord.zk.registry import read_broker_data
 
-PROXIES = "/zkcoord/proxies"
 STEP = "handoff"
 MAX_FRAME = 64 * 1024 * 1024  # a DescribeGroups or FindCoordinator answer; anything larger is refused
 CORRELATION_ID = 7  # one request per connection
@@ -135,23 +132,6 @@ def cluster_bootstrap(zk: Any, protocol: str = "PLAINTEXT") -> tuple[str, int]:
     )
 
 
-def proxy_bootstraps(zk: Any, group: str | None = None) -> list[str]:
-    """The live proxy nodes' bootstrap addresses (their announcements under /zkcoord/proxies); with `group`, only
-    those whose --bridge-zk-groups matches it (the nodes that coordinate it)."""
-    found = []
-    for _, data in read_children(zk, PROXIES):
-        try:
-            obj = json.loads(data)
-            address = f"{obj['host']}:{int(obj['port'])}"
-            pattern = obj.get("groups")
-            if group is not None and not (isinstance(pattern, str) and re.fullmatch(pattern, group)):
-                continue
-            found.append(address)
-        except (ValueError, KeyError, TypeError, AttributeError, re.error):
-            continue
-    return sorted(found)
-
-
 # -- the command ---------------------------------------------------------------------------------------------------
 
 
@@ -198,6 +178,13 @@ class Handoffs:
 
     def _cluster(self) -> tuple[str, int]:
         if self.bootstrap:
+            if self.bootstrap in proxy_bootstraps(self.zk):
+                # The proxies answer FindCoordinator of their groups themselves: the "cluster's coordinator" asked
+                # there would be the one the group leaves (a member of it was reported as the cluster's).
+                raise HandoffRefused(
+                    f"--bootstrap {self.bootstrap} is a zkcoord proxy (announced under {PROXIES}), not a broker of "
+                    "your cluster: give one of your brokers, or leave --bootstrap out (the first in /brokers/ids)"
+                )
             host, _, port = self.bootstrap.rpartition(":")
             return host, int(port)
         return cluster_bootstrap(self.zk, self.security.protocol)
@@ -229,6 +216,8 @@ class Handoffs:
             self._refuse_legacy(group)
             self._refuse_consumer_protocol(group)
             members = len(self._proxy_members(group))
+            if members == 0:
+                self._refuse_unknown(group)
             state, cluster_members = self._cluster_group(group)
             if cluster_members:
                 raise HandoffRefused(
@@ -285,6 +274,21 @@ class Handoffs:
             "back is the barrier way (docs/proxy.md 'Hand-off')"
         )
         return HandoffOutcome(group, True, lines)
+
+    def _refuse_unknown(self, group: str) -> None:
+        """Refuse a group the proxies know nothing of (no member, no committed offset) and ZooKeeper neither (no
+        /consumers/G): most likely a mistyped id, and a hand-off would forward that id to the cluster for good."""
+        read = self._proxy_store(group).read_offsets()
+        if read.request_error is not None:
+            raise HandoffRefused(
+                f"reading {group}'s offsets from the proxies failed: {read.request_error}; run again"
+            )
+        if not read.offsets and self.zk.exists(paths.group_path(group)) is None:
+            raise HandoffRefused(
+                f"the proxies' coordinator has no member and no committed offset for {group}, and there is no "
+                f"/consumers/{group}: is the group id right? (`zkcoord legacy list --zk ...` lists the groups); "
+                "nothing was written"
+            )
 
     def _refuse_legacy(self, group: str, resumable: bool = False) -> None:
         """Refuse while the group has ZooKeeper (legacy) members: they read /consumers, which neither the proxies'

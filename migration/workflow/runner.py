@@ -20,6 +20,7 @@ from typing import Any
 
 from migration.workflow.states import (
     POINT_OF_NO_RETURN,
+    POINT_OF_NO_RETURN_PROXY,
     TARGET,
     GroupFacts,
     Invocation,
@@ -69,6 +70,7 @@ from zkcoord.zk.offset_store import (
     read_node,
     write_node,
 )
+from zkcoord.zk.registrations import proxy_bootstraps
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +273,13 @@ class MigrationRunner:
             recorded=None if marker is None else marker.phase,
             topics=seen.topics,
             how=self.how,
+            proxied=bool(self._proxies(group)),
+            handoff=None if (handoff := read_handoff(self.zk, group)[0]) is None else handoff.phase,
         )
+
+    def _proxies(self, group: str) -> list[str]:
+        """The running `zkcoord proxy` nodes that coordinate `group` (their announcements)."""
+        return proxy_bootstraps(self.zk, group)
 
     def view(self, group: str, state: MigrationState, seen: Membership) -> dict[str, Any]:
         """The part of every --json document that describes the group: state, members, next steps."""
@@ -442,6 +450,23 @@ class MigrationRunner:
                 f"$ {self.how.migrate('plan', group)}",
                 {"broker_error": facts.broker_error},
             )
+        if self.zk.exists(paths.group_path(group)) is None and not facts.broker and not facts.broker_members:
+            # Nothing of the group anywhere: most likely a mistyped id or chroot. Marking it would create
+            # /consumers/G, a group `legacy list` then shows for good.
+            where = (
+                "the broker has no offsets or members for it"
+                if facts.broker_error is None
+                else ("no --bootstrap to ask the broker")
+            )
+            raise self._fail(
+                group,
+                Step.PLAN,
+                before,
+                f"group {group!r}: plan: no /consumers/{group} in ZooKeeper and {where}: is the group id (or the "
+                f"chroot) right? `zkcoord legacy list --zk {self.how.zk}` lists the ZooKeeper groups; nothing was "
+                "marked",
+                {},
+            )
         seen = self.membership(group, self._described_ids(facts))
         phase = self._phase_to_record(group, MigrationState.PLANNED, seen)
         facts = dataclasses.replace(
@@ -507,7 +532,7 @@ class MigrationRunner:
                 "  member by member (the recommended path) needs the coordinator running with --bridge-zk-groups "
                 "matching this group and --bridge-zk-offsets"
             )
-        lines.append(f"  {POINT_OF_NO_RETURN}")
+        lines.append(f"  {POINT_OF_NO_RETURN_PROXY if foreign else POINT_OF_NO_RETURN}")
         self._finish(
             group,
             Step.PLAN,

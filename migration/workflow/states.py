@@ -20,6 +20,8 @@ from zkcoord.bridge.policy import (
     divergence_report,
 )
 from zkcoord.errors import ZkcoordError
+from zkcoord.zk.handoff import Phase as HandoffPhase
+from zkcoord.zk.handoff import handoff_path
 
 MARKER_VERSION = 1
 
@@ -103,6 +105,13 @@ POINT_OF_NO_RETURN = (
     "without --bridge-zk-groups / --bridge-zk-offsets for this group. Until then every move can be walked back "
     "member by member (`migrate rollback`); after it, going back means stopping every broker-protocol member "
     "first (the barrier way), then `migrate rollback`"
+)
+# In front of the team's own brokers (`zkcoord proxy`, docs/proxy.md) the walk ends with `migrate handoff` instead
+# of verify/finalize, and its point of no return is the hand-off's switch to forwarding.
+POINT_OF_NO_RETURN_PROXY = (
+    "point of no return: `migrate handoff` switching the group to `forwarding` once no ZooKeeper member is left (the "
+    "cluster's own coordinator then has it). Until then every move can be walked back member by member (`migrate "
+    "rollback`); after it, going back is the barrier way (docs/proxy.md 'Hand-off')"
 )
 
 
@@ -472,7 +481,11 @@ class Invocation:
 
     def migrate(self, step: str, group: str) -> str:
         parts = ["zkcoord", "migrate", step, "--zk", self.zk, *self.zk_flags]
-        if step != "repair":
+        if step == "handoff":
+            # --bootstrap of handoff names a broker of the cluster (default: from /brokers/ids), never the proxy
+            # the other steps were given: its coordinator is the one the group leaves.
+            parts += [*self.broker_flags, *(["--state-dir", self.state_dir] if self.state_dir else [])]
+        elif step != "repair":
             if self.bootstrap or step not in ("status", "plan"):
                 # every step but status (and a plan without it) needs the broker: a placeholder says so
                 parts += ["--bootstrap", self.bootstrap or "HOST:PORT", *self.broker_flags]
@@ -580,9 +593,13 @@ def guide(
     recorded: MembershipPhase | None,
     topics: Sequence[str] = (),
     how: Invocation | None = None,
+    proxied: bool = False,
+    handoff: HandoffPhase | None = None,
 ) -> list[str]:
     """The operator's next steps for a group, from its state and members, start to finish: plan, dual-commit,
-    the member walk, verify, finalize, the point of no return, the clean-up. Runnable commands follow `$ `."""
+    the member walk, verify, finalize, the point of no return, the clean-up. Runnable commands follow `$ `.
+    `proxied`: a running `zkcoord proxy` coordinates the group (its walk ends with `migrate handoff`); `handoff`:
+    the phase of its hand-off znode, if any."""
     how = how or Invocation()
     live = [m for m in members if not is_gone(m)]
     legacy = [m for m in live if is_legacy(m)]
@@ -593,6 +610,18 @@ def guide(
     def run(step: str) -> str:
         return f"$ {how.migrate(step, group)}"
 
+    if handoff is HandoffPhase.FORWARDING:
+        return [
+            "next: done, the cluster's own coordinator has the group (hand-off forwarding); restart its members "
+            "with bootstrap.servers = the cluster's brokers at leisure; going back is the barrier way (docs/proxy.md "
+            "'Hand-off')"
+        ]
+    if handoff is HandoffPhase.RELEASING:
+        return [
+            "next: the hand-off stopped while its members were releasing (they hold nothing and are not "
+            f"admitted): resume it (or delete {handoff_path(group)} to go back, docs/proxy.md 'Hand-off'):",
+            f"  {run('handoff')}",
+        ]
     if state in (S.NONE,):
         return [f"next: {run('plan')}"]
     if state is S.ROLLED_BACK:
@@ -617,6 +646,13 @@ def guide(
             "next: wait, the group is not settled:",
             *(f"    {p}" for p in problems),
             f"  re-run once every partition has exactly one registered owner: {run('status')}",
+        ]
+    if proxied and broker and not legacy and state in (S.DUAL_COMMIT, S.VERIFIED):
+        # In front of the team's own brokers: the walk ends with the hand-off, not verify/finalize (docs/proxy.md).
+        return [
+            "next: no ZooKeeper member is left; hand the group to your cluster's own coordinator (its switch to "
+            "forwarding is the point of no return, docs/proxy.md 'Hand-off'):",
+            f"  {run('handoff')}",
         ]
     if state is S.DUAL_COMMIT:
         if legacy:  # no coordinator bridge: the documented offsets-only migration

@@ -196,6 +196,80 @@ def test_the_proxy_refuses_a_node_id_of_the_cluster(zk: Any, zk_connect: str, ta
     assert "--node-id 111 is a broker of the cluster behind the proxy" in capsys.readouterr().err
 
 
+def test_a_port_in_use_stops_the_proxy_naming_it(zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path,
+                                                 capsys: Any) -> None:  # fmt: skip
+    """The bootstrap port or a broker's port taken: exit 2 with the port and the flag that moves it, no traceback."""
+    taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    try:
+        with register_in_zookeeper(zk, tansu, {}):
+            code = main(["proxy", "--zk", zk_connect, "--listen", f"127.0.0.1:{port}", "--node-id", "9000",
+                         "--data-dir", str(tmp_path / "p")])  # fmt: skip
+            err = capsys.readouterr().err
+            assert code == 2, err
+            assert f"zkcoord: error: cannot listen on 127.0.0.1:{port} (the bootstrap, --listen" in err
+            code = main(["proxy", "--zk", zk_connect, "--listen", f"127.0.0.1:{free_port()}", "--node-id", "9000",
+                         "--broker-port", f"111={port}", "--data-dir", str(tmp_path / "p")])  # fmt: skip
+            err = capsys.readouterr().err
+            assert code == 2, err
+            assert (
+                f"zkcoord: error: cannot listen on 127.0.0.1:{port}, broker 111's port: Address already in use; "
+                "give it a free one with --broker-port 111=PORT" in err
+            )
+            assert "Traceback" not in err
+    finally:
+        taken.close()
+
+
+def test_the_tansu_command_gives_a_cluster_to_try_the_proxy_on(zk: Any, zk_connect: str) -> None:
+    """`python -m zkcoord.testing.tansu` (docs/proxy.md "Try it on your machine"): a broker registered in ZooKeeper as
+    a ZooKeeper-era one, with its topic and a producer writing to it, until SIGTERM, which takes its registration
+    away as a stopped broker's goes."""
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from kafka import KafkaConsumer
+
+    from zkcoord.testing import wait_for
+
+    cmd = [
+        sys.executable,
+        "-m",
+        "zkcoord.testing.tansu",
+        "--zk",
+        zk_connect,
+        "--topic",
+        "try:2",
+        "--produce",
+        "50",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        lines = [proc.stdout.readline() for _ in range(3)]  # printed once registered and producing
+        assert lines[2] == "tansu: running (Ctrl-C to stop)\n", lines
+        broker = json.loads(zk.get("/brokers/ids/111")[0])
+        assert zk.exists("/controller") is not None
+        assert sorted(zk.get_children("/brokers/topics/try/partitions")) == ["0", "1"]
+        assert f"tansu: broker 111 on 127.0.0.1:{broker['port']} " in lines[0]
+        consumer = KafkaConsumer("try", bootstrap_servers=f"127.0.0.1:{broker['port']}", auto_offset_reset="earliest",
+                                 consumer_timeout_ms=10_000)  # fmt: skip
+        try:
+            assert next(iter(consumer)).value.startswith(b"r")  # the producer's records are on it
+        finally:
+            consumer.close()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+        assert "records acknowledged" in proc.stdout.read()
+        wait_for(lambda: zk.exists("/brokers/ids/111") is None, 10, "the broker's registration gone with it")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 # -- a mixed group coordinated by the proxy ------------------------------------------------------------------------
 
 

@@ -104,6 +104,7 @@ def test_plan_points_at_the_proxy_for_a_group_whose_data_is_on_foreign_brokers(
 ) -> None:
     topic, group = "plan-orders", "plan-g"
     tansu.create_topic(topic, 1)
+    zk.ensure_path(f"/consumers/{group}/ids")  # a ZooKeeper group (plan refuses an id found nowhere)
     with register_in_zookeeper(zk, tansu, {topic: 1}):
         code = main(["migrate", "plan", "--zk", zk_connect, "--group", group, "--state-dir", str(tmp_path)])
         out = capsys.readouterr().out
@@ -112,10 +113,23 @@ def test_plan_points_at_the_proxy_for_a_group_whose_data_is_on_foreign_brokers(
             f"data: on brokers zkcoord did not start (broker 111 (PLAINTEXT://127.0.0.1:{tansu.port}, " in out
         )
         assert "zkcoord proxy --bridge-zk-groups" in out and "docs/proxy.md" in out
+        # the walk ends with the hand-off there, not with finalize and a coordinator restarted without the flags
+        assert "point of no return: `migrate handoff` switching the group to `forwarding`" in out
+        assert "point of no return: `migrate finalize`" not in out
     # without a foreign broker the plan names the coordinator's flags as before
     main(["migrate", "plan", "--zk", zk_connect, "--group", group, "--state-dir", str(tmp_path)])
     out = capsys.readouterr().out
     assert "data: on brokers" not in out and "needs the coordinator running with --bridge-zk-groups" in out
+    assert "point of no return: `migrate finalize`" in out
+    # a mistyped id: refused, nothing marked (before, the marker created /consumers/<typo>, listed for good)
+    assert (
+        main(["migrate", "plan", "--zk", zk_connect, "--group", "plan-typo", "--state-dir", str(tmp_path)])
+        == 2
+    )
+    assert (
+        "no /consumers/plan-typo in ZooKeeper and no --bootstrap to ask the broker" in capsys.readouterr().err
+    )
+    assert zk.exists("/consumers/plan-typo") is None
 
 
 # -- the whole walk: legacy group -> mixed through two proxies (one killed) -> Tansu's own coordinator --------------
@@ -353,6 +367,7 @@ def test_a_legacy_group_through_two_proxies_one_killed_then_handed_off_to_tansu(
              "--state-dir", str(tmp_path / "state")], capture_output=True, text=True, timeout=60,
         )  # fmt: skip
         assert "hand-off: forwarding" in status.stdout, status.stdout + status.stderr
+        assert "next: done, the cluster's own coordinator has the group" in status.stdout, status.stdout
         assert "handoff forwarding releasing -> forwarding" in status.stdout
         after = snapshot(zk)
     keep = lambda t: {p: v for p, v in outside_zkcoord(t).items() if not p.startswith("/consumers")}  # noqa: E731
@@ -401,9 +416,31 @@ def test_handoff_resumes_from_its_znode_and_copies_the_offsets(
             # the offsets are not at Tansu's coordinator before the resumed run copies them
             argv = interrupted_in_releasing(zk, zk_connect, proxy, group, offsets, tmp_path / "s")
             assert tansu_offsets(tansu, group) == {}
+            # a mistyped group id (the proxy coordinates it, nobody knows it) is refused, nothing written (the
+            # proxy's coordinator fences a group it is asked about under /zkcoord/mixed-groups: its own doing)
+            busy = ("/zkcoord/proxy-cluster", "/zkcoord/mixed-groups")
+            before = snapshot(zk, skip=busy)
+            typo = ["migrate", "handoff", "--zk", zk_connect, "--group", "mixed-resume-typo",
+                    "--state-dir", str(tmp_path / "t")]  # fmt: skip
+            assert main(typo) == 2
+            assert "no member and no committed offset for mixed-resume-typo" in capsys.readouterr().err
+            # the proxy's address as --bootstrap (as `status` was given it) would name the coordinator it leaves
+            assert main([*argv, "--bootstrap", proxy.bootstrap]) == 2
+            assert f"--bootstrap {proxy.bootstrap} is a zkcoord proxy" in capsys.readouterr().err
+            assert snapshot(zk, skip=busy) == before  # nothing written by either
+            status = ["migrate", "status", *argv[2:]]
+            assert main(status) == 0  # status names the resume, as a command that works as printed
+            out = capsys.readouterr().out
+            assert "the hand-off stopped while its members were releasing" in out
+            assert (
+                f"$ zkcoord migrate handoff --zk {zk_connect} --state-dir {tmp_path / 's'} --group {group}"
+                in out
+            )
             assert main(argv) == 0
             out = capsys.readouterr().out
             assert "2 committed offset(s) written to the cluster's coordinator and read back equal" in out
+            assert main(status) == 0
+            assert "next: done, the cluster's own coordinator has the group" in capsys.readouterr().out
             assert tansu_offsets(tansu, group) == {0: 5, 1: 7}
             handoff, version = read_handoff(zk, group)
             assert handoff is not None and handoff.phase is Phase.FORWARDING

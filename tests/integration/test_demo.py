@@ -62,6 +62,8 @@ def test_demo_passes_and_prints_the_report_and_a_summary(demo) -> None:
     # Its two-minute budget (README) is measured, not asserted: under load a timed check failed at 227 s while
     # the demo was correct (93 s in a quiet CI run); a hang is still caught by the run's 300 s timeout.
     assert re.search(r"done in \d+ s", text)
+    assert "rolling migration (the 'mixed' row" in text  # what the rows are, and what to try next
+    assert "next: open the report" in text and "docs/proxy.md 'Try it on your machine'" in text
 
 
 def test_report_plots_are_real_images_of_the_expected_size(demo) -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import logging
+import os
 import sys
 from collections.abc import Sequence
 
@@ -35,6 +38,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`zkcoord migrate plan ... | head`): not an error of the command. stdout is pointed
+        # at /dev/null so the interpreter's last flush does not fail again (the recipe of Python's signal docs).
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError, io.UnsupportedOperation):  # a stdout without a file descriptor
+            pass
+        return 1
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
@@ -49,6 +66,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except ZkcoordError as exc:
         print(f"zkcoord: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        print(f"zkcoord: error: {exc}: another process listens there; give a free port", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -14,7 +14,8 @@ def add_command_config(parser: argparse.ArgumentParser) -> None:
         "--command-config",
         metavar="FILE",
         help="Kafka client security properties for the broker connection (security.protocol, sasl.mechanism, "
-        "sasl.jaas.config, ssl.truststore.location as PEM, ...), as kafka-consumer-groups.sh --command-config",
+        "sasl.jaas.config, ssl.truststore.location as PEM, ...), as kafka-consumer-groups.sh --command-config "
+        "(default: none, PLAINTEXT without a login)",
     )
 
 

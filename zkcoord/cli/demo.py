@@ -182,7 +182,15 @@ def run_demo(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     out = Path(args.out or f"{DEFAULT_OUT}/demo-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
     console.print(
-        f"[bold]zkcoord demo[/]: the built-in 'demo' scenario, legacy and classic groups, into {out}"
+        "[bold]zkcoord demo[/]: the built-in 'demo' scenario (join, leave, pause, crash, partition increase) played "
+        "by a legacy-faithful, a legacy-fast and a classic (kafka-python) group"
+        + (
+            ", then the rolling migration (the 'mixed' row: one group moved member by member from ZooKeeper to "
+            "the broker protocol and back)"
+            if args.rolling_migration
+            else ""
+        )
+        + f", into {out}"
     )
     if args.zk is None:
         console.print("  starting a local ZooKeeper; each protocol gets a fresh zkcoord node and group")
@@ -212,4 +220,9 @@ def run_demo(args: argparse.Namespace) -> int:
     if not problems:
         console.print("no record lost and no partition with two owners, in every protocol")
     console.print(f"done in {time.monotonic() - t0:.0f} s")
+    console.print(
+        "next: open the report in a browser; other scenarios: `zkcoord compare run "
+        "--help`; the same migration with the data on brokers of your own: docs/proxy.md 'Try it on your machine'",
+        soft_wrap=True,
+    )
     return 1 if problems else 0

@@ -42,13 +42,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     cmds = parser.add_subparsers(dest="migrate_command", metavar="STEP", required=True)
 
-    def common(p: argparse.ArgumentParser, *, groups: bool = True, bootstrap: bool = True) -> None:
+    # What --bootstrap is for: the coordinator the group moves to, or (handoff) the cluster it is handed to.
+    to_coordinator = (
+        "the coordinator the group moves to: a broker, `zkcoord serve`, or `zkcoord proxy` in front of your "
+        "cluster (default: none; plan and status then show ZooKeeper's side only, the other steps need it)"
+    )
+    to_cluster = (
+        "a broker of your cluster, whose own coordinator receives the group; not the proxy (default: the first "
+        "endpoint in /brokers/ids of --command-config's security.protocol)"
+    )
+
+    def common(
+        p: argparse.ArgumentParser, *, groups: bool = True, bootstrap: bool = True, bootstrap_help: str = ""
+    ) -> None:
         p.add_argument(
             "--zk", required=True, metavar="CONNECT", help="ZooKeeper connect string (chroot allowed)"
         )
         add_zk_security(p)
         if bootstrap:
-            p.add_argument("--bootstrap", metavar="HOST:PORT", help="a broker (or `zkcoord serve`) to reach")
+            p.add_argument("--bootstrap", metavar="HOST:PORT", help=bootstrap_help or to_coordinator)
             add_command_config(p)
         if groups:
             p.add_argument("--group", action="append", default=[], metavar="G", help="a group (repeatable)")
@@ -137,7 +149,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             "zkcoord migrate handoff --zk 127.0.0.1:2181 --group orders --command-config client.properties",
         ),
     )
-    common(p)
+    common(p, bootstrap_help=to_cluster)
     p.add_argument(
         "--state-dir",
         default=DEFAULT_STATE_DIR,
@@ -320,12 +332,15 @@ def _groups(args: argparse.Namespace, required: bool = True) -> list[str]:
 
 @contextlib.contextmanager
 def _zookeeper(args: argparse.Namespace) -> Iterator[Any]:
+    from zkcoord.zk.session import ZkUnreachable
     from zkcoord.zk.session import connect as zk_connect
 
     connect = args.zk
     auth = zk_auth(args)  # a bad JAAS file is its own error, not "cannot connect"
     try:
         client = zk_connect(connect, timeout=15.0, auth=auth)
+    except ZkUnreachable:
+        raise  # its message names the connect string
     except Exception as exc:
         raise ZkcoordError(f"cannot connect to ZooKeeper at {connect}: {exc}") from None
     try:

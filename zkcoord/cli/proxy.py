@@ -59,7 +59,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         help="ZooKeeper connect string of the cluster (brokers are read from /brokers/ids, watched)")  # fmt: skip
     parser.add_argument("--listen", type=_listen, default=None, metavar="HOST:PORT",
                         help="the bootstrap address clients are given (any live broker behind it), PLAINTEXT; broker "
-                        "ports bind on the same host (or give one secured listener with --listeners)")  # fmt: skip
+                        "ports bind on the same host (required, or one secured listener with --listeners; "
+                        "default: none)")  # fmt: skip
     parser.add_argument("--node-id", type=int, required=True, metavar="N",
                         help="this proxy's id: answered as the coordinator of its groups, and its registration "
                         "under /zkcoord/proxies; must differ from every broker id")  # fmt: skip
@@ -178,8 +179,13 @@ async def _run(node: ProxyNode) -> int:
               f"brokers reached over {cfg.upstream.protocol}", flush=True)  # fmt: skip
         for broker in sorted(node.watch.brokers if node.watch else {}):
             print(f"zkcoord proxy: broker {broker} behind {cfg.host}:{node.port_of(broker)}", flush=True)
+        bootstrap = f"{cfg.advertised}:{cfg.ports.bootstrap}"
+        print(f"zkcoord proxy: clients use bootstrap.servers={bootstrap}", flush=True)
         if cfg.bridge_groups is not None:
-            print(f"zkcoord proxy: coordinating the groups matching {cfg.bridge_groups!r}", flush=True)
+            print(f"zkcoord proxy: coordinating the groups matching {cfg.bridge_groups!r}; next, for such a group: "
+                  f"`zkcoord migrate plan --zk {cfg.zk_connect} --bootstrap {bootstrap} --group G`, then replace "
+                  "its ZooKeeper members one at a time as `migrate status` names them (docs/migration.md §11)",
+                  flush=True)  # fmt: skip
         await stop.wait()
     finally:
         await node.close()

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
+import socket
+import sys
 import threading
 
 from zkcoord.cli.options import examples
@@ -54,6 +57,16 @@ def run_start(args: argparse.Namespace) -> int:
             users = read_sasl_users(args.sasl_users)
         except (OSError, ValueError) as exc:
             raise ConfigError(f"--sasl-users {args.sasl_users}: {exc}") from None
+    for port in range(args.port, args.port + args.ensemble):
+        # Checked first: a server already on the port answers the readiness check for the new one, which then
+        # exits; "ready" would be printed for someone else's server.
+        try:
+            socket.create_server(("127.0.0.1", port)).close()
+        except OSError as exc:
+            raise ConfigError(
+                f"port {port} is in use ({os.strerror(exc.errno) if exc.errno else exc}): is a ZooKeeper already running there? "
+                f"(`echo srvr | nc 127.0.0.1 {port}`); give another --port"
+            ) from None
     with ZooKeeper.start(args.ensemble, base_dir=args.data_dir, port=args.port, sasl_users=users) as zk:
         for node in zk.nodes:
             print(f"node {node.myid}: {node.address} mode={node.mode()} log={node.log_path}", flush=True)
@@ -63,7 +76,9 @@ def run_start(args: argparse.Namespace) -> int:
         while not stop.wait(1.0):
             dead = [n.myid for n in zk.nodes if not n.running]
             if dead:
-                print(f"node(s) {dead} exited; see their logs", flush=True)
+                # the logs are in the data directory, removed on exit when it is a temporary one: show their end
+                print(f"node(s) {dead} exited; the end of their logs:\n{zk.log_tails(20)}", file=sys.stderr,
+                      flush=True)  # fmt: skip
                 return 1
     print("ZooKeeper stopped", flush=True)
     return 0

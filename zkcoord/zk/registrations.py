@@ -3,8 +3,13 @@ reader looks at): create one for this session, list the live ones. An announceme
 
 from __future__ import annotations
 
+import json
+import re
+
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
+
+PROXIES = "/zkcoord/proxies"  # `zkcoord proxy` nodes: {"node_id", "host", "port", "groups"} each
 
 
 def announce(client: KazooClient, prefix: str, data: bytes) -> str:
@@ -29,3 +34,20 @@ def read_children(client: KazooClient, parent: str) -> list[tuple[str, bytes]]:
             continue
         found.append((name, data))
     return found
+
+
+def proxy_bootstraps(zk: KazooClient, group: str | None = None) -> list[str]:
+    """The live proxy nodes' bootstrap addresses (their announcements under /zkcoord/proxies); with `group`, only
+    those whose --bridge-zk-groups matches it (the nodes that coordinate it)."""
+    found = []
+    for _, data in read_children(zk, PROXIES):
+        try:
+            obj = json.loads(data)
+            address = f"{obj['host']}:{int(obj['port'])}"
+            pattern = obj.get("groups")
+            if group is not None and not (isinstance(pattern, str) and re.fullmatch(pattern, group)):
+                continue
+            found.append(address)
+        except (ValueError, KeyError, TypeError, AttributeError, re.error):
+            continue
+    return sorted(found)

@@ -49,6 +49,13 @@ class ZkAuthFailed(ZkcoordError):
     retriable = False
 
 
+class ZkUnreachable(ZkcoordError, KazooTimeoutError):  # type: ignore[misc]  # kazoo is untyped
+    """Nothing answered at the connect string within the connect timeout (a wrong host or port, a server down).
+    Still a KazooTimeoutError, so callers and the retry policy that know kazoo's error keep treating it as one."""
+
+    retriable = True
+
+
 class _PolicyAcl(list[Any]):
     """An ACL list the policy chose for one path (not one the caller asked for): parents created on the way
     to that path get their own policy ACL instead of inheriting this one."""
@@ -197,6 +204,11 @@ def connect(
             failure = _auth_failure(client, hosts, e)
             if failure is not None:
                 raise failure from None
+            if isinstance(e, KazooTimeoutError):
+                raise ZkUnreachable(
+                    f"cannot connect to ZooKeeper at {hosts}: no answer within {timeout:g} s (connection time-out); "
+                    "check the connect string (HOST:PORT[,HOST:PORT...][/chroot]) and that the server runs"
+                ) from None
             raise
     except BaseException:
         with contextlib.suppress(Exception):

@@ -25,6 +25,7 @@ from migration.workflow.states import (
     phase_transition,
     settle_problems,
 )
+from zkcoord.zk.handoff import Phase
 
 P = MembershipPhase
 
@@ -163,6 +164,39 @@ def test_the_guide_names_every_step_from_start_to_finish_with_runnable_commands(
     assert "stop broker-protocol member g-broker-1 (g_classic-1)" in back[2]
     assert commands(back)[0] == ["zkcoord", "legacy", "consume", "--zk", "127.0.0.1:2181/c", "--group", "g",
                                  "--topic", "t"]  # fmt: skip
+
+
+def test_in_front_of_a_cluster_the_guide_ends_with_the_handoff_not_verify_and_finalize() -> None:
+    """A group a running `zkcoord proxy` coordinates: once no ZooKeeper member is left the next step is `migrate
+    handoff` (without the proxy's --bootstrap: it finds the cluster's brokers itself), then done; a hand-off stopped
+    while releasing is resumed."""
+    S = MigrationState
+    b = MemberInfo("g_b", "legacy", (("t", 2), ("t", 3)))
+    c = MemberInfo("g_classic-1", "classic", (("t", 0), ("t", 1)), client_id="g-broker-1", member_id="m1")
+    d = MemberInfo("g_classic-2", "classic", (("t", 2), ("t", 3)), client_id="g-broker-2", member_id="m2")
+    how = Invocation(zk="127.0.0.1:2181/c", bootstrap="127.0.0.1:9192", broker_flags=("--command-config", "f"),
+                     state_dir="st")  # fmt: skip
+
+    def at(state: MigrationState, members: list[MemberInfo], handoff: Phase | None = None) -> list[str]:
+        return guide("g", state, members, [], bridge_on=True, recorded=P.MIXED, topics=["t"], how=how,
+                     proxied=True, handoff=handoff)  # fmt: skip
+
+    handoff = ["zkcoord", "migrate", "handoff", "--zk", "127.0.0.1:2181/c", "--command-config", "f",
+               "--state-dir", "st", "--group", "g"]  # fmt: skip
+    assert "stop ZooKeeper member g_b" in at(S.DUAL_COMMIT, [c, b])[2]  # the walk itself is unchanged
+    for state in (S.DUAL_COMMIT, S.VERIFIED):
+        last = at(state, [c, d])
+        assert "hand the group to your cluster's own coordinator" in last[0]
+        assert commands(last) == [handoff]
+    resume = at(S.DUAL_COMMIT, [], handoff=Phase.RELEASING)
+    assert commands(resume) == [handoff] and "delete /zkcoord/handoffs/g to go back" in resume[0]
+    assert at(S.DUAL_COMMIT, [], handoff=Phase.FORWARDING)[0].startswith(
+        "next: done, the cluster's own coordinator has the group"
+    )
+    assert at(S.NONE, [], handoff=Phase.FORWARDING)[0].startswith("next: done")
+    # without a proxy coordinating the group, the serve path: verify
+    serve_path = guide("g", S.DUAL_COMMIT, [c, d], [], bridge_on=True, recorded=P.MIXED, how=how)
+    assert commands(serve_path)[0][2] == "verify"
 
 
 def test_gone_members_are_shown_as_gone_and_never_moved() -> None:

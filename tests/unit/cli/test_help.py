@@ -117,3 +117,13 @@ def test_a_usage_error_is_short(capsys: pytest.CaptureFixture[str]) -> None:
         "zkcoord serve: error: the following arguments are required: --data-dir",
         "(options and examples: zkcoord serve --help)",
     ]
+
+
+def test_migrate_bootstrap_says_which_coordinator_it_names(capsys: pytest.CaptureFixture[str]) -> None:
+    """plan/status take the coordinator the group moves to (the proxy, in front of a cluster); handoff takes a broker
+    of the cluster (the proxy's address there would name the coordinator the group leaves)."""
+    for step, says in (("plan", "`zkcoord proxy` in front of your cluster (default: none"),
+                       ("handoff", "a broker of your cluster, whose own coordinator receives the group; not the proxy")):  # fmt: skip
+        with pytest.raises(SystemExit):
+            main(["migrate", step, "--help"])
+        assert says in " ".join(capsys.readouterr().out.split())
