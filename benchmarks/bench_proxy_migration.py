@@ -15,15 +15,18 @@ holds its share in Tansu's own group. Checks, failing the run loudly: no partiti
 sample, Tansu's own group empty before the hand-off, every acknowledged record consumed. The proxy's coordinator
 has Kafka's default `group.initial.rebalance.delay.ms`, 3000 (`zkcoord proxy` takes no flag for it).
 
-    .venv/bin/python -m benchmarks.bench_proxy_migration             # 3 runs per way, ~5 min; writes its section
-    .venv/bin/python -m benchmarks.bench_proxy_migration --runs 1 --no-report    # one run per way, printed only
+    .venv/bin/python -m benchmarks.bench_proxy_migration      # 3 runs per way (~2.5 min), then the same ways on a
+        # `zkcoord serve` node (bench_mixed's measure, ~1.5 min) for comparison; writes its section of the docs
+    .venv/bin/python -m benchmarks.bench_proxy_migration --runs 1 --no-serve --no-report    # printed only
+    .venv/bin/python -m benchmarks.bench_proxy_migration --runs 1 --ways "member-by-member eager" --trace /tmp/t.log
+        # every step logged with timestamps (members' callbacks, kafka-python's coordinator, the proxy's log) into
+        # the file, and the unheld partition-seconds per membership change printed
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
-import re
 import statistics
 import sys
 import tempfile
@@ -34,8 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_mixed import SAMPLE_S, WAYS, Classic, Holdings, Legacy, settled
-from benchmarks.report import DOC, write_section
+from benchmarks import bench_mixed
+from benchmarks.bench_mixed import SAMPLE_S, WAYS, Classic, Holdings, Legacy, breakdown, settled
+from benchmarks.report import write_section
 from migration.workflow.handoff import Handoffs, cluster_group
 from migration.workflow.runner import Journal
 from zkcoord.bridge.broker_store import BrokerOffsetStore
@@ -70,6 +74,10 @@ class Consumed:
     def add(self, partition: int, offset: int) -> None:
         with self.lock:
             self.seen.add((partition, offset))
+
+    def count(self) -> int:
+        with self.lock:
+            return len(self.seen)
 
     def missing(self, acked: frozenset[tuple[int, int]]) -> set[tuple[int, int]]:
         with self.lock:
@@ -136,6 +144,7 @@ class Run:
     handoff_unowned: float | None = None  # unowned partition-seconds from the hand-off's start until settled
     handoff_s: float | None = None  # the command's duration (Handoffs.run)
     handoff_settled_s: float | None = None  # from its start until every member holds its share again
+    handoff_records: int = 0  # records first consumed while the command ran
     # the hand-off's steps from its journal (seconds): checks until `releasing` is written, the members' release and
     # the offsets' copy, the switch to `forwarding`, the members' rejoin until Tansu's group is Stable
     phases: dict[str, float] = field(default_factory=dict)
@@ -150,7 +159,7 @@ def handoff_phases(journal: Journal, group: str, start_ms: int) -> dict[str, flo
     """The seconds between the hand-off's journal entries (begin, offsets, forwarding, done), from `start_ms`."""
     at = {e["event"]: int(e["ts_ms"]) for e in journal.entries(group) if e.get("step") == "handoff"}
     marks = [start_ms, at["begin"], at["offsets"], at["forwarding"], at["done"]]
-    return {name: (b - a) / 1000 for name, a, b in zip(PHASES, marks, marks[1:], strict=True)}
+    return {name: (b - a) / 1000 for name, a, b in zip(PHASES, marks[:-1], marks[1:], strict=True)}
 
 
 def one_run(
@@ -181,6 +190,7 @@ def one_run(
         wait("the legacy group to settle")
         h.start()
         if way == "barrier":
+            h.step = "barrier"
             for old in legacy:
                 old.stop()
                 live.remove(old)
@@ -191,9 +201,11 @@ def one_run(
         else:
             for i, old in enumerate(legacy):
                 trace.info("step: c%d joins", i)
+                h.step = f"c{i} joins"
                 classic(i)
                 wait("the mixed group to settle after a join")
                 trace.info("step: settled; l%d leaves", i)
+                h.step = f"l{i} leaves"
                 old.stop()
                 live.remove(old)
                 wait("the mixed group to settle after a leave")
@@ -206,12 +218,15 @@ def one_run(
             journal = Journal(state_dir)
             handoffs = Handoffs(zk, journal, lambda b, g: BrokerOffsetStore(b, g), None, 120.0)
             trace.info("step: settled; the hand-off begins")
+            h.step = "hand-off"
+            read_before = consumed.count()
             before, start, start_ms = h.unowned_s, time.monotonic(), int(time.time() * 1000)
             try:
                 outcome = handoffs.run(group)
             finally:
                 handoffs.close()
             run.handoff_s = time.monotonic() - start
+            run.handoff_records = consumed.count() - read_before
             run.phases = handoff_phases(journal, group, start_ms)
             run.notes += outcome.lines
             trace.info("step: the hand-off command returned")
@@ -227,6 +242,8 @@ def one_run(
         completed = True
     finally:
         h.stop()
+        if trace.isEnabledFor(logging.INFO):  # `--trace`: the unheld partition-seconds per step, printed
+            print(f"{way} {group}:\n{breakdown(h.episodes)}")
         producer.stop()
         try:
             if (
@@ -307,21 +324,27 @@ def spread(values: list[float]) -> str:
     )
 
 
-def mixed_section_medians(doc: Path = DOC) -> dict[str, float]:
-    """The "mixed groups" section's medians at initial delay 3000 ms (data on zkcoord's own node), by way, as
-    docs/benchmarks.md has them now; empty when it has none."""
-    text = doc.read_text() if doc.exists() else ""
-    rows = re.findall(r"^\| 3000 ms \| ([^|]+?) \| ([0-9.]+) \|", text, re.M)
-    return {way: float(median) for way, median in rows}
+def beside_serve(args: argparse.Namespace) -> dict[str, list[float]]:
+    """The same ways, runs and members with the data and the coordinator on one `zkcoord serve --zk
+    --bridge-zk-groups` node (benchmarks.bench_mixed.measure, initial delay 3000 ms, no producer): the "mixed
+    groups" figures taken in the same run as the proxy's, so the two are compared at one machine load."""
+    with ZooKeeper.start(1) as zookeeper:
+        return bench_mixed.measure(zookeeper.hosts, INITIAL_DELAY_MS, args)
 
 
-def report(results: dict[str, list[Run]], args: argparse.Namespace) -> str:
+def report(results: dict[str, list[Run]], serve: dict[str, list[float]], args: argparse.Namespace) -> str:
     med = {way: statistics.median(r.per_member for r in runs) for way, runs in results.items()}
-    rows = "\n".join(f"| {way} | {spread([r.per_member for r in runs])} |" for way, runs in results.items())
+    there = {way: statistics.median(v) for way, v in serve.items() if v}
+    rows = "\n".join(
+        f"| {way} | {spread([r.per_member for r in runs])} | "
+        + (f"{there[way]:.3f} | {med[way] / there[way]:.2f}x |" if there.get(way) else "- | - |")
+        for way, runs in results.items()
+    )
     handed = {way: runs for way, runs in results.items() if way != "barrier"}
     handoff_rows = "\n".join(
         f"| after {way} | {spread([r.handoff_unowned or 0.0 for r in runs])} | "
         f"{statistics.median(r.handoff_s or 0.0 for r in runs):.2f} s | "
+        f"{statistics.median(r.handoff_records for r in runs):.0f} | "
         + " | ".join(f"{statistics.median(r.phases[p] for r in runs):.2f}" for p in PHASES)
         + " |"
         for way, runs in handed.items()
@@ -341,59 +364,63 @@ or the run fails: no partition in two members' holdings at any sample, every ack
 ({records:,} records in all), Tansu's own group empty until the hand-off and holding the {args.members} members
 after it.
 
-| way | median (partition-s per member) | min | max | runs |
-|---|---:|---:|---:|---|
+| way | median (partition-s per member) | min | max | runs | on `serve`, same run (median) | proxy / serve |
+|---|---:|---:|---:|---|---:|---:|
 {rows}
 
 The hand-off after each member-by-member run: `Handoffs.run` (what `zkcoord migrate handoff` calls) while the
 members run. Partition-seconds in all (not per member) from the command's start until every member holds its
 share in Tansu's own group (the command returns once that group is Stable with every member, and the members'
-callbacks agree within a sample); the command's duration; its steps from its journal (seconds, medians): the
+callbacks agree within a sample); the command's duration; the records the members read for the first time while
+it ran (medians; {args.rate:g}/s are written); its steps from its journal (seconds, medians): the
 refusal checks until `releasing` is written, the members' release and the offsets' copy, the switch to
 `forwarding`, the members' rejoin until Tansu's group is Stable.
 
-| hand-off | median (partition-s) | min | max | runs | command | {" | ".join(PHASES)} |
-|---|---:|---:|---:|---|---:|{"---:|" * len(PHASES)}
+| hand-off | median (partition-s) | min | max | runs | command | records read meanwhile | {" | ".join(PHASES)} |
+|---|---:|---:|---:|---|---:|---:|{"---:|" * len(PHASES)}
 {handoff_rows}
 """
-    mixed = mixed_section_medians()
     if all(w in med for w in ALL_WAYS):
-        compare = " ".join(
-            f"{way}: {med[way]:.3f} here, {mixed[way]:.3f} there ({med[way] / mixed[way]:.2f}x)."
-            for way in ALL_WAYS
-            if mixed.get(way)
-        )
+        eager_handoff = statistics.median(r.handoff_unowned or 0.0 for r in results[WAYS[0]])
         body += f"""
 **Member by member against the barrier, data on Tansu: eager {med[WAYS[0]] / med["barrier"]:.3f}x, cooperative
-{med[WAYS[1]] / med["barrier"]:.3f}x.** Against "mixed groups" (the same members and sampler, data and coordinator
-on one `zkcoord serve` node; its medians at initial delay 3000 ms as that section has them now): {compare} The
-proxy changes where the records come from, not how a partition changes hands: the legacy members fetch from Tansu
-and hand over through ZooKeeper as before, the kafka-python members' group requests are answered by the same
-group service (the proxy reuses `serve`'s), their fetches forwarded undecoded to Tansu; the barrier's cost is the
-proxy's 3 s initial rebalance delay for the new, Empty group, spread over every partition.
+{med[WAYS[1]] / med["barrier"]:.3f}x (on `serve`: "mixed groups"). The eager members' hand-off costs
+{eager_handoff / (med["barrier"] * args.members):.2f}x of the barrier's whole unowned time
+({med["barrier"] * args.members:.1f} partition-s), once for the group.**
 """
-    body += f"""
-Where the hand-off's time goes (`--trace FILE`: the steps, the members' callbacks, kafka-python's coordinator and
-the proxy's log merged by timestamp; one eager run, load 4-5): `releasing` is written ~0.1 s after the start (the
-refusal checks: ZooKeeper members, DescribeGroups through the proxy, FindCoordinator and DescribeGroups on Tansu);
-within ~0.07 s the proxy rebalances the group, the members' heartbeats (200 ms interval) find it, each eager
-member revokes everything and its JoinGroup is answered by its removal (the proxy's group empty ~0.23 s after the
-start); the offsets are copied and read back and `forwarding` written at ~0.36 s; the members' next
-FindCoordinator reaches Tansu and they JoinGroup there within ~0.05 s. Then Tansu holds the new group's first
-JoinGroup answers for 3.0 s (its initial rebalance delay for a group formed from Empty, as Kafka's
-`group.initial.rebalance.delay.ms` default does): about 90% of the command's time and of the eager members'
-{args.partitions} partitions' unowned time. A cluster whose brokers run with a shorter
-`group.initial.rebalance.delay.ms` shortens it by as much; the rest is a few hundred ms.
+    body += """
+The `serve` column is benchmarks/bench_mixed.py's measure at initial delay 3000 ms run by this same command after
+the proxy's runs (same members, sampler and ways; data and coordinator on one `zkcoord serve --zk
+--bridge-zk-groups` node; no producer): the two taken at one machine load, which moves these figures more than
+anything else (compare "mixed groups", another day's run). Through the proxy nothing in a partition's hand-over
+changes: the legacy members fetch from Tansu and hand over through ZooKeeper as before, the kafka-python members'
+group requests are answered by the same group service as `serve`'s and their fetches are forwarded to Tansu
+undecoded. A traced cooperative run (`--trace FILE`; load 4.9) spent its 0.98 partition-s as `serve`'s trace
+describes: 0.29 at the first classic member's join (6 partitions from legacy members to it, unheld 2 samples each),
+0.26 on the one balance move between two cooperative members at the last join (withheld, revoked, handed over by a
+follow-up rebalance), the other five changes 0-0.14 each.
+
+Where the hand-off's time goes (the steps above, and a traced eager run merging the benchmark's steps, the
+members' callbacks, kafka-python's coordinator and the proxy's log): the checks (no ZooKeeper member, the group
+described through the proxy, FindCoordinator and DescribeGroups on Tansu: its own group empty) until `releasing`;
+then the proxy starts a rebalance at once, each member finds it at its next heartbeat (heartbeat.interval.ms 200
+here), an eager one commits and revokes everything and its JoinGroup removes it (the proxy's group empty ~0.2 s
+after the start), and the offsets are written to Tansu and read back; `forwarding`; the members' next
+FindCoordinator and JoinGroup reach Tansu within ~0.05 s, and Tansu holds the first JoinGroup answers of the new
+group for 3.0 s: its initial rebalance delay for a group formed from Empty, as Kafka's brokers do with
+`group.initial.rebalance.delay.ms` (default 3000). That delay is ~90% of the command's time and of the eager
+members' unowned time; on brokers with a lower setting the hand-off costs what the first three steps cost, a few
+hundred ms per partition.
 
 The cooperative runs' hand-off shows 0 because kafka-python 3.0.12's cooperative members never give their
-partitions up: the proxy answers their rejoin (heartbeat REBALANCE_IN_PROGRESS, then JoinGroup) with
-MEMBER_ID_REQUIRED and no member id, expecting the member to treat its assignment as lost; kafka-python resets its
-generation and retries the JoinGroup in the same join loop without preparing the join again, so no
-`on_partitions_lost` comes, it keeps fetching what it held (its commits refused meanwhile: "not part of an active
-group"), and it joins Tansu's group still owning them, where cooperative-sticky gives each its own back (the trace:
-"Cooperative rebalance complete ... owned={{...}}" at generation 0). So the offsets written to Tansu are behind
-what these members consumed during the ~3.4 s; nothing was lost or held twice in these runs (both checked) because
-no other member could take those partitions meanwhile.
+partitions up: they go on reading (the records column) through the whole command. The proxy answers their rejoin
+(heartbeat REBALANCE_IN_PROGRESS, then JoinGroup) with MEMBER_ID_REQUIRED and no member id, so that the member
+drops its assignment as lost; kafka-python resets its generation and retries the JoinGroup in the same join loop
+without preparing the join again, so no `on_partitions_lost` comes (its auto-commits are refused meanwhile: "not
+part of an active group"), and it joins Tansu's group still owning its partitions, where cooperative-sticky gives
+each member its own back (kafka-python's log at generation 0: "Cooperative rebalance complete ... owned=...").
+The offsets copied to Tansu are then behind what these members read while the command ran; nothing was lost or
+held twice in these runs (both checked), since no other member could take those partitions meanwhile.
 """
     return body
 
@@ -412,7 +439,7 @@ def traced(args: argparse.Namespace, path: Path) -> int:
         lg.setLevel(logging.INFO)
     proxy_lines: list[str] = []
     try:
-        print(report(measure(args, proxy_lines), args))
+        print(report(measure(args, proxy_lines), {}, args))
     finally:
         for lg in loggers:
             lg.removeHandler(handler)
@@ -436,15 +463,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trace", type=Path, metavar="FILE", default=None,
                     help="log every step (the members' callbacks, kafka-python's coordinator, the hand-off, the "
                     "proxy's output) with timestamps into FILE; printed only (default: no trace)")  # fmt: skip
+    ap.add_argument("--no-serve", action="store_true",
+                    help="skip the same ways on a `zkcoord serve` node (bench_mixed's, for the comparison column; "
+                    "~1.5 min at 3 runs); printed only (default: measured after the proxy's)")  # fmt: skip
     ap.add_argument("--no-report", action="store_true", help="print only; do not write docs/benchmarks.md")
     args = ap.parse_args(argv)
     if args.members < 1 or args.partitions < args.members or args.runs < 1 or args.rate <= 0:
         ap.error("want --members >= 1, --partitions >= --members, --runs >= 1, --rate > 0")
     if args.trace is not None:
         return traced(args, args.trace)
-    body = report(measure(args), args)
+    results = measure(args)
+    body = report(results, {} if args.no_serve else beside_serve(args), args)
     print(body)
-    if not args.no_report and set(args.ways) == set(ALL_WAYS):
+    if not args.no_report and not args.no_serve and set(args.ways) == set(ALL_WAYS):
         write_section(SECTION, body)
     return 0
 
