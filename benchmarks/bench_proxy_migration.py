@@ -26,6 +26,7 @@ has Kafka's default `group.initial.rebalance.delay.ms`, 3000 (`zkcoord proxy` ta
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import statistics
 import sys
@@ -65,19 +66,25 @@ class RunFailed(RuntimeError):
 
 
 class Consumed:
-    """Every (partition, offset) any member consumed; bounded by what the paced producer sends (its limit)."""
+    """Every (partition, offset) any member consumed, and when each was first read; bounded by what the paced
+    producer sends (its limit)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.seen: set[tuple[int, int]] = set()
+        self.first_read: list[float] = []  # time.monotonic() of each record's first read, in order
 
     def add(self, partition: int, offset: int) -> None:
         with self.lock:
-            self.seen.add((partition, offset))
+            if (partition, offset) not in self.seen:
+                self.seen.add((partition, offset))
+                self.first_read.append(time.monotonic())
 
-    def count(self) -> int:
+    def longest_pause(self, start: float, end: float) -> float:
+        """The longest stretch of [start, end] in which no member read a record for the first time."""
         with self.lock:
-            return len(self.seen)
+            marks = [start, *(t for t in self.first_read if start < t < end), end]
+        return max(b - a for a, b in itertools.pairwise(marks))
 
     def missing(self, acked: frozenset[tuple[int, int]]) -> set[tuple[int, int]]:
         with self.lock:
@@ -144,7 +151,7 @@ class Run:
     handoff_unowned: float | None = None  # unowned partition-seconds from the hand-off's start until settled
     handoff_s: float | None = None  # the command's duration (Handoffs.run)
     handoff_settled_s: float | None = None  # from its start until every member holds its share again
-    handoff_records: int = 0  # records first consumed while the command ran
+    handoff_pause: float = 0.0  # the longest stretch of the command in which no record was read
     # the hand-off's steps from its journal (seconds): checks until `releasing` is written, the members' release and
     # the offsets' copy, the switch to `forwarding`, the members' rejoin until Tansu's group is Stable
     phases: dict[str, float] = field(default_factory=dict)
@@ -219,14 +226,13 @@ def one_run(
             handoffs = Handoffs(zk, journal, lambda b, g: BrokerOffsetStore(b, g), None, 120.0)
             trace.info("step: settled; the hand-off begins")
             h.step = "hand-off"
-            read_before = consumed.count()
             before, start, start_ms = h.unowned_s, time.monotonic(), int(time.time() * 1000)
             try:
                 outcome = handoffs.run(group)
             finally:
                 handoffs.close()
             run.handoff_s = time.monotonic() - start
-            run.handoff_records = consumed.count() - read_before
+            run.handoff_pause = consumed.longest_pause(start, time.monotonic())
             run.phases = handoff_phases(journal, group, start_ms)
             run.notes += outcome.lines
             trace.info("step: the hand-off command returned")
@@ -344,7 +350,7 @@ def report(results: dict[str, list[Run]], serve: dict[str, list[float]], args: a
     handoff_rows = "\n".join(
         f"| after {way} | {spread([r.handoff_unowned or 0.0 for r in runs])} | "
         f"{statistics.median(r.handoff_s or 0.0 for r in runs):.2f} s | "
-        f"{statistics.median(r.handoff_records for r in runs):.0f} | "
+        f"{statistics.median(r.handoff_pause for r in runs):.2f} s | "
         + " | ".join(f"{statistics.median(r.phases[p] for r in runs):.2f}" for p in PHASES)
         + " |"
         for way, runs in handed.items()
@@ -371,12 +377,12 @@ after it.
 The hand-off after each member-by-member run: `Handoffs.run` (what `zkcoord migrate handoff` calls) while the
 members run. Partition-seconds in all (not per member) from the command's start until every member holds its
 share in Tansu's own group (the command returns once that group is Stable with every member, and the members'
-callbacks agree within a sample); the command's duration; the records the members read for the first time while
-it ran (medians; {args.rate:g}/s are written); its steps from its journal (seconds, medians): the
+callbacks agree within a sample); the command's duration; the longest stretch of it in which no member read a
+record (medians; {args.rate:g} records/s are written); its steps from its journal (seconds, medians): the
 refusal checks until `releasing` is written, the members' release and the offsets' copy, the switch to
 `forwarding`, the members' rejoin until Tansu's group is Stable.
 
-| hand-off | median (partition-s) | min | max | runs | command | records read meanwhile | {" | ".join(PHASES)} |
+| hand-off | median (partition-s) | min | max | runs | command | longest pause in reading | {" | ".join(PHASES)} |
 |---|---:|---:|---:|---|---:|---:|{"---:|" * len(PHASES)}
 {handoff_rows}
 """
@@ -384,7 +390,7 @@ refusal checks until `releasing` is written, the members' release and the offset
         eager_handoff = statistics.median(r.handoff_unowned or 0.0 for r in results[WAYS[0]])
         body += f"""
 **Member by member against the barrier, data on Tansu: eager {med[WAYS[0]] / med["barrier"]:.3f}x, cooperative
-{med[WAYS[1]] / med["barrier"]:.3f}x (on `serve`: "mixed groups"). The eager members' hand-off costs
+{med[WAYS[1]] / med["barrier"]:.3f}x. The eager members' hand-off costs
 {eager_handoff / (med["barrier"] * args.members):.2f}x of the barrier's whole unowned time
 ({med["barrier"] * args.members:.1f} partition-s), once for the group.**
 """
@@ -392,7 +398,8 @@ refusal checks until `releasing` is written, the members' release and the offset
 The `serve` column is benchmarks/bench_mixed.py's measure at initial delay 3000 ms run by this same command after
 the proxy's runs (same members, sampler and ways; data and coordinator on one `zkcoord serve --zk
 --bridge-zk-groups` node; no producer): the two taken at one machine load, which moves these figures more than
-anything else (compare "mixed groups", another day's run). Through the proxy nothing in a partition's hand-over
+anything else (compare "mixed groups", another day's run; two earlier runs of this command on 2026-11-27 had proxy /
+serve 0.84x eager and 0.83x cooperative at load 5.8 -> 10.2, then 1.51x and 1.88x at load 10.5 -> 4.7). Through the proxy nothing in a partition's hand-over
 changes: the legacy members fetch from Tansu and hand over through ZooKeeper as before, the kafka-python members'
 group requests are answered by the same group service as `serve`'s and their fetches are forwarded to Tansu
 undecoded. A traced cooperative run (`--trace FILE`; load 4.9) spent its 0.98 partition-s as `serve`'s trace
@@ -412,15 +419,17 @@ group for 3.0 s: its initial rebalance delay for a group formed from Empty, as K
 members' unowned time; on brokers with a lower setting the hand-off costs what the first three steps cost, a few
 hundred ms per partition.
 
-The cooperative runs' hand-off shows 0 because kafka-python 3.0.12's cooperative members never give their
-partitions up: they go on reading (the records column) through the whole command. The proxy answers their rejoin
-(heartbeat REBALANCE_IN_PROGRESS, then JoinGroup) with MEMBER_ID_REQUIRED and no member id, so that the member
-drops its assignment as lost; kafka-python resets its generation and retries the JoinGroup in the same join loop
-without preparing the join again, so no `on_partitions_lost` comes (its auto-commits are refused meanwhile: "not
-part of an active group"), and it joins Tansu's group still owning its partitions, where cooperative-sticky gives
+The cooperative runs' hand-off shows 0 unowned partition-seconds, yet no member read a record for as long as in the
+eager runs (the pause column): the figure counts what the members' callbacks say they may consume, and kafka-python
+3.0.12's cooperative members keep their partitions through the hand-off while they wait in their JoinGroup to
+Tansu, reading nothing. The proxy answers their rejoin (heartbeat REBALANCE_IN_PROGRESS, then JoinGroup) with
+MEMBER_ID_REQUIRED and no member id so that the member drops its assignment as lost; kafka-python resets its
+generation and retries the JoinGroup in the same join loop without preparing the join again, so no
+`on_partitions_lost` comes, and it joins Tansu's group still owning its partitions, where cooperative-sticky gives
 each member its own back (kafka-python's log at generation 0: "Cooperative rebalance complete ... owned=...").
-The offsets copied to Tansu are then behind what these members read while the command ran; nothing was lost or
-held twice in these runs (both checked), since no other member could take those partitions meanwhile.
+Nothing was lost or held twice in these runs (both checked): no other member could take those partitions
+meanwhile. So for either kind of member the hand-off costs about the pause: every partition unread for ~3.2 s,
+most of it Tansu's initial rebalance delay.
 """
     return body
 
