@@ -397,15 +397,17 @@ refusal checks until `releasing` is written, the members' release and the offset
     body += """
 The `serve` column is benchmarks/bench_mixed.py's measure at initial delay 3000 ms run by this same command after
 the proxy's runs (same members, sampler and ways; data and coordinator on one `zkcoord serve --zk
---bridge-zk-groups` node; no producer): the two taken at one machine load, which moves these figures more than
-anything else (compare "mixed groups", another day's run; two earlier runs of this command on 2026-11-27 had proxy /
-serve 0.84x eager and 0.83x cooperative at load 5.8 -> 10.2, then 1.51x and 1.88x at load 10.5 -> 4.7). Through the proxy nothing in a partition's hand-over
-changes: the legacy members fetch from Tansu and hand over through ZooKeeper as before, the kafka-python members'
-group requests are answered by the same group service as `serve`'s and their fetches are forwarded to Tansu
-undecoded. A traced cooperative run (`--trace FILE`; load 4.9) spent its 0.98 partition-s as `serve`'s trace
-describes: 0.29 at the first classic member's join (6 partitions from legacy members to it, unheld 2 samples each),
-0.26 on the one balance move between two cooperative members at the last join (withheld, revoked, handed over by a
-follow-up rebalance), the other five changes 0-0.14 each.
+--bridge-zk-groups` node; no producer), so the two are taken at one machine load, which moves these figures more
+than anything else ("mixed groups" is another day's run). Three earlier runs of this command on 2026-11-27 had
+proxy / serve 0.84x, 1.51x and 1.37x eager, 0.83x, 1.88x and 1.25x cooperative (loads 5.8 -> 10.2, 10.5 -> 4.7,
+4.2 -> 5.8), the barrier 1.01x each time: at 3 runs a way, no difference the load's swings do not cover. None is
+expected: through the proxy a partition changes hands as on `serve` (the legacy members fetch from Tansu and hand
+over through ZooKeeper, the kafka-python members' group requests are answered by the group service `serve` uses,
+their fetches forwarded to Tansu undecoded). A traced cooperative run (`--trace FILE`; load 4.9) spent its 0.98
+partition-s in all (0.245 per member) as `serve`'s trace describes: 0.29 at the first classic member's join (6
+partitions from legacy members to it, unheld 2 samples each), 0.26 on the one balance move between two cooperative
+members at the last join (withheld, revoked, handed over by a follow-up rebalance), the other five changes 0-0.14
+each.
 
 Where the hand-off's time goes (the steps above, and a traced eager run merging the benchmark's steps, the
 members' callbacks, kafka-python's coordinator and the proxy's log): the checks (no ZooKeeper member, the group
