@@ -127,8 +127,13 @@ class MixedGroupBridge:
         self._locks: dict[str, asyncio.Lock] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watched_bad: set[str] = set()  # malformed znodes with a pending exists-watch (one each)
-        # group -> whether its last hand-over left a partition unheld (the service rebalances again soon)
-        self._incomplete: dict[str, bool] = {}
+        # group -> the partitions its last hand-over left unheld (the service rebalances again soon, or hands a
+        # withheld one on)
+        self._unheld: dict[str, frozenset[TopicPartition]] = {}
+        # group -> partition -> (giver, recipient) member ids of what its last hand-over withheld (`withheld`)
+        self._withheld: dict[str, dict[TopicPartition, tuple[str, str]]] = {}
+        # group -> member id -> its partitions of the last hand-over (held or not)
+        self._shares: dict[str, dict[str, tuple[TopicPartition, ...]]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -152,11 +157,17 @@ class MixedGroupBridge:
     @property
     def incomplete(self) -> Mapping[str, bool]:
         """Group -> whether its last hand-over left a partition unheld (read-only: only a hand-over sets it)."""
-        return MappingProxyType(self._incomplete)
+        return MappingProxyType({g: bool(tps) for g, tps in self._unheld.items()})
 
-    def hand_over_incomplete(self, group: str) -> bool:
-        """Whether the group's last hand-over left a partition unheld: the service rebalances again soon."""
-        return self._incomplete.get(group, False)
+    def hand_over_incomplete(self, group: str, handing_on: Iterable[TopicPartition] = ()) -> bool:
+        """Whether the group's last hand-over left a partition unheld, other than those in `handing_on`: the
+        service rebalances again soon."""
+        return bool(self._unheld.get(group, frozenset()) - set(handing_on))
+
+    def withheld(self, group: str) -> Mapping[TopicPartition, tuple[str, str]]:
+        """Partition -> (giver, recipient): what the group's last hand-over withheld from `recipient` because
+        `giver`, a KIP-429 classic member, still owned it (both classic members), and `hand_on` has not moved."""
+        return MappingProxyType(self._withheld.get(group, {}))
 
     def _lock(self, group: str) -> asyncio.Lock:
         return self._locks.setdefault(group, asyncio.Lock())
@@ -372,6 +383,15 @@ class MixedGroupBridge:
         threads = {thread_for(c) for c in registered.values()} | set(target.values())
         still_owned = {tp: thread_for(wanted[m.member_id]) for m in classic for tp in m.owned}
         plan = plan_hand_over(target, held, threads, still_owned)
+        by_thread = {thread_for(cid): mid for mid, cid in wanted.items()}
+        kinds = {m.member_id: m.kind for m in classic}
+        self._withheld[group] = {
+            tp: (giver, to)
+            for tp, th in plan.withheld
+            if kinds.get(giver := by_thread.get(held.get(tp, ""), "")) == CLASSIC
+            and kinds.get(to := by_thread.get(th, "")) == CLASSIC
+        }
+        self._shares[group] = dict(shares)
         if plan.withheld:
             # KIP-429: the owner is answered without them, revokes them and rejoins; the follow-up hands them over.
             log.info(
@@ -418,7 +438,67 @@ class MixedGroupBridge:
         for m in classic:
             thread = thread_for(wanted[m.member_id])
             out[m.member_id] = encode_assignment(tp for tp in shares[m.member_id] if held.get(tp) == thread)
-        self._incomplete[group] = any(held.get(tp) != th for tp, th in target.items())
+        self._unheld[group] = frozenset(tp for tp, th in target.items() if held.get(tp) != th)
+        return out
+
+    async def hand_on(
+        self, group: str, giver: str, still_owned: Iterable[TopicPartition]
+    ) -> dict[str, bytes]:
+        """`giver` rejoined without partitions withheld from others for it (none of them in `still_owned`: its
+        KIP-429 JoinGroup proves it revoked them): in one fenced multi-op their owner znodes go from its thread
+        to the threads of the members they were withheld for. Returns those members' assignments (of what is
+        held for each now) by member id; {} when nothing moved."""
+        async with self._lock(group):
+            return await asyncio.to_thread(
+                self._refenced, group, self._hand_on, group, giver, frozenset(still_owned)
+            )
+
+    def _hand_on(self, group: str, giver: str, still_owned: frozenset[TopicPartition]) -> dict[str, bytes]:
+        withheld = self._withheld.get(group, {})
+        registered = self._registered.get(group, {})
+        held = self._held.get(group, {})
+        mine = registered.get(giver)
+        moves = [
+            (tp, to)
+            for tp, (g, to) in sorted(withheld.items())
+            if g == giver
+            and tp not in still_owned
+            and mine is not None
+            and held.get(tp) == thread_for(mine)
+            and to in registered
+        ]
+        if not moves:
+            return {}
+        fence = self._adopt(group)
+        zkm.fenced_write(
+            self._zk(),
+            group,
+            fence,
+            delete=[paths.owner_path(group, tp.topic, tp.partition) for tp, _ in moves],
+            create=[
+                (
+                    paths.owner_path(group, tp.topic, tp.partition),
+                    zkm.owner_payload(thread_for(registered[to])),
+                )
+                for tp, to in moves
+            ],
+        )
+        for tp, to in moves:
+            held[tp] = thread_for(registered[to])
+            del withheld[tp]
+        self._unheld[group] = self._unheld.get(group, frozenset()) - {tp for tp, _ in moves}
+        log.info(
+            "group=%s handed on in the same generation %d partitions %s revoked: %s",
+            group,
+            len(moves),
+            giver,
+            ", ".join(f"{tp}->{to}" for tp, to in moves[:10]),
+        )
+        shares = self._shares.get(group, {})
+        out: dict[str, bytes] = {}
+        for to in sorted({to for _, to in moves}):
+            thread = thread_for(registered[to])
+            out[to] = encode_assignment(tp for tp in shares.get(to, ()) if held.get(tp) == thread)
         return out
 
     @staticmethod
@@ -487,7 +567,8 @@ class MixedGroupBridge:
         from ZooKeeper, so nothing another coordinator took over is sent), nothing is written, and no rebalance
         is scheduled (a change to the bad znode triggers one)."""
         owners = zkm.read_owners(self._zk(), group)
-        self._incomplete[group] = False
+        self._unheld[group] = frozenset()
+        self._withheld[group] = {}
         out: dict[str, bytes] = {}
         for m in classic:
             thread = thread_for(self._consumer_ids(group, [m.member_id])[m.member_id])
