@@ -203,8 +203,7 @@ class MixedGroups:
                     self._runtime.now_ms() + md.hand_on_wait_ms(group),
                 )
             )
-        handing_on = [tp for tp, (_giver, to) in withheld.items() if to in holds]
-        if self._bridge.hand_over_incomplete(req.group_id, handing_on):
+        if self._bridge.hand_over_incomplete(req.group_id, holds):
             # A previous owner did not let go in time: try again once its owner znode can be taken.
             asyncio.get_running_loop().call_later(md.FOLLOW_UP_REBALANCE_S, self._rebalance, req.group_id)
         consumers = self._consumers.get(req.group_id, {})
@@ -223,7 +222,9 @@ class MixedGroups:
         the partitions over instead."""
         recipients = sorted({to for g, to in self._bridge.withheld(group_id).values() if g == giver})
         try:
-            assignments: dict[str, bytes] | None = await self._bridge.hand_on(group_id, giver, owned)
+            group = self._runtime.state.groups.get(group_id)
+            wait = md.hand_on_wait_ms(group) if group is not None else md.MIN_HAND_OVER_MS
+            assignments: dict[str, bytes] | None = await self._bridge.hand_on(group_id, giver, owned, wait)
         except Exception as exc:
             log.error("group=%s gen=%d hand-on of what %s gave up failed: %s; rebalancing",
                       group_id, generation, giver, exc)  # fmt: skip

@@ -194,9 +194,9 @@ class MembershipBridge(Protocol):
         """`owned`: member id -> partitions it may still consume (a consumer-protocol member): kept fenced."""
         ...
 
-    def hand_over_incomplete(self, group: str, handing_on: Iterable[TopicPartition] = ()) -> bool:
+    def hand_over_incomplete(self, group: str, holding: Iterable[str] = ()) -> bool:
         """Whether the group's last hand-over left a partition unheld (a previous owner did not let go in time),
-        leaving out the partitions in `handing_on` (withheld ones the service hands on in the same generation)."""
+        leaving out those going to the members in `holding` (whose answers the service holds for a `hand_on`)."""
         ...
 
     def withheld(self, group: str) -> Mapping[TopicPartition, tuple[str, str]]:
@@ -205,10 +205,11 @@ class MembershipBridge(Protocol):
         ...
 
     async def hand_on(
-        self, group: str, giver: str, still_owned: Iterable[TopicPartition]
+        self, group: str, giver: str, still_owned: Iterable[TopicPartition], timeout_ms: int
     ) -> dict[str, bytes]:
         """`giver` rejoined without the partitions withheld from others for it (none of them in `still_owned`):
-        their owner znodes go to the members they were withheld for, and each such member's assignment
+        their owner znodes go to the members they were withheld for (a new one is registered now and takes the
+        rest of its share, waiting at most `timeout_ms`), and each such member's assignment
         (ConsumerProtocolAssignment bytes of what is held for it now) is returned by member id."""
         ...
 

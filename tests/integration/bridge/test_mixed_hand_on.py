@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import struct
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +26,9 @@ from zkcoord.group.messages import JoinGroupRequest, JoinGroupResponse, SyncGrou
 from zkcoord.group.state import GroupState
 from zkcoord.server.group_service import GroupService
 from zkcoord.storage import FileRecordStore
+from zkcoord.testing.members import LegacyMember, legacy_config
 from zkcoord.zk import registry
+from zkcoord.zk.registry import PartitionState
 
 pytestmark = pytest.mark.integration
 
@@ -192,3 +195,64 @@ def test_a_giver_that_does_not_rejoin_in_time_keeps_the_partition_and_its_late_r
             await bridge.close()
 
     asyncio.run(main())
+
+
+def test_a_new_recipient_registers_at_the_hand_on_so_the_legacy_member_consumes_its_share_until_then(
+    zk: Any, zk_connect: str, tmp_path: Path
+) -> None:
+    """Six partitions, a fast legacy member and cooperative `a` (3 each); `b` joins: it gets partition 2 from `a`
+    (withheld while `a` owns it) and partition 3 from the legacy member. Its answer is held for `a`'s rejoin, so
+    it is registered only then: until then the legacy member keeps partition 3 (it cannot count `b` yet), and
+    releases it at the registration; `b`'s answer carries both, in the same generation."""
+    group = "handon-legacy"
+    six = 6
+    registry.write_topic(zk, TOPIC, {p: [1] for p in range(six)})
+    with (
+        socket.socket() as sock
+    ):  # the legacy member joins once a broker is registered; it fetches nothing here
+        sock.bind(("127.0.0.1", 0))
+        registry.register_broker(zk, 1, "127.0.0.1", sock.getsockname()[1], timestamp_ms=0)
+    for p in range(six):
+        registry.write_partition_state(
+            zk, TOPIC, p, PartitionState(leader=1, leader_epoch=0, isr=(1,), controller_epoch=1)
+        )
+    legacy = LegacyMember(legacy_config(zk_connect, group, "l1"), {TOPIC: 1}).start(thread=False)
+
+    async def main() -> None:
+        bridge, svc = await start(zk_connect, tmp_path)
+        try:
+            await until(lambda: sorted(legacy.held()) == list(range(six)))
+            a, b = Client(svc, group, "a", 10_000), Client(svc, group, "b", 10_000)
+            await a.first_join()
+            for _ in range(5):
+                ja = await a.join([])
+                if (await a.sync(ja.generation_id, ((a.member_id, b""),))).error_code == 0:
+                    break
+            await until(lambda: sorted(legacy.held()) == [3, 4, 5])
+            await b.first_join()
+            ja, _ = await asyncio.gather(a.join([0, 1, 2]), b.join([]))
+            gen = ja.generation_id
+            b_sync = asyncio.ensure_future(b.sync(gen))
+            assert parts(await a.sync(gen, ((a.member_id, b""), (b.member_id, b"")))) == [0, 1]
+            assert h.sync_held(svc.state.groups[group], gen, b.member_id)
+            assert sorted(legacy.held()) == [3, 4, 5]  # b is not registered yet: the legacy member keeps 3
+            again = await a.join([0, 1])
+            assert (again.error_code, again.generation_id) == (0, gen)
+            assert parts(await asyncio.wait_for(b_sync, 10)) == [2, 3]
+            assert sorted(legacy.held()) == [4, 5]
+            assert svc.state.groups[group].generation == gen
+            held = owners(zk, group)
+            assert {p: held[p] for p in (0, 1, 2, 3)} == {
+                0: a.member_id,
+                1: a.member_id,
+                2: b.member_id,
+                3: b.member_id,
+            }
+        finally:
+            await svc.close()
+            await bridge.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        legacy.stop()
