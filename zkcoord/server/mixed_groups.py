@@ -4,7 +4,9 @@ service's requests, between the coordinator runtime and the `MembershipBridge`.
 JoinGroup keeps only legacy-compatible protocols (a member that disagrees with the legacy members is refused),
 under the names the classic core's one-name rule then applies to (`core_protocols`), and each member is answered in
 a name of its own (JoinGroup, SyncGroup v5+: `answered_name`); the leader's SyncGroup assignment is replaced by the bridge's (held in ZooKeeper first, cooperative members' partitions
-withheld until they revoke, and a follow-up rebalance when a previous owner did not let go in time); member
+withheld until they revoke, and a follow-up rebalance when a previous owner did not let go in time; a cooperative
+recipient's answer is held until its giver's rejoin, answered in place, hands the partition on in the same
+generation: `in_place`, `_hand_on`); member
 departures release owner znodes; legacy membership changes start a rebalance; legacy members' generation -1
 commits are stored. Consumer-protocol members (KIP-848) are registered in ZooKeeper like classic members and
 take their share from the same hand-over (the classic leader's SyncGroup when the group has classic members, a
