@@ -572,7 +572,9 @@ class MixedGroupBridge:
         )
         for tp, to in moves:
             held[tp] = thread_for(registered[to])
-            del withheld[tp]
+        # A new dict, never changed in place: the serving loop reads `withheld` (a view) while this thread runs.
+        moved = {tp for tp, _ in moves}
+        self._withheld[group] = {tp: v for tp, v in withheld.items() if tp not in moved}
         self._unheld[group] = {
             tp: to
             for tp, to in self._unheld.get(group, {}).items()
