@@ -13,7 +13,7 @@ start the kafka-python members, wait until they hold every partition. The same c
 both sections of docs/benchmarks.md.
 
 Usage: `python -m benchmarks.bench_mixed` (all of it, ~15 min); `--plain-only` (the plain section alone, ~8 min
-at --runs 5); `--no-report` (print only); `--trace FILE` (one member-by-member cooperative run at initial delay 0,
+at --runs 5); `--mixed-only` (the mixed section alone, ~7 min at --runs 5); `--no-report` (print only); `--trace FILE` (one member-by-member cooperative run at initial delay 0,
 every step logged with timestamps: the bench's events, the legacy members', kafka-python's coordinator and the
 node's, merged into FILE; printed: the unheld partition-seconds per membership change and every partition's
 unheld stretch of 40 ms or more); `--trace-plain FILE --plain-way "librdkafka cooperative" --plain-pause-ms 1500`
@@ -614,6 +614,11 @@ def main(argv: list[str] | None = None) -> int:
         "--plain-only", action="store_true", help="only the plain-group table (eager against cooperative)"
     )
     ap.add_argument(
+        "--mixed-only",
+        action="store_true",
+        help="only the mixed-group table (member by member against the barrier)",
+    )
+    ap.add_argument(
         "--trace-plain", type=Path, metavar="FILE",
         help="one traced plain run of --plain-way, paced by the first --plain-pause-ms, into FILE (callbacks, client group logs, the node's log, the group "
         "requests and answers as the node sees them); prints unheld partition-seconds per membership change",
@@ -642,7 +647,7 @@ def main(argv: list[str] | None = None) -> int:
             plain_report(measure_plain(zk.hosts, args), args, load_before)
         return 0
     with ZooKeeper.start(1) as zk:
-        plain = measure_plain(zk.hosts, args)
+        plain = None if args.mixed_only else measure_plain(zk.hosts, args)
         for delay_ms in (
             3000,
             0,
@@ -731,7 +736,8 @@ other partition, the move) the recipient's answer carried both: 0.145 partition-
     print(body)
     if not args.no_report:
         write_section("mixed groups", body)
-    plain_report(plain, args, load_before)
+    if plain is not None:
+        plain_report(plain, args, load_before)
     return 0
 
 
