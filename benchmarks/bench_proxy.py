@@ -146,7 +146,10 @@ def fetch_throughput(bootstrap: str, expected: int, settings: dict[str, int]) ->
 
 # --- latency: a paced producer and a consumer, each in its own process, timestamping a sample of the records ---
 
-LATENCY_TOPIC = "bench-proxy-latency"  # its own topic: the throughput phase's fetch reads bench-proxy whole
+# Each latency run has a topic of its own, made before the run: Tansu's memory storage costs more CPU per record the
+# longer a partition is (its CPU over a 5 s run at 10,000 records/s went from 1.2 s to 3.2 s as one topic grew to 2M
+# records), so a shared topic would make later runs measure Tansu; and the throughput phase reads bench-proxy whole.
+LATENCY_TOPIC = "bench-proxy-latency"
 LATENCY_SECONDS = 5.0
 LOW_RATE = 10_000.0  # records/s: nothing is CPU-bound at this rate
 CALIBRATE_RECORDS = 400_000  # produced as fast as the latency set-up takes them, to find its maximum rate
@@ -181,7 +184,7 @@ def pin(pid: int, cpus: set[int]) -> None:
 
 
 def _paced_producer(
-    bootstrap: str, rate: float | None, total: int, every: int, cpu: int | None, out: Any
+    bootstrap: str, topic: str, rate: float | None, total: int, every: int, cpu: int | None, out: Any
 ) -> None:
     """Child process: produce `total` records at `rate` records/s (None: as fast as the producer takes them), in
     slices: each time it wakes (a delivery report or 1 ms) it produces every record due by then. Record i goes to
@@ -190,9 +193,9 @@ def _paced_producer(
     records due but not produced when a slice began)."""
     _pin_self(cpu)
     producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER})
-    producer.list_topics(LATENCY_TOPIC, timeout=10)  # connected, metadata known, outside the timed part
+    producer.list_topics(topic, timeout=10)  # connected, metadata known, outside the timed part
     produce, poll, now_ns = producer.produce, producer.poll, time.perf_counter_ns
-    pad, topic, parts = VALUE[1 + _STAMP.size :], LATENCY_TOPIC, PARTITIONS
+    pad, parts = VALUE[1 + _STAMP.size :], PARTITIONS
     mark = bytes([MARK])
     sent = backlog = 0
     start = time.perf_counter()
@@ -217,8 +220,8 @@ def _paced_producer(
     out.send((start, end, _acked, backlog))
 
 
-def _sampled_consumer(bootstrap: str, total: int, cpu: int | None, ready: Any, out: Any) -> None:
-    """Child process: read every partition of LATENCY_TOPIC from its end until `total` records came; send back
+def _sampled_consumer(bootstrap: str, topic: str, total: int, cpu: int | None, ready: Any, out: Any) -> None:
+    """Child process: read every partition of `topic` from its end until `total` records came; send back
     (the time the last one came, records read, produce() -> in the consumer's hands in ns of each timestamped
     one). It waits in poll() (it returns at the first record, so no batch-filling wait is measured), then takes
     what else is queued with consume(timeout 0); per record only the value's first byte is looked at."""
@@ -226,10 +229,9 @@ def _sampled_consumer(bootstrap: str, total: int, cpu: int | None, ready: Any, o
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
                          "fetch.wait.max.ms": 10, "fetch.min.bytes": 1})  # fmt: skip
     ends = [
-        consumer.get_watermark_offsets(TopicPartition(LATENCY_TOPIC, p), timeout=30)[1]
-        for p in range(PARTITIONS)
+        consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(PARTITIONS)
     ]
-    consumer.assign([TopicPartition(LATENCY_TOPIC, p, end) for p, end in enumerate(ends)])  # ours come after
+    consumer.assign([TopicPartition(topic, p, end) for p, end in enumerate(ends)])  # ours come after
     consumer.poll(0.5)  # connected and fetching (nothing is there yet) before the producer starts
     ready.set()
     poll, consume, now_ns, unpack = consumer.poll, consumer.consume, time.perf_counter_ns, _STAMP.unpack_from
@@ -274,18 +276,20 @@ def _pct(xs: list[int], q: float) -> float:
 
 
 def _run_clients(
-    bootstrap: str, rate: float | None, total: int, every: int, cpu: int | None
+    bootstrap: str, topic: str, rate: float | None, total: int, every: int, cpu: int | None
 ) -> tuple[tuple[float, float, list[int], int], tuple[float, int, list[int]]]:
     spawn = multiprocessing.get_context("spawn")
     ready = spawn.Event()
     (from_consumer, to_main_c), (from_producer, to_main_p) = spawn.Pipe(False), spawn.Pipe(False)
-    reader = spawn.Process(target=_sampled_consumer, args=(bootstrap, total, cpu, ready, to_main_c))
+    reader = spawn.Process(target=_sampled_consumer, args=(bootstrap, topic, total, cpu, ready, to_main_c))
     reader.start()
     writer = None
     try:
         if not ready.wait(60):
             raise RuntimeError(f"the consumer through {bootstrap} did not start")
-        writer = spawn.Process(target=_paced_producer, args=(bootstrap, rate, total, every, cpu, to_main_p))
+        writer = spawn.Process(
+            target=_paced_producer, args=(bootstrap, topic, rate, total, every, cpu, to_main_p)
+        )
         writer.start()
         budget = (total / rate if rate else 30.0) + 90
         if not from_producer.poll(budget):
@@ -306,22 +310,24 @@ def _run_clients(
     return produced, consumed
 
 
-def max_rate(bootstrap: str, cpu: int | None) -> float:
+def max_rate(bootstrap: str, topic: str, cpu: int | None) -> float:
     """The rate the latency set-up sustains at most: CALIBRATE_RECORDS produced as fast as the producer takes them
     while the consumer reads them, over the time from the first produce() to the consumer holding the last."""
     every = max(1, CALIBRATE_RECORDS // 10_000)
     (start, _end, _acked_ns, _backlog), (last, _got, _fetched) = _run_clients(
-        bootstrap, None, CALIBRATE_RECORDS, every, cpu
+        bootstrap, topic, None, CALIBRATE_RECORDS, every, cpu
     )
     return CALIBRATE_RECORDS / (last - start)
 
 
-def latency(bootstrap: str, rate: float, cpu: int | None) -> Latency:
+def latency(bootstrap: str, topic: str, rate: float, cpu: int | None) -> Latency:
     """Produce and fetch latency at `rate` records/s for LATENCY_SECONDS: produce() to the delivery report, and
     produce() to the consumer holding the record (it crosses the proxy twice: in a Produce and in a Fetch)."""
     total = int(rate * LATENCY_SECONDS)
     every = max(1, round(rate / SAMPLES_PER_SECOND))
-    (start, end, acked, backlog), (_last, _got, fetched) = _run_clients(bootstrap, rate, total, every, cpu)
+    (start, end, acked, backlog), (_last, _got, fetched) = _run_clients(
+        bootstrap, topic, rate, total, every, cpu
+    )
     acked.sort()
     fetched.sort()
     return Latency(rate, total / max(end - start, 1e-9), _pct(acked, 0.5), _pct(acked, 0.99),
@@ -430,7 +436,10 @@ def main(argv: list[str] | None = None) -> None:
     chosen, pin_note = setups(args.pinning)
     with ZooKeeper.start(1) as zk, Tansu.start() as tansu:
         tansu.create_topic(TOPIC, PARTITIONS)
-        tansu.create_topic(LATENCY_TOPIC, PARTITIONS)
+        runs_needed = len(chosen) * 3 + args.rounds * len(chosen) * 2 * (3 if args.before is not None else 2)
+        for i in range(runs_needed):  # registered in ZooKeeper with the others, as the proxy expects
+            tansu.create_topic(f"{LATENCY_TOPIC}-{i}", PARTITIONS)
+        fresh = iter(f"{LATENCY_TOPIC}-{i}" for i in range(runs_needed))
         client = connect(zk.hosts)
         with register_in_zookeeper(client, tansu):
             proxies = [start_proxy(zk.hosts, Path(zk.base_dir) / "proxy", 9000, None, args.trace)]
@@ -452,7 +461,9 @@ def main(argv: list[str] | None = None) -> None:
                 maxima: dict[str, list[float]] = {}
                 for setup in chosen:
                     apply(setup, tansu.proc.pid, pids)
-                    maxima[setup.name] = [max_rate(tansu.bootstrap, setup.client_cpu) for _ in range(3)]
+                    maxima[setup.name] = [
+                        max_rate(tansu.bootstrap, next(fresh), setup.client_cpu) for _ in range(3)
+                    ]
                     print(f"{setup.name}: the latency set-up sustains at most "
                           f"{', '.join(f'{m:,.0f}' for m in maxima[setup.name])} records/s straight to Tansu")  # fmt: skip
                 rates = {
@@ -475,7 +486,7 @@ def main(argv: list[str] | None = None) -> None:
                         apply(setup, tansu.proc.pid, pids)
                         for load, rate in rates[setup.name].items():
                             for name in order:
-                                found = latency(targets[name], rate, setup.client_cpu)
+                                found = latency(targets[name], next(fresh), rate, setup.client_cpu)
                                 runs.setdefault((setup.name, load, name), []).append(found)
                                 print(f"round {round_no + 1} {setup.name} {load} {name}: "
                                       f"{found.achieved_rps:,.0f}/{rate:,.0f} records/s "
@@ -527,7 +538,9 @@ def main(argv: list[str] | None = None) -> None:
         f"{RECORDS:,} records of {len(VALUE)} bytes over {PARTITIONS} partitions (acks=1, linger.ms=5), read back by "
         "assignment; each fetch reads the whole topic (every record written so far by both targets), reported per "
         "second, once with librdkafka's 1 MiB per partition per Fetch and once with 16 MiB.\n\n"
-        "Latency: a producer and a consumer, each in its own process, on another topic. The producer is paced in "
+        "Latency: a producer and a consumer, each in its own process, on a topic of its own per run (Tansu's memory "
+        "storage spends more CPU per record the longer a partition is: its CPU over one 10,000 records/s run went from "
+        "1.2 to 3.2 s as a shared topic grew to 2M records). The producer is paced in "
         "slices (each time it wakes, at a delivery report or after 1 ms, it produces every record due by then); "
         f"about {SAMPLES_PER_SECOND:,} records a second carry a mark and their produce() time (CLOCK_MONOTONIC) in "
         "their value, and only those get a delivery callback; the consumer waits in poll() (returning at the first "
