@@ -546,7 +546,11 @@ class MixedGroupBridge:
         present_set = set(present)
         offered = self._offered.get(group)
         if offered is not None:  # bounded by the members present
-            self._offered[group] = {m: n for m, n in offered.items() if m in present_set}
+            kept = {m: n for m, n in offered.items() if m in present_set}
+            if kept:
+                self._offered[group] = kept
+            else:
+                del self._offered[group]
         if group in self._fences and not any(
             mid not in present_set for mid in self._registered.get(group, {})
         ):
