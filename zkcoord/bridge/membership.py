@@ -38,6 +38,7 @@ from zkcoord.bridge.mixed_policy import (
     CONSUMER_KIND,
     LEGACY_STRATEGIES,
     ClassicMember,
+    HandOver,
     Malformed,
     MemberView,
     MixedGroupRefused,
@@ -129,8 +130,15 @@ class MixedGroupBridge:
         self._locks: dict[str, asyncio.Lock] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watched_bad: set[str] = set()  # malformed znodes with a pending exists-watch (one each)
-        # group -> whether its last hand-over left a partition unheld (the service rebalances again soon)
-        self._incomplete: dict[str, bool] = {}
+        # group -> the partitions its last hand-over left unheld (the service rebalances again soon, or hands a
+        # withheld one on)
+        self._unheld: dict[str, dict[TopicPartition, str]] = {}  # ... and the member id each goes to
+        # group -> partition -> (giver, recipient) member ids of what its last hand-over withheld (`withheld`)
+        self._withheld: dict[str, dict[TopicPartition, tuple[str, str]]] = {}
+        # group -> (new KIP-429 members registered only at their hand-on, their owner znodes to take then)
+        self._deferred: dict[str, tuple[dict[str, ClassicMember], list[tuple[TopicPartition, str]]]] = {}
+        # group -> member id -> its partitions of the last hand-over (held or not)
+        self._shares: dict[str, dict[str, tuple[TopicPartition, ...]]] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------------------
 
@@ -154,11 +162,55 @@ class MixedGroupBridge:
     @property
     def incomplete(self) -> Mapping[str, bool]:
         """Group -> whether its last hand-over left a partition unheld (read-only: only a hand-over sets it)."""
-        return MappingProxyType(self._incomplete)
+        return MappingProxyType({g: bool(tps) for g, tps in self._unheld.items()})
 
-    def hand_over_incomplete(self, group: str) -> bool:
-        """Whether the group's last hand-over left a partition unheld: the service rebalances again soon."""
-        return self._incomplete.get(group, False)
+    def _take_later(self, group: str, fence: int, members: set[str], deadline: float) -> None:
+        """Register the deferred members among `members` and take their pending owner znodes (waiting for the
+        legacy members' release, bounded by `deadline`)."""
+        deferred, later = self._deferred.get(group, ({}, []))
+        mine = {mid: m for mid, m in deferred.items() if mid in members}
+        if not mine:
+            return
+        client = self._zk()
+        registered = self._registered.setdefault(group, {})
+        now_ms = int(time.time() * 1000)
+        zkm.fenced_write(client, group, fence, create=[
+            (paths.id_path(group, registered[mid]), encode_classic_registration(m, now_ms)) for mid, m in mine.items()
+        ])  # fmt: skip
+        threads = {thread_for(registered[mid]) for mid in mine}
+        pending = [(tp, th) for tp, th in later if th in threads]
+        self._deferred[group] = (
+            {mid: m for mid, m in deferred.items() if mid not in mine},
+            [a for a in later if a not in pending],
+        )
+        held = self._held.setdefault(group, {})
+        with contextlib.suppress(zkm.OwnerHeld):
+            if pending:
+                zkm.fenced_write(client, group, fence, create=[
+                    (paths.owner_path(group, tp.topic, tp.partition), zkm.owner_payload(th)) for tp, th in pending
+                ])  # fmt: skip
+                held.update(dict(pending))
+                pending = []
+        hints = zkm.announce_wanted(client, group, [tp for tp, _ in pending]) if pending else []
+        try:
+            self._acquire_pending(client, group, fence, pending, held, deadline)
+        finally:
+            zkm.withdraw_wanted(client, hints)
+        unheld = self._unheld.get(group, {})
+        self._unheld[group] = {
+            tp: to for tp, to in unheld.items() if held.get(tp) != thread_for(registered.get(to, ""))
+        }
+
+    def hand_over_incomplete(self, group: str, holding: Iterable[str] = ()) -> bool:
+        """Whether the group's last hand-over left a partition unheld, other than those going to the members in
+        `holding` (whose answers the service holds for a `hand_on`): the service rebalances again soon."""
+        holding = set(holding)
+        return any(to not in holding for to in self._unheld.get(group, {}).values())
+
+    def withheld(self, group: str) -> Mapping[TopicPartition, tuple[str, str]]:
+        """Partition -> (giver, recipient): what the group's last hand-over withheld from `recipient` because
+        `giver`, a KIP-429 classic member, still owned it (both classic members), and `hand_on` has not moved."""
+        return MappingProxyType(self._withheld.get(group, {}))
 
     def _lock(self, group: str) -> asyncio.Lock:
         return self._locks.setdefault(group, asyncio.Lock())
@@ -322,7 +374,14 @@ class MixedGroupBridge:
                 for mid, client, topics in members
             )
             return await asyncio.to_thread(
-                self._refenced, group, self._assign, group, protocol, classic, timeout_ms
+                self._refenced,
+                group,
+                self._assign,
+                group,
+                protocol,
+                classic,
+                timeout_ms,
+                frozenset(subscriptions),
             )
 
     @staticmethod
@@ -335,7 +394,12 @@ class MixedGroupBridge:
         return decode_owned_partitions(subscription) or ()
 
     def _assign(
-        self, group: str, protocol: str, classic: tuple[ClassicMember, ...], timeout_ms: int
+        self,
+        group: str,
+        protocol: str,
+        classic: tuple[ClassicMember, ...],
+        timeout_ms: int,
+        cooperative: frozenset[str] = frozenset(),
     ) -> dict[str, bytes]:
         client = self._zk()
         try:
@@ -375,6 +439,44 @@ class MixedGroupBridge:
         threads = {thread_for(c) for c in registered.values()} | set(target.values())
         still_owned = {tp: thread_for(wanted[m.member_id]) for m in classic for tp in m.owned}
         plan = plan_hand_over(target, held, threads, still_owned)
+        by_thread = {thread_for(cid): mid for mid, cid in wanted.items()}
+        kinds = {m.member_id: m.kind for m in classic}
+        self._withheld[group] = {
+            tp: (giver, to)
+            for tp, th in plan.withheld
+            if kinds.get(giver := by_thread.get(held.get(tp, ""), "")) == CLASSIC
+            and kinds.get(to := by_thread.get(th, "")) == CLASSIC
+        }
+        self._shares[group] = dict(shares)
+        # A new KIP-429 member that is to receive a withheld partition: the service holds its answer until the
+        # giver's rejoin (`hand_on`), so it is registered only then. Until then the legacy members do not count
+        # it and keep consuming its share, which it could not consume before its answer anyway; at the hand-on
+        # they release it (make before break) and its answer carries all of it.
+        deferred = {
+            to: m
+            for m in classic
+            if (to := m.member_id) in {r for _g, r in self._withheld[group].values()}
+            and to in cooperative
+            and wanted[to] not in ids
+        }
+        if deferred:
+            # Only when the others' shares do not wait for it: every partition going to another classic member
+            # is in the classic part the legacy members compute without the deferred ones (else they would keep
+            # it until the hand-on, and the whole SyncGroup would wait for it).
+            others = [m for m in classic if m.member_id not in deferred]
+            without = {
+                tp
+                for tps in plan_assignment(strategy, legacy, others, group, parts, wanted).values()
+                for tp in tps
+            }
+            if any(tp not in without for m in others for tp in shares[m.member_id]):
+                deferred = {}
+        later = [(tp, th) for tp, th in plan.acquire if by_thread.get(th) in deferred]
+        if deferred:
+            create = [(path, data) for path, data in create if path.rsplit("/", 1)[-1] not in
+                      {wanted[mid] for mid in deferred}]  # fmt: skip
+            plan = HandOver(plan.release, tuple(a for a in plan.acquire if a not in later), plan.withheld)
+        self._deferred[group] = (deferred, later)
         if plan.withheld:
             # KIP-429: the owner is answered without them, revokes them and rejoins; the follow-up hands them over.
             log.info(
@@ -421,7 +523,79 @@ class MixedGroupBridge:
         for m in classic:
             thread = thread_for(wanted[m.member_id])
             out[m.member_id] = encode_assignment(tp for tp in shares[m.member_id] if held.get(tp) == thread)
-        self._incomplete[group] = any(held.get(tp) != th for tp, th in target.items())
+        self._unheld[group] = {tp: by_thread.get(th, "") for tp, th in target.items() if held.get(tp) != th}
+        return out
+
+    async def hand_on(
+        self, group: str, giver: str, still_owned: Iterable[TopicPartition], timeout_ms: int
+    ) -> dict[str, bytes]:
+        """`giver` rejoined without partitions withheld from others for it (none of them in `still_owned`: its
+        KIP-429 JoinGroup proves it revoked them): in one fenced multi-op their owner znodes go from its thread
+        to the threads of the members they were withheld for. A recipient the hand-over left unregistered (a
+        new member) is registered now and its owner znodes taken, waiting at most `timeout_ms` for the legacy
+        members' release. Returns those members' assignments (of what is held for each now) by member id; {}
+        when nothing moved."""
+        async with self._lock(group):
+            return await asyncio.to_thread(
+                self._refenced, group, self._hand_on, group, giver, frozenset(still_owned), timeout_ms
+            )
+
+    def _hand_on(
+        self, group: str, giver: str, still_owned: frozenset[TopicPartition], timeout_ms: int
+    ) -> dict[str, bytes]:
+        deadline = time.monotonic() + timeout_ms / 1000
+        withheld = self._withheld.get(group, {})
+        registered = self._registered.get(group, {})
+        held = self._held.get(group, {})
+        mine = registered.get(giver)
+        moves = [
+            (tp, to)
+            for tp, (g, to) in sorted(withheld.items())
+            if g == giver
+            and tp not in still_owned
+            and mine is not None
+            and held.get(tp) == thread_for(mine)
+            and to in registered
+        ]
+        if not moves:
+            return {}
+        fence = self._adopt(group)
+        zkm.fenced_write(
+            self._zk(),
+            group,
+            fence,
+            delete=[paths.owner_path(group, tp.topic, tp.partition) for tp, _ in moves],
+            create=[
+                (
+                    paths.owner_path(group, tp.topic, tp.partition),
+                    zkm.owner_payload(thread_for(registered[to])),
+                )
+                for tp, to in moves
+            ],
+        )
+        for tp, to in moves:
+            held[tp] = thread_for(registered[to])
+        # A new dict, never changed in place: the serving loop reads `withheld` (a view) while this thread runs.
+        moved = {tp for tp, _ in moves}
+        self._withheld[group] = {tp: v for tp, v in withheld.items() if tp not in moved}
+        self._unheld[group] = {
+            tp: to
+            for tp, to in self._unheld.get(group, {}).items()
+            if held.get(tp) != thread_for(registered.get(to, ""))
+        }
+        self._take_later(group, fence, {to for _, to in moves}, deadline)
+        log.info(
+            "group=%s handed on in the same generation %d partitions %s revoked: %s",
+            group,
+            len(moves),
+            giver,
+            ", ".join(f"{tp}->{to}" for tp, to in moves[:10]),
+        )
+        shares = self._shares.get(group, {})
+        out: dict[str, bytes] = {}
+        for to in sorted({to for _, to in moves}):
+            thread = thread_for(registered[to])
+            out[to] = encode_assignment(tp for tp in shares.get(to, ()) if held.get(tp) == thread)
         return out
 
     @staticmethod
@@ -490,7 +664,9 @@ class MixedGroupBridge:
         from ZooKeeper, so nothing another coordinator took over is sent), nothing is written, and no rebalance
         is scheduled (a change to the bad znode triggers one)."""
         owners = zkm.read_owners(self._zk(), group)
-        self._incomplete[group] = False
+        self._unheld[group] = {}
+        self._withheld[group] = {}
+        self._deferred[group] = ({}, [])
         out: dict[str, bytes] = {}
         for m in classic:
             thread = thread_for(self._consumer_ids(group, [m.member_id])[m.member_id])

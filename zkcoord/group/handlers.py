@@ -49,7 +49,15 @@ from zkcoord.group.common import (
     group_status_error,
 )
 from zkcoord.group.loading import load, load_raw, unload_groups
-from zkcoord.group.membership import handle_external_rebalance, handle_join, on_member_timer
+from zkcoord.group.membership import (
+    RejoinInPlace,
+    handle_external_rebalance,
+    handle_join,
+    hold_sync_answers,
+    on_member_timer,
+    release_sync_answer,
+    sync_held,
+)
 from zkcoord.group.messages import HeartbeatRequest, LeaveGroupRequest, SyncGroupRequest
 from zkcoord.group.model import CoordinatorState
 from zkcoord.group.offsets import (
@@ -73,6 +81,7 @@ __all__ = [
     "OFFSET_COMMIT",
     "OFFSET_FETCH",
     "SYNC_GROUP",
+    "RejoinInPlace",
     "Result",
     "StatusCheck",
     "TimerKey",
@@ -93,9 +102,12 @@ __all__ = [
     "handle_offset_commit",
     "handle_offset_fetch",
     "handle_sync",
+    "hold_sync_answers",
     "load",
     "load_raw",
     "on_timer",
+    "release_sync_answer",
+    "sync_held",
     "unload_groups",
 ]
 

@@ -9,6 +9,7 @@ the leader's SyncGroup, whose assignment is recorded before any member's respons
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from zkcoord.group.common import (
     COMPLETING,
@@ -46,6 +47,13 @@ from zkcoord.group.state import CAN_REBALANCE
 
 _HEARTBEAT_RESPONSES = {code: HeartbeatResponse(int(code)) for code in ErrorCode}
 
+# A policy the caller may supply for one JoinGroup (`handle_join`): whether a current member's rejoin of a Stable
+# group, which Kafka answers with a new rebalance (a changed subscription, or the leader), is answered in the
+# current generation instead. Plain groups get none and keep Kafka's behaviour; a mixed group's (whose
+# assignment the coordinator computes itself) says yes to a KIP-429 member whose rejoin only shows it gave up
+# what it was told to (zkcoord.server.mixed_decisions.rejoins_in_place).
+RejoinInPlace = Callable[[ClassicGroup, Member, JoinGroupRequest], bool]
+
 # Rebalances and departures at INFO, as Kafka's GroupCoordinator logs them: why a group rebalanced is the first
 # question of anyone watching one that does not settle. Heartbeats and commits log nothing.
 log = logging.getLogger(__name__)
@@ -67,6 +75,7 @@ def _prepare_rebalance(out: Effects, group: ClassicGroup, now_ms: int, reason: s
         group.state.value,
         reason,
     )
+    _drop_sync_holds(out, group, now_ms)
     if group.state is COMPLETING:
         _reset_and_propagate_assignment_error(out, group, E.REBALANCE_IN_PROGRESS, now_ms)
     out.cancel(sync_key(group))
@@ -224,6 +233,7 @@ def _init_next_generation(group: ClassicGroup, now_ms: int) -> None:
         group.transition(EMPTY, now_ms)
     group.subscribed_topics = group.compute_subscribed_topics()
     group.pending_sync.clear()
+    group.sync_holds.clear()
     group.new_member_added = False
 
 
@@ -231,9 +241,15 @@ def _init_next_generation(group: ClassicGroup, now_ms: int) -> None:
 
 
 def handle_join(
-    st: CoordinatorState, req: JoinGroupRequest, now_ms: int, token: int, member_uuid: str
+    st: CoordinatorState,
+    req: JoinGroupRequest,
+    now_ms: int,
+    token: int,
+    member_uuid: str,
+    in_place: RejoinInPlace | None = None,
 ) -> Result:
-    """JoinGroup (after the common status checks). `member_uuid` is the edge's fresh UUID for a new member id."""
+    """JoinGroup (after the common status checks). `member_uuid` is the edge's fresh UUID for a new member id;
+    `in_place`: the caller's `RejoinInPlace` policy (None: Kafka's rules only)."""
     out = Effects(st)
     v = req.api_version
     cfg = st.config
@@ -257,7 +273,7 @@ def handle_join(
     elif is_unknown:
         _join_new_member(out, group, req, now_ms, token, member_uuid)
     else:
-        _join_current_member(out, group, req, now_ms, token)
+        _join_current_member(out, group, req, now_ms, token, in_place)
     if group.state is PREPARING:
         _try_complete_join(out, group, now_ms)
     return out.result()
@@ -306,7 +322,12 @@ def _join_new_member(
 
 
 def _join_current_member(
-    out: Effects, group: ClassicGroup, req: JoinGroupRequest, now_ms: int, token: int
+    out: Effects,
+    group: ClassicGroup,
+    req: JoinGroupRequest,
+    now_ms: int,
+    token: int,
+    in_place: RejoinInPlace | None = None,
 ) -> None:
     v = req.api_version
     member_id = req.member_id
@@ -345,7 +366,10 @@ def _join_current_member(
             _update_member_and_rebalance(out, group, member, req, now_ms, token)
     elif state is STABLE:
         if group.is_leader(member_id) or not member.matches(req.protocols):
-            _update_member_and_rebalance(out, group, member, req, now_ms, token)
+            if in_place is not None and in_place(group, member, req):
+                _rejoin_in_place(out, group, member, req, now_ms, token)
+            else:
+                _update_member_and_rebalance(out, group, member, req, now_ms, token)
         else:
             out.respond(token, _current_generation_response(group, member, v, with_members=False))
     else:
@@ -385,6 +409,28 @@ def _set_join(out: Effects, group: ClassicGroup, member: Member, token: int, ver
             member.join_token, join_error(member.join_version, member.member_id, E.REBALANCE_IN_PROGRESS)
         )
     group.set_join_token(member, token, version)
+
+
+def _rejoin_in_place(
+    out: Effects, group: ClassicGroup, member: Member, req: JoinGroupRequest, now_ms: int, token: int
+) -> None:
+    """The `RejoinInPlace` policy's answer: the member's new metadata is stored (and recorded, as a rebalance
+    would), and it gets the current generation, as Kafka answers a follower that rejoins a Stable group
+    unchanged (a leader gets the member list too, whose assignment its SyncGroup then cannot change: a Stable
+    group answers every SyncGroup with the stored assignment)."""
+    if member.protocols != req.protocols:
+        group.update_protocols(member, req.protocols)
+    member.rebalance_timeout_ms = _rebalance_timeout(req)
+    member.session_timeout_ms = req.session_timeout_ms
+    log.info(
+        "group=%s gen=%d member=%s rejoined in place (no rebalance: the group's policy accepts its new metadata)",
+        group.group_id,
+        group.generation,
+        member.member_id,
+    )
+    out.record(group_record(group, now_ms))
+    touch(out, group, member, now_ms, member.session_timeout_ms)
+    out.respond(token, _current_generation_response(group, member, req.api_version, with_members=True))
 
 
 def _update_member_and_rebalance(
@@ -540,7 +586,7 @@ def handle_sync(st: CoordinatorState, req: SyncGroupRequest, now_ms: int, token:
                 m.assignment = assignment.get(m.member_id, b"")
             out.record(group_record(group, now_ms))
             for m in group.members.values():
-                if m.sync_token is not None:
+                if m.sync_token is not None and m.member_id not in group.sync_holds:
                     out.respond(
                         m.sync_token,
                         SyncGroupResponse(0, group.protocol_type, group.protocol_name, m.assignment),
@@ -548,11 +594,88 @@ def handle_sync(st: CoordinatorState, req: SyncGroupRequest, now_ms: int, token:
                     m.sync_token = None
                     touch(out, group, m, now_ms, m.session_timeout_ms)
             group.transition(STABLE, now_ms)
+    elif req.member_id in group.sync_holds:  # Stable, its answer held (hold_sync_answers)
+        if member.sync_token is not None:
+            out.respond(member.sync_token, sync_error(E.REBALANCE_IN_PROGRESS))
+        member.sync_token = token
+        _remove_pending_sync(out, group, req.member_id)
     else:  # Stable
         _remove_pending_sync(out, group, req.member_id)
         out.respond(token, SyncGroupResponse(0, group.protocol_type, group.protocol_name, member.assignment))
         touch(out, group, member, now_ms, member.session_timeout_ms)
     return out.result()
+
+
+def hold_sync_answers(
+    st: CoordinatorState, group_id: str, generation: int, member_ids: tuple[str, ...], deadline_ms: int
+) -> Result:
+    """Hold the SyncGroup answers of `member_ids` in `generation`, whose join completed (called before the
+    leader's SyncGroup is handled): whenever each one's SyncGroup arrives, it stays parked until
+    `release_sync_answer` (with a new assignment, or the stored one) or `deadline_ms` (the stored one). A new
+    rebalance answers it REBALANCE_IN_PROGRESS, as Kafka answers a parked SyncGroup then. Nothing is recorded:
+    the hold is live state only, and a reloaded coordinator answers from the recorded assignment. Anything else
+    (another generation or state, a member gone) holds nothing."""
+    out = Effects(st)
+    group = st.groups.get(group_id)
+    if group is None or group.state is not COMPLETING or group.generation != generation:
+        return out.result()
+    for member_id in member_ids:
+        if member_id in group.members:
+            group.sync_holds[member_id] = deadline_ms
+            out.schedule(TimerKey(TimerKind.SYNC_HOLD, group_id, member_id), deadline_ms)
+    return out.result()
+
+
+def release_sync_answer(
+    st: CoordinatorState,
+    group_id: str,
+    generation: int,
+    member_id: str,
+    assignment: bytes | None,
+    now_ms: int,
+) -> Result:
+    """End the hold of `member_id` in `generation` of a Stable group: store `assignment` (recorded; None keeps
+    the stored one) and answer its parked SyncGroup with it (a SyncGroup still to come gets it as usual).
+    Nothing when the member's answer is not held in that generation (`sync_held` tells beforehand)."""
+    out = Effects(st)
+    group = st.groups.get(group_id)
+    if group is None or not sync_held(group, generation, member_id):
+        return out.result()
+    del group.sync_holds[member_id]
+    out.cancel(TimerKey(TimerKind.SYNC_HOLD, group_id, member_id))
+    member = group.members[member_id]
+    if assignment is not None and assignment != member.assignment:
+        member.assignment = assignment
+        out.record(group_record(group, now_ms))
+    _answer_held(out, group, member, now_ms)
+    return out.result()
+
+
+def sync_held(group: ClassicGroup, generation: int, member_id: str) -> bool:
+    """Whether `member_id`'s SyncGroup answer in `generation` of a Stable group is held now."""
+    return group.state is STABLE and group.generation == generation and member_id in group.sync_holds
+
+
+def _answer_held(out: Effects, group: ClassicGroup, member: Member, now_ms: int) -> None:
+    if member.sync_token is not None:
+        out.respond(
+            member.sync_token,
+            SyncGroupResponse(0, group.protocol_type, group.protocol_name, member.assignment),
+        )
+        member.sync_token = None
+        touch(out, group, member, now_ms, member.session_timeout_ms)
+
+
+def _drop_sync_holds(out: Effects, group: ClassicGroup, now_ms: int) -> None:
+    """A rebalance starts: every held SyncGroup is answered REBALANCE_IN_PROGRESS (the member rejoins)."""
+    for member_id in list(group.sync_holds):
+        out.cancel(TimerKey(TimerKind.SYNC_HOLD, group.group_id, member_id))
+        member = group.members.get(member_id)
+        if member is not None and member.sync_token is not None and group.state is STABLE:
+            out.respond(member.sync_token, sync_error(E.REBALANCE_IN_PROGRESS))
+            member.sync_token = None
+            touch(out, group, member, now_ms, member.session_timeout_ms)
+    group.sync_holds.clear()
 
 
 def _remove_pending_sync(out: Effects, group: ClassicGroup, member_id: str) -> None:
@@ -696,6 +819,19 @@ def on_member_timer(st: CoordinatorState, key: TimerKey, now_ms: int) -> Result:
                     return out.result()
                 group.initial_join = None
             _on_complete_join(out, group, now_ms)
+    elif key.kind is TimerKind.SYNC_HOLD:
+        deadline = group.sync_holds.get(key.member_id)
+        member = group.members.get(key.member_id)
+        if deadline is not None and deadline <= now_ms and member is not None:
+            del group.sync_holds[key.member_id]
+            if group.state is STABLE:  # completing: the leader's SyncGroup answers it, held no longer
+                log.info(
+                    "group=%s gen=%d member=%s: SyncGroup answer no longer held (deadline passed)",
+                    group.group_id,
+                    group.generation,
+                    key.member_id,
+                )
+                _answer_held(out, group, member, now_ms)
     elif key.kind is TimerKind.SYNC and group.state in (COMPLETING, STABLE) and group.pending_sync:
         # Members that never sent SyncGroup after the join completed are dropped, then the group rebalances.
         for member_id in list(group.pending_sync):

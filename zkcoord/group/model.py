@@ -202,6 +202,7 @@ class ClassicGroup:
         "static_members",
         "subscribed_topics",
         "supported_protocols",
+        "sync_holds",
     )
 
     def __init__(self, group_id: str, now_ms: int) -> None:
@@ -221,6 +222,9 @@ class ClassicGroup:
         self.new_member_added = False
         self.initial_join: tuple[int, int] | None = None  # (current delay, remaining) of InitialDelayedJoin
         self.subscribed_topics: frozenset[str] | None = None
+        # Members of the current generation whose SyncGroup answer is held (live only, never recorded): member
+        # id -> the deadline by which it is answered whatever happens (membership.hold_sync_answers).
+        self.sync_holds: dict[str, int] = {}
 
     def transition(self, target: GroupState, now_ms: int) -> None:
         self.state = check_transition(self.group_id, self.state, target)
@@ -265,6 +269,7 @@ class ClassicGroup:
             self.leader_id = next(iter(self.members), None)
         self.pending_members.pop(member_id, None)
         self.pending_sync.pop(member_id, None)
+        self.sync_holds.pop(member_id, None)
         return member
 
     def update_protocols(self, member: Member, protocols: tuple[tuple[str, bytes], ...]) -> None:

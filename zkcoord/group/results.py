@@ -14,6 +14,7 @@ class TimerKind(Enum):
     PENDING_MEMBER = "pending-member"  # KIP-394 member id handed out, JoinGroup not yet re-sent
     JOIN = "join"  # DelayedJoin / InitialDelayedJoin of a group
     SYNC = "sync"  # DelayedSync: members that must send SyncGroup after the join completed
+    SYNC_HOLD = "sync-hold"  # the latest a held SyncGroup answer waits (membership.hold_sync_answers)
     RETENTION = "retention"  # the periodic offset-expiry pass (one for the coordinator)
     CONSUMER_SESSION = "consumer-session"  # a consumer-protocol member's session deadline (KIP-848)
     CONSUMER_REBALANCE = "consumer-rebalance"  # a consumer-protocol member's deadline to revoke partitions

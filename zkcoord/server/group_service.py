@@ -192,15 +192,17 @@ class GroupService(GroupCoordinator):
             joined = await self._mixed.join(req)
             if isinstance(joined, gm.JoinGroupResponse):
                 return joined
-            return self._mixed.joined(req, await self._join(joined))
+            return self._mixed.joined(req, await self._join(joined, self._mixed.in_place))
         return await self._join(req)
 
-    async def _join(self, req: gm.JoinGroupRequest) -> gm.JoinGroupResponse:
+    async def _join(
+        self, req: gm.JoinGroupRequest, in_place: h.RejoinInPlace | None = None
+    ) -> gm.JoinGroupResponse:
         member_uuid = self._new_uuid() if req.member_id == "" else ""  # only a new member gets an id
         return await self.runtime.run(
             req,
             gm.JoinGroupResponse,
-            lambda now, token: h.handle_join(self.state, req, now, token, member_uuid),
+            lambda now, token: h.handle_join(self.state, req, now, token, member_uuid, in_place),
         )
 
     async def sync_group(self, req: gm.SyncGroupRequest) -> gm.SyncGroupResponse:

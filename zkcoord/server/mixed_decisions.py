@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from zkcoord.group.consumer_classic import parse_assignment
+from zkcoord.group.consumer_classic import parse_assignment, parse_subscription
 from zkcoord.group.consumer_messages import (
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
@@ -27,7 +27,7 @@ from zkcoord.group.consumer_messages import (
 )
 from zkcoord.group.errors import ErrorCode
 from zkcoord.group.messages import JoinGroupRequest, OffsetCommitRequest, SyncGroupRequest
-from zkcoord.group.model import ClassicGroup, CoordinatorState, subscription_topics
+from zkcoord.group.model import ClassicGroup, CoordinatorState, Member, subscription_topics
 from zkcoord.group.state import GroupState
 from zkcoord.legacy.assignment import STRATEGIES as LEGACY_STRATEGIES
 from zkcoord.records.offsets import OffsetCommitValue
@@ -222,6 +222,84 @@ def hand_over_call(
         if names.get(m.member_id, protocol) in COOPERATIVE_PROTOCOLS
     }
     return HandOverCall(protocol, members, subscriptions, timeout_ms)
+
+
+def hand_on_holds(
+    group: ClassicGroup | None,
+    withheld: Mapping[TopicPartition, tuple[str, str]],
+    answered: Mapping[str, str],
+) -> tuple[str, ...]:
+    """The members whose SyncGroup answer the hand-over just done holds (`withheld`: partition -> (giver,
+    recipient), both classic members, the giver a KIP-429 one; `answered`: member id -> the name it was answered
+    in): each recipient of a withheld partition that is a member of the completing generation and was answered a
+    KIP-429 name. Its answer waits for the giver's rejoin, which proves the partition revoked
+    (`rejoins_in_place`), and then carries it, in the same generation: the follow-up rebalance a withheld
+    partition otherwise costs (every member learns of it only at its next heartbeat) is spared. An eager
+    recipient is not held (it revoked everything before its JoinGroup: a hold would keep all of its share
+    unowned while the giver takes its time); it gets the partition by the follow-up rebalance, as before.
+
+    >>> hand_on_holds(None, {TopicPartition("t", 0): ("a", "b")}, {"b": "cooperative-sticky"})
+    ()
+    """
+    if group is None or group.state is not GroupState.COMPLETING_REBALANCE:
+        return ()
+    return tuple(
+        sorted(
+            {
+                to
+                for _giver, to in withheld.values()
+                if to in group.members and answered.get(to) in COOPERATIVE_PROTOCOLS
+            }
+        )
+    )
+
+
+def hand_on_wait_ms(group: ClassicGroup) -> int:
+    """How long a held SyncGroup answer waits at most for the giver's rejoin: the hand-over's own bound (half the
+    shortest session or the rebalance timeout, at least `MIN_HAND_OVER_MS`). Clients wait longer for a SyncGroup
+    answer (kafka-python: request_timeout_ms, 305 s for a consumer; librdkafka: session.timeout.ms + 3 s), and the
+    coordinator counts a parked member alive. Past it the member is answered without the partition, which its
+    giver's rejoin then hands over by a rebalance, as without the hold."""
+    shortest = min((m.session_timeout_ms for m in group.members.values()), default=0)
+    return max(MIN_HAND_OVER_MS, min(group.rebalance_timeout_ms(), shortest) // 2)
+
+
+def rejoins_in_place(
+    group: ClassicGroup,
+    member: Member,
+    req: JoinGroupRequest,
+    withheld: Mapping[TopicPartition, tuple[str, str]],
+    answered: Mapping[str, str],
+) -> frozenset[TopicPartition] | None:
+    """The `RejoinInPlace` policy of a mixed group (the classic core asks it only for a Stable group's current
+    member whose rejoin Kafka would answer with a rebalance): the partitions the member now owns when its rejoin
+    is only the KIP-429 revocation of partitions withheld from others for it, else None (Kafka's rebalance).
+    Such a rejoin: the member was answered a cooperative name, partitions withheld for others are waiting for
+    it to give them up and each of their recipients' SyncGroup answer is still held, its protocols are the same
+    names with the same subscribed topics, and the partitions its subscription says it owns are exactly its
+    assignment of the current generation (so the withheld ones are given up). User data is not compared: the
+    coordinator computes a mixed group's assignment itself and never reads it. Then the coordinator's
+    assignment stands; the current generation answers the rejoin, and the withheld partitions are handed on."""
+    protocol = group.protocol_name
+    if protocol is None or answered.get(member.member_id) not in COOPERATIVE_PROTOCOLS:
+        return None
+    giving = [to for giver, to in withheld.values() if giver == member.member_id]
+    if not giving or any(to not in group.sync_holds for to in giving):
+        return None
+    if [n for n, _ in req.protocols] != [n for n, _ in member.protocols]:
+        return None
+    try:
+        _, topics, owned, _ = parse_subscription(dict(req.protocols)[protocol])
+        _, before, _, _ = parse_subscription(member.metadata(protocol))
+        assigned = parse_assignment(member.assignment)
+    except Exception:  # unreadable metadata or assignment: Kafka's rebalance decides
+        return None
+    if sorted(topics) != sorted(before):
+        return None
+    now = frozenset(TopicPartition(t, p) for t, ps in owned.items() for p in ps)
+    if now != frozenset(TopicPartition(t, p) for t, ps in assigned.items() for p in ps):
+        return None
+    return now
 
 
 def legacy_commit_partitions(

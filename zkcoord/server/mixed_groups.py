@@ -4,7 +4,9 @@ service's requests, between the coordinator runtime and the `MembershipBridge`.
 JoinGroup keeps only legacy-compatible protocols (a member that disagrees with the legacy members is refused),
 under the names the classic core's one-name rule then applies to (`core_protocols`), and each member is answered in
 a name of its own (JoinGroup, SyncGroup v5+: `answered_name`); the leader's SyncGroup assignment is replaced by the bridge's (held in ZooKeeper first, cooperative members' partitions
-withheld until they revoke, and a follow-up rebalance when a previous owner did not let go in time); member
+withheld until they revoke, and a follow-up rebalance when a previous owner did not let go in time; a cooperative
+recipient's answer is held until its giver's rejoin, answered in place, hands the partition on in the same
+generation: `in_place`, `_hand_on`); member
 departures release owner znodes; legacy membership changes start a rebalance; legacy members' generation -1
 commits are stored. Consumer-protocol members (KIP-848) are registered in ZooKeeper like classic members and
 take their share from the same hand-over (the classic leader's SyncGroup when the group has classic members, a
@@ -21,6 +23,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 
+from zkcoord.group import handlers as h
 from zkcoord.group.consumer_classic import parse_assignment
 from zkcoord.group.consumer_messages import (
     ConsumerGroupHeartbeatRequest,
@@ -35,9 +38,11 @@ from zkcoord.group.messages import (
     SyncGroupRequest,
     SyncGroupResponse,
 )
+from zkcoord.group.model import ClassicGroup, Member
 from zkcoord.server import mixed_decisions as md
 from zkcoord.server.coordinator_runtime import CoordinatorRuntime, refusal
 from zkcoord.server.seams import MembershipBridge, OffsetMirror
+from zkcoord.topic_partition import TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +87,9 @@ class MixedGroups:
         self._tasks: set[asyncio.Future[None]] = set()
         # bridged group -> its consumer members restored from ZooKeeper after this service loaded (once each)
         self._restoring: dict[str, asyncio.Future[None]] = {}
+        # (group, giver) -> (generation, what it still owns): a rejoin answered in place whose withheld
+        # partitions are to be handed on (`joined` starts it)
+        self._handing_on: dict[tuple[str, str], tuple[int, frozenset[TopicPartition]]] = {}
         self._closed = False
 
     def bridges(self, group_id: str) -> bool:
@@ -114,8 +122,27 @@ class MixedGroups:
                 )
         return replace(req, protocols=md.core_protocols(kept))
 
+    def in_place(self, group: ClassicGroup, member: Member, req: JoinGroupRequest) -> bool:
+        """The classic core's `RejoinInPlace` policy for mixed groups (`md.rejoins_in_place`): a KIP-429 member
+        that rejoins only to show it revoked what was withheld from others for it keeps the current generation,
+        and `joined` hands those partitions on."""
+        gid = group.group_id
+        owned = md.rejoins_in_place(
+            group, member, req, self._bridge.withheld(gid), self._answered.get(gid, {})
+        )
+        if owned is None:
+            return False
+        self._handing_on[(gid, member.member_id)] = (group.generation, owned)
+        return True
+
     def joined(self, req: JoinGroupRequest, resp: JoinGroupResponse) -> JoinGroupResponse:
-        """The core's answer to `req` (as the member sent it), in the member's own protocol name."""
+        """The core's answer to `req` (as the member sent it), in the member's own protocol name; a rejoin
+        answered in place (`in_place`) starts the hand-on of what it gave up."""
+        handing = self._handing_on.pop((req.group_id, resp.member_id), None)
+        if handing is not None and not resp.error_code and resp.generation_id == handing[0]:
+            task = asyncio.ensure_future(self._hand_on(req.group_id, resp.member_id, *handing))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         if resp.error_code or not resp.protocol_name:
             return resp
         self._bridge.offered(req.group_id, resp.member_id, [n for n, _ in req.protocols])
@@ -165,7 +192,22 @@ class MixedGroups:
             )
             self._rebalance(req.group_id)
             return refusal(req, SyncGroupResponse, ErrorCode.REBALANCE_IN_PROGRESS)
-        if self._bridge.hand_over_incomplete(req.group_id):
+        group = self._runtime.state.groups.get(req.group_id)
+        withheld = self._bridge.withheld(req.group_id)
+        holds = md.hand_on_holds(group, withheld, answered)
+        if holds and group is not None:
+            # KIP-429 members still own partitions others are to get: those others' answers wait (bounded) for
+            # the owners' rejoins, which are answered in this generation and hand the partitions on.
+            self._runtime.apply(
+                h.hold_sync_answers(
+                    self._runtime.state,
+                    req.group_id,
+                    req.generation_id,
+                    holds,
+                    self._runtime.now_ms() + md.hand_on_wait_ms(group),
+                )
+            )
+        if self._bridge.hand_over_incomplete(req.group_id, holds):
             # A previous owner did not let go in time: try again once its owner znode can be taken.
             asyncio.get_running_loop().call_later(md.FOLLOW_UP_REBALANCE_S, self._rebalance, req.group_id)
         consumers = self._consumers.get(req.group_id, {})
@@ -174,6 +216,43 @@ class MixedGroups:
             consumers, {mid: parse_assignment(a) for mid, a in assignments.items() if mid in keys}
         )
         return replace(req, assignments=tuple((mid, a) for mid, a in assignments.items() if mid not in keys))
+
+    async def _hand_on(
+        self, group_id: str, giver: str, generation: int, owned: frozenset[TopicPartition]
+    ) -> None:
+        """`giver`'s rejoin, answered in place, proved it revoked what was withheld from others for it: their owner
+        znodes go to those others, whose held SyncGroup answers then carry them in the same generation. When
+        their answers are no longer held (a deadline, a new rebalance) or the hand-on failed, a rebalance hands
+        the partitions over instead."""
+        recipients = sorted({to for g, to in self._bridge.withheld(group_id).values() if g == giver})
+        try:
+            group = self._runtime.state.groups.get(group_id)
+            wait = md.hand_on_wait_ms(group) if group is not None else md.MIN_HAND_OVER_MS
+            assignments: dict[str, bytes] | None = await self._bridge.hand_on(group_id, giver, owned, wait)
+        except Exception as exc:
+            log.error("group=%s gen=%d hand-on of what %s gave up failed: %s; rebalancing",
+                      group_id, generation, giver, exc)  # fmt: skip
+            assignments = None
+        waiting = {to for _g, to in self._bridge.withheld(group_id).values()}  # for other givers still
+        group = self._runtime.state.groups.get(group_id)
+        late = not assignments  # failed, or nothing moved (a new hand-over came between)
+        for to in recipients:
+            if group is not None and h.sync_held(group, generation, to):
+                if to not in waiting or assignments is None:
+                    self._runtime.apply(
+                        h.release_sync_answer(
+                            self._runtime.state,
+                            group_id,
+                            generation,
+                            to,
+                            None if assignments is None else assignments.get(to),
+                            self._runtime.now_ms(),
+                        )
+                    )
+            elif assignments is not None and to in assignments:
+                late = True  # held for it now, but its answer is out: it learns of it by a rebalance
+        if late:
+            self._rebalance(group_id)
 
     def synced(self, req: SyncGroupRequest, resp: SyncGroupResponse) -> SyncGroupResponse:
         """The core's answer to `req` (as the member sent it), in the name the member was answered in."""

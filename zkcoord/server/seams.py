@@ -201,8 +201,23 @@ class MembershipBridge(Protocol):
         """`owned`: member id -> partitions it may still consume (a consumer-protocol member): kept fenced."""
         ...
 
-    def hand_over_incomplete(self, group: str) -> bool:
-        """Whether the group's last hand-over left a partition unheld (a previous owner did not let go in time)."""
+    def hand_over_incomplete(self, group: str, holding: Iterable[str] = ()) -> bool:
+        """Whether the group's last hand-over left a partition unheld (a previous owner did not let go in time),
+        leaving out those going to the members in `holding` (whose answers the service holds for a `hand_on`)."""
+        ...
+
+    def withheld(self, group: str) -> Mapping[TopicPartition, tuple[str, str]]:
+        """Partition -> (member id that still owns it, member id it goes to), both KIP-429 classic members: what
+        the group's last hand-over withheld and `hand_on` can still move."""
+        ...
+
+    async def hand_on(
+        self, group: str, giver: str, still_owned: Iterable[TopicPartition], timeout_ms: int
+    ) -> dict[str, bytes]:
+        """`giver` rejoined without the partitions withheld from others for it (none of them in `still_owned`):
+        their owner znodes go to the members they were withheld for (a new one is registered now and takes the
+        rest of its share, waiting at most `timeout_ms`), and each such member's assignment
+        (ConsumerProtocolAssignment bytes of what is held for it now) is returned by member id."""
         ...
 
     async def preregister(

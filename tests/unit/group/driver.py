@@ -81,6 +81,7 @@ class Driver:
         session: int = 10_000,
         rebalance: int = 30_000,
         client_id: str = "c",
+        in_place: h.RejoinInPlace | None = None,
     ) -> int:
         t = self.next_token()
         self.uuids += 1
@@ -95,7 +96,7 @@ class Driver:
             protocols,
             client_id=client_id,
         )
-        self.apply(h.handle_join(self.st, req, self.now, t, f"u{self.uuids}"))
+        self.apply(h.handle_join(self.st, req, self.now, t, f"u{self.uuids}", in_place))
         return t
 
     def join_new(self, group: str = "g", **kw: object) -> int:
