@@ -656,6 +656,10 @@ def test_handoff_is_refused_when_the_members_share_no_protocol_name(
             )
         finally:
             producer.close()
-            for m in members:
-                m.stop()
-            proxy.stop()
+            try:
+                for m in members:
+                    m.close()  # all closed before any assertion on them, the proxy stopped whatever they say
+                for m in members:
+                    m.stop()
+            finally:
+                proxy.stop()
