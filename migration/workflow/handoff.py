@@ -2,7 +2,8 @@
 coordinator while it runs, journaled in the migrate workflow's journal and resumable from its hand-off znode.
 
 Steps (docs/proxy.md "Hand-off"): refuse while ZooKeeper members or consumer-protocol (KIP-848) members remain
-(checked again before the offsets are copied and before `forwarding` is written) → write `/zkcoord/handoffs/G` releasing
+(checked again before the offsets are copied and before `forwarding` is written), and when the classic members
+offer no protocol name in common (the cluster's coordinator would refuse some of them) → write `/zkcoord/handoffs/G` releasing
 (the proxies make every member commit, revoke and leave, and admit none) → wait until the proxies' group has no
 member → copy the group's committed offsets from the proxies' coordinator to the cluster's (the group is Empty
 there) and read them back → set the znode forwarding (the point of no return: the proxies forward the group's
@@ -15,13 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from migration.workflow.runner import Journal
 from zkcoord.bridge.membership import read_members
-from zkcoord.bridge.mixed_policy import classic_marker
+from zkcoord.bridge.mixed_policy import CONSUMER_KIND, classic_marker, offered_protocols, registered_kind
 from zkcoord.bridge.policy import TopicPartition
 from zkcoord.errors import MalformedZnode, ZkcoordError
 from zkcoord.legacy import paths
@@ -111,6 +112,31 @@ def cluster_group(
     if one.error_code != 0:
         raise ConnectionError(f"DescribeGroups {group}: error {one.error_code}")
     return one.group_state, sorted(m.member_id for m in one.members)
+
+
+# -- the cluster's one-protocol rule --------------------------------------------------------------------------------
+
+
+def common_protocols(offered: Mapping[str, Sequence[str] | None]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the protocol names every member of known names offers, in the first such member's order; the members whose
+    names are unknown), of `offered`: member -> the names its JoinGroup offered, or None when not known. A
+    classic group in Kafka's coordinator takes one protocol all its members support
+    (core/src/main/scala/kafka/coordinator/group/GroupMetadata.scala, `supportsProtocols` / `candidateProtocols`
+    / `selectProtocol`) and refuses a joining member that offers none of them INCONSISTENT_GROUP_PROTOCOL, so an
+    empty first item with any member known means the cluster would refuse some of the members.
+
+    >>> common_protocols({"a": ["range", "cooperative-sticky"], "b": ["cooperative-sticky"], "c": None})
+    (('cooperative-sticky',), ('c',))
+    >>> common_protocols({"a": ["range"], "b": ["cooperative-sticky"]})
+    ((), ())
+    """
+    known = [list(names) for names in offered.values() if names is not None]
+    unknown = tuple(m for m, names in offered.items() if names is None)
+    if not known:
+        return (), unknown
+    rest = [set(names) for names in known[1:]]
+    first = dict.fromkeys(known[0])  # its order, each name once
+    return tuple(n for n in first if all(n in names for names in rest)), unknown
 
 
 # -- where the two coordinators are ---------------------------------------------------------------------------------
@@ -215,6 +241,7 @@ class Handoffs:
         if handoff is None:
             self._refuse_legacy(group)
             self._refuse_consumer_protocol(group)
+            lines.extend(self._refuse_split(group))
             members = len(self._proxy_members(group))
             if members == 0:
                 self._refuse_unknown(group)
@@ -330,6 +357,47 @@ class Handoffs:
                 "they could not rejoin there; restart them with group.protocol=classic first"
                 f"{then}"
             )
+
+    def _refuse_split(self, group: str) -> list[str]:
+        """Refuse, before anything is written, a group whose classic members offer no protocol name in common:
+        after the point of no return they rejoin the cluster's coordinator, which takes one protocol every member
+        offers (`common_protocols`) and answers a member offering none of the group's INCONSISTENT_GROUP_PROTOCOL,
+        fatal for kafka-python and librdkafka (it stops consuming). A bridged group hosts them whatever names they
+        offer (the coordinator computes the shares itself), so such a group runs fine until the hand-off. Members
+        registered by a zkcoord before the registration's `protocols` key are unknown: the refusal needs a proven
+        empty intersection of the known ones; the unknown ones are named in the output (restarting them records
+        their names). Returns those output lines."""
+        members = {m["member_id"] for m in self._proxy_members(group)}
+        offered: dict[str, tuple[str, ...] | None] = {}
+        for data in read_ids(self.zk, group).values():
+            marker = classic_marker(data)
+            if (
+                marker is None
+                or registered_kind(marker) == CONSUMER_KIND
+                or marker.get("member_id") not in members
+            ):
+                continue
+            offered[f"{marker.get('client_id', '')} ({marker['member_id']})"] = offered_protocols(data)
+        common, unknown = common_protocols(offered)
+        known = {m: names for m, names in sorted(offered.items()) if names is not None}
+        if known and not common:
+            each = "; ".join(f"{m} offers {', '.join(names)}" for m, names in known.items())
+            raise HandoffRefused(
+                f"the cluster's coordinator would refuse some of {group}'s members: a classic group there takes "
+                f"one protocol (assignor) name every member offers, and its members share none ({each}); a member "
+                "offering none of the group's is refused INCONSISTENT_GROUP_PROTOCOL, fatal for kafka-python and "
+                "librdkafka (it would stop consuming after the point of no return). Restart the odd members with "
+                "a common assignor listed (e.g. partition.assignment.strategy=range,cooperative-sticky; "
+                "kafka-python: partition_assignment_strategy=(RangePartitionAssignor, CooperativeStickyAssignor)), "
+                "then run again; nothing was written"
+            )
+        if not unknown:
+            return []
+        return [
+            f"group {group}: {len(unknown)} member(s) registered without their offered protocol names (by an "
+            f"older zkcoord: {', '.join(sorted(unknown))}), not checked against the cluster's one-protocol rule "
+            f"({'the others share ' + ', '.join(common) if common else 'no other member is known'})"
+        ]
 
     def _proxy_store(self, group: str) -> Any:
         """The proxies' coordinator (one admin connection per run, bootstrapped on the live proxy nodes that

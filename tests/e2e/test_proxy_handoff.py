@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -604,3 +605,61 @@ def test_v0_offsets_of_a_group_the_proxy_coordinates_are_the_zookeeper_offsets(
             assert fetch(1) == (50, 0) and zk.get(path)[0] == b"40" and fetch(0) == (40, 0)
         finally:
             proxy.stop()
+
+
+def test_handoff_is_refused_when_the_members_share_no_protocol_name(
+    zk: Any, zk_connect: str, tansu: Tansu, tmp_path: Path, capsys: Any
+) -> None:
+    """An eager kafka-python member (range) and a cooperative one (cooperative-sticky) share a bridged group (the
+    proxies' coordinator computes both shares itself), but Tansu's coordinator, as Kafka's, would take one protocol
+    both offer and refuse the other INCONSISTENT_GROUP_PROTOCOL after the point of no return: refused first, exit 2,
+    naming each member and what it offers; no hand-off znode, no journal entry; both members go on consuming."""
+    from kafka import KafkaProducer
+
+    from zkcoord.testing import wait_for
+
+    topic, group = "split-orders", "mixed-split"
+    tansu.create_topic(topic, 2)
+    with register_in_zookeeper(zk, tansu, {topic: 2}):
+        proxy = ProxyProcess(zk_connect, tmp_path / "proxy", "--bridge-zk-groups", "mixed-.*")
+        members = [
+            KafkaPythonMember(proxy.bootstrap, group, topic, name, assignor=assignor, poll_timeout_s=0.05)
+            for name, assignor in (("eager", "range"), ("coop", "cooperative-sticky"))
+        ]
+        producer = KafkaProducer(bootstrap_servers=tansu.bootstrap)
+        try:
+            for m in members:
+                m.start()
+            wait_for(lambda: [len(m.held()) for m in members] == [1, 1], 60, "one partition each")
+            state = tmp_path / "state"
+            code = main(
+                ["migrate", "handoff", "--zk", zk_connect, "--group", group, "--state-dir", str(state)]
+            )
+            err = capsys.readouterr().err
+            assert code == 2, err
+            assert "members share none" in err and "INCONSISTENT_GROUP_PROTOCOL" in err
+            assert re.search(
+                r"coop \(coop-[^)]+\) offers cooperative-sticky; eager \(eager-[^)]+\) offers range\)", err
+            )
+            assert "partition.assignment.strategy=range,cooperative-sticky" in err
+            assert zk.exists(f"{HANDOFFS}/{group}") is None
+            assert not any(p.is_file() and p.stat().st_size for p in state.rglob("*"))  # nothing journaled
+            # still consuming through the proxy: a new record on each partition reaches its holder
+            seen = [len(m.consumed) for m in members]
+            for p in (0, 1):
+                producer.send(topic, b"after", partition=p)
+            producer.flush(10)
+            wait_for(
+                lambda: all(len(m.consumed) > n for m, n in zip(members, seen, strict=True)),
+                30,
+                "both members reading the records produced after the refusal",
+            )
+        finally:
+            producer.close()
+            try:
+                for m in members:
+                    m.close()  # all closed before any assertion on them, the proxy stopped whatever they say
+                for m in members:
+                    m.stop()
+            finally:
+                proxy.stop()

@@ -123,6 +123,8 @@ class MixedGroupBridge:
         self._fences: dict[str, int] = {}
         self._held: dict[str, dict[TopicPartition, str]] = {}  # group -> partition -> our thread
         self._registered: dict[str, dict[str, str]] = {}  # group -> member id -> consumer id
+        # group -> member id -> the protocol names its JoinGroup offered (present members only: members_changed)
+        self._offered: dict[str, dict[str, tuple[str, ...]]] = {}
         self._watches: dict[str, Callable[[], None]] = {}
         self._callbacks: dict[str, Callable[[], None]] = {}
         self._locks: dict[str, asyncio.Lock] = {}
@@ -367,6 +369,7 @@ class MixedGroupBridge:
                     topics,
                     tuple(still[mid]) if mid in still else self._still_owned(subscriptions.get(mid)),
                     CONSUMER_KIND if mid in still else CLASSIC,  # `owned` names exactly the consumer members
+                    () if mid in still else self._offered.get(group, {}).get(mid, ()),
                 )
                 for mid, client, topics in members
             )
@@ -684,7 +687,13 @@ class MixedGroupBridge:
                 group,
                 self._preregister,
                 group,
-                ClassicMember(mid, client_id, topics, kind=kind),
+                ClassicMember(
+                    mid,
+                    client_id,
+                    topics,
+                    kind=kind,
+                    protocols=self._offered.get(group, {}).get(mid, ()) if kind == CLASSIC else (),
+                ),
             )
 
     def _preregister(self, group: str, member: ClassicMember) -> None:
@@ -702,9 +711,22 @@ class MixedGroupBridge:
             zkm.fenced_write(self._zk(), group, fence, create=[(paths.id_path(group, cid), data)])
         registered[member.member_id] = cid
 
+    def offered(self, group: str, member_id: str, names: Sequence[str]) -> None:
+        """Keep the protocol names a classic member's JoinGroup offered, for its registration (written once, by
+        `preregister` or the hand-over that first includes it)."""
+        if member_id:
+            self._offered.setdefault(group, {})[member_id] = tuple(names)
+
     async def members_changed(self, group: str, present: Iterable[str]) -> None:
         """The group's members are now `present` (member ids): release what members gone held, remove their ids."""
         present_set = set(present)
+        offered = self._offered.get(group)
+        if offered is not None:  # bounded by the members present
+            kept = {m: n for m, n in offered.items() if m in present_set}
+            if kept:
+                self._offered[group] = kept
+            else:
+                del self._offered[group]
         if group in self._fences and not any(
             mid not in present_set for mid in self._registered.get(group, {})
         ):

@@ -25,7 +25,7 @@ from typing import Final
 
 from zkcoord.errors import ConfigError, MalformedZnode
 from zkcoord.legacy.assignment import assign
-from zkcoord.legacy.codecs import ConsumerRegistration, Escaped, encode_json, json_escape_string
+from zkcoord.legacy.codecs import ConsumerRegistration, Escaped, JsonValue, encode_json, json_escape_string
 from zkcoord.legacy.ids import consumer_of_thread, is_classic_id, java_sorted, thread_id, utf16_key
 from zkcoord.topic_partition import TopicPartition
 
@@ -50,6 +50,9 @@ MARKER_KEY: Final = "zkcoord"
 # is two levels deep, zkcoord's marker three.
 MAX_REGISTRATION_BYTES: Final = 1 << 20
 MAX_JSON_DEPTH: Final = 16
+# A registration's list of offered protocol names is written only while its JSON stays this small (real members
+# offer one to three short assignor names); a longer list is left out and reads back as unknown.
+MAX_PROTOCOLS_JSON: Final = 4096
 _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
@@ -147,6 +150,10 @@ class ClassicMember:
     # KIP-429 members: the partitions the member says (in its JoinGroup) it still owns; eager members own none.
     owned: tuple[TopicPartition, ...] = ()
     kind: str = CLASSIC  # one of KINDS: written into its registration's marker
+    # The protocol (assignor) names its JoinGroup offered, in its order, all of them (also those a bridged group
+    # does not host): what the cluster's coordinator would see after a hand-off (`offered_protocols`). Empty when
+    # not known (a consumer-protocol member has none).
+    protocols: tuple[str, ...] = ()
 
 
 def consumer_id_for(group: str, member_id: str, taken: Iterable[str] = ()) -> str:
@@ -180,17 +187,21 @@ def encode_classic_registration(member: ClassicMember, timestamp_ms: int) -> byt
     `"zkcoord":{"protocol":"classic","group_protocol":<kind>,"member_id":...,"client_id":...}`, which 0.8's
     `TopicCount` ignores (it reads only `pattern` and `subscription`; so does zkcoord's `ConsumerRegistration`).
     `protocol` says "a broker-protocol member" to every zkcoord reader; `group_protocol` which kind (KINDS), so
-    a coordinator restoring the group after a load tells its consumer-protocol members from classic ones."""
+    a coordinator restoring the group after a load tells its consumer-protocol members from classic ones;
+    `"protocols":[...]` (when known and under MAX_PROTOCOLS_JSON) the names its JoinGroup offered, in its order,
+    which `migrate handoff` checks against the cluster's one-protocol rule (`offered_protocols`)."""
     base = ConsumerRegistration.static({t: 1 for t in member.topics}, timestamp_ms=timestamp_ms)
     text = base.encode().decode()
-    marker = encode_json(
-        {
-            "protocol": CLASSIC,
-            "group_protocol": member.kind,
-            "member_id": Escaped(json_escape_string(member.member_id)),
-            "client_id": Escaped(json_escape_string(member.client_id)),
-        }
-    )
+    fields: dict[str, JsonValue] = {
+        "protocol": CLASSIC,
+        "group_protocol": member.kind,
+        "member_id": Escaped(json_escape_string(member.member_id)),
+        "client_id": Escaped(json_escape_string(member.client_id)),
+    }
+    names = [Escaped(json_escape_string(n)) for n in member.protocols]
+    if names and len(encode_json(names)) <= MAX_PROTOCOLS_JSON:
+        fields["protocols"] = names
+    marker = encode_json(fields)
     return f'{text[:-1]},"{MARKER_KEY}":{marker}}}'.encode()
 
 
@@ -205,6 +216,24 @@ def classic_marker(data: bytes | None) -> dict[str, str] | None:
     if not isinstance(marker, dict) or marker.get("protocol") != CLASSIC:
         return None
     return {str(k): str(v) for k, v in marker.items()}
+
+
+def offered_protocols(data: bytes | None) -> tuple[str, ...] | None:
+    """The protocol names a classic member's registration says its JoinGroup offered, in its order; None when it
+    says nothing usable (a legacy member's registration, one written by a zkcoord before the key, or a value that
+    is not a list of strings: unknown, never guessed).
+
+    >>> offered_protocols(encode_classic_registration(ClassicMember("m", "c", ("t",), protocols=("range",)), 1))
+    ('range',)
+    >>> offered_protocols(encode_classic_registration(ClassicMember("m", "c", ("t",)), 1)) is None
+    True
+    """
+    if classic_marker(data) is None:
+        return None
+    names = json.loads(data or b"")[MARKER_KEY].get("protocols")
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        return None
+    return tuple(names)
 
 
 def registered_kind(marker: Mapping[str, str] | None) -> str | None:

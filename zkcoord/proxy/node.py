@@ -486,10 +486,13 @@ class ProxyNode:
     def _release(self, req: kp.RequestFrame, group_id: str) -> bytes | Awaitable[bytes | None] | None:
         """A group being handed off: a member's heartbeat starts a rebalance (answered REBALANCE_IN_PROGRESS, so an
         eager member commits and revokes everything before it rejoins); its JoinGroup removes it from the group and
-        is answered MEMBER_ID_REQUIRED with no member id (UNKNOWN_MEMBER_ID below v4), so a cooperative member,
-        which rejoins still holding its partitions, drops them all as lost; its next JoinGroup (no member id, holding nothing) is answered NOT_COORDINATOR, so it asks
-        for the coordinator again, until the hand-off forwards that question to the cluster. No member is admitted
-        meanwhile."""
+        is answered MEMBER_ID_REQUIRED with no member id (UNKNOWN_MEMBER_ID below v4). A cooperative member rejoins
+        still holding its partitions: librdkafka drops them as lost at that answer; kafka-python 3.0.12 keeps them
+        (it prepares a join once per rebalance attempt, and the retry after the reset generation does not prepare
+        again), reads nothing while it joins, and claims them in the cluster's group, where cooperative-sticky
+        leaves them with it: one holder each, as nobody is admitted here meanwhile (docs/proxy.md "Hand-off", step
+        2). Its next JoinGroup (no member id) is answered NOT_COORDINATOR, so it asks for the coordinator again,
+        until the hand-off forwards that question to the cluster. No member is admitted meanwhile."""
         assert self.groups is not None and self._dispatch is not None
         service = self.groups.services.get(self.groups.node.partition_for(group_id))
         if req.api_key == kp.HEARTBEAT:
@@ -510,10 +513,11 @@ class ProxyNode:
                 log.info("group=%s hand-off: member %s released (leave: %s)", group_id, join.member_id,
                          [m.error_code for m in left.members])  # fmt: skip
                 # A cooperative member rejoins still holding its partitions. MEMBER_ID_REQUIRED (with no member
-                # id) makes it drop them all as lost before it joins again: librdkafka does so for it (and
-                # ILLEGAL_GENERATION) but not for UNKNOWN_MEMBER_ID on JoinGroup; kafka-python and Kafka's client
-                # reset the generation for it, so their next join treats the assignment as lost. JoinGroup < v4
-                # has no MEMBER_ID_REQUIRED: UNKNOWN_MEMBER_ID (kafka-python's reset).
+                # id) makes librdkafka drop them all as lost before it joins again (it does so for it and
+                # ILLEGAL_GENERATION, not for UNKNOWN_MEMBER_ID on JoinGroup). kafka-python 3.0.12 resets its
+                # generation but retries without preparing the join again, so it keeps them (reading nothing) and
+                # claims them in the cluster's group: safe, as nobody else holds or is given them meanwhile.
+                # JoinGroup < v4 has no MEMBER_ID_REQUIRED: UNKNOWN_MEMBER_ID (kafka-python's reset).
                 code = ErrorCode.MEMBER_ID_REQUIRED if req.api_version >= 4 else ErrorCode.UNKNOWN_MEMBER_ID
                 return kp.error_response(req, code)
             return kp.error_response(req, ErrorCode.NOT_COORDINATOR)

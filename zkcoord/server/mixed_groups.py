@@ -108,6 +108,7 @@ class MixedGroups:
                       req.group_id, req.member_id, code.name, exc)  # fmt: skip
             return refusal(req, JoinGroupResponse, code)
         group_id = req.group_id
+        bridge.offered(group_id, req.member_id, [n for n, _ in req.protocols])
         bridge.watch(group_id, topics, lambda: self._rebalance(group_id))
         group = self._runtime.state.groups.get(group_id)
         kept = md.kept_protocols(req, usable)
@@ -144,6 +145,7 @@ class MixedGroups:
             task.add_done_callback(self._tasks.discard)
         if resp.error_code or not resp.protocol_name:
             return resp
+        self._bridge.offered(req.group_id, resp.member_id, [n for n, _ in req.protocols])
         usable = self._bridge.usable_protocols(req.protocol_type, req.protocols)
         name = md.answered_name(md.kept_protocols(req, usable), resp.protocol_name)
         if name is None:

@@ -226,6 +226,11 @@ class MembershipBridge(Protocol):
         """Register a joining member early; `kind`: "classic" or "consumer" (KIP-848), kept in its registration."""
         ...
 
+    def offered(self, group: str, member_id: str, names: Sequence[str]) -> None:
+        """A classic member's JoinGroup offered these protocol names (its order, all of them): written into its
+        registration when the bridge writes it, for `migrate handoff`'s one-protocol check."""
+        ...
+
     async def members_changed(self, group: str, present: Iterable[str]) -> None: ...
 
     async def adopted_members(
