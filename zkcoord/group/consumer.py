@@ -332,14 +332,21 @@ def _heartbeat(
     if group.group_epoch > group.assignment_epoch:
         _new_target(out, st, group)
     member = group.members[member_id]
-    was_unrevoked = member.state is MemberState.UNREVOKED_PARTITIONS
+    before_reconcile = (member.has_assignment_record, member.current_value())
     _reconcile(out, group, member, owned)
-    if member.state is MemberState.UNREVOKED_PARTITIONS and not was_unrevoked:
-        out.timers.append(
-            Schedule(rebalance_key(group.group_id, member_id), now_ms + member.metadata.rebalance_timeout_ms)
-        )
-    elif was_unrevoked and member.state is not MemberState.UNREVOKED_PARTITIONS:
-        out.timers.append(Cancel(rebalance_key(group.group_id, member_id)))
+    member = group.members[member_id]
+    if (member.has_assignment_record, member.current_value()) != before_reconcile:
+        # Kafka's maybeReconcile: whenever the member's assignment changes, a member left with partitions to
+        # give up gets a whole rebalance timeout from now (a member that revoked some and was asked for more
+        # in the same answer is not fenced on the first deadline), any other has none.
+        if member.state is MemberState.UNREVOKED_PARTITIONS:
+            out.timers.append(
+                Schedule(
+                    rebalance_key(group.group_id, member_id), now_ms + member.metadata.rebalance_timeout_ms
+                )
+            )
+        else:
+            out.timers.append(Cancel(rebalance_key(group.group_id, member_id)))
     out.timers.append(
         Schedule(session_key(group.group_id, member_id), now_ms + cfg.group_consumer_session_timeout_ms)
     )
@@ -642,13 +649,16 @@ def on_consumer_timer(st: CoordinatorState, key: TimerKey, now_ms: int) -> Resul
 
 
 def arm_loaded_sessions(st: CoordinatorState, now_ms: int) -> tuple[TimerOp, ...]:
-    """After a load: every consumer member gets a fresh session deadline (as Kafka does on partition load)."""
+    """After a load: every consumer member gets a fresh session deadline, and one that still has partitions to
+    give up a fresh rebalance deadline (as Kafka's onLoaded does)."""
     timeout = st.config.group_consumer_session_timeout_ms
-    return tuple(
-        Schedule(session_key(gid, mid), now_ms + timeout)
-        for gid, group in sorted(st.consumer_groups.items())
-        for mid in sorted(group.members)
-    )
+    ops: list[TimerOp] = []
+    for gid, group in sorted(st.consumer_groups.items()):
+        for mid, member in sorted(group.members.items()):
+            ops.append(Schedule(session_key(gid, mid), now_ms + timeout))
+            if member.state is MemberState.UNREVOKED_PARTITIONS:
+                ops.append(Schedule(rebalance_key(gid, mid), now_ms + member.metadata.rebalance_timeout_ms))
+    return tuple(ops)
 
 
 # ----------------------------------------------------------------------------------------------------- describe

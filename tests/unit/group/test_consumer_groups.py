@@ -66,6 +66,29 @@ def test_a_partition_reaches_a_new_owner_only_after_the_old_one_released_it() ->
     assert g.state_name() == "Stable"
 
 
+def test_a_member_asked_to_revoke_more_gets_a_whole_rebalance_timeout_again() -> None:
+    """Kafka's maybeReconcile reschedules the rebalance timeout whenever the member's assignment changes while it
+    has partitions to give up. Found by the state machine below: a member that revoked in time and was asked in the
+    same answer for one more partition was fenced on its first deadline, and its partitions went to another member
+    while it still held what it had just been told to keep."""
+    w = World()
+    w.hb("a", 0, topics=("t1", "t2"))
+    w.hb("b", 0, topics=("t1",))
+    g = w.st.consumer_groups["g"]
+    a = w.hb("a", 1, {T1: {0, 1, 2, 3}, T2: {0, 1}})
+    assert g.members["a"].state is MemberState.UNREVOKED_PARTITIONS
+    first_deadline = w.now + SESSION
+    assert w.timers[TimerKey(TimerKind.CONSUMER_REBALANCE, "g", "a")] == first_deadline
+    w.advance(SESSION - 1000)
+    w.hb("c", 0, topics=("t1", "t2"))  # a third member: a must also give up part of t2
+    kept = _as_sets(a.assignment)
+    a = w.hb("a", 1, kept)  # a revoked what it was told, and is told to give up more
+    assert g.members["a"].state is MemberState.UNREVOKED_PARTITIONS and a.error_code == 0
+    assert w.timers[TimerKey(TimerKind.CONSUMER_REBALANCE, "g", "a")] == w.now + SESSION > first_deadline
+    w.advance(1000)  # past the first deadline
+    assert "a" in g.members
+
+
 def test_epochs_are_fenced_as_kafka_does() -> None:
     w = World()
     w.hb("a", 0)
