@@ -184,18 +184,7 @@ class MixedGroupBridge:
             [a for a in later if a not in pending],
         )
         held = self._held.setdefault(group, {})
-        with contextlib.suppress(zkm.OwnerHeld):
-            if pending:
-                zkm.fenced_write(client, group, fence, create=[
-                    (paths.owner_path(group, tp.topic, tp.partition), zkm.owner_payload(th)) for tp, th in pending
-                ])  # fmt: skip
-                held.update(dict(pending))
-                pending = []
-        hints = zkm.announce_wanted(client, group, [tp for tp, _ in pending]) if pending else []
-        try:
-            self._acquire_pending(client, group, fence, pending, held, deadline)
-        finally:
-            zkm.withdraw_wanted(client, hints)
+        self._take(client, group, fence, pending, held, deadline)
         unheld = self._unheld.get(group, {})
         self._unheld[group] = {
             tp: to for tp, to in unheld.items() if held.get(tp) != thread_for(registered.get(to, ""))
@@ -503,22 +492,7 @@ class MixedGroupBridge:
             registered.pop(next(mid for mid, cid in registered.items() if cid == c), None)
         registered.update(wanted)
         deadline = time.monotonic() + timeout_ms / 1000
-        pending = list(plan.acquire)
-        with contextlib.suppress(zkm.OwnerHeld):  # all free (the usual case): one multi-op
-            creates = [
-                (paths.owner_path(group, tp.topic, tp.partition), zkm.owner_payload(th)) for tp, th in pending
-            ]
-            if creates:
-                zkm.fenced_write(client, group, fence, create=creates)
-                held.update(dict(pending))
-                pending = []
-        # Some are still held (by a legacy member, usually): hint that the hand-over waits for them, so a
-        # leaving zkcoord member consumes them until now and releases them at once (make before break).
-        hints = zkm.announce_wanted(client, group, [tp for tp, _ in pending]) if pending else []
-        try:
-            self._acquire_pending(client, group, fence, pending, held, deadline)
-        finally:
-            zkm.withdraw_wanted(client, hints)
+        self._take(client, group, fence, list(plan.acquire), held, deadline)
         out: dict[str, bytes] = {}
         for m in classic:
             thread = thread_for(wanted[m.member_id])
@@ -597,6 +571,33 @@ class MixedGroupBridge:
             thread = thread_for(registered[to])
             out[to] = encode_assignment(tp for tp in shares.get(to, ()) if held.get(tp) == thread)
         return out
+
+    @classmethod
+    def _take(
+        cls,
+        client: Client,
+        group: str,
+        fence: int,
+        pending: list[tuple[TopicPartition, str]],
+        held: dict[TopicPartition, str],
+        deadline: float,
+    ) -> None:
+        """Take the owner znodes in `pending` for their threads: all in one multi-op when all are free (the usual
+        case); else, with a hint that the hand-over waits for them (so a leaving zkcoord member consumes them
+        until now and releases them at once: make before break), one by one as their holders let go, until
+        `deadline`. What is taken is added to `held`."""
+        with contextlib.suppress(zkm.OwnerHeld):
+            if pending:
+                zkm.fenced_write(client, group, fence, create=[
+                    (paths.owner_path(group, tp.topic, tp.partition), zkm.owner_payload(th)) for tp, th in pending
+                ])  # fmt: skip
+                held.update(dict(pending))
+                return
+        hints = zkm.announce_wanted(client, group, [tp for tp, _ in pending]) if pending else []
+        try:
+            cls._acquire_pending(client, group, fence, list(pending), held, deadline)
+        finally:
+            zkm.withdraw_wanted(client, hints)
 
     @staticmethod
     def _acquire_pending(

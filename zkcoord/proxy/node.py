@@ -417,30 +417,28 @@ class ProxyNode:
             and self.handoffs.phase(body.group_id) is Phase.RELEASING
         ):
             return kp.error_response(req, ErrorCode.NOT_COORDINATOR)
-        missing = [t for t in body.subscribed_topic_names or () if not topics.known(t)]
-        if not missing:
-            return dispatch.dispatch(req)
-
-        async def after_metadata() -> bytes | None:
-            await topics.fetch(missing)
-            answer = dispatch.dispatch(req)
-            return answer if isinstance(answer, bytes) or answer is None else await answer
-
-        return after_metadata()
+        return self._after_lookup(req, [t for t in body.subscribed_topic_names or () if not topics.known(t)])
 
     def _offset_commit(self, req: kp.RequestFrame) -> bytes | Awaitable[bytes | None] | None:
         """OffsetCommit v1+ of a group this proxy coordinates: a partition the cluster does not have is answered
         UNKNOWN_TOPIC_OR_PARTITION (zkcoord.server.groups), judged by the cluster's Metadata; a topic or partition
         the proxy's cache does not have (never asked, created or grown since) is asked of the cluster first."""
-        assert self._dispatch is not None and self.topics is not None
-        dispatch, topics = self._dispatch, self.topics
+        assert self.topics is not None
+        topics = self.topics
         highest: dict[str, int] = {}
         for r in kp.group_requests(req):
             assert isinstance(r, gm.OffsetCommitRequest)
             for t in r.topics:
                 top = max((p.partition_index for p in t.partitions), default=-1)
                 highest[t.name] = max(top, highest.get(t.name, -1))
-        missing = topics.unsure(highest)
+        return self._after_lookup(req, topics.unsure(highest))
+
+    def _after_lookup(
+        self, req: kp.RequestFrame, missing: list[str]
+    ) -> bytes | Awaitable[bytes | None] | None:
+        """`req` answered by the group dispatch, once the cluster has been asked about the `missing` topics."""
+        assert self._dispatch is not None and self.topics is not None
+        dispatch, topics = self._dispatch, self.topics
         if not missing:
             return dispatch.dispatch(req)
 
