@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
 
 from e2e.conftest import FAST_GROUP_FLAGS, ServerProcess
 from zkcoord.local.node import NodeUnavailable
@@ -23,7 +24,13 @@ TOPIC = "t"
 
 
 def commit_all(node: ServerProcess) -> dict[tuple[str, int], int]:
-    """Each group commits partitions 0..2 of TOPIC once (simple-consumer commits); returns what was acknowledged."""
+    """TOPIC created with 3 partitions (a commit to a partition the node lacks is refused, as Kafka refuses it),
+    then each group commits partitions 0..2 of it once (simple-consumer commits); returns what was acknowledged."""
+    admin = KafkaAdminClient(bootstrap_servers=node.bootstrap)
+    try:
+        admin.create_topics([NewTopic(TOPIC, 3, 1)])
+    finally:
+        admin.close()
     acked = {}
     for n, group in enumerate(GROUPS):
         consumer = KafkaConsumer(bootstrap_servers=node.bootstrap, group_id=group, enable_auto_commit=False)

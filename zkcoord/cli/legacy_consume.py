@@ -25,6 +25,7 @@ from zkcoord.legacy.config import LegacyConsumerConfig
 from zkcoord.legacy.ids import consumer_of_thread
 from zkcoord.topic_partition import TopicPartition
 from zkcoord.zk.member import LegacyConsumer
+from zkcoord.zk.session import ZkUnreachable
 
 log = logging.getLogger(__name__)
 
@@ -244,6 +245,12 @@ def cmd_consume(args: argparse.Namespace) -> int:
     try:
         try:
             consumer.start()
+        except (
+            ZkUnreachable
+        ) as exc:  # nothing answered: say which group could not join, and the session's hint
+            raise ZooKeeperUnreachable(
+                f"cannot join group {config.group_id!r} through ZooKeeper {config.zookeeper_connect!r}: {exc}"
+            ) from None
         except ZkcoordError:
             raise
         except Exception as exc:
