@@ -11,7 +11,6 @@ import asyncio
 import json
 import socket
 import struct
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from zkcoord.group.messages import JoinGroupRequest, JoinGroupResponse, SyncGrou
 from zkcoord.group.state import GroupState
 from zkcoord.server.group_service import GroupService
 from zkcoord.storage import FileRecordStore
+from zkcoord.testing import wait_until
 from zkcoord.testing.members import LegacyMember, legacy_config
 from zkcoord.zk import registry
 from zkcoord.zk.registry import PartitionState
@@ -86,14 +86,6 @@ def owners(zk: Any, group: str) -> dict[int, str]:
         thread = zk.get(f"{base}/{p}")[0].decode()
         out[int(p)] = ids.get(thread, json.dumps(thread))
     return out
-
-
-async def until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
-    """Wait for `condition` on the service's own loop (it changes only there), failing after `timeout_s`."""
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not condition():
-        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
-        await asyncio.sleep(0.005)
 
 
 async def start(zk_connect: str, tmp_path: Path) -> tuple[MixedGroupBridge, GroupService]:
@@ -182,7 +174,9 @@ def test_a_giver_that_does_not_rejoin_in_time_keeps_the_partition_and_its_late_r
             assert parts(got) == [] and svc.state.groups[group].generation == gen
             assert owners(zk, group) == dict.fromkeys(range(PARTITIONS), a.member_id)  # no two holders
             late = asyncio.ensure_future(a.join([0, 1]))  # now Kafka's rule: a rebalance
-            await until(lambda: svc.state.groups[group].state is GroupState.PREPARING_REBALANCE)
+            await wait_until(
+                lambda: svc.state.groups[group].state is GroupState.PREPARING_REBALANCE, 10, "the rebalance"
+            )
             jb = await b.join([])  # b learns of it (its heartbeat) and rejoins
             ja = await late
             assert ja.generation_id == jb.generation_id == gen + 1
@@ -221,14 +215,18 @@ def test_a_new_recipient_registers_at_the_hand_on_so_the_legacy_member_consumes_
     async def main() -> None:
         bridge, svc = await start(zk_connect, tmp_path)
         try:
-            await until(lambda: sorted(legacy.held()) == list(range(six)))
+            await wait_until(
+                lambda: sorted(legacy.held()) == list(range(six)), 10, "the legacy member holding all six"
+            )
             a, b = Client(svc, group, "a", 10_000), Client(svc, group, "b", 10_000)
             await a.first_join()
             for _ in range(5):
                 ja = await a.join([])
                 if (await a.sync(ja.generation_id, ((a.member_id, b""),))).error_code == 0:
                     break
-            await until(lambda: sorted(legacy.held()) == [3, 4, 5])
+            await wait_until(
+                lambda: sorted(legacy.held()) == [3, 4, 5], 10, "the legacy member keeping 3, 4, 5"
+            )
             await b.first_join()
             ja, _ = await asyncio.gather(a.join([0, 1, 2]), b.join([]))
             gen = ja.generation_id
