@@ -586,18 +586,32 @@ class MixedGroupBridge:
         case); else, with a hint that the hand-over waits for them (so a leaving zkcoord member consumes them
         until now and releases them at once: make before break), one by one as their holders let go, until
         `deadline`. What is taken is added to `held`."""
-        with contextlib.suppress(zkm.OwnerHeld):
-            if pending:
-                zkm.fenced_write(client, group, fence, create=[
-                    (paths.owner_path(group, tp.topic, tp.partition), zkm.owner_payload(th)) for tp, th in pending
-                ])  # fmt: skip
-                held.update(dict(pending))
-                return
+        if not pending or cls._take_all(client, group, fence, pending, held):
+            return
         hints = zkm.announce_wanted(client, group, [tp for tp, _ in pending]) if pending else []
         try:
             cls._acquire_pending(client, group, fence, list(pending), held, deadline)
         finally:
             zkm.withdraw_wanted(client, hints)
+
+    @staticmethod
+    def _take_all(
+        client: Client,
+        group: str,
+        fence: int,
+        pending: list[tuple[TopicPartition, str]],
+        held: dict[TopicPartition, str],
+    ) -> bool:
+        """Every owner znode in `pending` created for its thread in one fenced multi-op (added to `held`), or none
+        (False: one of them is held)."""
+        try:
+            zkm.fenced_write(client, group, fence, create=[
+                (paths.owner_path(group, tp.topic, tp.partition), zkm.owner_payload(th)) for tp, th in pending
+            ])  # fmt: skip
+        except zkm.OwnerHeld:
+            return False
+        held.update(dict(pending))
+        return True
 
     @staticmethod
     def _acquire_pending(
@@ -611,21 +625,10 @@ class MixedGroupBridge:
         """Take each owner znode in `pending` for its thread, waiting (a watch, until `deadline`) for a holder's
         deletion; what is still held then is left for the next rebalance."""
         while pending:
-            if len(pending) > 1:
-                # A previous holder releases its partitions together (one multi-op): take all free ones
-                # together too, rather than one round trip each after each wait.
-                with contextlib.suppress(zkm.OwnerHeld):
-                    zkm.fenced_write(
-                        client,
-                        group,
-                        fence,
-                        create=[
-                            (paths.owner_path(group, tp.topic, tp.partition), zkm.owner_payload(th))
-                            for tp, th in pending
-                        ],
-                    )
-                    held.update(dict(pending))
-                    return
+            # A previous holder releases its partitions together (one multi-op): take all free ones together
+            # too, rather than one round trip each after each wait.
+            if len(pending) > 1 and MixedGroupBridge._take_all(client, group, fence, pending, held):
+                return
             tp, thread = pending.pop(0)
             path = paths.owner_path(group, tp.topic, tp.partition)
             try:
